@@ -1,0 +1,123 @@
+"""Result rows: the contract between the engine (writer) and sweep / report / validate (readers).
+
+A run directory holds two Parquet tables:
+* ``sessions/`` — one :class:`SessionRow` per finished (or explicitly failed) conversation;
+* ``turns/``    — one :class:`TurnRow` per (session, turn): the trajectory.
+Metric names follow the paper: KG, NKG, DC (exact absorbed F1, weakest-prerequisite ceiling),
+IC (the reference's ic_f1), CO (capacity), PO (excess share); ``*_es`` = at the virtual early stop.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+FAILURE_MODES: tuple[str, ...] = ("redundant", "prereq_blocked", "effective", "overload_wasted", "under_absorbed")
+ROLES: tuple[str, ...] = ("user_sim", "assistant", "extractor", "judge")
+#: metrics where lower is better (ranking direction)
+LOWER_IS_BETTER: frozenset[str] = frozenset({"co", "po", "co_es", "po_es"})
+#: the metric columns every session row carries (final, then at the early stop)
+SESSION_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience")
+
+
+class SessionRow(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    # identity
+    run_id: str
+    config_hash: str
+    session_id: str  # "<task>/<item_id>/<level>/<condition>/<trial>"
+    task: str
+    item_id: str
+    knowledge_level: str
+    condition: str  # e.g. "gpt-x:adaptive" or "baseline:zero-shot-cot"
+    assistant_model: str
+    assistant_strategy: str
+    simulator: str  # "structured" | "zero-shot" | "zero-shot-cot" | "zero-shot-cot-user-profile"
+    trial: int
+    seed: int
+    rules_preset: str
+    graph_size: int
+    tau: int
+    iu_labels: list[str]
+    initial_states: list[int]  # graph node order
+    graph_json: str  # the IU graph used, so trajectories can be re-scored without the cache
+    # outcome
+    status: str  # "ok" | "failed"
+    turns: int
+    stop_reason: str
+    early_stop_turn: int | None = None  # 1-based turn of the virtual early stop (None: none)
+    early_stop_reason: str | None = None  # "mastery" | "cognitive_overload" | judge reason
+    error: str | None = None
+    # final metrics (None for baselines, which carry no state)
+    kg: float | None = None
+    nkg: float | None = None
+    dc: float | None = None
+    dc_precision: float | None = None
+    dc_recall: float | None = None
+    ic: float | None = None
+    ic_precision: float | None = None
+    ic_recall: float | None = None
+    co: float | None = None
+    po: float | None = None
+    engagement: float | None = None
+    learning_experience: float | None = None
+    # at the virtual early stop
+    kg_es: float | None = None
+    nkg_es: float | None = None
+    dc_es: float | None = None
+    ic_es: float | None = None
+    co_es: float | None = None
+    po_es: float | None = None
+    engagement_es: float | None = None
+    learning_experience_es: float | None = None
+    # LLM judge (Interaction Quality 1-10 and friends)
+    iq: float | None = None
+    judge_information_calibration: float | None = None
+    judge_perceived_overload: float | None = None
+    judge_perceived_learning: float | None = None
+    # failure-mode counts over the whole conversation (spec §10)
+    fm_redundant: int = 0
+    fm_prereq_blocked: int = 0
+    fm_effective: int = 0
+    fm_overload_wasted: int = 0
+    fm_under_absorbed: int = 0
+    # cost
+    llm_calls: int = 0
+    tokens_user_sim: int = 0
+    tokens_assistant: int = 0
+    tokens_extractor: int = 0
+    tokens_judge: int = 0
+    prompt_versions: str = "{}"  # JSON {template: version}
+
+
+class TurnRow(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run_id: str
+    session_id: str
+    turn: int  # 1-based
+    user_message: str
+    assistant_message: str
+    signals_json: str  # the normalised signal list of this turn (JSON list of spec §1.5 entries)
+    states: list[int]  # post-turn state per IU, graph node order
+    carries: list[float]  # post-turn fractional progress per IU
+    comprehension_load: float
+    attempt_load: float
+    effective_load: float
+    overload: bool
+    eta: float
+    n_upward_transitions: int
+    absorbed_gain: float
+    ic_numerator: int
+    ic_denominator: int
+    zpd_size: int
+    absorbed_ic_numerator: int
+    new_ius: int
+    disallowed: int
+    familiarity: float
+    novelty: float
+    engagement: float
+    density: float
+    fm_redundant: int = 0
+    fm_prereq_blocked: int = 0
+    fm_effective: int = 0
+    fm_overload_wasted: int = 0
+    fm_under_absorbed: int = 0
