@@ -1,0 +1,49 @@
+"""`ray-knowsim` entry point: one module per subcommand, each exposing ``register(subparsers)``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMAND_MODULES = (
+    "run",
+    "validate_config",
+    "replay",
+    "sweep",
+    "validate",
+    "report",
+    "extract_graphs",
+    "serve_offline",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ray-knowsim",
+        description="Evaluate how well LLM assistants calibrate information to a simulated learner.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"ray_knowsim.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"ray_knowsim.cli.{name}":
+                continue  # subcommand not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
