@@ -1,0 +1,87 @@
+"""A whole conversation's state trajectory from its per-turn signals: update, counters, stop, metrics.
+
+Pure: the replay, the counterfactual sweeps (through the kernel's twin) and tests build on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from ray_knowsim.model.graph import GraphIndex, capacity
+from ray_knowsim.model.signals import SignalEntry
+from ray_knowsim.model.states import KNOWS_WELL
+from ray_knowsim.rules.config import RuleConfig
+from ray_knowsim.rules.final_metrics import paper_metrics
+from ray_knowsim.rules.termination import EarlyStop, TurnSignal, early_stop
+from ray_knowsim.rules.turn_metrics import TurnMetrics, turn_metrics
+from ray_knowsim.rules.update import TurnUpdate, apply_turn, mentions
+
+
+@dataclass
+class Trajectory:
+    tau: int
+    initial: dict[str, int]
+    updates: list[TurnUpdate] = field(default_factory=list)
+    metrics: list[TurnMetrics] = field(default_factory=list)
+    entries: list[list[SignalEntry]] = field(default_factory=list)
+
+    @property
+    def states(self) -> list[dict[str, int]]:
+        """Index 0 = initial, index t = after turn t."""
+        return [self.initial] + [u.post for u in self.updates]
+
+    @property
+    def final(self) -> dict[str, int]:
+        return self.updates[-1].post if self.updates else dict(self.initial)
+
+    def stop_signals(self) -> list[TurnSignal]:
+        n = len(self.initial) or 1
+        return [
+            TurnSignal(
+                overload=u.overload,
+                n_upward=m.n_upward_transitions,
+                mastery_share=sum(1 for s in u.post.values() if s == KNOWS_WELL) / n,
+                nothing_mentioned=not mentions(e),
+            )
+            for u, m, e in zip(self.updates, self.metrics, self.entries)
+        ]
+
+    def early_stop(self, rules: RuleConfig) -> EarlyStop | None:
+        return early_stop(self.stop_signals(), rules.termination)
+
+    def summary(self, rules: RuleConfig) -> dict[str, float | int | str | None]:
+        """Final and at-early-stop metrics under the session table's names."""
+        stop = self.early_stop(rules)
+        out: dict = dict(paper_metrics(self.metrics, self.initial, self.final))
+        k = stop.turn if stop else len(self.metrics)
+        prefix = paper_metrics(self.metrics[:k], self.initial, self.states[k])
+        for name in ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience"):
+            out[f"{name}_es"] = prefix[name]
+        out["early_stop_turn"] = stop.turn if stop else None
+        out["early_stop_reason"] = stop.reason if stop else None
+        return out
+
+
+def run_trajectory(
+    g: GraphIndex,
+    initial: Mapping[str, int],
+    signal_lists: Sequence[Sequence[SignalEntry]],
+    rules: RuleConfig,
+    *,
+    initial_carries: Mapping[str, float] | None = None,
+    max_turns: int | None = None,
+) -> Trajectory:
+    """Apply the rules turn by turn. ``initial`` maps graph ids to states (missing -> unaware)."""
+    tau = capacity(g.size, rules.capacity_ratio, rules.capacity_floor)
+    horizon = max_turns if max_turns is not None else max(len(signal_lists), 1)
+    traj = Trajectory(tau=tau, initial={v: initial.get(v, 0) for v in g.ids})
+    state = traj.initial
+    carries = dict(initial_carries or {})
+    for t, entries in enumerate(signal_lists, start=1):
+        update = apply_turn(g, state, carries, entries, tau, t, rules, horizon)
+        traj.updates.append(update)
+        traj.metrics.append(turn_metrics(g, state, entries, update, tau))
+        traj.entries.append(list(entries))
+        state, carries = update.post, update.carries
+    return traj
