@@ -195,7 +195,7 @@ def _check_ks(ks: Any, where: str) -> None:
             raise LoadError(f"{where}: entry {label!r} must be an object with a 'state'")
         state = entry.get("state")
         if state not in _KNOWN_STATE_NAMES:
-            warnings.warn(f"{where}: IU {label!r} has state {state!r}, which reads as unaware", LoadWarning, stacklevel=4)
+            warnings.warn(f"{where}: IU {label!r} has state {state!r}, which reads as unaware", LoadWarning, stacklevel=3)
 
 
 def load_records(path: PathLike) -> list[ConversationRecord]:

@@ -47,6 +47,8 @@ class ChatResponse:
     error: str | None = None  # None on success; a short reason otherwise (never a secret)
     cached: bool = False
     finish_reason: str | None = None
+    # On a cache hit ``usage`` is zero (no new spend); this keeps what the original call cost.
+    original_usage: Usage | None = None
 
 
 @runtime_checkable

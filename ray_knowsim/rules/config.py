@@ -126,3 +126,27 @@ def rules_from(preset: str = "reference", **overrides) -> RuleConfig:
     base = PRESETS[preset]().model_dump()
     base.update(overrides)
     return RuleConfig.model_validate(base)
+
+
+def reference_absorption_block(rules: RuleConfig) -> tuple[str, dict]:
+    """(``absorption_mode``, ``absorption_config``) as the reference records store them (spec §1.6).
+
+    ``temporal_decay`` is the preset's flag, which is on in the reference preset but inert unless
+    the run enables decay (spec §2); the effective switch is ``RuleConfig.temporal_decay``.
+    """
+    names = ("unaware", "struggling", "partial_understanding", "knows_well")
+    mode = "weightabsorb_attempt_sigmoid" if rules.preset == "reference" else f"knowsim_{rules.preset}"
+    block = {
+        "weighting": "state_weighted",
+        "W_STATE": dict(zip(names, rules.w_state)),
+        "dropoff": True,
+        "dropoff_curve": "sigmoid",
+        "temporal_decay": True if rules.preset == "reference" else rules.temporal_decay,
+        "ratio_table": {level: rules.capacity_ratio for level in ("novice", "intermediate", "advanced")},
+        "rule2_cap": False,
+        "phase_b_max_tokens": 128000,
+        "include_attempt_load": rules.include_attempt_load,
+        "W_REASONING": dict(zip(names, rules.w_reasoning)),
+        "W_ARTICULATION": rules.w_articulation,
+    }
+    return mode, block

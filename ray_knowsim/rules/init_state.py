@@ -4,6 +4,13 @@ Pure logic: no I/O. Sampling is driven by a ``random.Random`` passed in, because
 shares ONE stream across the items of a run in item-list order (spec §4.6): the caller owns the
 stream and walks its items in that order, and a cached state must not touch it.
 
+Reproducing the shipped init cache (seed 42; tests/rules/test_init_state.py): one
+``random.Random(42)`` per (task, level) over the validation items in the items file's order, and a
+separate one over the benchmarking-only items in file order, reproduces 152/180 entries (all but
+28 MathQA-validation ones, spec §4.6). The IU cache lists the same items in the same relative
+order (validation first), so its order gives the same result; a single stream over all 30 items
+(file or cache order) does not.
+
 Two placements (``RuleConfig.init_placement``):
 
 * ``"shuffle"`` (reference preset, what the paper runs executed, spec §4.3-§4.5): shuffled,
@@ -24,7 +31,7 @@ from __future__ import annotations
 import copy
 import heapq
 import random
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from ray_knowsim.model.graph import GraphIndex
 from ray_knowsim.model.items import INIT_CACHE_TASK_KEYS, Item
@@ -104,14 +111,27 @@ def struggling_target(n: int, ratios: InitRatios) -> int:
     return round(ratios.struggling * n)
 
 
-def sample_initial_states(index: GraphIndex, level: str, rules: RuleConfig, rng: random.Random) -> dict[str, int]:
-    """Sample one item's initial state: ``{iu_id: state value 0..3}`` in node order."""
+class Placement(NamedTuple):
+    """The sets the sampler drew, before the mapping to states (spec §4.5)."""
+
+    known: frozenset[str]
+    partial: frozenset[str]
+    band: frozenset[str]
+
+
+def sample_placement(index: GraphIndex, level: str, rules: RuleConfig, rng: random.Random) -> Placement:
+    """Draw the known / partial / struggling-band sets for one item (consumes ``rng``)."""
     ratios = rules.init_ratios[level]
     if rules.init_placement == "topological":
         known, partial, band = _place_topological(index, ratios, rules.include_struggling, rng)
     else:
         known, partial, band = _place_shuffled(index, ratios, rules.include_struggling, rng)
-    return _to_states(index, level, known, partial, band, rules.init_partial_demotion)
+    return Placement(frozenset(known), frozenset(partial), frozenset(band))
+
+
+def sample_initial_states(index: GraphIndex, level: str, rules: RuleConfig, rng: random.Random) -> dict[str, int]:
+    """Sample one item's initial state: ``{iu_id: state value 0..3}`` in node order."""
+    return placement_states(index, level, sample_placement(index, level, rules, rng), rules.init_partial_demotion)
 
 
 def _place_shuffled(
@@ -180,10 +200,9 @@ def _place_topological(
     return known, partial, band
 
 
-def _to_states(
-    index: GraphIndex, level: str, known: set[str], partial: set[str], band: set[str], demotion: bool
-) -> dict[str, int]:
+def placement_states(index: GraphIndex, level: str, placement: Placement, demotion: bool = True) -> dict[str, int]:
     """Spec §4.5: known -> knows_well; partial -> partial (or struggling under D3); band -> struggling."""
+    known, partial, band = placement
     states: dict[str, int] = {}
     for v in index.ids:
         if v in known:
@@ -241,12 +260,15 @@ def initial_state_for(
 
 __all__ = [
     "KS",
+    "Placement",
     "initial_state_for",
     "kahn_order",
     "known_target",
     "ks_to_states",
     "partial_target",
+    "placement_states",
     "sample_initial_states",
+    "sample_placement",
     "seeded_topological_order",
     "states_to_ks",
     "struggling_target",

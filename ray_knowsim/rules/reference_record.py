@@ -14,7 +14,7 @@ from typing import Any
 from ray_knowsim.model.graph import GraphIndex
 from ray_knowsim.model.signals import normalize_signals
 from ray_knowsim.model.states import state_name, state_value
-from ray_knowsim.rules.config import RuleConfig
+from ray_knowsim.rules.config import RuleConfig, reference_absorption_block
 from ray_knowsim.rules.final_metrics import legacy_absorbed_total, reference_metrics, _f1
 from ray_knowsim.rules.prerequisites import articulation_mode, density, gap_sum
 from ray_knowsim.rules.termination import mastery_turn
@@ -123,10 +123,14 @@ def reference_view(
     explained = sorted(
         {g.label_of(e.id) for entries in traj.entries for e in entries if e.id in g.order and e.teaching_quality == "well_explained"}
     )
+    absorption = reference_absorption_block(rules)
     out: dict[str, Any] = {
         "problem_id": record.get("problem_id"),
         "task": record.get("task"),
         "knowledge_level": record.get("knowledge_level"),
+        "turns": len(traj.updates),
+        "absorption_mode": absorption[0],
+        "absorption_config": absorption[1],
         "initial_overload_threshold": traj.tau,
         "initial_knowledge_state": ks_history[0],
         "knowledge_state_history": ks_history,
