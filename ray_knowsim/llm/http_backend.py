@@ -1,0 +1,443 @@
+"""ChatModel over any OpenAI-compatible ``/v1/chat/completions`` endpoint (OpenAI, vLLM, OpenRouter,
+our own offline server, ...), with retries, rate limits and structured output.
+
+Secrets: the config holds only the NAME of the environment variable with the API key. The value
+lives in a ``_Secret`` that prints as ``***``, pickles as the variable name (a copy sent to a Ray
+worker re-reads the worker's environment) and is scrubbed from every text we log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import random
+import re
+import time
+import weakref
+from typing import Any, Literal, Sequence
+from urllib.parse import urlsplit
+
+import aiohttp
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ray_knowsim.llm.protocol import ChatRequest, ChatResponse, Usage
+from ray_knowsim.llm.rate_limit import Grant, RateLimiter, RateLimits, RayRateLimiter, make_limiter
+from ray_knowsim.llm.retry import BackoffConfig, backoff_delay, is_retryable_status, parse_retry_after
+
+log = logging.getLogger(__name__)
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SCHEMA_NAME_BAD = re.compile(r"[^A-Za-z0-9_-]")
+_ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+# Request fields this backend sets itself; extra_body may not override them silently.
+_OWN_FIELDS = frozenset(
+    {"model", "messages", "stream", "n", "temperature", "max_tokens", "max_completion_tokens", "seed",
+     "response_format"}
+)
+# Headers that tell our own server (serve-offline) which KnowSim role asks; harmless elsewhere.
+ROLE_HEADER = "X-KnowSim-Role"
+PROMPT_VERSION_HEADER = "X-KnowSim-Prompt-Version"
+SCHEMA_NAME_HEADER = "X-KnowSim-Schema-Name"
+
+
+class HTTPModelConfig(BaseModel):
+    """One OpenAI-compatible endpoint and model. Contains no secret, so it can be logged and stored."""
+
+    # A secret pasted into the wrong field must not be echoed back by a validation error.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+    base_url: str  # ".../v1"; requests go to base_url + "/chat/completions"
+    model: str
+    name: str | None = None  # identity in caches/results; defaults to ``model``
+    api_key_env: str | None = None  # NAME of the env var holding the key; None: send no key
+    api_key_header: str = "Authorization"  # "Authorization" sends "Bearer <key>"; others the raw key
+    timeout_s: float = Field(120.0, gt=0)  # per attempt
+    max_attempts: int = Field(3, ge=1)
+    backoff: BackoffConfig = Field(default_factory=BackoffConfig)
+    max_in_flight: int = Field(16, ge=1)  # per process
+    requests_per_minute: float | None = Field(None, gt=0)  # shared by all workers of a run
+    tokens_per_minute: float | None = Field(None, gt=0)
+    max_in_flight_global: int | None = Field(None, ge=1)  # across all workers (self-hosted servers)
+    structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
+    json_schema_strict: bool = True
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    send_knowsim_headers: bool = True  # role / prompt version / schema name as X-KnowSim-* headers
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_url(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError("base_url must be an http(s) URL such as https://api.openai.com/v1")
+        if parts.username or parts.password:
+            raise ValueError("base_url must not contain credentials; use api_key_env")
+        if parts.query or parts.fragment:
+            raise ValueError("base_url must not have a query or fragment (no keys in URLs)")
+        return v.rstrip("/")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _check_env_name(cls, v: str | None) -> str | None:
+        if v is not None and not _ENV_NAME.match(v):
+            raise ValueError(
+                "api_key_env must be the NAME of an environment variable (letters, digits, _), "
+                "not the key itself"
+            )
+        return v
+
+    @field_validator("extra_body")
+    @classmethod
+    def _check_extra(cls, v: dict[str, Any]) -> dict[str, Any]:
+        clash = sorted(_OWN_FIELDS & set(v))
+        if clash:
+            raise ValueError(
+                f"extra_body may not set {clash}: these come from each ChatRequest / the config"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> "HTTPModelConfig":
+        if not self.model:
+            raise ValueError("model must be a non-empty model id")
+        return self
+
+    @property
+    def model_name(self) -> str:
+        return self.name or self.model
+
+    @property
+    def endpoint_key(self) -> str:
+        """Stable id of (endpoint, model): names the shared rate limiter."""
+        return hashlib.sha256(f"{self.base_url}\n{self.model}".encode()).hexdigest()[:16]
+
+    def rate_limits(self) -> RateLimits:
+        return RateLimits(
+            requests_per_minute=self.requests_per_minute,
+            tokens_per_minute=self.tokens_per_minute,
+            max_in_flight=self.max_in_flight_global,
+            lease_timeout_s=self.timeout_s + 60.0,
+        )
+
+
+class MissingAPIKeyError(RuntimeError):
+    """The configured environment variable is unset or empty."""
+
+
+class _Secret:
+    """An API key that never shows itself: ``***`` in repr/str, its env NAME when pickled."""
+
+    __slots__ = ("env_name", "_value")
+
+    def __init__(self, env_name: str, value: str) -> None:
+        self.env_name = env_name
+        self._value = value
+
+    @classmethod
+    def from_env(cls, env_name: str) -> "_Secret":
+        value = os.environ.get(env_name, "")
+        if not value.strip():
+            raise MissingAPIKeyError(
+                f"environment variable {env_name} (named by api_key_env) is not set or empty"
+            )
+        return cls(env_name, value.strip())
+
+    def reveal(self) -> str:
+        return self._value
+
+    def scrub(self, text: str) -> str:
+        return text.replace(self._value, "***") if self._value else text
+
+    def __repr__(self) -> str:
+        return f"<secret from ${self.env_name}>"
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        return (_Secret.from_env, (self.env_name,))
+
+
+def estimate_tokens(request: ChatRequest) -> int:
+    """Upper-ish estimate for the token bucket before the call (~4 characters per token plus the
+    full completion budget); settled against the real usage afterwards."""
+    chars = sum(len(str(m.get("content", ""))) for m in request.messages)
+    return chars // 4 + 4 * len(request.messages) + request.max_tokens
+
+
+def _schema_name(request: ChatRequest) -> str:
+    name = _SCHEMA_NAME_BAD.sub("_", request.schema_name or "output")[:64]
+    return name or "output"
+
+
+class _Failure(Exception):
+    """One failed attempt, with the short reason recorded in ChatResponse.error."""
+
+    def __init__(self, reason: str, retryable: bool, retry_after_s: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
+
+
+class OpenAICompatibleModel:
+    """ChatModel over HTTP. Errors come back per request in ``ChatResponse.error`` as
+    ``<kind>[:<detail>]``: ``http_<status>`` (``http_400:context_length_exceeded``), ``timeout``,
+    ``connection``, ``bad_response``, ``refusal``, ``rate_limited_long`` (Retry-After beyond
+    ``backoff.max_retry_after_s``). ``latency_s`` is the duration of the last HTTP attempt."""
+
+    def __init__(
+        self,
+        config: HTTPModelConfig,
+        *,
+        limiter: RateLimiter | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.name = config.model_name
+        self._secret = _Secret.from_env(config.api_key_env) if config.api_key_env else None
+        self._limiter = limiter
+        self._limiter_resolved = limiter is not None or not config.rate_limits().enabled
+        self._rng = rng or random.Random()
+        self._url = config.base_url + "/chat/completions"
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._warned_no_usage = False
+
+    # --- identity and pickling -------------------------------------------------------------
+
+    @property
+    def cache_identity(self) -> dict[str, Any]:
+        """What besides the request decides the answer (for CachedModel keys)."""
+        return {
+            "name": self.name,
+            "model": self.config.model,
+            "structured_output": self.config.structured_output,
+            "json_schema_strict": self.config.json_schema_strict,
+            "extra_body": self.config.extra_body,
+        }
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (
+            f"OpenAICompatibleModel(name={self.name!r}, base_url={c.base_url!r}, model={c.model!r}, "
+            f"api_key_env={c.api_key_env!r})"
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_semaphores"] = None
+        if not isinstance(self._limiter, RayRateLimiter):
+            # an automatically made limiter is re-made where the copy runs (there: the Ray actor)
+            state["_limiter"] = None
+            state["_limiter_resolved"] = not self.config.rate_limits().enabled
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._semaphores = weakref.WeakKeyDictionary()
+
+    # --- the ChatModel API ---------------------------------------------------------------
+
+    async def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        if not requests:
+            return []
+        await self._resolve_limiter()
+        timeout = aiohttp.ClientTimeout(total=self.config.timeout_s)
+        limit = self.config.max_in_flight
+        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit)
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+            return list(await asyncio.gather(*(self._one(session, r) for r in requests)))
+
+    async def aclose(self) -> None:
+        """Nothing held between calls today; kept so callers can always close a model."""
+
+    # --- internals ---------------------------------------------------------------------------
+
+    async def _resolve_limiter(self) -> None:
+        if self._limiter_resolved:
+            return
+        name = f"ray_knowsim.limiter.{self.config.endpoint_key}"
+        # get_or_create_limiter blocks on Ray: keep it off the event loop
+        self._limiter = await asyncio.to_thread(make_limiter, name, self.config.rate_limits())
+        self._limiter_resolved = True
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        sem = self._semaphores.get(loop)
+        if sem is None:
+            sem = self._semaphores[loop] = asyncio.Semaphore(self.config.max_in_flight)
+        return sem
+
+    def build_payload(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body for one request (public so tests and tools can inspect it)."""
+        c = self.config
+        body: dict[str, Any] = {
+            "model": c.model,
+            "messages": [dict(m) for m in request.messages],
+            "temperature": request.temperature,
+            c.max_tokens_field: request.max_tokens,
+        }
+        if request.seed is not None:
+            body["seed"] = request.seed
+        if request.json_schema is not None and c.structured_output != "none":
+            if c.structured_output == "json_schema":
+                body["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": _schema_name(request),
+                        "schema": request.json_schema,
+                        "strict": c.json_schema_strict,
+                    },
+                }
+            else:
+                body["response_format"] = {"type": "json_object", "schema": request.json_schema}
+        body.update(c.extra_body)
+        return body
+
+    def _headers(self, request: ChatRequest) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self._secret is not None:
+            key = self._secret.reveal()
+            headers[self.config.api_key_header] = (
+                f"Bearer {key}" if self.config.api_key_header.lower() == "authorization" else key
+            )
+        if self.config.send_knowsim_headers:
+            headers[ROLE_HEADER] = request.role
+            if request.prompt_version:
+                headers[PROMPT_VERSION_HEADER] = request.prompt_version
+            if request.schema_name:
+                headers[SCHEMA_NAME_HEADER] = request.schema_name
+        return headers
+
+    def _scrub(self, text: str) -> str:
+        return self._secret.scrub(text) if self._secret is not None else text
+
+    async def _one(self, session: aiohttp.ClientSession, request: ChatRequest) -> ChatResponse:
+        body = self.build_payload(request)
+        estimate = estimate_tokens(request)
+        cfg = self.config
+        last: _Failure | None = None
+        latency = 0.0
+        for attempt in range(1, cfg.max_attempts + 1):
+            grant: Grant | None = None
+            if self._limiter is not None:
+                grant = await self._limiter.acquire(estimate)
+            used: int | None = None
+            try:
+                async with self._semaphore():
+                    t0 = time.perf_counter()
+                    try:
+                        response = await self._attempt(session, request, body)
+                    finally:
+                        latency = time.perf_counter() - t0
+                used = response.usage.total or None
+                response.latency_s = latency
+                log.debug(
+                    "%s %s attempt %d ok in %.3fs (role=%s, id=%s)",
+                    self.name, self._url, attempt, latency, request.role, request.request_id,
+                )
+                return response
+            except _Failure as failure:
+                last = failure
+            finally:
+                if grant is not None:
+                    await self._limiter.release(grant, used)
+
+            log.debug(
+                "%s attempt %d/%d failed: %s (role=%s, id=%s)",
+                self.name, attempt, cfg.max_attempts, last.reason, request.role, request.request_id,
+            )
+            if not last.retryable or attempt == cfg.max_attempts:
+                break
+            if last.retry_after_s is not None and last.retry_after_s > cfg.backoff.max_retry_after_s:
+                last = _Failure("rate_limited_long", retryable=False)
+                break
+            delay = backoff_delay(attempt, cfg.backoff, self._rng, last.retry_after_s)
+            if last.reason.startswith("http_429") and self._limiter is not None:
+                await self._limiter.pause(delay)  # every worker backs off, not just this one
+            await asyncio.sleep(delay)
+
+        assert last is not None
+        log.warning(
+            "%s request failed after %d attempt(s): %s (role=%s, id=%s)",
+            self.name, attempt, last.reason, request.role, request.request_id,
+        )
+        return ChatResponse(text="", latency_s=latency, error=last.reason)
+
+    async def _attempt(
+        self, session: aiohttp.ClientSession, request: ChatRequest, body: dict[str, Any]
+    ) -> ChatResponse:
+        try:
+            async with session.post(self._url, json=body, headers=self._headers(request)) as resp:
+                raw = await resp.read()
+                status = resp.status
+                retry_after = parse_retry_after(resp.headers)
+        except asyncio.TimeoutError:
+            raise _Failure("timeout", retryable=True) from None
+        except aiohttp.ClientError as exc:
+            # connection refused/reset, payload cut short, ...: transient from our side
+            log.debug("%s: %s", self.name, self._scrub(f"{type(exc).__name__}: {exc}"))
+            raise _Failure("connection", retryable=True) from None
+
+        if status != 200:
+            reason = f"http_{status}"
+            code = _error_code(raw)
+            if code and self._scrub(code) != code:
+                code = None  # a server echoing the key as an error code: never record it
+            if code and not is_retryable_status(status):
+                reason = f"{reason}:{code}"
+            detail = self._scrub(raw[:300].decode("utf-8", "replace"))
+            level = logging.DEBUG if is_retryable_status(status) else logging.WARNING
+            log.log(level, "%s HTTP %d: %s", self.name, status, detail)
+            raise _Failure(reason, is_retryable_status(status), retry_after)
+
+        try:
+            data = json.loads(raw)
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            log.debug("%s: unreadable 200 body: %s", self.name, self._scrub(raw[:300].decode("utf-8", "replace")))
+            raise _Failure("bad_response", retryable=True) from None
+
+        usage = self._usage(data.get("usage"))
+        content = message.get("content")
+        if content is None and message.get("refusal"):
+            return ChatResponse(text="", usage=usage, error="refusal", finish_reason=choice.get("finish_reason"))
+        if isinstance(content, list):  # content parts
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        return ChatResponse(
+            text=content if isinstance(content, str) else "",
+            usage=usage,
+            finish_reason=choice.get("finish_reason"),
+        )
+
+    def _usage(self, raw: Any) -> Usage:
+        if isinstance(raw, dict):
+            try:
+                return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))
+            except (TypeError, ValueError):
+                pass
+        if not self._warned_no_usage:
+            self._warned_no_usage = True
+            log.warning("%s: response has no usage; token counts are recorded as 0", self.name)
+        return Usage()
+
+
+def _error_code(raw: bytes) -> str | None:
+    """The provider's short error code (OpenAI ``error.code``/``error.type``), if it is a plain id."""
+    try:
+        err = json.loads(raw).get("error")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(err, dict):
+        return None
+    for field in ("code", "type"):
+        value = err.get(field)
+        if isinstance(value, str) and _ERROR_CODE.match(value):
+            return value
+    return None
+

@@ -1,0 +1,126 @@
+"""Versioned prompt templates: files ``templates/<name>.<version>.txt`` pinned by ``templates/manifest.txt``.
+
+Why a manifest: results and response caches are keyed by ``prompt_version`` ("name@v1"). If a
+template's wording changed while its version stayed the same, cached answers to the old wording
+would be served for the new one. The manifest records each (name, version) with the SHA-256 of its
+file; loading a template whose file no longer matches raises, so a wording change forces a new
+version file (``<name>.v2.txt`` plus a manifest line) instead of silently reusing the old label.
+
+File format: optional ``#`` comment lines at the top, then sections introduced by ``@@ <section>``
+lines (``system``, ``user``, or any fragment name). Placeholders are ``{{name}}``; filling is one
+pass, so values containing braces (JSON, LaTeX) are inserted verbatim and never re-expanded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Mapping
+
+_SECTION = re.compile(r"^@@ ([a-z0-9_]+)\s*$")
+_PLACEHOLDER = re.compile(r"\{\{([a-z0-9_]+)\}\}")
+MANIFEST = "manifest.txt"  # .txt so package-data ships it
+
+
+class TemplateError(ValueError):
+    """A template that is missing, malformed, unpinned, or filled with missing values."""
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    version: str
+    sections: Mapping[str, str]
+
+    @property
+    def prompt_version(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    def section(self, key: str) -> str:
+        try:
+            return self.sections[key]
+        except KeyError:
+            raise TemplateError(f"template {self.prompt_version} has no section {key!r}") from None
+
+    def fill(self, key: str, values: Mapping[str, object]) -> str:
+        """The section with every ``{{name}}`` replaced; a placeholder without a value is an error."""
+        text = self.section(key)
+        missing = sorted({m for m in _PLACEHOLDER.findall(text) if m not in values})
+        if missing:
+            raise TemplateError(f"template {self.prompt_version} section {key!r} needs values for {missing}")
+        return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), text)
+
+    def placeholders(self, key: str) -> set[str]:
+        return set(_PLACEHOLDER.findall(self.section(key)))
+
+
+def _templates_dir():
+    return resources.files("ray_knowsim.prompts").joinpath("templates")
+
+
+def file_digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_manifest() -> dict[str, tuple[str, str]]:
+    """``{name: (version, sha256)}`` from the manifest (one ``name version sha256`` per line)."""
+    pinned: dict[str, tuple[str, str]] = {}
+    text = _templates_dir().joinpath(MANIFEST).read_text(encoding="utf-8")
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) != 3:
+            raise TemplateError(f"manifest line {lineno} must be 'name version sha256': {line!r}")
+        name, version, digest = parts
+        if name in pinned:
+            raise TemplateError(f"manifest pins {name!r} twice (line {lineno})")
+        pinned[name] = (version, digest)
+    return pinned
+
+
+def parse_sections(text: str, label: str) -> dict[str, str]:
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        m = _SECTION.match(line)
+        if m:
+            if m.group(1) in sections:
+                raise TemplateError(f"{label}: section {m.group(1)!r} appears twice")
+            current = sections.setdefault(m.group(1), [])
+        elif current is not None:
+            current.append(line)
+        elif line.strip() and not line.startswith("#"):
+            raise TemplateError(f"{label}: text before the first '@@ section' line: {line!r}")
+    if not sections:
+        raise TemplateError(f"{label}: no '@@ section' lines")
+    return {k: "\n".join(v).strip("\n") for k, v in sections.items()}
+
+
+@lru_cache(maxsize=None)
+def load_template(name: str) -> Template:
+    """The manifest-pinned version of template ``name``, verified against its recorded digest."""
+    pinned = read_manifest()
+    if name not in pinned:
+        raise TemplateError(f"no template {name!r} in the prompt manifest (known: {sorted(pinned)})")
+    version, digest = pinned[name]
+    path = _templates_dir().joinpath(f"{name}.{version}.txt")
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise TemplateError(f"manifest pins {name}@{version} but {name}.{version}.txt is missing") from None
+    actual = file_digest(data)
+    if actual != digest:
+        raise TemplateError(
+            f"{name}.{version}.txt changed after it was pinned (sha256 {actual[:12]}..., manifest {digest[:12]}...): "
+            f"put new wording in {name}.v<next>.txt and pin that version in the manifest"
+        )
+    return Template(name=name, version=version, sections=parse_sections(data.decode("utf-8"), f"{name}.{version}.txt"))
+
+
+def template_names() -> list[str]:
+    return sorted(read_manifest())

@@ -1,0 +1,194 @@
+"""Streaming reduction of the session table: per-(condition, level) moments, failure modes, facts.
+
+Why streaming: a run can hold millions of sessions; each Arrow batch is reduced to a few numbers
+per cell and merged (Chan et al.'s pairwise update of count / mean / M2), so memory depends on
+the number of cells, not rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ray_knowsim.model.results import FAILURE_MODES
+from ray_knowsim.model.states import KNOWLEDGE_LEVELS
+
+FM_COLUMNS: tuple[str, ...] = tuple(f"fm_{m}" for m in FAILURE_MODES)
+Cell = tuple[str, str]  # (condition, level)
+
+
+@dataclass
+class Moments:
+    """Count, mean and sum of squared deviations of one cell's non-missing values."""
+
+    n: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+
+    @classmethod
+    def of(cls, values) -> "Moments":
+        arr = np.asarray(values, dtype=float)  # None -> nan
+        arr = arr[~np.isnan(arr)]
+        if arr.size == 0:
+            return cls()
+        mean = float(arr.mean())
+        return cls(int(arr.size), mean, float(((arr - mean) ** 2).sum()))
+
+    def merge(self, other: "Moments") -> "Moments":
+        if other.n == 0:
+            return self
+        if self.n == 0:
+            return Moments(other.n, other.mean, other.m2)
+        n = self.n + other.n
+        delta = other.mean - self.mean
+        mean = self.mean + delta * other.n / n
+        m2 = self.m2 + other.m2 + delta * delta * self.n * other.n / n
+        return Moments(n, mean, m2)
+
+    @property
+    def value(self) -> float | None:
+        return self.mean if self.n else None
+
+    @property
+    def sd(self) -> float | None:
+        return math.sqrt(self.m2 / (self.n - 1)) if self.n >= 2 else None
+
+    def ci95(self) -> tuple[float, float] | None:
+        """Student-t 95% interval of the mean (None below two values)."""
+        if self.n < 2:
+            return None
+        from scipy.stats import t
+
+        half = float(t.ppf(0.975, self.n - 1)) * self.sd / math.sqrt(self.n)
+        return self.mean - half, self.mean + half
+
+
+def level_order(levels) -> list[str]:
+    """The paper's order (novice, intermediate, advanced) first, anything else after, sorted."""
+    known = [lv for lv in KNOWLEDGE_LEVELS if lv in levels]
+    return known + sorted(lv for lv in levels if lv not in KNOWLEDGE_LEVELS)
+
+
+def sample_key(seed: int, session_id: str) -> int:
+    """Stable pseudo-random key: the sample does not depend on file or batch order."""
+    return int.from_bytes(hashlib.blake2b(f"{seed}:{session_id}".encode(), digest_size=8).digest(), "big")
+
+
+@dataclass
+class RunSummary:
+    """Everything the tables and the failure-mode chart need, built one batch at a time."""
+
+    metric_columns: tuple[str, ...]
+    sample_per_cell: int = 0
+    seed: int = 0
+    moments: dict[tuple[str, str, str], Moments] = field(default_factory=dict)  # (cond, level, column)
+    status: dict[Cell, Counter] = field(default_factory=dict)
+    failure_modes: dict[Cell, dict[str, int]] = field(default_factory=dict)
+    early_stops: dict[Cell, int] = field(default_factory=dict)
+    facts: dict[str, Counter] = field(default_factory=dict)  # column -> value counts (small columns)
+    _candidates: dict[Cell, list[tuple[int, str]]] = field(default_factory=dict)  # max-heaps by -key
+    rows: int = 0
+
+    FACT_COLUMNS = ("run_id", "task", "simulator", "rules_preset", "stop_reason")
+
+    def columns(self) -> list[str]:
+        return sorted(
+            {"session_id", "condition", "knowledge_level", "status", "early_stop_turn", *self.metric_columns, *FM_COLUMNS, *self.FACT_COLUMNS}
+        )
+
+    def add(self, batch: pa.RecordBatch | pa.Table) -> None:
+        self.rows += batch.num_rows
+        names = set(batch.schema.names)
+        for col in self.FACT_COLUMNS:
+            if col in names:
+                counts = self.facts.setdefault(col, Counter())
+                for entry in pc.value_counts(batch.column(col)).to_pylist():
+                    counts[entry["values"]] += entry["counts"]
+        cond = batch.column("condition").to_pylist()
+        level = batch.column("knowledge_level").to_pylist()
+        status = batch.column("status").to_pylist()
+        ok = np.array([s == "ok" for s in status])
+        for c, lv, s in zip(cond, level, status):
+            self.status.setdefault((c, lv), Counter())[s] += 1
+        keys = np.array([f"{c}\x1f{lv}" for c, lv in zip(cond, level)], dtype=object)
+        ok_keys = keys[ok]
+        uniq = sorted(set(ok_keys))
+        groups = {u: np.flatnonzero(ok_keys == u) for u in uniq}
+        for col in self.metric_columns:
+            values = _floats(batch, col)[ok] if col in names else np.full(int(ok.sum()), np.nan)
+            for u, idx in groups.items():
+                c, lv = u.split("\x1f")
+                m = Moments.of(values[idx])
+                key = (c, lv, col)
+                self.moments[key] = self.moments.get(key, Moments()).merge(m)
+        for col in FM_COLUMNS:
+            values = _floats(batch, col)[ok] if col in names else np.zeros(int(ok.sum()))
+            for u, idx in groups.items():
+                cell = tuple(u.split("\x1f"))
+                fm = self.failure_modes.setdefault(cell, dict.fromkeys(FAILURE_MODES, 0))
+                fm[col[3:]] += int(np.nansum(values[idx]))
+        if "early_stop_turn" in names:
+            stopped = ~np.isnan(_floats(batch, "early_stop_turn"))[ok]
+            for u, idx in groups.items():
+                cell = tuple(u.split("\x1f"))
+                self.early_stops[cell] = self.early_stops.get(cell, 0) + int(stopped[idx].sum())
+        if self.sample_per_cell:
+            sids = np.array(batch.column("session_id").to_pylist(), dtype=object)[ok]
+            for sid, u in zip(sids, ok_keys):
+                cell = tuple(u.split("\x1f"))
+                heap = self._candidates.setdefault(cell, [])
+                item = (-sample_key(self.seed, sid), sid)
+                if len(heap) < self.sample_per_cell:
+                    heapq.heappush(heap, item)
+                elif item > heap[0]:
+                    heapq.heapreplace(heap, item)
+
+    # ---- read-out -------------------------------------------------------------------------
+    @property
+    def conditions(self) -> list[str]:
+        return sorted({c for c, _ in self.status})
+
+    @property
+    def levels(self) -> list[str]:
+        return level_order({lv for _, lv in self.status})
+
+    def cell(self, condition: str, level: str, column: str) -> Moments:
+        return self.moments.get((condition, level, column), Moments())
+
+    def n_ok(self, condition: str, level: str) -> int:
+        return self.status.get((condition, level), Counter()).get("ok", 0)
+
+    def n_status(self, status: str) -> int:
+        return sum(c.get(status, 0) for c in self.status.values())
+
+    def candidates(self) -> dict[Cell, list[str]]:
+        """Per cell, the sampled session ids, best (smallest key) first."""
+        return {cell: [sid for _, sid in sorted(heap, reverse=True)] for cell, heap in self._candidates.items()}
+
+
+def _floats(batch, col: str) -> np.ndarray:
+    arr = batch.column(col)
+    if pa.types.is_boolean(arr.type):
+        arr = pc.cast(arr, pa.int8())
+    return np.asarray(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), dtype=float)
+
+
+def pick_sample(summary: RunSummary, n: int) -> list[str]:
+    """Round-robin over cells in table order (level, then condition) until n sessions."""
+    cands = summary.candidates()
+    order = [(c, lv) for lv in summary.levels for c in summary.conditions if cands.get((c, lv))]
+    picked: list[str] = []
+    depth = 0
+    while len(picked) < n and any(len(cands[cell]) > depth for cell in order):
+        for cell in order:
+            if len(picked) < n and len(cands[cell]) > depth:
+                picked.append(cands[cell][depth])
+        depth += 1
+    return picked

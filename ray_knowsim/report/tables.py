@@ -1,0 +1,166 @@
+"""The two results tables as plain data: per level (paper Table 4) and level-marginalised (Table 16).
+
+Rules (spec §11, recommendation): means per (condition, level) first; the level-marginal value
+is the unweighted mean of a condition's level means (so unequal survivor counts per level do not
+tilt it); ranks use "min" tie handling (ties share the best rank), descending for
+higher-is-better and ascending for CO; mean rank skips missing ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from ray_knowsim.report.aggregate import Moments, RunSummary
+from ray_knowsim.report.metrics import MetricSpec
+
+#: values closer than this count as tied (level-marginal means are sums in different orders)
+TIE_DECIMALS = 12
+
+
+def rank_min(values: Mapping[str, float | None], lower_is_better: bool) -> dict[str, int | None]:
+    """Competition ranks ("min" ties): 1 + how many others are strictly better; None stays None."""
+    present = {k: round(v, TIE_DECIMALS) for k, v in values.items() if v is not None and v == v}
+    out: dict[str, int | None] = {}
+    for k in values:
+        if k not in present:
+            out[k] = None
+            continue
+        v = present[k]
+        better = sum(1 for o in present.values() if (o < v if lower_is_better else o > v))
+        out[k] = 1 + better
+    return out
+
+
+def mean_rank(ranks: Sequence[int | None]) -> float | None:
+    got = [r for r in ranks if r is not None]
+    return sum(got) / len(got) if got else None
+
+
+@dataclass
+class Cell:
+    moments: Moments
+    rank: int | None = None
+    best: bool = False
+
+    @property
+    def value(self) -> float | None:
+        return self.moments.value
+
+
+@dataclass
+class LevelRow:
+    condition: str
+    n: int  # sessions with status ok in this cell
+    cells: dict[str, Cell]  # metric key -> cell
+    mean_rank: float | None = None
+    best_rank: bool = False
+
+
+@dataclass
+class LevelBlock:
+    level: str
+    rows: list[LevelRow]
+
+
+def per_level_table(summary: RunSummary, specs: Sequence[MetricSpec]) -> list[LevelBlock]:
+    """One block per level; rows in condition order; ranks and best marks within the level."""
+    blocks = []
+    for level in summary.levels:
+        conds = [c for c in summary.conditions if summary.status.get((c, level))]
+        rows = [
+            LevelRow(c, summary.n_ok(c, level), {s.key: Cell(summary.cell(c, level, s.column)) for s in specs})
+            for c in conds
+        ]
+        _rank_rows(rows, specs)
+        blocks.append(LevelBlock(level, rows))
+    return blocks
+
+
+@dataclass
+class MarginalRow:
+    condition: str
+    n: int
+    values: dict[str, float | None]
+    ranks: dict[str, int | None]
+    levels_used: dict[str, list[str]]  # metric key -> levels that had a value
+    mean_rank: float | None = None
+    best: dict[str, bool] = field(default_factory=dict)
+    best_rank: bool = False
+
+    def missing_levels(self, all_levels: Sequence[str]) -> list[str]:
+        used = set().union(*self.levels_used.values()) if self.levels_used else set()
+        return [lv for lv in all_levels if lv not in used]
+
+
+def level_marginal(level_means: Mapping[str, float | None]) -> float | None:
+    """Unweighted mean of the available level means."""
+    got = [v for v in level_means.values() if v is not None]
+    return sum(got) / len(got) if got else None
+
+
+def marginal_table(summary: RunSummary, specs: Sequence[MetricSpec]) -> list[MarginalRow]:
+    """Level-marginalised means, per-metric ranks, mean rank; sorted by mean rank (then name)."""
+    rows = []
+    for c in summary.conditions:
+        values, used = {}, {}
+        for s in specs:
+            per_level = {lv: summary.cell(c, lv, s.column).value for lv in summary.levels}
+            values[s.key] = level_marginal(per_level)
+            used[s.key] = [lv for lv, v in per_level.items() if v is not None]
+        n = sum(summary.n_ok(c, lv) for lv in summary.levels)
+        rows.append(MarginalRow(c, n, values, {}, used))
+    for s in specs:
+        ranks = rank_min({r.condition: r.values[s.key] for r in rows}, s.lower_is_better)
+        for r in rows:
+            r.ranks[s.key] = ranks[r.condition]
+            r.best[s.key] = ranks[r.condition] == 1
+    for r in rows:
+        r.mean_rank = mean_rank([r.ranks[s.key] for s in specs])
+    best = min((r.mean_rank for r in rows if r.mean_rank is not None), default=None)
+    for r in rows:
+        r.best_rank = best is not None and r.mean_rank is not None and round(r.mean_rank, TIE_DECIMALS) == round(best, TIE_DECIMALS)
+    rows.sort(key=lambda r: (r.mean_rank is None, r.mean_rank if r.mean_rank is not None else 0.0, r.condition))
+    return rows
+
+
+def _rank_rows(rows: list[LevelRow], specs: Sequence[MetricSpec]) -> None:
+    for s in specs:
+        ranks = rank_min({r.condition: r.cells[s.key].value for r in rows}, s.lower_is_better)
+        for r in rows:
+            r.cells[s.key].rank = ranks[r.condition]
+            r.cells[s.key].best = ranks[r.condition] == 1
+    for r in rows:
+        r.mean_rank = mean_rank([r.cells[s.key].rank for s in specs])
+    best = min((r.mean_rank for r in rows if r.mean_rank is not None), default=None)
+    for r in rows:
+        r.best_rank = best is not None and r.mean_rank is not None and round(r.mean_rank, TIE_DECIMALS) == round(best, TIE_DECIMALS)
+
+
+@dataclass
+class FailureRow:
+    level: str
+    condition: str
+    conversations: int
+    counts: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def share(self, mode: str) -> float | None:
+        return self.counts[mode] / self.total if self.total else None
+
+    def per_conversation(self, mode: str) -> float | None:
+        return self.counts[mode] / self.conversations if self.conversations else None
+
+
+def failure_table(summary: RunSummary) -> list[FailureRow]:
+    """Failure-mode counts per (level, condition), in table order; cells without state skipped."""
+    out = []
+    for level in summary.levels:
+        for c in summary.conditions:
+            counts = summary.failure_modes.get((c, level))
+            if counts is not None and sum(counts.values()) > 0:
+                out.append(FailureRow(level, c, summary.n_ok(c, level), dict(counts)))
+    return out

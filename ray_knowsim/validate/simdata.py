@@ -1,0 +1,116 @@
+"""Streaming reads of a run's Parquet tables (``RUN_DIR/sessions``, ``RUN_DIR/turns``).
+
+Validation needs only a few small columns per session plus, for concept coverage, one IU graph
+per item and the turn texts. Everything is read batch by batch through ``pyarrow.dataset`` with
+the column list pushed down, and reduced to per-group sums as it streams, so a 10,000-session
+run never sits in memory as a whole (the test keeps the peak under 1 GB).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+#: the session columns that identify a sim cell before arm mapping
+KEY_COLUMNS: tuple[str, ...] = ("simulator", "task", "knowledge_level", "condition", "assistant_model", "assistant_strategy")
+_BATCH = 16_384
+_SMALL_BATCH = 512  # for wide string columns (graph_json, messages)
+
+
+class SimDataError(ValueError):
+    """A run folder whose tables cannot be used; the message names the path and column."""
+
+
+def open_table(run_dir: Path, name: str, *, required: bool = True) -> ds.Dataset | None:
+    """``RUN_DIR/<name>/`` (a Parquet folder, hive partitions allowed) or ``RUN_DIR/<name>.parquet``."""
+    run_dir = Path(run_dir)
+    for path in (run_dir / name, run_dir / f"{name}.parquet"):
+        if path.exists():
+            try:
+                return ds.dataset(path, format="parquet", partitioning="hive")
+            except Exception as exc:  # pyarrow raises several types for unreadable files
+                raise SimDataError(f"{path}: cannot read as Parquet ({exc})") from exc
+    if required:
+        raise SimDataError(f"{run_dir}: no '{name}' table (expected {run_dir / name}/ with Parquet files)")
+    return None
+
+
+def _need(dataset: ds.Dataset, columns: list[str], what: str) -> None:
+    have = set(dataset.schema.names)
+    missing = [c for c in columns if c not in have]
+    if missing:
+        raise SimDataError(f"{what}: missing column(s) {', '.join(missing)}")
+
+
+def aggregate_metrics(dataset: ds.Dataset, columns: list[str]) -> pd.DataFrame:
+    """Per (KEY_COLUMNS, column): n, sum, sum of squares over finished sessions (status 'ok').
+
+    Returns a long frame with columns KEY_COLUMNS + [column, n, sum, sumsq]; nulls are skipped.
+    """
+    cols = list(dict.fromkeys(columns))
+    _need(dataset, [*KEY_COLUMNS, "status", *cols], "sessions table")
+    parts: list[pd.DataFrame] = []
+    scanner = dataset.scanner(
+        columns=[*KEY_COLUMNS, *cols], filter=pc.field("status") == "ok", batch_size=_BATCH, use_threads=False
+    )
+    for batch in scanner.to_batches():
+        if batch.num_rows == 0:
+            continue
+        df = batch.to_pandas()
+        for col in cols:
+            vals = pd.to_numeric(df[col], errors="coerce")
+            sub = df[list(KEY_COLUMNS)].assign(_v=vals, _v2=vals * vals)[vals.notna()]
+            if sub.empty:
+                continue
+            g = sub.groupby(list(KEY_COLUMNS), dropna=False).agg(n=("_v", "size"), sum=("_v", "sum"), sumsq=("_v2", "sum"))
+            parts.append(g.reset_index().assign(column=col))
+    if not parts:
+        return pd.DataFrame(columns=[*KEY_COLUMNS, "column", "n", "sum", "sumsq"])
+    out = pd.concat(parts, ignore_index=True)
+    return out.groupby([*KEY_COLUMNS, "column"], dropna=False, as_index=False)[["n", "sum", "sumsq"]].sum()
+
+
+def session_index(dataset: ds.Dataset) -> pd.DataFrame:
+    """session_id + item identity + KEY_COLUMNS of every finished session (small columns only)."""
+    cols = ["session_id", "item_id", *KEY_COLUMNS]
+    _need(dataset, [*cols, "status"], "sessions table")
+    parts = [
+        b.to_pandas()
+        for b in dataset.scanner(columns=cols, filter=pc.field("status") == "ok", batch_size=_BATCH, use_threads=False).to_batches()
+        if b.num_rows
+    ]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+
+
+def item_graphs(dataset: ds.Dataset, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """(task, item_id) -> [(IU id, concept), ...] from the first session carrying each graph."""
+    _need(dataset, ["task", "item_id", "graph_json"], "sessions table")
+    out: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    scanner = dataset.scanner(columns=["task", "item_id", "graph_json"], batch_size=_SMALL_BATCH, use_threads=False)
+    for batch in scanner.to_batches():
+        tasks, items = batch.column("task").to_pylist(), batch.column("item_id").to_pylist()
+        graphs = batch.column("graph_json")
+        for i, key in enumerate(zip(tasks, items)):
+            if key in wanted and key not in out:
+                raw = json.loads(graphs[i].as_py() or "{}")
+                out[key] = [(str(n.get("id", "")), str(n.get("concept", ""))) for n in raw.get("nodes", [])]
+        if len(out) == len(wanted):
+            break
+    return out
+
+
+def iter_turn_texts(dataset: ds.Dataset) -> Iterator[tuple[list[str], list[str], list[str]]]:
+    """Batches of (session_id, user_message, assistant_message) lists from the turns table."""
+    cols = ["session_id", "user_message", "assistant_message"]
+    _need(dataset, cols, "turns table")
+    for batch in dataset.scanner(columns=cols, batch_size=_SMALL_BATCH * 4, use_threads=False).to_batches():
+        yield (
+            batch.column("session_id").to_pylist(),
+            batch.column("user_message").to_pylist(),
+            batch.column("assistant_message").to_pylist(),
+        )
