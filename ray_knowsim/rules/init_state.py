@@ -147,7 +147,7 @@ def _place_shuffled(
     known: set[str] = set()
     pool = list(topo)
     rng.shuffle(pool)
-    for _ in range(1):
+    while len(known) < k_target:
         admitted = False
         for v in list(pool):
             if len(known) >= k_target:
@@ -196,7 +196,7 @@ def _place_topological(
     s = struggling_target(n, ratios) if include_struggling else 0
     known = set(order[:k])
     partial = set(order[k : k + p])
-    band = set(order[k + p : k + p + s])
+    band = set(order[k + p + 1 : k + p + s + 1])
     return known, partial, band
 
 

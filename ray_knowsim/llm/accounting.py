@@ -1,0 +1,128 @@
+"""What the model calls of a run cost, per KnowSim role; shards count, the driver merges.
+
+Counts are plain integers/floats in dataclasses, so they pickle (Ray), serialise (``to_dict``) and
+add up (``merge``) without any shared state between workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+from ray_knowsim.llm.protocol import ChatModel, ChatRequest, ChatResponse
+
+
+@dataclass
+class RoleStats:
+    calls: int = 0  # responses received (hits and errors included)
+    errors: int = 0
+    cached: int = 0  # answered from cache: no new spend
+    prompt_tokens: int = 0  # new spend only
+    completion_tokens: int = 0
+    saved_prompt_tokens: int = 0  # what cache hits would have cost
+    saved_completion_tokens: int = 0
+    latency_s: float = 0.0  # sum over calls that reached a model
+    error_kinds: dict[str, int] = field(default_factory=dict)  # "http_429" -> n (detail dropped)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def record(self, response: ChatResponse) -> None:
+        self.calls += 1
+        self.prompt_tokens += response.usage.prompt_tokens
+        self.completion_tokens += response.usage.completion_tokens
+        if response.cached:
+            self.cached += 1
+            if response.original_usage is not None:
+                self.saved_prompt_tokens += response.original_usage.prompt_tokens
+                self.saved_completion_tokens += response.original_usage.completion_tokens
+        else:
+            self.latency_s += response.latency_s
+        if response.error is not None:
+            self.errors += 1
+            kind = response.error.split(":", 1)[0]
+            self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
+
+    def merge(self, other: "RoleStats") -> None:
+        for name in (
+            "calls", "errors", "cached", "prompt_tokens", "completion_tokens",
+            "saved_prompt_tokens", "saved_completion_tokens", "latency_s",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for kind, n in other.error_kinds.items():
+            self.error_kinds[kind] = self.error_kinds.get(kind, 0) + n
+
+
+@dataclass
+class Accounting:
+    """Per-role RoleStats. ``merge`` is associative and commutative (shard order does not matter)."""
+
+    by_role: dict[str, RoleStats] = field(default_factory=dict)
+
+    def role(self, name: str) -> RoleStats:
+        stats = self.by_role.get(name)
+        if stats is None:
+            stats = self.by_role[name] = RoleStats()
+        return stats
+
+    def record(self, request: ChatRequest, response: ChatResponse) -> None:
+        self.role(request.role).record(response)
+
+    def record_batch(self, requests: Sequence[ChatRequest], responses: Sequence[ChatResponse]) -> None:
+        if len(requests) != len(responses):
+            raise ValueError(f"{len(requests)} requests but {len(responses)} responses")
+        for req, resp in zip(requests, responses):
+            self.record(req, resp)
+
+    def merge(self, other: "Accounting") -> "Accounting":
+        for name, stats in other.by_role.items():
+            self.role(name).merge(stats)
+        return self
+
+    @classmethod
+    def merged(cls, parts: Iterable["Accounting"]) -> "Accounting":
+        total = cls()
+        for part in parts:
+            total.merge(part)
+        return total
+
+    def total(self) -> RoleStats:
+        out = RoleStats()
+        for stats in self.by_role.values():
+            out.merge(stats)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: asdict(stats) for name, stats in sorted(self.by_role.items())}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Accounting":
+        return cls({name: RoleStats(**{**d, "error_kinds": dict(d.get("error_kinds", {}))})
+                    for name, d in data.items()})
+
+
+class AccountedModel:
+    """A ChatModel wrapper that records every response into ``accounting``."""
+
+    def __init__(self, inner: ChatModel, accounting: Accounting | None = None) -> None:
+        self.inner = inner
+        self.accounting = accounting if accounting is not None else Accounting()
+        self.name = inner.name
+
+    @property
+    def cache_identity(self) -> Any:
+        return getattr(self.inner, "cache_identity", None) or {"name": self.inner.name}
+
+    def __repr__(self) -> str:
+        return f"AccountedModel({self.inner!r})"
+
+    async def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        responses = await self.inner.complete(requests)
+        self.accounting.record_batch(requests, responses)
+        return responses
+
+    async def aclose(self) -> None:
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()

@@ -1,0 +1,151 @@
+"""The report's pictures as PNG data URIs (matplotlib, Agg backend: no display, no files).
+
+Three kinds: a metric overview (means with 95% CIs per level), the failure-mode composition
+(the paper's Figure 6) and one knowledge-state heatmap per shown conversation (Figure 1).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import textwrap
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from ray_knowsim.model.results import FAILURE_MODES  # noqa: E402
+from ray_knowsim.report.aggregate import RunSummary  # noqa: E402
+from ray_knowsim.report.explain import SHORT_STATE, ConversationView  # noqa: E402
+from ray_knowsim.report.metrics import MetricSpec  # noqa: E402
+from ray_knowsim.report.tables import FailureRow  # noqa: E402
+
+STATE_COLOURS = ("#e8e8e8", "#f4a259", "#7fb7e6", "#1f5f99")
+FM_COLOURS = {
+    "effective": "#2e9e5b",
+    "under_absorbed": "#e6c229",
+    "overload_wasted": "#d64545",
+    "prereq_blocked": "#f28c28",
+    "redundant": "#9a9a9a",
+}
+FM_LABELS = {
+    "effective": "effective",
+    "under_absorbed": "under-absorbed",
+    "overload_wasted": "overload-wasted",
+    "prereq_blocked": "prereq-blocked",
+    "redundant": "redundant",
+}
+FM_ORDER = ("effective", "under_absorbed", "overload_wasted", "prereq_blocked", "redundant")
+assert set(FM_ORDER) == set(FAILURE_MODES)
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+
+plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
+
+
+def to_data_uri(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _short(text: str, width: int = 28) -> str:
+    return textwrap.shorten(text, width=width, placeholder="…")
+
+
+def overview_plot(summary: RunSummary, specs: Sequence[MetricSpec]) -> str:
+    """One panel per metric: x = level, one marker (mean ± 95% CI) per condition."""
+    conds, levels = summary.conditions, summary.levels
+    fig, axes = plt.subplots(1, len(specs), figsize=(3.1 * len(specs), 2.9), squeeze=False)
+    width = 0.8 / max(1, len(conds))
+    for ax, spec in zip(axes[0], specs):
+        for k, c in enumerate(conds):
+            xs, ys, lo, hi = [], [], [], []
+            for i, lv in enumerate(levels):
+                m = summary.cell(c, lv, spec.column)
+                if m.value is None:
+                    continue
+                ci = m.ci95() or (m.mean, m.mean)
+                xs.append(i - 0.4 + width * (k + 0.5))
+                ys.append(m.mean)
+                lo.append(m.mean - ci[0])
+                hi.append(ci[1] - m.mean)
+            if xs:
+                ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", ms=4, capsize=2, color=PALETTE[k % len(PALETTE)], label=c)
+        ax.set_xticks(range(len(levels)), levels)
+        ax.set_title(f"{spec.label} {spec.arrow}", fontweight="bold")
+        ax.grid(axis="y", alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    if not handles:
+        for ax in axes[0][1:]:
+            handles, labels = ax.get_legend_handles_labels()
+            if handles:
+                break
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), frameon=False, bbox_to_anchor=(0.5, -0.02 - 0.06 * ((len(labels) - 1) // 4)))
+    fig.tight_layout(rect=(0, 0.1 + 0.06 * ((len(conds) - 1) // 4), 1, 1))
+    return to_data_uri(fig)
+
+
+def failure_mode_plot(rows: Sequence[FailureRow], levels: Sequence[str]) -> str | None:
+    """Stacked horizontal bars of failure-mode shares, one panel per level, one bar per condition."""
+    levels = [lv for lv in levels if any(r.level == lv for r in rows)]
+    if not levels:
+        return None
+    n_cond = max(sum(1 for r in rows if r.level == lv) for lv in levels)
+    fig, axes = plt.subplots(len(levels), 1, figsize=(7.5, 0.9 + (0.32 * n_cond + 0.5) * len(levels)), squeeze=False, sharex=True)
+    for ax, lv in zip(axes[:, 0], levels):
+        sub = [r for r in rows if r.level == lv]
+        names = [_short(r.condition, 34) for r in sub]
+        left = [0.0] * len(sub)
+        for mode in FM_ORDER:
+            shares = [100 * (r.share(mode) or 0.0) for r in sub]
+            ax.barh(names, shares, left=left, color=FM_COLOURS[mode], edgecolor="white", linewidth=0.5, label=FM_LABELS[mode])
+            for y, (x0, w) in enumerate(zip(left, shares)):
+                if w >= 8:
+                    ax.text(x0 + w / 2, y, f"{w:.0f}", ha="center", va="center", fontsize=7, color="white" if mode != "under_absorbed" else "black")
+            left = [a + b for a, b in zip(left, shares)]
+        ax.invert_yaxis()
+        ax.set_xlim(0, 100)
+        ax.set_title(lv, loc="left", fontweight="bold")
+    axes[-1, 0].set_xlabel("share of explained IU events (%)")
+    handles = [Patch(color=FM_COLOURS[m], label=FM_LABELS[m]) for m in FM_ORDER]
+    fig.legend(handles=handles, loc="upper center", ncol=5, frameon=False, bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return to_data_uri(fig)
+
+
+def trajectory_plot(view: ConversationView) -> str | None:
+    """IU x turn heatmap of states (column 0 = initial); ▼ marks overloaded turns, ● marks moves,
+    the dashed line the virtual early stop."""
+    if not view.has_state:
+        return None
+    import numpy as np
+
+    grid = np.array(view.states, dtype=float).T  # IU x (T+1)
+    n_iu, n_col = grid.shape
+    fig, ax = plt.subplots(figsize=(1.6 + 0.42 * n_col + 1.8, 0.8 + 0.26 * n_iu))
+    cmap = ListedColormap(STATE_COLOURS)
+    ax.imshow(grid, cmap=cmap, norm=BoundaryNorm([-0.5, 0.5, 1.5, 2.5, 3.5], 4), aspect="auto", interpolation="nearest")
+    moved_y, moved_x = np.nonzero(grid[:, 1:] > grid[:, :-1])
+    ax.scatter(moved_x + 1, moved_y, s=10, c="white", edgecolors="black", linewidths=0.5, zorder=3)
+    ax.set_yticks(range(n_iu), [_short(lab, 30) for lab in view.labels], fontsize=7)
+    ax.set_xticks(range(n_col), ["init"] + [str(t) for t in range(1, n_col)], fontsize=7)
+    ax.set_xlabel("turn")
+    for t in view.turns:
+        if t.overload and t.turn < n_col:
+            ax.text(t.turn, -0.75, "▼", ha="center", va="bottom", color="#d64545", fontsize=8)
+    es = view.session.get("early_stop_turn")
+    if es:
+        ax.axvline(es + 0.5, color="black", linestyle="--", linewidth=1)
+    ax.set_ylim(n_iu - 0.5, -1.2)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    handles = [Patch(color=c, label=SHORT_STATE[i]) for i, c in enumerate(STATE_COLOURS)]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=7)
+    fig.tight_layout()
+    return to_data_uri(fig)

