@@ -196,7 +196,7 @@ def _place_topological(
     s = struggling_target(n, ratios) if include_struggling else 0
     known = set(order[:k])
     partial = set(order[k : k + p])
-    band = set(order[k + p + 1 : k + p + s + 1])
+    band = set(order[k + p : k + p + s])
     return known, partial, band
 
 

@@ -244,12 +244,17 @@ def test_rootless_novice_gets_smallest_unaware_id_as_partial():
 
 def test_struggling_band_shuffles_always_consume_the_stream():
     """Both band shuffles happen even when S = 0 (they move the shared stream)."""
-    index = make_index(6, [])
+    # IU1 is the only root; IU2-IU4 (and IU6 if IU2 is partial) are exposed; IU7, IU8 are isolated
+    index = make_index(8, [(1, 2), (1, 3), (1, 4), (1, 5), (2, 6), (6, 7), (6, 8)])
     zero_band = rules_from("reference", init_ratios={**REF.init_ratios, "novice": InitRatios(known=0.1, partial=0.1, struggling=0.0)})
-    a, b = random.Random(5), random.Random(5)
-    sample_initial_states(index, "novice", zero_band, a)
-    sample_initial_states(index, "novice", REF, b)
-    assert a.getstate() == b.getstate()
+    for seed in range(20):
+        a, b, skipped = random.Random(seed), random.Random(seed), random.Random(seed)
+        states = sample_initial_states(index, "novice", zero_band, a)
+        assert STRUGGLING not in (states[v] for v in ("IU6", "IU7", "IU8"))
+        sample_initial_states(index, "novice", REF, b)
+        assert a.getstate() == b.getstate()
+        sample_placement(index, "novice", rules_from("reference", include_struggling=False), skipped)
+        assert skipped.getstate() != a.getstate()  # without the band there is nothing to shuffle
 
 
 # ---------------------------------------------------------------------------------------------
