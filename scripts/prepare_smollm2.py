@@ -60,13 +60,13 @@ def convert(gguf: Path, out: Path) -> None:
     tmp.mkdir(parents=True)
     try:
         t = time.perf_counter()
-        loaded = AutoModelForCausalLM.from_pretrained(src, gguf_file=name, torch_dtype=torch.float32)
+        loaded = AutoModelForCausalLM.from_pretrained(src, gguf_file=name, dtype=torch.float32)
         print(f"[prepare_smollm2] dequantized GGUF in {time.perf_counter() - t:.1f} s")
         # The GGUF-loaded model keeps quantization hooks that make save_pretrained fail: rebuild a
         # plain model from the config and copy the weights over.
         config = AutoConfig.from_pretrained(src, gguf_file=name)
         config.torch_dtype = torch.bfloat16
-        plain = AutoModelForCausalLM.from_config(config, torch_dtype=torch.bfloat16)
+        plain = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
         missing, unexpected = plain.load_state_dict(loaded.state_dict(), strict=False)
         # Tied embeddings show up as a missing lm_head; anything else is a real mismatch.
         real_missing = [k for k in missing if k != "lm_head.weight"]

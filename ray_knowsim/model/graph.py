@@ -98,13 +98,20 @@ def check_graph(graph: IUGraph, item_id: str, mode: GraphMode = "strict") -> IUG
                 seen_e.add((e.source, e.target))
                 kept.append(e)
         graph = graph.model_copy(update={"edges": kept})
+    elif dup_edges:
+        warnings.warn(
+            f"item {item_id!r}: duplicate edges kept (reference mode): {', '.join(f'{s}->{t}' for s, t in dup_edges)}",
+            GraphWarning,
+            stacklevel=2,
+        )
 
     digraph = nx.DiGraph()
     digraph.add_nodes_from(ids)
     digraph.add_edges_from((e.source, e.target) for e in graph.edges if e.source in known and e.target in known)
     if not nx.is_directed_acyclic_graph(digraph):
         cycle_nodes = sorted({n for comp in nx.strongly_connected_components(digraph) if len(comp) > 1 or digraph.has_edge(*(list(comp) * 2)[:2]) for n in comp})
-        one_cycle = " -> ".join(u for u, _ in nx.find_cycle(digraph))
+        cycle_edges = nx.find_cycle(digraph)
+        one_cycle = " -> ".join([u for u, _ in cycle_edges] + [cycle_edges[0][0]])
         msg = f"IU graph of item {item_id!r} has a prerequisite cycle ({one_cycle}); nodes on cycles: {', '.join(cycle_nodes)}"
         if mode == "strict":
             raise GraphError(msg + " (use graph_mode='reference' to replay reference data)")

@@ -213,7 +213,7 @@ def _load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts):
     m = sh["main"]
     for key, (row, values) in main.items():
         pid, session = key
-        if pid not in background:
+        if (pid,) not in background:
             raise KnowChatFormatError(f"{m.where(row)}: participant {pid} is not in sheet 'background'")
         if pid not in levels:
             raise KnowChatFormatError(f"{m.where(row)}: participant {pid} has no 'prescreening' row")
