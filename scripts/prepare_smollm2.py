@@ -65,7 +65,7 @@ def convert(gguf: Path, out: Path) -> None:
         # The GGUF-loaded model keeps quantization hooks that make save_pretrained fail: rebuild a
         # plain model from the config and copy the weights over.
         config = AutoConfig.from_pretrained(src, gguf_file=name)
-        config.torch_dtype = torch.bfloat16
+        config.dtype = torch.bfloat16
         plain = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
         missing, unexpected = plain.load_state_dict(loaded.state_dict(), strict=False)
         # Tied embeddings show up as a missing lm_head; anything else is a real mismatch.
