@@ -24,7 +24,14 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ray_knowsim.llm.protocol import ChatRequest, ChatResponse, Usage
-from ray_knowsim.llm.rate_limit import Grant, RateLimiter, RateLimits, RayRateLimiter, make_limiter
+from ray_knowsim.llm.rate_limit import (
+    Grant,
+    RateLimiter,
+    RateLimits,
+    RayRateLimiter,
+    get_or_create_limiter,
+    make_limiter,
+)
 from ray_knowsim.llm.retry import BackoffConfig, backoff_delay, is_retryable_status, parse_retry_after
 
 log = logging.getLogger(__name__)
@@ -36,6 +43,9 @@ _ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _OWN_FIELDS = frozenset(
     {"model", "messages", "stream", "n", "temperature", "max_tokens", "max_completion_tokens", "seed",
      "response_format"}
+)
+_CREDENTIAL_NAMES = frozenset(
+    {"api_key", "apikey", "key", "authorization", "token", "access_token", "secret", "password"}
 )
 # Headers that tell our own server (serve-offline) which KnowSim role asks; harmless elsewhere.
 ROLE_HEADER = "X-KnowSim-Role"
@@ -67,6 +77,32 @@ class HTTPModelConfig(BaseModel):
     send_knowsim_headers: bool = True  # role / prompt version / schema name as X-KnowSim-* headers
     extra_body: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _hide_secret_looking_input(cls, data: Any) -> Any:
+        """Replace values that may BE secrets before validation, so that no error (not even
+        ``ValidationError.errors()``, which keeps inputs) can carry them."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        env = data.get("api_key_env")
+        if isinstance(env, str) and not _ENV_NAME.match(env):
+            data["api_key_env"] = "<hidden: not an environment variable name>"
+        url = data.get("base_url")
+        if isinstance(url, str):
+            parts = urlsplit(url)
+            if parts.username or parts.password or parts.query or parts.fragment:
+                host = parts.hostname or ""
+                userinfo = "***@" if (parts.username or parts.password) else ""
+                tail = "?***" if (parts.query or parts.fragment) else ""
+                data["base_url"] = f"{parts.scheme}://{userinfo}{host}{parts.path}{tail}"
+        extra = data.get("extra_body")
+        if isinstance(extra, dict) and any(str(k).lower() in _CREDENTIAL_NAMES for k in extra):
+            data["extra_body"] = {
+                k: ("<hidden>" if str(k).lower() in _CREDENTIAL_NAMES else v) for k, v in extra.items()
+            }
+        return data
+
     @field_validator("base_url")
     @classmethod
     def _check_url(cls, v: str) -> str:
@@ -97,6 +133,9 @@ class HTTPModelConfig(BaseModel):
             raise ValueError(
                 f"extra_body may not set {clash}: these come from each ChatRequest / the config"
             )
+        creds = sorted(k for k in v if k.lower() in _CREDENTIAL_NAMES)
+        if creds:
+            raise ValueError(f"extra_body may not carry credentials {creds}: use api_key_env")
         return v
 
     @model_validator(mode="after")
@@ -110,9 +149,10 @@ class HTTPModelConfig(BaseModel):
         return self.name or self.model
 
     @property
-    def endpoint_key(self) -> str:
-        """Stable id of (endpoint, model): names the shared rate limiter."""
-        return hashlib.sha256(f"{self.base_url}\n{self.model}".encode()).hexdigest()[:16]
+    def limiter_name(self) -> str:
+        """Name of the run-wide limiter of this (endpoint, model); see ``create_shared_limiter``."""
+        digest = hashlib.sha256(f"{self.base_url}\n{self.model}".encode()).hexdigest()[:16]
+        return f"ray_knowsim.limiter.{digest}"
 
     def rate_limits(self) -> RateLimits:
         return RateLimits(
@@ -184,7 +224,7 @@ class _Failure(Exception):
 
 class OpenAICompatibleModel:
     """ChatModel over HTTP. Errors come back per request in ``ChatResponse.error`` as
-    ``<kind>[:<detail>]``: ``http_<status>`` (``http_400:context_length_exceeded``), ``timeout``,
+    ``<kind>[:<detail>]``: ``http_<status>[:<provider error code>]`` (``http_400:context_length_exceeded``), ``timeout``,
     ``connection``, ``bad_response``, ``refusal``, ``rate_limited_long`` (Retry-After beyond
     ``backoff.max_retry_after_s``). ``latency_s`` is the duration of the last HTTP attempt."""
 
@@ -199,6 +239,7 @@ class OpenAICompatibleModel:
         self.name = config.model_name
         self._secret = _Secret.from_env(config.api_key_env) if config.api_key_env else None
         self._limiter = limiter
+        self._limiter_auto = limiter is None  # made on first use, in the process that uses it
         self._limiter_resolved = limiter is not None or not config.rate_limits().enabled
         self._rng = rng or random.Random()
         self._url = config.base_url + "/chat/completions"
@@ -230,8 +271,9 @@ class OpenAICompatibleModel:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_semaphores"] = None
-        if not isinstance(self._limiter, RayRateLimiter):
-            # an automatically made limiter is re-made where the copy runs (there: the Ray actor)
+        if self._limiter_auto and not isinstance(self._limiter, RayRateLimiter):
+            # an automatic local limiter is re-made where the copy runs (under Ray: the shared one);
+            # an injected LocalRateLimiter refuses to be pickled, which is the clear error we want
             state["_limiter"] = None
             state["_limiter_resolved"] = not self.config.rate_limits().enabled
         return state
@@ -260,10 +302,11 @@ class OpenAICompatibleModel:
     async def _resolve_limiter(self) -> None:
         if self._limiter_resolved:
             return
-        name = f"ray_knowsim.limiter.{self.config.endpoint_key}"
-        # get_or_create_limiter blocks on Ray: keep it off the event loop
-        self._limiter = await asyncio.to_thread(make_limiter, name, self.config.rate_limits())
-        self._limiter_resolved = True
+        # blocks on Ray when Ray is up: keep it off the event loop
+        limiter = await asyncio.to_thread(make_limiter, self.config.limiter_name, self.config.rate_limits())
+        if not self._limiter_resolved:  # a concurrent call may have won the race: keep its limiter
+            self._limiter = limiter
+            self._limiter_resolved = True
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -388,7 +431,7 @@ class OpenAICompatibleModel:
             code = _error_code(raw)
             if code and self._scrub(code) != code:
                 code = None  # a server echoing the key as an error code: never record it
-            if code and not is_retryable_status(status):
+            if code:
                 reason = f"{reason}:{code}"
             detail = self._scrub(raw[:300].decode("utf-8", "replace"))
             level = logging.DEBUG if is_retryable_status(status) else logging.WARNING
@@ -441,3 +484,12 @@ def _error_code(raw: bytes) -> str | None:
             return value
     return None
 
+
+def create_shared_limiter(config: HTTPModelConfig) -> RateLimiter | None:
+    """Create the run-wide limiter for ``config`` in THIS process: call it in the Ray driver before
+    starting shards and keep the result until the run ends (the actor lives as long as its
+    creator holds it). Models in the workers then find it by name. None without rate limits."""
+    limits = config.rate_limits()
+    if not limits.enabled:
+        return None
+    return get_or_create_limiter(config.limiter_name, limits)

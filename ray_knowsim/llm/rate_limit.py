@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import threading
 import time
 import weakref
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[Any]]
@@ -342,22 +345,56 @@ def _actor_class() -> Any:
 
 
 class RayRateLimiter:
-    """Client side of the shared limiter; picklable, so it can be handed to Ray workers."""
+    """Client side of the shared limiter; picklable, so it can be handed to Ray workers.
 
-    def __init__(self, handle: Any, name: str, limits: RateLimits, sleep: Sleep = asyncio.sleep) -> None:
+    The actor lives as long as its creator holds it (see ``get_or_create_limiter``). If it died
+    anyway, the next call re-creates it under the same name (with a fresh, full bucket) and logs
+    a warning, instead of failing every request of the run.
+    """
+
+    def __init__(
+        self, handle: Any, name: str, limits: RateLimits, namespace: str | None = None,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
         self._handle = handle
         self.name = name
         self.limits = limits
+        self.namespace = namespace
         self._sleep = sleep
+        self._generation = 0
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def __repr__(self) -> str:
         return f"RayRateLimiter(name={self.name!r}, {self.limits!r})"
 
     def __reduce__(self):
-        return (RayRateLimiter, (self._handle, self.name, self.limits))
+        return (RayRateLimiter, (self._handle, self.name, self.limits, self.namespace))
+
+    async def _call(self, method: str, *args: Any) -> Any:
+        from ray.exceptions import ActorDiedError
+
+        generation = self._generation
+        try:
+            return await getattr(self._handle, method).remote(*args)
+        except ActorDiedError:
+            loop = asyncio.get_running_loop()
+            lock = self._locks.get(loop)
+            if lock is None:
+                lock = self._locks[loop] = asyncio.Lock()
+            async with lock:  # one re-creation, however many calls saw the death
+                if self._generation == generation:
+                    log.warning("rate limiter %r died (its creator exited or let go); re-creating it", self.name)
+                    fresh = await asyncio.to_thread(
+                        get_or_create_limiter, self.name, self.limits, namespace=self.namespace
+                    )
+                    self._handle = fresh._handle
+                    self._generation += 1
+            return await getattr(self._handle, method).remote(*args)
 
     async def reserve(self, tokens: int = 0) -> Grant:
-        return await self._handle.reserve.remote(tokens)
+        return await self._call("reserve", tokens)
 
     async def acquire(self, tokens: int = 0) -> Grant:
         grant = await self.reserve(tokens)
@@ -372,22 +409,26 @@ class RayRateLimiter:
 
     async def release(self, grant: Grant, tokens_used: int | None = None) -> None:
         if grant.tracked:
-            await self._handle.release.remote(grant.lease_id, tokens_used)
+            await self._call("release", grant.lease_id, tokens_used)
 
     async def pause(self, seconds: float) -> None:
-        await self._handle.pause.remote(seconds)
+        await self._call("pause", seconds)
 
     async def stats(self) -> dict[str, Any]:
-        return await self._handle.stats.remote()
+        return await self._call("stats")
 
 
 def get_or_create_limiter(
-    name: str, limits: RateLimits, *, namespace: str | None = None, detached: bool = False
+    name: str, limits: RateLimits, *, namespace: str | None = None, detached: bool = False,
+    create: bool = True,
 ) -> RayRateLimiter:
     """The run-wide limiter called ``name``: created by the first caller, found by every other.
 
-    Raises if Ray is not initialised, or if a limiter of that name exists with other limits
-    (two configs for one endpoint would otherwise silently share the first one's budget).
+    Lifetime: the creating process owns the actor; unless ``detached`` it dies when its creator
+    exits or drops every handle. So call this in the driver before starting the workers and keep
+    the returned object until the run ends. ``create=False`` only looks it up (LookupError when
+    absent). Raises if Ray is not initialised, or if a limiter of that name exists with other
+    limits (two configs for one endpoint would otherwise silently share one budget).
     Blocking (Ray calls); from async code run it in a thread.
     """
     import ray
@@ -396,35 +437,48 @@ def get_or_create_limiter(
         raise RuntimeError(
             "get_or_create_limiter needs an initialised Ray; without Ray use LocalRateLimiter"
         )
-    options: dict[str, Any] = {
-        "name": name,
-        "get_if_exists": True,
-        "num_cpus": 0,  # bookkeeping only: never take a CPU slot from the shards
-        "max_concurrency": 10_000,
-        "max_restarts": -1,
-    }
-    if namespace is not None:
-        options["namespace"] = namespace
-    if detached:
-        options["lifetime"] = "detached"
-    handle = _actor_class().options(**options).remote(limits.model_dump())
+    if create:
+        options: dict[str, Any] = {
+            "name": name,
+            "get_if_exists": True,
+            "num_cpus": 0,  # bookkeeping only: never take a CPU slot from the shards
+            "max_concurrency": 10_000,
+            "max_restarts": -1,
+        }
+        if namespace is not None:
+            options["namespace"] = namespace
+        if detached:
+            options["lifetime"] = "detached"
+        handle = _actor_class().options(**options).remote(limits.model_dump())
+    else:
+        try:
+            handle = ray.get_actor(name, namespace=namespace)
+        except ValueError:
+            raise LookupError(f"no rate limiter named {name!r} in this Ray namespace") from None
     existing = RateLimits.model_validate(ray.get(handle.limits.remote()))
     if existing != limits:
         raise ValueError(
             f"rate limiter {name!r} already exists with limits {existing.model_dump()}, "
             f"not the requested {limits.model_dump()}"
         )
-    return RayRateLimiter(handle, name, limits)
+    return RayRateLimiter(handle, name, limits, namespace)
 
 
 def make_limiter(name: str, limits: RateLimits) -> RateLimiter | None:
-    """The right limiter for this process: shared (Ray actor) when Ray is up, else local;
-    None when ``limits`` limit nothing."""
+    """The right limiter for this process: the shared one (Ray actor) when Ray is up, else a
+    local one; None when ``limits`` limit nothing. Blocking when Ray is up."""
     if not limits.enabled:
         return None
     import sys
 
     ray = sys.modules.get("ray")  # not imported means not initialised: do not import it here
-    if ray is not None and ray.is_initialized():
+    if ray is None or not ray.is_initialized():
+        return LocalRateLimiter(limits)
+    try:
+        return get_or_create_limiter(name, limits, create=False)
+    except LookupError:
+        log.warning(
+            "rate limiter %r did not exist, so this process creates it; it lives only as long as "
+            "this process holds it: create it in the driver first (create_shared_limiter)", name,
+        )
         return get_or_create_limiter(name, limits)
-    return LocalRateLimiter(limits)

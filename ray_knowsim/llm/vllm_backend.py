@@ -128,14 +128,19 @@ class VLLMEngineActor:
     threads queue their batches, and whichever thread gets the engine runs everything queued in
     one ``LLM.chat`` call (group commit), so concurrent shards share a continuous batch."""
 
-    def __init__(self, cfg: dict[str, Any]):
+    def __init__(self, cfg: dict[str, Any], _engine: Any = None, _make_params: Any = None):
+        """``_engine`` and ``_make_params`` replace vLLM in unit tests (an object with ``.chat``,
+        a function from a request dict to its sampling params)."""
         self.cfg = VLLMModelConfig.model_validate(cfg)
         for k, v in self.cfg.env.items():  # before vLLM reads its env
             os.environ.setdefault(k, v)
         t = time.perf_counter()
-        from vllm import LLM
+        if _engine is None:
+            from vllm import LLM
 
-        self._llm = LLM(**self.cfg.engine_args())
+            _engine = LLM(**self.cfg.engine_args())
+        self._llm = _engine
+        self._make_params = _make_params or _sampling_params
         self.startup_s = time.perf_counter() - t
         self._queue: list[_Waiting] = []
         self._queue_lock = threading.Lock()
@@ -145,12 +150,9 @@ class VLLMEngineActor:
         self._engine_calls = 0
 
     def info(self) -> dict[str, Any]:
-        import vllm
-
         return {
             "name": self.cfg.name,
             "startup_s": self.startup_s,
-            "vllm_version": vllm.__version__,
             "pending": self._pending,
             "served": self._served,
             "engine_calls": self._engine_calls,
@@ -219,7 +221,7 @@ class VLLMEngineActor:
     def _chat(self, reqs: list[dict[str, Any]]) -> list[Any]:
         return self._llm.chat(
             [r["messages"] for r in reqs],
-            sampling_params=[_sampling_params(r) for r in reqs],
+            sampling_params=[self._make_params(r) for r in reqs],
             use_tqdm=False,
             add_generation_prompt=True,
         )
@@ -246,7 +248,7 @@ def _error_dict(exc: BaseException) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the pool (client)
 
 
-def _remote_actor_class(cfg: VLLMModelConfig) -> Any:
+def _remote_actor_class(cfg: VLLMModelConfig, index: int) -> Any:
     import ray
 
     runtime_env = {"env_vars": dict(cfg.env)} if cfg.env else None
@@ -254,6 +256,7 @@ def _remote_actor_class(cfg: VLLMModelConfig) -> Any:
         num_cpus=cfg.num_cpus,
         num_gpus=cfg.num_gpus,
         max_concurrency=64,  # threads for queued batches + load()/info() while the engine runs
+        name=cfg.actor_name(index),
         namespace=NAMESPACE,
         get_if_exists=True,
         max_restarts=0,
@@ -273,9 +276,8 @@ def get_or_create_vllm_pool(model_cfg: VLLMModelConfig, replicas: int | None = N
     Create the pool from the driver first: a non-detached actor dies with the process that made it.
     """
     n = replicas or model_cfg.replicas
-    cls = _remote_actor_class(model_cfg)
     payload = model_cfg.model_dump()
-    return [cls.options(name=model_cfg.actor_name(i)).remote(payload) for i in range(n)]
+    return [_remote_actor_class(model_cfg, i).remote(payload) for i in range(n)]
 
 
 def wait_pool_ready(actors: Sequence[Any], timeout_s: float = 600) -> list[dict[str, Any]]:

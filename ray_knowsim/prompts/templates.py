@@ -124,3 +124,59 @@ def load_template(name: str) -> Template:
 
 def template_names() -> list[str]:
     return sorted(read_manifest())
+
+
+_FILE_NAME = re.compile(r"^([a-z0-9_]+)\.(v[0-9]+)\.txt$")
+
+
+def template_files() -> dict[tuple[str, str], str]:
+    """``{(name, version): sha256}`` of every template file shipped, pinned or not."""
+    found = {}
+    for entry in _templates_dir().iterdir():
+        m = _FILE_NAME.match(entry.name)
+        if m:
+            found[(m.group(1), m.group(2))] = file_digest(entry.read_bytes())
+    return found
+
+
+def check_manifest() -> list[str]:
+    """Problems with the manifest: unpinned files, missing files, digests that no longer match."""
+    files = template_files()
+    problems = []
+    pinned = read_manifest()
+    for name, (version, digest) in sorted(pinned.items()):
+        actual = files.get((name, version))
+        if actual is None:
+            problems.append(f"{name}@{version}: pinned but {name}.{version}.txt is missing")
+        elif actual != digest:
+            problems.append(f"{name}@{version}: file changed since it was pinned; add {name}.v<next>.txt instead")
+    pinned_pairs = {(n, v) for n, (v, _) in pinned.items()}
+    for name, version in sorted(files):
+        if name not in pinned:
+            problems.append(f"{name}@{version}: not in the manifest")
+        elif (name, version) not in pinned_pairs and int(version[1:]) > int(pinned[name][0][1:]):
+            problems.append(f"{name}@{version}: newer than the pinned {pinned[name][0]}; pin it or remove it")
+    return problems
+
+
+def _main(argv: list[str]) -> int:
+    """``check``: list manifest problems (exit 1 if any). ``line NAME VERSION``: print a manifest line."""
+    if argv[:1] == ["check"]:
+        problems = check_manifest()
+        print("\n".join(problems) or "manifest ok")
+        return 1 if problems else 0
+    if argv[:1] == ["line"] and len(argv) == 3:
+        digest = template_files().get((argv[1], argv[2]))
+        if digest is None:
+            print(f"no file {argv[1]}.{argv[2]}.txt")
+            return 1
+        print(f"{argv[1]} {argv[2]} {digest}")
+        return 0
+    print("usage: python -m ray_knowsim.prompts.templates check | line NAME VERSION")
+    return 2
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main(sys.argv[1:]))

@@ -64,9 +64,9 @@ class Moments:
         """Student-t 95% interval of the mean (None below two values)."""
         if self.n < 2:
             return None
-        from scipy.stats import t
+        from scipy.special import stdtrit  # inverse Student-t CDF; far lighter to import than scipy.stats
 
-        half = float(t.ppf(0.975, self.n - 1)) * self.sd / math.sqrt(self.n)
+        half = float(stdtrit(self.n - 1, 0.975)) * self.sd / math.sqrt(self.n)
         return self.mean - half, self.mean + half
 
 
@@ -181,9 +181,13 @@ def _floats(batch, col: str) -> np.ndarray:
 
 
 def pick_sample(summary: RunSummary, n: int) -> list[str]:
-    """Round-robin over cells in table order (level, then condition) until n sessions."""
+    """Round-robin over cells taken along diagonals of the (level x condition) grid, so that the
+    first picks differ in both level and condition; then deeper into each cell until n sessions."""
     cands = summary.candidates()
-    order = [(c, lv) for lv in summary.levels for c in summary.conditions if cands.get((c, lv))]
+    levels, conds = summary.levels, summary.conditions
+    grid = [(li, ci) for li in range(len(levels)) for ci in range(len(conds))]
+    grid.sort(key=lambda p: ((p[1] - p[0]) % max(1, len(conds)), p[0]))
+    order = [(conds[ci], levels[li]) for li, ci in grid if cands.get((conds[ci], levels[li]))]
     picked: list[str] = []
     depth = 0
     while len(picked) < n and any(len(cands[cell]) > depth for cell in order):

@@ -110,16 +110,14 @@ def _reason(g: GraphIndex | None, v: str, pre: dict[str, int], m: IUMove, turn: 
     if m.mode == "effective":
         extra = f" despite the dropoff (η={turn.eta:.2f})" if turn.dropoff else ""
         return f"{tq}: absorbed {SHORT_STATE[m.pre]} → {SHORT_STATE[m.post]}{extra}"
-    if m.mode == "overload_wasted":
-        return (
-            f"load {turn.load:.2f} > τ={turn.tau}: dropoff η={turn.eta:.2f}; "
-            f"carried {m.carry:.2f} of a step, not a full step"
-        )
-    if m.mode == "under_absorbed":
+    if m.mode in ("overload_wasted", "under_absorbed"):
+        over = f" in an overloaded turn (load {turn.load:.2f} > τ={turn.tau})" if m.mode == "overload_wasted" else ""
         if m.teaching_quality == "shallow" and m.pre != UNAWARE:
-            return "shallow mention: shallow only unlocks unaware IUs"
-        if g and m.pre == ceiling(g, v, pre):
-            return f"at its prerequisite ceiling ({SHORT_STATE[m.pre]})"
+            return "shallow mention: shallow only unlocks unaware IUs" + over
+        if g and m.pre >= ceiling(g, v, pre):
+            return f"at its prerequisite ceiling ({SHORT_STATE[m.pre]})" + over
+        if m.mode == "overload_wasted":
+            return f"load {turn.load:.2f} > τ={turn.tau}: dropoff η={turn.eta:.2f}; carried {m.carry:.2f} of a step, not a full step"
         return f"{tq}, in the ZPD, but no transition"
     if m.moved:
         return "moved without being explained (unexpected under these rules)"

@@ -48,9 +48,15 @@ plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.spines.righ
 
 def to_data_uri(fig) -> str:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=100)  # layout is fixed by tight_layout; a "tight" bbox would draw twice
     plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _margins(fig, *, left: float, right: float, top: float, bottom: float, **space) -> None:
+    """Fix the layout in inches (cheaper than tight_layout, which draws the figure again)."""
+    w, h = fig.get_size_inches()
+    fig.subplots_adjust(left=left / w, right=1 - right / w, top=1 - top / h, bottom=bottom / h, **space)
 
 
 def _short(text: str, width: int = 28) -> str:
@@ -60,7 +66,8 @@ def _short(text: str, width: int = 28) -> str:
 def overview_plot(summary: RunSummary, specs: Sequence[MetricSpec]) -> str:
     """One panel per metric: x = level, one marker (mean ± 95% CI) per condition."""
     conds, levels = summary.conditions, summary.levels
-    fig, axes = plt.subplots(1, len(specs), figsize=(3.1 * len(specs), 2.9), squeeze=False)
+    legend_rows = 1 + (len(conds) - 1) // 4
+    fig, axes = plt.subplots(1, len(specs), figsize=(3.1 * len(specs), 2.7 + 0.22 * legend_rows), squeeze=False)
     width = 0.8 / max(1, len(conds))
     for ax, spec in zip(axes[0], specs):
         for k, c in enumerate(conds):
@@ -77,17 +84,17 @@ def overview_plot(summary: RunSummary, specs: Sequence[MetricSpec]) -> str:
             if xs:
                 ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", ms=4, capsize=2, color=PALETTE[k % len(PALETTE)], label=c)
         ax.set_xticks(range(len(levels)), levels)
+        ax.set_xlim(-0.5, len(levels) - 0.5)
         ax.set_title(f"{spec.label} {spec.arrow}", fontweight="bold")
         ax.grid(axis="y", alpha=0.3)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    if not handles:
-        for ax in axes[0][1:]:
-            handles, labels = ax.get_legend_handles_labels()
-            if handles:
-                break
-    if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), frameon=False, bbox_to_anchor=(0.5, -0.02 - 0.06 * ((len(labels) - 1) // 4)))
-    fig.tight_layout(rect=(0, 0.1 + 0.06 * ((len(conds) - 1) // 4), 1, 1))
+    seen: dict[str, object] = {}
+    for ax in axes[0]:  # a condition may appear in some panels only (baselines: IQ only)
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    labels = [c for c in conds if c in seen]
+    if labels:
+        fig.legend([seen[c] for c in labels], labels, loc="lower center", ncol=min(4, len(labels)), frameon=False, bbox_to_anchor=(0.5, 0.0))
+    _margins(fig, left=0.45, right=0.1, top=0.3, bottom=0.4 + 0.24 * legend_rows, wspace=0.3)
     return to_data_uri(fig)
 
 
@@ -97,7 +104,9 @@ def failure_mode_plot(rows: Sequence[FailureRow], levels: Sequence[str]) -> str 
     if not levels:
         return None
     n_cond = max(sum(1 for r in rows if r.level == lv) for lv in levels)
-    fig, axes = plt.subplots(len(levels), 1, figsize=(7.5, 0.9 + (0.32 * n_cond + 0.5) * len(levels)), squeeze=False, sharex=True)
+    longest = max(len(_short(r.condition, 34)) for r in rows)
+    panel = 0.3 * n_cond + 0.15
+    fig, axes = plt.subplots(len(levels), 1, figsize=(7.5, 0.95 + (panel + 0.35) * len(levels)), squeeze=False, sharex=True)
     for ax, lv in zip(axes[:, 0], levels):
         sub = [r for r in rows if r.level == lv]
         names = [_short(r.condition, 34) for r in sub]
@@ -115,7 +124,7 @@ def failure_mode_plot(rows: Sequence[FailureRow], levels: Sequence[str]) -> str 
     axes[-1, 0].set_xlabel("share of explained IU events (%)")
     handles = [Patch(color=FM_COLOURS[m], label=FM_LABELS[m]) for m in FM_ORDER]
     fig.legend(handles=handles, loc="upper center", ncol=5, frameon=False, bbox_to_anchor=(0.5, 1.0))
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    _margins(fig, left=0.25 + 0.08 * longest, right=0.25, top=0.55, bottom=0.45, hspace=0.35 / panel)
     return to_data_uri(fig)
 
 
@@ -128,12 +137,14 @@ def trajectory_plot(view: ConversationView) -> str | None:
 
     grid = np.array(view.states, dtype=float).T  # IU x (T+1)
     n_iu, n_col = grid.shape
-    fig, ax = plt.subplots(figsize=(1.6 + 0.42 * n_col + 1.8, 0.8 + 0.26 * n_iu))
+    names = [_short(lab, 30) for lab in view.labels]
+    left = 0.15 + 0.05 * max(len(n) for n in names)
+    fig, ax = plt.subplots(figsize=(left + 0.42 * n_col + 1.2, 0.75 + 0.26 * (n_iu + 0.7)))
     cmap = ListedColormap(STATE_COLOURS)
     ax.imshow(grid, cmap=cmap, norm=BoundaryNorm([-0.5, 0.5, 1.5, 2.5, 3.5], 4), aspect="auto", interpolation="nearest")
     moved_y, moved_x = np.nonzero(grid[:, 1:] > grid[:, :-1])
     ax.scatter(moved_x + 1, moved_y, s=10, c="white", edgecolors="black", linewidths=0.5, zorder=3)
-    ax.set_yticks(range(n_iu), [_short(lab, 30) for lab in view.labels], fontsize=7)
+    ax.set_yticks(range(n_iu), names, fontsize=7)
     ax.set_xticks(range(n_col), ["init"] + [str(t) for t in range(1, n_col)], fontsize=7)
     ax.set_xlabel("turn")
     for t in view.turns:
@@ -147,5 +158,5 @@ def trajectory_plot(view: ConversationView) -> str | None:
         spine.set_visible(False)
     handles = [Patch(color=c, label=SHORT_STATE[i]) for i, c in enumerate(STATE_COLOURS)]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=7)
-    fig.tight_layout()
+    _margins(fig, left=left, right=1.2, top=0.1, bottom=0.45)
     return to_data_uri(fig)

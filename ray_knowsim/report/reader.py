@@ -77,6 +77,14 @@ def read_rows(dataset: ds.Dataset, session_ids: Sequence[str], columns: Iterable
     wanted = pa.array(sorted(set(session_ids)), type=dataset.schema.field("session_id").type)
     expr = pc.field("session_id").isin(wanted)
     out: list[dict] = []
-    for batch in scan(dataset, cols, expr):
-        out.extend(batch.to_pylist())
+    for fragment in dataset.get_fragments(filter=expr):
+        pieces = fragment.split_by_row_group(expr, schema=dataset.schema) if isinstance(fragment, ds.ParquetFileFragment) else [fragment]
+        for piece in pieces:
+            # Two steps: the id column alone says whether this row group holds a wanted session,
+            # so the (large) message columns are decoded only where they are needed.
+            ids = piece.to_table(schema=dataset.schema, columns=["session_id"]).column("session_id")
+            if not pc.any(pc.is_in(ids, value_set=wanted)).as_py():
+                continue
+            for batch in piece.to_batches(schema=dataset.schema, columns=cols, filter=expr, batch_size=BATCH_ROWS):
+                out.extend(batch.to_pylist())
     return out

@@ -55,7 +55,7 @@ _FILLER = (
     "A quick example makes the idea concrete. Try to predict the next step before reading on. "
     "This matters because the later steps build on it. Here is a common mistake to avoid. "
     "If that felt fast, we can slow down and revisit it. Think about what stays the same. "
-).split(". ")
+).rstrip(". ").split(". ")
 
 
 def arrow_schema(model: type[BaseModel]) -> pa.Schema:
@@ -107,7 +107,7 @@ def _text(rng: random.Random, lead: str, chars: int) -> str:
     parts = [lead]
     size = len(lead)
     while size < chars:
-        s = rng.choice(_FILLER).strip().rstrip(".") + "."
+        s = rng.choice(_FILLER) + "."
         parts.append(s)
         size += len(s) + 1
     return " ".join(parts)
@@ -263,36 +263,49 @@ def write_synthetic_run(
     (run_dir / "sessions").mkdir(parents=True, exist_ok=True)
     (run_dir / "turns").mkdir(parents=True, exist_ok=True)
 
-    templates: dict[int, tuple[dict, list[dict]]] = {}
+    templates: dict[tuple[int, int], tuple[dict, pa.Table]] = {}
+    per_cell = max(1, max_templates // len(cells))
     trials: dict[tuple[str, str, str], int] = {}
     out = SyntheticRun(run_dir, 0, 0, names, list(levels))
     sess_buf: list[dict] = []
-    turn_buf: list[dict] = []
+    turn_buf: list[pa.Table] = []
+    sid_col = TURN_SCHEMA.get_field_index("session_id")
 
     def flush() -> None:
         part = len(out.session_files)
-        for rows, schema, sub, files in ((sess_buf, SESSION_SCHEMA, "sessions", out.session_files), (turn_buf, TURN_SCHEMA, "turns", out.turn_files)):
-            if rows or sub == "sessions":
-                path = run_dir / sub / f"part-{part:05d}.parquet"
-                pq.write_table(pa.Table.from_pylist(rows, schema=schema), path, row_group_size=4096)
-                files.append(path)
-        out.n_turn_rows += len(turn_buf)
+        path = run_dir / "sessions" / f"part-{part:05d}.parquet"
+        pq.write_table(pa.Table.from_pylist(sess_buf, schema=SESSION_SCHEMA), path, row_group_size=4096)
+        out.session_files.append(path)
+        if turn_buf:
+            path = run_dir / "turns" / f"part-{part:05d}.parquet"
+            turns = pa.concat_tables(turn_buf)
+            # a large dictionary page keeps repeated template messages cheap to write and small on disk
+            pq.write_table(turns, path, row_group_size=4096, dictionary_pagesize_limit=8 << 20)
+            out.turn_files.append(path)
+            out.n_turn_rows += turns.num_rows
         sess_buf.clear()
         turn_buf.clear()
 
     for i in range(n_sessions):
-        level, cond = cells[i % len(cells)]
-        item = (i // len(cells)) % n_items
+        cell, j = i % len(cells), i // len(cells)
+        level, cond = cells[cell]
+        key = (cell, j % per_cell)  # a template always belongs to one (level, condition) cell
+        item = key[1] % n_items
         item_id = f"synth_{item:03d}"
-        key = i % max_templates
         fresh = key not in templates
         if fresh:
-            srng = random.Random(f"{seed}/{i}")
+            srng = random.Random(f"{seed}/{cell}/{key[1]}")
             if cond == BASELINE_CONDITION:
-                templates[key] = _baseline(srng, max_turns, message_chars)
+                base, base_turns = _baseline(srng, max_turns, message_chars)
             else:
-                templates[key] = _simulate(srng, graphs[item], item_id, level, conds[cond], max_turns, message_chars, html_probe and i == 0)
-        base, base_turns = templates[key]
+                probe = html_probe and i == 0
+                base, base_turns = _simulate(srng, graphs[item], item_id, level, conds[cond], max_turns, message_chars, probe)
+            trows = [{**_TURN_DEFAULTS, "run_id": run_id, "session_id": "", **t} for t in base_turns]
+            if validate:
+                for trow in trows:
+                    TurnRow.model_validate(trow)
+            templates[key] = (base, pa.Table.from_pylist(trows, schema=TURN_SCHEMA))
+        base, base_table = templates[key]
         trial = trials.get((item_id, level, cond), 0)
         trials[(item_id, level, cond)] = trial + 1
         sid = f"synthetic/{item_id}/{level}/{cond}/{trial}"
@@ -319,21 +332,14 @@ def write_synthetic_run(
         if with_judge:
             behaviour = conds.get(cond, (3.0, 0.6, 0.6))
             row["iq"] = round(min(10.0, max(1.0, rng.gauss(4 + 5 * behaviour[1] * behaviour[2], 1.2))), 1)
-        if failed:
-            keep = {k: row[k] for k in ("run_id", "config_hash", "session_id", "task", "item_id", "knowledge_level", "condition", "assistant_model", "assistant_strategy", "simulator", "trial", "seed", "rules_preset", "graph_size", "tau", "iu_labels", "initial_states", "graph_json")}
+        if failed:  # identity kept, no outcome, no turns
+            keep = {k: row[k] for k in list(row)[:13] + ["graph_size", "tau", "iu_labels", "initial_states", "graph_json"]}
             row = {**keep, "status": "failed", "turns": 0, "stop_reason": "error", "error": "synthetic failure"}
-        elif is_baseline:
-            pass  # no state: every state metric stays None
         if validate and (fresh or failed):
             SessionRow.model_validate(row)
-        row = {**_SESSION_DEFAULTS, **row}
-        sess_buf.append(row)
-        if not failed:
-            for t in base_turns:
-                trow = {**_TURN_DEFAULTS, "run_id": run_id, "session_id": sid, **t}
-                if validate and fresh:
-                    TurnRow.model_validate(trow)
-                turn_buf.append(trow)
+        sess_buf.append({**_SESSION_DEFAULTS, **row})
+        if not failed and base_table.num_rows:
+            turn_buf.append(base_table.set_column(sid_col, "session_id", pa.array([sid] * base_table.num_rows, pa.string())))
         out.n_sessions += 1
         if len(sess_buf) >= sessions_per_file:
             flush()

@@ -55,6 +55,7 @@ class LevelRow:
     cells: dict[str, Cell]  # metric key -> cell
     mean_rank: float | None = None
     best_rank: bool = False
+    ranks_used: int = 0  # metrics with a rank (mean rank averages these)
 
 
 @dataclass
@@ -87,6 +88,7 @@ class MarginalRow:
     mean_rank: float | None = None
     best: dict[str, bool] = field(default_factory=dict)
     best_rank: bool = False
+    ranks_used: int = 0
 
     def missing_levels(self, all_levels: Sequence[str]) -> list[str]:
         used = set().union(*self.levels_used.values()) if self.levels_used else set()
@@ -117,6 +119,7 @@ def marginal_table(summary: RunSummary, specs: Sequence[MetricSpec]) -> list[Mar
             r.best[s.key] = ranks[r.condition] == 1
     for r in rows:
         r.mean_rank = mean_rank([r.ranks[s.key] for s in specs])
+        r.ranks_used = sum(1 for s in specs if r.ranks[s.key] is not None)
     best = min((r.mean_rank for r in rows if r.mean_rank is not None), default=None)
     for r in rows:
         r.best_rank = best is not None and r.mean_rank is not None and round(r.mean_rank, TIE_DECIMALS) == round(best, TIE_DECIMALS)
@@ -132,6 +135,7 @@ def _rank_rows(rows: list[LevelRow], specs: Sequence[MetricSpec]) -> None:
             r.cells[s.key].best = ranks[r.condition] == 1
     for r in rows:
         r.mean_rank = mean_rank([r.cells[s.key].rank for s in specs])
+        r.ranks_used = sum(1 for s in specs if r.cells[s.key].rank is not None)
     best = min((r.mean_rank for r in rows if r.mean_rank is not None), default=None)
     for r in rows:
         r.best_rank = best is not None and r.mean_rank is not None and round(r.mean_rank, TIE_DECIMALS) == round(best, TIE_DECIMALS)

@@ -82,10 +82,13 @@ def cell_means(hl: pd.DataFrame, sim: pd.DataFrame) -> pd.DataFrame:
     cells["human_z"] = np.nan
     cells["sim_z"] = np.nan
     both = cells["human_mean"].notna() & cells["sim_mean"].notna()
-    for _, idx in cells[both].groupby(["simulator", *GROUP_COLS], dropna=False).groups.items():
-        o = METRIC_DIRECTION[cells.at[idx[0], "metric"]]
-        cells.loc[idx, "human_z"] = [o * z for z in zscores(cells.loc[idx, "human_mean"])]
-        cells.loc[idx, "sim_z"] = [o * z for z in zscores(cells.loc[idx, "sim_mean"])]
+    if both.any():
+        sub = cells[both]
+        grouped = sub.groupby(["simulator", *GROUP_COLS], dropna=False)
+        orient = sub["metric"].map(METRIC_DIRECTION).astype(float)
+        for side in ("human", "sim"):
+            z = grouped[f"{side}_mean"].transform(lambda v: zscores(v.to_numpy()))
+            cells.loc[both, f"{side}_z"] = z * orient
     cells["human_n"] = cells["human_n"].fillna(0).astype(int)
     cells["sim_n"] = cells["sim_n"].fillna(0).astype(int)
     return _sort(cells, [*GROUP_COLS, "condition_code"])[

@@ -209,6 +209,10 @@ def _load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts):
             raise KnowChatFormatError(f"{sh['survey'].where(survey[key][0])}: session {key[0]}/{key[1]} is not in sheet 'main'")
     records = _read_jsonl(jsonl, arm, questions)
 
+    for key, (line, _, _) in records.items():
+        if key not in main:
+            raise KnowChatFormatError(f"{jsonl.name}, line {line}: session {key[0]}/{key[1]} is not in sheet 'main' of {xlsx.name}")
+
     sessions: list[HumanSession] = []
     m = sh["main"]
     for key, (row, values) in main.items():
@@ -249,9 +253,6 @@ def _load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts):
                 **ratings[key],
             )
         )
-    for key, (line, _, _) in records.items():
-        if key not in main:
-            raise KnowChatFormatError(f"{jsonl.name}, line {line}: session {key[0]}/{key[1]} is not in sheet 'main' of {xlsx.name}")
     conversations = [
         HumanConversation(
             arm=arm,

@@ -15,7 +15,8 @@ Sim sessions carry ``condition`` ("<model>:<strategy>"), ``assistant_model`` and
     (normalised: 'claude-opus-4-7' == 'Claude Opus 4.7'; a provider prefix 'x/' is dropped; an
     exact match wins, else a unique prefix match such as 'gemini-3-pro-preview'), restricted to
     the ONE strategy shared by the most of those models (a tie is ambiguous: pass a map).
-  An arm with no matching sessions is reported as absent (its pairs count as not evaluable).
+  An arm with fewer than two matching conditions is reported as absent (its pairs count as not
+  evaluable).
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ def _auto_strategy(triples: list[Triple]) -> dict[str, list[Triple]]:
     per_model: dict[str, set[str]] = {}
     for _, model, strategy in cand:
         per_model.setdefault(model, set()).add(norm_token(strategy))
+    if max(len(s) for s in per_model.values()) < 2:
+        return {}  # one strategy per model: no contrast to validate
     model = _only_best({m: len(s) for m, s in per_model.items()}, "strategy", "assistant model")
     out: dict[str, list[Triple]] = {}
     for t in cand:
@@ -110,8 +113,8 @@ def _auto_model(triples: list[Triple]) -> dict[str, list[Triple]]:
             raise MappingError(f"model arm: {label!r} matches several assistant models ({', '.join(hits)}); pass --sim-map")
         if hits:
             chosen[label] = hits[0]
-    if not chosen:
-        return {}
+    if len(chosen) < 2:
+        return {}  # one model: no contrast to validate
     per_strategy: dict[str, int] = {}
     for label, model in chosen.items():
         for s in {t[2] for t in triples if t[1] == model}:
@@ -154,7 +157,7 @@ def resolve(triples: Iterable[Triple], sim_map: dict[str, dict[str, list[str]]] 
             )
             notes.append(f"{arm} arm ({source}): {desc}")
         else:
-            notes.append(f"{arm} arm: no simulated sessions found")
+            notes.append(f"{arm} arm: no simulated sessions found (the convention needs two or more of its conditions)")
     out: dict[Triple, list[tuple[str, str]]] = {}
     for arm, labels in by_arm.items():
         for label, ts in labels.items():

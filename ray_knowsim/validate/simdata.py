@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
@@ -61,14 +62,20 @@ def aggregate_metrics(dataset: ds.Dataset, columns: list[str]) -> pd.DataFrame:
     for batch in scanner.to_batches():
         if batch.num_rows == 0:
             continue
-        df = batch.to_pandas()
-        for col in cols:
-            vals = pd.to_numeric(df[col], errors="coerce")
-            sub = df[list(KEY_COLUMNS)].assign(_v=vals, _v2=vals * vals)[vals.notna()]
-            if sub.empty:
-                continue
-            g = sub.groupby(list(KEY_COLUMNS), dropna=False).agg(n=("_v", "size"), sum=("_v", "sum"), sumsq=("_v2", "sum"))
-            parts.append(g.reset_index().assign(column=col))
+        # reduce in Arrow (C++): string keys never become Python objects per row
+        tbl = pa.Table.from_batches([batch]).select(list(KEY_COLUMNS))
+        aggs = []
+        for i, c in enumerate(cols):
+            try:
+                v = pc.cast(batch.column(c), pa.float64())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise SimDataError(f"sessions table: column {c!r} is not numeric ({exc})") from None
+            tbl = tbl.append_column(f"v{i}", v).append_column(f"q{i}", pc.multiply(v, v))
+            aggs += [(f"v{i}", "count"), (f"v{i}", "sum"), (f"q{i}", "sum")]
+        g = tbl.group_by(list(KEY_COLUMNS), use_threads=False).aggregate(aggs).to_pandas()
+        for i, c in enumerate(cols):
+            part = g[list(KEY_COLUMNS)].assign(n=g[f"v{i}_count"], sum=g[f"v{i}_sum"], sumsq=g[f"q{i}_sum"], column=c)
+            parts.append(part[part["n"] > 0])
     if not parts:
         return pd.DataFrame(columns=[*KEY_COLUMNS, "column", "n", "sum", "sumsq"])
     out = pd.concat(parts, ignore_index=True)

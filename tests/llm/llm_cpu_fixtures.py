@@ -32,7 +32,7 @@ SETUP_HINT = (
     "run `bash scripts/setup_llm_cpu.sh`, then `.venv-llm/bin/python -m pytest -m llm_cpu tests/llm`"
 )
 SERVED_MODEL_NAME = "smollm2-135m-instruct"
-SERVER_READY_TIMEOUT_S = float(os.environ.get("RAY_KNOWSIM_VLLM_READY_TIMEOUT", "180"))
+SERVER_READY_TIMEOUT_S = float(os.environ.get("RAY_KNOWSIM_VLLM_READY_TIMEOUT", "300"))
 # CPU engine settings measured to work on a 2-core machine (shared/notes/environment.md).
 CPU_ENGINE_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache

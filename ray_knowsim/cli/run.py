@@ -1,0 +1,51 @@
+"""`ray-knowsim run CONFIG`: plan, run (or resume) and reduce an experiment on Ray.
+
+Without an address it starts a local Ray on this machine and stops it at the end; with
+``--address auto`` (or RAY_ADDRESS, which ``ray job submit`` sets) it joins a cluster. Re-running
+the same command into the same output directory resumes: committed shards are skipped, failed
+sessions redone. Exit codes: 0 all sessions ok, 1 some sessions failed or shards did not finish
+(re-run to resume), 2 bad config or inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("run", help="run (or resume) an experiment config on Ray", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("config", help="run config (YAML); see configs/demo.yaml")
+    p.add_argument("--output", "-o", default=None, help="run directory (default: the config's output_dir)")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster to join ('auto', 'ray://host:10001', ...); default: RAY_ADDRESS, else a local Ray")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a config value (YAML value), e.g. --set trials=2 --set engine.shard_size=8")
+    p.add_argument("--quiet", "-q", action="store_true", help="no live progress or tables; a final summary line only")
+    p.add_argument("--overwrite", action="store_true", help="discard results already in the run directory")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from ray_knowsim.engine.config import ConfigError, load_run_config
+    from ray_knowsim.engine.manifest import ManifestMismatch
+    from ray_knowsim.engine.runner import RunError, run
+
+    try:
+        cfg = load_run_config(args.config, overrides=args.overrides)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    try:
+        outcome = run(cfg, address=args.address, output=args.output, quiet=args.quiet,
+                      overwrite=args.overwrite, config_file=str(args.config))
+    except (RunError, ManifestMismatch) as exc:
+        print(f"ray-knowsim run: {exc}", file=sys.stderr)
+        return 2
+    line = (f"run {outcome.run_id}: {outcome.status}; sessions ok {outcome.n_ok}, failed {outcome.n_failed}, "
+            f"of {outcome.n_sessions}; {outcome.seconds:.1f}s; results in {outcome.run_dir}")
+    print(line, flush=True)
+    if outcome.incomplete:
+        print(f"{len(outcome.incomplete)} shard(s) did not finish; run the same command again to resume", file=sys.stderr)
+    return 0 if outcome.status == "ok" else 1

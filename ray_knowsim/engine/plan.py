@@ -1,0 +1,199 @@
+"""Deterministic session planning and sharding.
+
+Sessions are the product item x level x condition x trial, in a fixed order (tasks and conditions
+as the config lists them, items in file order after filters, levels as configured, trials
+ascending). Their ids (``task/item/level/condition/trial``) and seeds depend on the config only:
+a session's seed hashes the run seed with its id, never its position, so adding a condition or a
+trial leaves every other session's seed unchanged.
+
+The plan is arithmetic, not a list: session *i* and shard *k* are computed on demand, so planning
+a million sessions costs the driver nothing but the items and graphs themselves.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+from ray_knowsim.engine.config import RunConfig
+from ray_knowsim.io.loaders import LoadError, load_graph_cache, load_init_cache, load_items
+from ray_knowsim.model.graph import IUGraph
+from ray_knowsim.model.items import INIT_CACHE_TASK_KEYS, Item
+from ray_knowsim.model.knowledge import InitCache
+from ray_knowsim.sim.types import SessionSpec, ShardSpec, item_key
+
+
+def derive_seed(run_seed: int, key: str) -> int:
+    """A 31-bit seed from the run seed and a stable key (positive, fits every API's seed field)."""
+    digest = hashlib.sha256(f"{run_seed}\x1f{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 33
+
+
+def session_id(task: str, item_id: str, level: str, condition: str, trial: int) -> str:
+    return f"{task}/{item_id}/{level}/{condition}/{trial}"
+
+
+def shard_name(index: int) -> str:
+    return f"shard-{index:06d}"
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    assistant: str
+    strategy: str
+    simulator: str
+
+
+@dataclass
+class Inputs:
+    """Everything read from disk before planning: items (per task, plan order), graphs, caches."""
+
+    items: dict[str, list[Item]]  # task -> items in plan order
+    graphs: dict[str, IUGraph]  # item_key -> graph
+    init_caches: dict[str, InitCache | None]  # task -> cache (or None)
+
+
+def load_inputs(cfg: RunConfig) -> Inputs:
+    """Read and check the items, graphs and init caches; every problem names file and item."""
+    run_cache = load_init_cache(cfg.resolve(cfg.init_cache)) if cfg.init_cache else None
+    items: dict[str, list[Item]] = {}
+    graphs: dict[str, IUGraph] = {}
+    caches: dict[str, InitCache | None] = {}
+    for k, task in enumerate(cfg.tasks):
+        where = f"tasks.{k} ({task.name})"
+        path = cfg.resolve(task.items)
+        loaded = load_items(path, task.name)
+        if task.split:
+            loaded = [it for it in loaded if task.split in it.splits]
+        if task.item_ids is not None:
+            by_id = {it.id: it for it in loaded}
+            unknown = [i for i in task.item_ids if i not in by_id]
+            if unknown:
+                raise LoadError(f"{where}.item_ids: not in {path}{' (split ' + task.split + ')' if task.split else ''}: {unknown}")
+            loaded = [by_id[i] for i in task.item_ids]
+        if task.limit is not None:
+            loaded = loaded[: task.limit]
+        if not loaded:
+            raise LoadError(f"{where}: no items left after split/item_ids/limit")
+        bad = [it.id for it in loaded if "/" in it.id]
+        if bad:
+            raise LoadError(f"{where}: item ids may not contain '/': {bad}")
+        cache = load_graph_cache(cfg.resolve(task.graphs), cfg.graph_mode)
+        missing = [it.id for it in loaded if it.id not in cache]
+        if missing:
+            raise LoadError(f"{where}.graphs: {cfg.resolve(task.graphs)} has no IU graph for items {missing}")
+        items[task.name] = loaded
+        for it in loaded:
+            graphs[item_key(task.name, it.id)] = cache[it.id]
+        caches[task.name] = load_init_cache(cfg.resolve(task.init_cache)) if task.init_cache else run_cache
+    return Inputs(items, graphs, caches)
+
+
+class Plan:
+    """The run's sessions and shards, computed from the config and the loaded inputs."""
+
+    def __init__(self, cfg: RunConfig, inputs: Inputs) -> None:
+        self.run_seed = cfg.seed
+        self.levels = list(cfg.levels)
+        self.conditions = [
+            Condition(cfg.condition_name(c), c.assistant or cfg.roles.assistant.model or "", c.strategy, c.simulator)
+            for c in cfg.conditions
+        ]
+        self.trials = cfg.trials
+        self.shard_size = cfg.engine.shard_size
+        self.units: list[tuple[str, Item]] = [(t, it) for t in inputs.items for it in inputs.items[t]]
+        self.graphs = inputs.graphs
+        self.init_caches = inputs.init_caches
+        self._per_unit = len(self.levels) * len(self.conditions) * self.trials
+
+    @property
+    def n_sessions(self) -> int:
+        return len(self.units) * self._per_unit
+
+    @property
+    def n_shards(self) -> int:
+        return math.ceil(self.n_sessions / self.shard_size)
+
+    def _coords(self, i: int) -> tuple[str, Item, str, Condition, int]:
+        if not 0 <= i < self.n_sessions:
+            raise IndexError(i)
+        unit, rest = divmod(i, self._per_unit)
+        lvl, rest = divmod(rest, len(self.conditions) * self.trials)
+        cnd, trial = divmod(rest, self.trials)
+        task, item = self.units[unit]
+        return task, item, self.levels[lvl], self.conditions[cnd], trial
+
+    def session_id(self, i: int) -> str:
+        task, item, level, cond, trial = self._coords(i)
+        return session_id(task, item.id, level, cond.name, trial)
+
+    def session(self, i: int) -> SessionSpec:
+        task, item, level, cond, trial = self._coords(i)
+        sid = session_id(task, item.id, level, cond.name, trial)
+        return SessionSpec(
+            session_id=sid,
+            task=task,
+            item_id=item.id,
+            knowledge_level=level,
+            condition=cond.name,
+            assistant_model=cond.assistant,
+            assistant_strategy=cond.strategy,  # type: ignore[arg-type]
+            simulator=cond.simulator,  # type: ignore[arg-type]
+            trial=trial,
+            seed=derive_seed(self.run_seed, sid),
+            init_seed=derive_seed(self.run_seed, f"init/{task}/{item.id}/{level}/{trial}"),
+            initial_ks=self._cached_state(task, item.id, level),
+        )
+
+    def _cached_state(self, task: str, item_id: str, level: str) -> Mapping | None:
+        cache = self.init_caches.get(task)
+        if cache is None:
+            return None
+        hit = cache.lookup(INIT_CACHE_TASK_KEYS.get(task, task), item_id, level)
+        return copy.deepcopy(hit) if hit is not None else None
+
+    def shard_range(self, index: int) -> range:
+        start = index * self.shard_size
+        return range(start, min(start + self.shard_size, self.n_sessions))
+
+    def shard_session_ids(self, index: int) -> list[str]:
+        return [self.session_id(i) for i in self.shard_range(index)]
+
+    def shard(self, index: int, only: set[str] | None = None) -> ShardSpec:
+        """Shard ``index``; with ``only``, just those of its sessions (a rerun of failed ones)."""
+        if not 0 <= index < self.n_shards:
+            raise IndexError(index)
+        sessions = tuple(s for s in (self.session(i) for i in self.shard_range(index)) if only is None or s.session_id in only)
+        keys = {s.item_key for s in sessions}
+        items = {item_key(t, it.id): it for t, it in self.units if item_key(t, it.id) in keys}
+        return ShardSpec(
+            shard_id=shard_name(index),
+            index=index,
+            sessions=sessions,
+            items=items,
+            graphs={k: self.graphs[k] for k in keys},
+        )
+
+    def iter_sessions(self) -> Iterator[SessionSpec]:
+        return (self.session(i) for i in range(self.n_sessions))
+
+    def summary(self) -> dict:
+        tasks: dict[str, int] = {}
+        for t, _ in self.units:
+            tasks[t] = tasks.get(t, 0) + 1
+        return {
+            "n_sessions": self.n_sessions,
+            "n_shards": self.n_shards,
+            "shard_size": self.shard_size,
+            "items_per_task": tasks,
+            "levels": self.levels,
+            "conditions": [c.name for c in self.conditions],
+            "trials": self.trials,
+        }
+
+
+__all__ = ["Condition", "Inputs", "Plan", "derive_seed", "load_inputs", "session_id", "shard_name"]

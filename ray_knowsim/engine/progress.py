@@ -1,0 +1,190 @@
+"""Progress of a run on the terminal: sessions done/total, turns, LLM calls and tokens per role,
+failures, ETA.
+
+Workers report absolute per-shard snapshots to a small actor (fire and forget, at most every
+``REPORT_EVERY_S``); the driver polls it and adds the snapshots of shards still running to the
+totals of committed ones. A shard retried after its worker died simply overwrites its snapshot,
+so nothing is counted twice. ``quiet`` prints nothing until the final summary (CI logs); a
+non-terminal stdout gets a plain line every ``PLAIN_EVERY_S`` instead of a live display.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from ray_knowsim.llm.accounting import Accounting
+
+REPORT_EVERY_S = 0.5
+PLAIN_EVERY_S = 10.0
+
+
+@dataclass
+class Counts:
+    """Additive progress figures (of one shard, or of the whole run)."""
+
+    sessions: int = 0
+    failed: int = 0
+    turns: int = 0
+    accounting: dict[str, Any] = field(default_factory=dict)  # Accounting.to_dict()
+
+    def add(self, other: "Counts") -> None:
+        self.sessions += other.sessions
+        self.failed += other.failed
+        self.turns += other.turns
+        merged = Accounting.from_dict(self.accounting).merge(Accounting.from_dict(other.accounting))
+        self.accounting = merged.to_dict()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sessions": self.sessions, "failed": self.failed, "turns": self.turns, "accounting": self.accounting}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Counts":
+        return cls(d.get("sessions", 0), d.get("failed", 0), d.get("turns", 0), dict(d.get("accounting", {})))
+
+
+class ProgressBoard:
+    """The actor's state: latest snapshot per running shard (a plain class; wrapped by Ray)."""
+
+    def __init__(self) -> None:
+        self._shards: dict[str, dict[str, Any]] = {}
+
+    def report(self, shard_id: str, snapshot: dict[str, Any]) -> None:
+        self._shards[shard_id] = snapshot
+
+    def drop(self, shard_id: str) -> None:
+        self._shards.pop(shard_id, None)
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        return dict(self._shards)
+
+
+def progress_actor() -> Any:
+    import ray
+
+    return ray.remote(num_cpus=0)(ProgressBoard).remote()
+
+
+class Reporter:
+    """Worker side: throttled snapshots of one shard to the board (fire and forget)."""
+
+    def __init__(self, board: Any, shard_id: str) -> None:
+        self.board = board
+        self.shard_id = shard_id
+        self.counts = Counts()
+        self.live = 0
+        self._last = 0.0
+
+    def update(self, accounting: Accounting, force: bool = False) -> None:
+        if self.board is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < REPORT_EVERY_S:
+            return
+        self._last = now
+        self.counts.accounting = accounting.to_dict()
+        snap = self.counts.to_dict() | {"live": self.live}
+        try:
+            self.board.report.remote(self.shard_id, snap)
+        except Exception:  # progress must never break a shard
+            pass
+
+
+class Display:
+    """Driver side: renders totals (rich Live on a terminal, plain lines otherwise)."""
+
+    def __init__(self, total: int, already: int, n_shards: int, quiet: bool = False, console: Console | None = None) -> None:
+        self.total = total
+        self.already = already  # sessions committed before this invocation
+        self.n_shards = n_shards
+        self.quiet = quiet
+        self.console = console or Console(stderr=False)
+        self.start = time.monotonic()
+        self.shards_done = 0
+        self._live: Live | None = None
+        self._last_plain = 0.0
+        self.interactive = self.console.is_terminal and not quiet
+
+    def __enter__(self) -> "Display":
+        if self.interactive:
+            self._live = Live(self._render(Counts(), 0), console=self.console, refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+            self._live = None
+
+    def log(self, message: str) -> None:
+        if not self.quiet:
+            self.console.print(message)
+
+    def warn(self, message: str) -> None:
+        (self.console if not self.quiet else Console(stderr=True)).print(f"[yellow]{message}[/yellow]")
+
+    def update(self, counts: Counts, live_sessions: int) -> None:
+        if self.quiet:
+            return
+        if self._live is not None:
+            self._live.update(self._render(counts, live_sessions))
+            return
+        now = time.monotonic()
+        if now - self._last_plain >= PLAIN_EVERY_S:
+            self._last_plain = now
+            print(self.line(counts), flush=True)
+
+    def eta_s(self, counts: Counts) -> float | None:
+        done_now = counts.sessions
+        elapsed = time.monotonic() - self.start
+        remaining = self.total - self.already - done_now
+        if done_now <= 0 or elapsed <= 0:
+            return None
+        return remaining * elapsed / done_now
+
+    def line(self, counts: Counts) -> str:
+        acc = Accounting.from_dict(counts.accounting).total()
+        eta = self.eta_s(counts)
+        return (
+            f"sessions {self.already + counts.sessions}/{self.total} (failed {counts.failed}) "
+            f"shards {self.shards_done}/{self.n_shards} turns {counts.turns} "
+            f"llm calls {acc.calls} tokens {acc.total_tokens} "
+            f"elapsed {time.monotonic() - self.start:.0f}s eta {'?' if eta is None else f'{eta:.0f}s'}"
+        )
+
+    def _render(self, counts: Counts, live_sessions: int) -> Table:
+        acc = Accounting.from_dict(counts.accounting)
+        done = self.already + counts.sessions
+        pct = 100.0 * done / self.total if self.total else 100.0
+        eta = self.eta_s(counts)
+        head = Table.grid(padding=(0, 2))
+        head.add_row(
+            f"[bold]sessions[/bold] {done}/{self.total} ({pct:.0f}%)",
+            f"[bold]live[/bold] {live_sessions}",
+            f"[bold]failed[/bold] {counts.failed}",
+            f"[bold]shards[/bold] {self.shards_done}/{self.n_shards}",
+            f"[bold]turns[/bold] {counts.turns}",
+            f"[bold]elapsed[/bold] {time.monotonic() - self.start:.0f}s",
+            f"[bold]ETA[/bold] {'?' if eta is None else f'{eta:.0f}s'}",
+        )
+        roles = Table("role", "calls", "errors", "cached", "prompt tok", "completion tok", box=None, pad_edge=False)
+        for name, st in sorted(acc.by_role.items()):
+            roles.add_row(name, str(st.calls), str(st.errors), str(st.cached), str(st.prompt_tokens), str(st.completion_tokens))
+        outer = Table.grid()
+        outer.add_row(head)
+        if acc.by_role:
+            outer.add_row(roles)
+        return outer
+
+
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+__all__ = ["Counts", "Display", "ProgressBoard", "Reporter", "progress_actor"]

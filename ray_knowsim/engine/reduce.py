@@ -1,0 +1,260 @@
+"""The run's tables: ONE Ray Data groupby over the committed session rows, then small pandas steps.
+
+Ray Data does the part that scales with the number of sessions: per (task, condition, level)
+counts, means, standard deviations and failure-mode sums, in a single groupby with many
+aggregations (each groupby costs seconds of fixed overhead). Everything after works on those
+few cells:
+
+* ``level_means``: per (task, condition, level) n, mean, sd and a Student-t 95% CI per metric
+  (sessions with ``status="ok"`` only; failed ones are counted in ``n_failed``);
+* ``marginal``: per (task, condition) the unweighted mean of the level means (spec §11's
+  recommendation) with a normal-approximation 95% CI from the level standard errors;
+* ``ranks``: per (task, scope) with scope = each level and "marginal", the rank of each condition
+  per metric ("min" ties, higher is better except CO/PO, lower is better) and the mean rank over
+  the paper's final metrics (``mean_rank``) and over their @ES variants (``mean_rank_es``) — the
+  shapes of the paper's Table 4 / Table 16;
+* ``failure_modes``: per (task, condition, level) the count and share of each failure mode
+  (plus task "all" when a run has several tasks).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ray_knowsim.model.results import FAILURE_MODES, LOWER_IS_BETTER
+from ray_knowsim.model.states import KNOWLEDGE_LEVELS
+
+KEYS = ("task", "condition", "knowledge_level")
+METRICS: tuple[str, ...] = (
+    "kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience", "iq",
+    "kg_es", "nkg_es", "dc_es", "ic_es", "co_es", "po_es", "engagement_es", "learning_experience_es",
+)
+RANK_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "iq")
+RANK_METRICS_ES: tuple[str, ...] = ("kg_es", "nkg_es", "dc_es", "ic_es", "co_es", "po_es", "engagement_es")
+FM_COLUMNS: tuple[str, ...] = tuple(f"fm_{m}" for m in FAILURE_MODES)
+MARGINAL = "marginal"
+TABLE_NAMES = ("level_means", "marginal", "ranks", "failure_modes")
+
+
+# ----------------------------------------------------------------------------- Ray Data part
+
+
+def _mask_failed(batch: pa.Table) -> pa.Table:
+    """Metrics of failed sessions become null (they must not enter a mean); add 0/1 columns."""
+    ok = pc.equal(batch.column("status"), "ok")
+    out = batch.append_column("ok", pc.cast(ok, pa.int64())).append_column("failed", pc.cast(pc.invert(ok), pa.int64()))
+    null = pa.scalar(None, pa.float64())
+    for m in METRICS:
+        i = out.schema.get_field_index(m)
+        out = out.set_column(i, m, pc.if_else(ok, pc.cast(out.column(m), pa.float64()), null))
+    for f in FM_COLUMNS:
+        i = out.schema.get_field_index(f)
+        out = out.set_column(i, f, pc.if_else(ok, out.column(f), pa.scalar(0, out.schema.field(f).type)))
+    return out
+
+
+def aggregate_cells(session_files: Sequence[str]) -> pd.DataFrame:
+    """One row per (task, condition, level): n_sessions, n_ok, n_failed, ``<m>__n/__mean/__sd``
+    per metric and ``fm_*`` sums. Ray must be initialised."""
+    import ray.data
+    from ray.data.aggregate import Count, Mean, Std, Sum
+
+    ds = ray.data.read_parquet(list(session_files), columns=[*KEYS, "status", *METRICS, *FM_COLUMNS])
+    ds = ds.map_batches(_mask_failed, batch_format="pyarrow")
+    aggs = [Count(alias_name="n_sessions"), Sum("ok", alias_name="n_ok"), Sum("failed", alias_name="n_failed")]
+    for m in METRICS:
+        aggs += [
+            Count(m, ignore_nulls=True, alias_name=f"{m}__n"),
+            Mean(m, alias_name=f"{m}__mean"),
+            Std(m, ddof=1, alias_name=f"{m}__sd"),
+        ]
+    aggs += [Sum(f, alias_name=f) for f in FM_COLUMNS]
+    cells = ds.groupby(list(KEYS)).aggregate(*aggs).to_pandas()
+    return normalise_cells(cells)
+
+
+def normalise_cells(cells: pd.DataFrame) -> pd.DataFrame:
+    """Consistent dtypes and order; a mean/sd without enough values is NaN, never 0."""
+    cells = cells.copy()
+    for c in ("n_sessions", "n_ok", "n_failed", *FM_COLUMNS, *(f"{m}__n" for m in METRICS)):
+        cells[c] = pd.to_numeric(cells[c]).fillna(0).astype("int64")
+    for m in METRICS:
+        n = cells[f"{m}__n"]
+        cells[f"{m}__mean"] = pd.to_numeric(cells[f"{m}__mean"], errors="coerce").astype(float).where(n >= 1)
+        cells[f"{m}__sd"] = pd.to_numeric(cells[f"{m}__sd"], errors="coerce").astype(float).where(n >= 2)
+    return sort_cells(cells)
+
+
+def level_rank(level: str) -> int:
+    return KNOWLEDGE_LEVELS.index(level) if level in KNOWLEDGE_LEVELS else len(KNOWLEDGE_LEVELS)
+
+
+def sort_cells(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows by task, condition, then level in the paper's order."""
+    cols = [c for c in ("task", "condition") if c in df.columns]
+    if "knowledge_level" in df.columns:
+        df = df.assign(_lr=df["knowledge_level"].map(level_rank))
+        df = df.sort_values(cols + ["_lr", "knowledge_level"]).drop(columns="_lr")
+    else:
+        df = df.sort_values(cols)
+    return df.reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------- pandas part
+
+
+def t_half_width(sd: float, n: int) -> float:
+    if n < 2 or sd is None or not np.isfinite(sd):
+        return float("nan")
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+
+
+def level_means(cells: pd.DataFrame) -> pd.DataFrame:
+    out = cells[[*KEYS, "n_sessions", "n_ok", "n_failed"]].copy()
+    for m in METRICS:
+        mean, sd, n = cells[f"{m}__mean"], cells[f"{m}__sd"], cells[f"{m}__n"]
+        half = np.array([t_half_width(s, k) for s, k in zip(sd, n)], dtype=float)
+        out[m] = mean
+        out[f"{m}_n"] = n
+        out[f"{m}_sd"] = sd
+        out[f"{m}_ci_low"] = mean - half
+        out[f"{m}_ci_high"] = mean + half
+    return out
+
+
+def marginal(cells: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for (task, cond), g in cells.groupby(["task", "condition"], sort=True):
+        row = {"task": task, "condition": cond, "n_levels": len(g), "n_sessions": int(g["n_sessions"].sum()),
+               "n_ok": int(g["n_ok"].sum()), "n_failed": int(g["n_failed"].sum())}
+        for m in METRICS:
+            means = g[f"{m}__mean"].to_numpy(dtype=float)
+            have = ~np.isnan(means)
+            row[m] = float(means[have].mean()) if have.any() else float("nan")
+            row[f"{m}_n"] = int(g[f"{m}__n"].sum())
+            row[f"{m}_levels"] = int(have.sum())
+            se = (g[f"{m}__sd"].to_numpy(dtype=float) / np.sqrt(g[f"{m}__n"].to_numpy(dtype=float).clip(min=1)))[have]
+            half = 1.959964 * math.sqrt(float((se ** 2).sum())) / have.sum() if have.any() and not np.isnan(se).any() else float("nan")
+            row[f"{m}_ci_low"] = row[m] - half
+            row[f"{m}_ci_high"] = row[m] + half
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _rank_block(df: pd.DataFrame) -> pd.DataFrame:
+    out = df[["condition"]].copy()
+    for m in (*RANK_METRICS, *RANK_METRICS_ES):
+        out[f"rank_{m}"] = df[m].rank(method="min", ascending=m in LOWER_IS_BETTER)
+    out["mean_rank"] = out[[f"rank_{m}" for m in RANK_METRICS]].mean(axis=1, skipna=True)
+    out["mean_rank_es"] = out[[f"rank_{m}" for m in RANK_METRICS_ES]].mean(axis=1, skipna=True)
+    return out
+
+
+def ranks(level_table: pd.DataFrame, marginal_table: pd.DataFrame) -> pd.DataFrame:
+    blocks = []
+    for task, g in marginal_table.groupby("task", sort=True):
+        scopes = [(MARGINAL, g)]
+        lv = level_table[level_table["task"] == task]
+        scopes += [(level, lv[lv["knowledge_level"] == level]) for level in sorted(lv["knowledge_level"].unique(), key=level_rank)]
+        for scope, part in scopes:
+            block = _rank_block(part.reset_index(drop=True))
+            block.insert(0, "scope", scope)
+            block.insert(0, "task", task)
+            blocks.append(block.sort_values(["mean_rank", "condition"], na_position="last"))
+    if not blocks:
+        return pd.DataFrame(columns=["task", "scope", "condition", "mean_rank", "mean_rank_es"])
+    return pd.concat(blocks, ignore_index=True)
+
+
+def failure_modes(cells: pd.DataFrame) -> pd.DataFrame:
+    parts = [cells[[*KEYS, "n_ok", *FM_COLUMNS]].copy()]
+    if cells["task"].nunique() > 1:
+        allt = cells.groupby(["condition", "knowledge_level"], as_index=False)[["n_ok", *FM_COLUMNS]].sum()
+        allt.insert(0, "task", "all")
+        parts.append(allt)
+    df = pd.concat(parts, ignore_index=True)
+    total = df[list(FM_COLUMNS)].sum(axis=1)
+    out = df[[*KEYS, "n_ok"]].copy()
+    out["fm_total"] = total
+    for f in FM_COLUMNS:
+        out[f] = df[f]
+        out[f"{f}_share"] = (df[f] / total.where(total > 0)).astype(float)
+    return sort_cells(out)
+
+
+def build_tables(cells: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    lm = level_means(cells)
+    mg = marginal(cells)
+    return {"level_means": lm, "marginal": mg, "ranks": ranks(lm, mg), "failure_modes": failure_modes(cells)}
+
+
+def write_tables(tables: dict[str, pd.DataFrame], out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, df in tables.items():
+        for suffix, writer in ((".parquet", lambda p: df.to_parquet(p, index=False)), (".csv", lambda p: df.to_csv(p, index=False))):
+            path = out_dir / f"{name}{suffix}"
+            tmp = out_dir / f".{name}{suffix}.tmp"
+            writer(tmp)
+            tmp.replace(path)
+            written.append(path)
+    return written
+
+
+# ----------------------------------------------------------------------------- printing
+
+
+def _fmt(x: float, digits: int = 3) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def print_tables(tables: dict[str, pd.DataFrame], console=None) -> None:
+    """Per task: the level-marginal table with ranks, then KG / DC / CO per level."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    mg, lm, rk = tables["marginal"], tables["level_means"], tables["ranks"]
+    for task in sorted(mg["task"].unique()):
+        t_rank = rk[(rk["task"] == task) & (rk["scope"] == MARGINAL)].set_index("condition")
+        table = Table(title=f"{task}: level-marginal means (unweighted mean of level means)", title_justify="left")
+        table.add_column("condition")
+        for m in RANK_METRICS:
+            table.add_column(m.upper(), justify="right")
+        table.add_column("mean rank", justify="right")
+        table.add_column("n ok/failed", justify="right")
+        rows = mg[mg["task"] == task].set_index("condition")
+        order = t_rank.index.tolist() if len(t_rank) else rows.index.tolist()
+        for cond in order:
+            r = rows.loc[cond]
+            table.add_row(cond, *[_fmt(r[m], 1 if m == "iq" else 3) for m in RANK_METRICS],
+                          _fmt(t_rank.loc[cond, "mean_rank"], 2) if cond in t_rank.index else "-",
+                          f"{int(r['n_ok'])}/{int(r['n_failed'])}")
+        console.print(table)
+        per = Table(title=f"{task}: per knowledge level (mean [95% CI], n)", title_justify="left")
+        per.add_column("condition")
+        per.add_column("level")
+        for m in ("kg", "nkg", "dc", "co", "po"):
+            per.add_column(m.upper(), justify="right")
+        per.add_column("n", justify="right")
+        for _, r in lm[lm["task"] == task].iterrows():
+            per.add_row(r["condition"], r["knowledge_level"],
+                        *[f"{_fmt(r[m])} [{_fmt(r[f'{m}_ci_low'], 2)}, {_fmt(r[f'{m}_ci_high'], 2)}]" for m in ("kg", "nkg", "dc", "co", "po")],
+                        f"{int(r['n_ok'])}")
+        console.print(per)
+
+
+__all__ = [
+    "KEYS", "METRICS", "RANK_METRICS", "RANK_METRICS_ES", "TABLE_NAMES",
+    "aggregate_cells", "build_tables", "failure_modes", "level_means", "marginal", "normalise_cells",
+    "print_tables", "ranks", "write_tables",
+]

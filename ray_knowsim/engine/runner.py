@@ -1,0 +1,306 @@
+"""Ray orchestration of a run: plan, resume, fan shards out, commit, reduce, report.
+
+The driver holds the plan (arithmetic), a bounded window of in-flight shard tasks and their small
+summaries; trajectories go from the workers straight to Parquet. Each shard is ONE Ray task that
+runs the lockstep loop for all its sessions (``engine.shard_fn``, by default
+``ray_knowsim.sim.shard:run_shard``) — never a task per LLM call or per session-turn.
+
+Resume: shards with a commit marker of this config hash are skipped; committed shards with
+failed sessions are rerun for those sessions only; everything else runs. A worker that dies is
+retried by Ray (``engine.shard_retries``); a shard that still cannot finish is reported and left
+for the next invocation of the same command.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from ray_knowsim.engine.config import RunConfig
+from ray_knowsim.engine.manifest import close_manifest, open_manifest
+from ray_knowsim.engine.models import ModelSet, build_models, check_secrets, secret_env_names
+from ray_knowsim.engine.plan import Plan, load_inputs
+from ray_knowsim.engine.progress import Counts, Display, progress_actor
+from ray_knowsim.engine.results import Marker, RunDir
+from ray_knowsim.sim.types import RoleSettings, ShardContext
+
+ROLE_NAMES = ("user_sim", "assistant", "extractor", "judge")
+
+
+class RunError(RuntimeError):
+    """A run that cannot start (bad inputs, missing keys, a run dir of another config)."""
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    run_id: str
+    config_hash: str
+    n_sessions: int
+    n_ok: int
+    n_failed: int
+    skipped_shards: int  # committed before this invocation and left alone
+    ran_shards: int
+    incomplete: dict[str, str] = field(default_factory=dict)  # shard id -> why it did not finish
+    tables: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def status(self) -> str:
+        if self.incomplete:
+            return "incomplete"
+        return "ok" if self.n_failed == 0 else "ok_with_failed_sessions"
+
+
+def make_context(cfg: RunConfig, run_id: str, config_hash: str) -> ShardContext:
+    roles = {}
+    for role in ROLE_NAMES:
+        if role == "judge" and cfg.roles.judge is None:
+            continue
+        model, temp, max_tokens, attempts = cfg.roles.settings(role)
+        roles[role] = RoleSettings(model=model if role != "assistant" else "", temperature=temp, max_tokens=max_tokens, attempts=attempts)
+    return ShardContext(
+        run_id=run_id,
+        config_hash=config_hash,
+        run_seed=cfg.seed,
+        rules=cfg.rule_config,
+        max_turns=cfg.max_turns,
+        early_stop=cfg.early_stop,
+        graph_mode=cfg.graph_mode,
+        roles=roles,
+    )
+
+
+@contextmanager
+def ray_session(address: str | None, cfg: RunConfig, quiet: bool) -> Iterator[bool]:
+    """Join ``address`` (or RAY_ADDRESS), else start a local Ray and stop it afterwards.
+    Yields whether this process started Ray."""
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    started = False
+    from ray.data import DataContext
+
+    if ray.is_initialized():
+        DataContext.get_current().enable_progress_bars = False
+        yield False  # an embedding process (tests, notebooks) owns Ray
+        return
+    if address:
+        ray.init(address=address, logging_level="WARNING", log_to_driver=not quiet)
+    else:
+        ray.init(
+            address="local",
+            num_cpus=cfg.engine.num_cpus,
+            object_store_memory=cfg.engine.object_store_mb * 2**20,
+            include_dashboard=False,
+            logging_level="WARNING",
+            log_to_driver=not quiet,
+        )
+        started = True
+    try:
+        DataContext.get_current().enable_progress_bars = False
+        yield started
+    finally:
+        ray.shutdown()
+
+
+def prepare(cfg: RunConfig, output: str | Path | None = None, overwrite: bool = False) -> tuple[Plan, RunDir, str, str, Any]:
+    """Everything before Ray: inputs, plan, run dir checks. Raises RunError with a clear message."""
+    errors = check_secrets(cfg)
+    if errors:
+        raise RunError("missing API keys:\n  " + "\n  ".join(errors))
+    try:
+        inputs = load_inputs(cfg)
+    except ValueError as exc:  # LoadError, GraphError
+        raise RunError(str(exc)) from exc
+    plan = Plan(cfg, inputs)
+    config_hash = cfg.config_hash()
+    run_id = f"{cfg.name}-{config_hash[:8]}"
+    run_dir = RunDir(Path(output) if output else cfg.output_path())
+    if overwrite and run_dir.root.exists():
+        import shutil
+
+        for sub in ("sessions", "turns", "shards", "tables", ".tmp", "cache"):
+            shutil.rmtree(run_dir.root / sub, ignore_errors=True)
+        run_dir.manifest.unlink(missing_ok=True)
+    return plan, run_dir, run_id, config_hash, inputs
+
+
+def pending_work(plan: Plan, committed: dict[str, Marker]) -> tuple[list[tuple[int, set[str] | None, Marker | None]], int, int]:
+    """(shards to run, with the failed-session subset for partial reruns; sessions already ok;
+    shards skipped)."""
+    todo = []
+    ok = 0
+    skipped = 0
+    for k in range(plan.n_shards):
+        marker = committed.get(f"shard-{k:06d}")
+        if marker is None:
+            todo.append((k, None, None))
+            continue
+        if marker.session_ids != plan.shard_session_ids(k):
+            todo.append((k, None, None))  # planned differently (should not happen with an equal hash)
+            continue
+        ok += marker.n_ok
+        if marker.failed:
+            todo.append((k, set(marker.failed), marker))
+        else:
+            skipped += 1
+    return todo, ok, skipped
+
+
+def run(
+    cfg: RunConfig,
+    *,
+    address: str | None = None,
+    output: str | Path | None = None,
+    quiet: bool = False,
+    overwrite: bool = False,
+    config_file: str | None = None,
+    print_tables: bool = True,
+    console: Any = None,
+) -> RunOutcome:
+    """Run (or resume) ``cfg`` to completion; see the module docstring."""
+    t0 = time.perf_counter()
+    plan, run_dir, run_id, config_hash, inputs = prepare(cfg, output, overwrite)
+    run_dir.create()
+    manifest = open_manifest(
+        run_dir, run_id=run_id, name=cfg.name, config_hash=config_hash, config=cfg.public_dict(),
+        config_file=config_file, secret_env=secret_env_names(cfg), run_seed=cfg.seed, plan=plan.summary(),
+        address=address or os.environ.get("RAY_ADDRESS"),
+    )
+    committed = run_dir.markers(config_hash)
+    run_dir.collect_garbage(committed.values())
+    todo, already_ok, skipped = pending_work(plan, committed)
+    display = Display(plan.n_sessions, already_ok, plan.n_shards, quiet=quiet, console=console)
+    display.shards_done = skipped
+    outcome = RunOutcome(run_dir.root, run_id, config_hash, plan.n_sessions, 0, 0, skipped, len(todo))
+    status = "failed"
+    try:
+        with ray_session(address, cfg, quiet):
+            if todo:
+                display.log(f"run {run_id}: {plan.n_sessions} sessions in {plan.n_shards} shards; "
+                            f"{skipped} shards committed before, {len(todo)} to run -> {run_dir.root}")
+                models = build_models(cfg, inputs.graphs, str(run_dir.cache), wait_s=900)
+                outcome.incomplete = _fan_out(cfg, plan, run_dir, models, make_context(cfg, run_id, config_hash), todo, display)
+            else:
+                display.log(f"run {run_id}: all {plan.n_shards} shards already committed -> {run_dir.root}")
+            final = run_dir.markers(config_hash)
+            outcome.n_ok = sum(m.n_ok for m in final.values())
+            outcome.n_failed = sum(len(m.failed) for m in final.values())
+            files = run_dir.data_files("sessions", final.values())
+            if files:
+                from ray_knowsim.engine.reduce import aggregate_cells, build_tables, write_tables
+
+                outcome.tables = build_tables(aggregate_cells(files))
+                write_tables(outcome.tables, run_dir.tables)
+        status = outcome.status
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        outcome.seconds = time.perf_counter() - t0
+        close_manifest(run_dir, manifest, status, {
+            "sessions": outcome.n_sessions, "ok": outcome.n_ok, "failed": outcome.n_failed,
+            "incomplete_shards": sorted(outcome.incomplete), "seconds": round(outcome.seconds, 2),
+        })
+    if outcome.tables and print_tables and not quiet:
+        from ray_knowsim.engine.reduce import print_tables as show
+
+        show(outcome.tables, display.console)
+    return outcome
+
+
+def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx: ShardContext,
+             todo: list[tuple[int, set[str] | None, Marker | None]], display: Display) -> dict[str, str]:
+    """Submit shard tasks in a bounded window; collect summaries; returns shards that failed."""
+    import ray
+
+    from ray_knowsim.engine.worker import execute_shard
+
+    eng = cfg.engine
+    task = ray.remote(execute_shard)
+    options = dict(num_cpus=eng.shard_cpus, max_retries=eng.shard_retries, retry_exceptions=False)
+    models_ref, ctx_ref = ray.put(models), ray.put(ctx)
+    board = progress_actor()
+    queue = deque(todo)
+    pending: dict[Any, str] = {}
+    totals = Counts()
+    incomplete: dict[str, str] = {}
+    window = _window(eng)
+    last_poll = last_window = 0.0
+    snapshots: dict[str, dict[str, Any]] = {}
+    with display:
+        while queue or pending:
+            now = time.monotonic()
+            if now - last_window > 10:
+                window, last_window = _window(eng), now
+            while queue and len(pending) < window:
+                k, only, prev = queue.popleft()
+                spec = plan.shard(k, only)
+                ref = task.options(name=f"ray-knowsim {spec.shard_id}", **options).remote(
+                    spec, models_ref, ctx_ref, str(run_dir.root), eng.shard_fn, eng.shard_fn_options,
+                    prev.to_dict() if prev else None, board,
+                )
+                pending[ref] = spec.shard_id
+            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.25, fetch_local=False)
+            for ref in ready:
+                shard_id = pending.pop(ref)
+                board.drop.remote(shard_id)
+                snapshots.pop(shard_id, None)
+                try:
+                    summary = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - a shard failure must not stop the others
+                    incomplete[shard_id] = _short_error(exc)
+                    display.warn(f"{shard_id} did not finish: {incomplete[shard_id]}")
+                    continue
+                display.shards_done += 1
+                totals.add(Counts(summary["sessions"], summary["new_failed"], summary["turns"], summary["accounting"]))
+            if time.monotonic() - last_poll >= 0.5 or not pending:
+                last_poll = time.monotonic()
+                try:
+                    snapshots = ray.get(board.snapshot.remote(), timeout=5)
+                except Exception:  # noqa: BLE001 - display only
+                    pass
+                shown = Counts(totals.sessions, totals.failed, totals.turns, dict(totals.accounting))
+                live = 0
+                for sid, snap in snapshots.items():
+                    if sid in pending.values():
+                        shown.add(Counts.from_dict(snap))
+                        live += int(snap.get("live", 0))
+                display.update(shown, live)
+        display.update(totals, 0)
+    if not display.interactive and not display.quiet:
+        print(display.line(totals), flush=True)
+    ray.kill(board)
+    return incomplete
+
+
+def _window(eng) -> int:
+    """How many shard tasks to keep submitted: twice what the cluster can run at once (so no
+    worker idles between shards, and an autoscaler sees pending work), or the configured cap."""
+    import ray
+
+    if eng.max_concurrent_shards:
+        return eng.max_concurrent_shards
+    cpus = float(ray.cluster_resources().get("CPU", 1.0))
+    return max(2, 2 * int(cpus / eng.shard_cpus))
+
+
+def _short_error(exc: BaseException) -> str:
+    """The last line of a Ray task error (the exception itself), not the whole traceback."""
+    text = str(exc).strip().splitlines()
+    cause = getattr(exc, "cause", None)
+    if cause is not None:
+        return f"{type(cause).__name__}: {cause}".splitlines()[0][:500]
+    lines = [ln for ln in text if ln.strip()]
+    return (lines[-1] if lines else type(exc).__name__)[:500] if text else "".join(traceback.format_exception_only(exc)).strip()
+
+
+__all__ = ["RunError", "RunOutcome", "make_context", "pending_work", "prepare", "ray_session", "run"]

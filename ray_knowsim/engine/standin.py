@@ -1,0 +1,181 @@
+"""A stand-in shard function with ``run_shard``'s signature: synthetic rows, optional LLM traffic.
+
+Why it exists: the engine (planning, Ray scheduling, commits, resume, reductions, benchmarks) must
+be testable without the real simulation loop, and its overhead measurable apart from it. Select
+it with ``engine.shard_fn: ray_knowsim.engine.standin:run_shard``. Rows are a deterministic
+function of each session's seed; the numbers mean nothing.
+
+Options (``engine.shard_fn_options``):
+* ``call_models``: per turn, send one lockstep batch per role (user simulator, assistant per
+  model, extractor) and a judge batch at the end, retrying a failed request up to the role's
+  ``attempts``; a session whose request still fails ends ``status="failed"`` naming role and error.
+* ``turn_delay_s``: sleep per turn (to make runs slow enough to interrupt).
+* ``fail_sessions``: session ids that end as failed ("standin: injected failure").
+* ``crash_shard`` + ``crash_flag``: the worker running that shard kills itself (SIGKILL) once,
+  the first time, when the flag file does not exist yet (it creates it): a dying worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from pathlib import Path
+from typing import AsyncIterator, Sequence
+
+import numpy as np
+
+from ray_knowsim.llm.protocol import ChatRequest, ChatResponse
+from ray_knowsim.model.graph import build_index, capacity
+from ray_knowsim.model.results import SessionRow, TurnRow
+from ray_knowsim.model.states import state_value
+from ray_knowsim.sim.types import RoleModels, SessionResult, SessionSpec, ShardContext, ShardSpec
+
+
+async def run_shard(
+    shard: ShardSpec,
+    models: RoleModels,
+    ctx: ShardContext,
+    *,
+    call_models: bool = False,
+    turn_delay_s: float = 0.0,
+    fail_sessions: Sequence[str] = (),
+    crash_shard: str | None = None,
+    crash_flag: str | None = None,
+) -> AsyncIterator[SessionResult]:
+    if crash_shard == shard.shard_id and crash_flag and not os.path.exists(crash_flag):
+        Path(crash_flag).write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)
+    live = {s.session_id: s for s in shard.sessions}
+    errors: dict[str, str] = {}
+    tokens: dict[str, dict[str, int]] = {s.session_id: {} for s in shard.sessions}
+    calls: dict[str, int] = {s.session_id: 0 for s in shard.sessions}
+    turns_done: dict[str, int] = {}
+    for turn in range(1, ctx.max_turns + 1):
+        if turn_delay_s:
+            await asyncio.sleep(turn_delay_s)
+        if call_models:
+            roles = [("user_sim", models.user_sim, None)]
+            roles += [("assistant", m, key) for key, m in sorted(models.assistants.items())]
+            roles.append(("extractor", models.extractor, None))
+            for role, model, key in roles:
+                batch = [s for s in live.values() if key is None or s.assistant_model == key]
+                await _ask(model, role, turn, batch, ctx, errors, tokens, calls)
+                for sid in errors:
+                    live.pop(sid, None)
+        for sid in live:
+            turns_done[sid] = turn
+        if ctx.on_turn is not None:
+            ctx.on_turn({"turn": turn, "live": len(live)})
+    if call_models and models.judge is not None and live:
+        await _ask(models.judge, "judge", ctx.max_turns + 1, list(live.values()), ctx, errors, tokens, calls)
+    injected = set(fail_sessions)
+    for s in shard.sessions:
+        error = errors.get(s.session_id) or ("standin: injected failure" if s.session_id in injected else None)
+        yield _result(shard, s, ctx, turns_done.get(s.session_id, 0), error, tokens[s.session_id], calls[s.session_id])
+
+
+async def _ask(model, role, turn, sessions: list[SessionSpec], ctx, errors, tokens, calls) -> None:
+    """One lockstep batch for ``role``; failed requests are re-sent up to the role's attempts."""
+    settings = ctx.roles[role]
+    pending = list(sessions)
+    last: dict[str, str] = {}
+    for _ in range(settings.attempts):
+        if not pending:
+            return
+        requests = [
+            ChatRequest(
+                messages=({"role": "user", "content": f"{role} turn {turn} of {s.session_id}"},),
+                role=role,
+                temperature=settings.temperature,
+                max_tokens=min(settings.max_tokens, 64),
+                seed=s.seed + turn,
+                request_id=f"{s.session_id}/{turn}/{role}",
+            )
+            for s in pending
+        ]
+        responses: list[ChatResponse] = await model.complete(requests)
+        retry = []
+        for s, resp in zip(pending, responses):
+            calls[s.session_id] += 1
+            t = tokens[s.session_id]
+            t[role] = t.get(role, 0) + resp.usage.total
+            if resp.error is not None:
+                last[s.session_id] = resp.error
+                retry.append(s)
+        pending = retry
+    for s in pending:
+        errors[s.session_id] = f"{role}: {last[s.session_id]} (after {settings.attempts} attempts)"
+
+
+def _result(shard: ShardSpec, s: SessionSpec, ctx: ShardContext, n_turns: int, error: str | None,
+            tokens: dict[str, int], llm_calls: int) -> SessionResult:
+    graph = shard.graph_of(s)
+    index = build_index(graph, s.item_id)
+    rng = np.random.default_rng(s.seed)
+    ks = s.initial_ks or {}
+    initial = [state_value((ks.get(label) or {}).get("state")) for label in index.labels]
+    tau = capacity(index.size, ctx.rules.capacity_ratio, ctx.rules.capacity_floor)
+    ok = error is None
+    metrics = {}
+    if ok and s.simulator == "structured":
+        for m in ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience"):
+            metrics[m] = float(rng.uniform(0, 1))
+            metrics[f"{m}_es"] = float(rng.uniform(0, 1))
+    if ok and ctx.judged:
+        metrics["iq"] = float(rng.integers(1, 11))
+    fm = {f"fm_{m}": int(rng.integers(0, 4)) for m in ("redundant", "prereq_blocked", "effective", "overload_wasted", "under_absorbed")}
+    es_turn = int(rng.integers(3, ctx.max_turns + 1)) if ok and rng.uniform() < 0.5 else None
+    row = SessionRow(
+        run_id=ctx.run_id,
+        config_hash=ctx.config_hash,
+        session_id=s.session_id,
+        task=s.task,
+        item_id=s.item_id,
+        knowledge_level=s.knowledge_level,
+        condition=s.condition,
+        assistant_model=s.assistant_model,
+        assistant_strategy=s.assistant_strategy,
+        simulator=s.simulator,
+        trial=s.trial,
+        seed=s.seed,
+        rules_preset=ctx.rules.preset,
+        graph_size=index.size,
+        tau=tau,
+        iu_labels=list(index.labels),
+        initial_states=initial,
+        graph_json=json.dumps(graph.to_json_dict(), sort_keys=True),
+        status="ok" if ok else "failed",
+        turns=n_turns,
+        stop_reason="max_turns" if ok else "error",
+        early_stop_turn=es_turn,
+        early_stop_reason="cognitive_overload" if es_turn else None,
+        error=error,
+        llm_calls=llm_calls,
+        tokens_user_sim=tokens.get("user_sim", 0),
+        tokens_assistant=tokens.get("assistant", 0),
+        tokens_extractor=tokens.get("extractor", 0),
+        tokens_judge=tokens.get("judge", 0),
+        **metrics,
+        **fm,
+    )
+    turns = []
+    states = list(initial)
+    for t in range(1, n_turns + 1):
+        k = int(rng.integers(0, index.size))
+        states[k] = min(3, states[k] + 1)
+        load = float(rng.uniform(0, 2 * tau))
+        turns.append(TurnRow(
+            run_id=ctx.run_id, session_id=s.session_id, turn=t,
+            user_message=f"user {t}", assistant_message=f"assistant {t}", signals_json="[]",
+            states=list(states), carries=[0.0] * index.size,
+            comprehension_load=load, attempt_load=0.0, effective_load=load, overload=load >= tau,
+            eta=1.0, n_upward_transitions=1, absorbed_gain=1.0, ic_numerator=1, ic_denominator=1,
+            zpd_size=1, absorbed_ic_numerator=1, new_ius=1, disallowed=0, familiarity=0.5,
+            novelty=0.5, engagement=0.5, density=0.5,
+        ))
+    return SessionResult(session=row, turns=turns)
+
+
+__all__ = ["run_shard"]

@@ -1,0 +1,86 @@
+"""Renderer for IU-graph extraction (offline step; the shipped caches replace it, spec §12.1).
+
+:func:`graph_extraction_plan` is the spec's retry ladder: one normal attempt at temperature 0.2,
+then a "JSON only" variant and finally a compact (<= 12 nodes) variant, each at temperature 0
+under a growing token budget.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ray_knowsim.llm.protocol import ChatRequest
+from ray_knowsim.llm.schemas import GraphExtraction
+from ray_knowsim.model.items import Item
+from ray_knowsim.prompts.context import context_block
+from ray_knowsim.prompts.templates import load_template
+
+GraphAttempt = Literal["normal", "json_only", "compact"]
+GRAPH_TEMPERATURE = 0.2
+GRAPH_RETRY_TEMPERATURE = 0.0
+GRAPH_MAX_TOKENS = 8192
+NO_REFERENCE = "(No reference answer provided.)"
+
+
+def graph_template_name(task: str) -> str:
+    return "graph_math" if task == "math" else "graph_open"
+
+
+def graph_extraction_plan(max_tokens: int = GRAPH_MAX_TOKENS) -> list[tuple[GraphAttempt, float, int]]:
+    """(attempt, temperature, max_tokens) in the order to try them until one parses with nodes."""
+    ladder = (max_tokens, min(max(2 * max_tokens, 8192), 32768), 32768)
+    plan: list[tuple[GraphAttempt, float, int]] = [("normal", GRAPH_TEMPERATURE, max_tokens)]
+    for attempt in ("json_only", "compact"):
+        plan.extend((attempt, GRAPH_RETRY_TEMPERATURE, budget) for budget in ladder)
+    return plan
+
+
+def render_graph_extraction(
+    item: Item,
+    *,
+    attempt: GraphAttempt = "normal",
+    temperature: float | None = None,
+    max_tokens: int = GRAPH_MAX_TOKENS,
+    seed: int | None = None,
+    request_id: str = "",
+) -> ChatRequest:
+    """Ask for the item's IU graph in the spec §1.2 format (math or open-ended variant)."""
+    if attempt not in ("normal", "json_only", "compact"):
+        raise ValueError(f"unknown graph extraction attempt {attempt!r}")
+    tpl = load_template(graph_template_name(item.task))
+    meta = item.metadata or {}
+    field = " / ".join(str(x) for x in (meta.get("field"), meta.get("specific_field")) if x) or "(not stated)"
+    facts = {
+        "template": tpl.name,
+        "version": tpl.version,
+        "role": "graph_extractor",
+        "task": item.task,
+        "item_id": item.id,
+        "question": item.question,
+        "reference_answer": item.reference_answer,
+        "field": field,
+        "attempt": attempt,
+    }
+    values = {
+        "question": item.question,
+        "reference_answer": item.reference_answer or NO_REFERENCE,
+        "field": field,
+        "suffix": "" if attempt == "normal" else "\n" + tpl.section(f"suffix_{attempt}") + "\n",
+        "context": context_block(facts),
+    }
+    if temperature is None:
+        temperature = GRAPH_TEMPERATURE if attempt == "normal" else GRAPH_RETRY_TEMPERATURE
+    return ChatRequest(
+        messages=(
+            {"role": "system", "content": tpl.fill("system", values)},
+            {"role": "user", "content": tpl.fill("user", values)},
+        ),
+        role="graph_extractor",
+        temperature=temperature,
+        max_tokens=max_tokens,
+        seed=seed,
+        json_schema=GraphExtraction.json_schema(),
+        schema_name="GraphExtraction",
+        prompt_version=tpl.prompt_version,
+        request_id=request_id,
+    )

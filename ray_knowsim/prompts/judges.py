@@ -1,0 +1,120 @@
+"""Renderers for the judges: the Interaction Quality rater and the baselines' termination judge.
+
+Both run at temperature 0 with JSON output (spec §12.6). The rater can be given a truncated
+conversation (the first ``exchanges`` user/assistant pairs) for the at-early-stop judgement.
+"""
+
+from __future__ import annotations
+
+from ray_knowsim.llm.protocol import ChatRequest
+from ray_knowsim.llm.schemas import InteractionRating, TerminationJudgement, termination_reasons
+from ray_knowsim.model.items import Item
+from ray_knowsim.prompts.context import context_block
+from ray_knowsim.prompts.templates import load_template
+from ray_knowsim.prompts.views import Transcript, format_numbered_transcript, format_transcript, transcript_pairs
+
+JUDGE_TEMPERATURE = 0.0
+JUDGE_MAX_TOKENS = 4096
+NO_LEVEL = "(not stated)"
+
+
+def truncate_exchanges(pairs: list[list[str]], exchanges: int | None) -> list[list[str]]:
+    """The first ``exchanges`` user+assistant pairs (``2 * exchanges`` messages); None keeps all."""
+    if exchanges is None:
+        return pairs
+    if exchanges < 1:
+        raise ValueError(f"exchanges must be >= 1, got {exchanges}")
+    return pairs[: 2 * exchanges]
+
+
+def render_rater(
+    item: Item,
+    transcript: Transcript,
+    *,
+    knowledge_level: str | None = None,
+    exchanges: int | None = None,
+    seed: int | None = None,
+    request_id: str = "",
+) -> ChatRequest:
+    """Interaction Quality: calibration, overload, quality 1-10, perceived learning 1-10 + rationales."""
+    pairs = truncate_exchanges(transcript_pairs(transcript), exchanges)
+    if not pairs:
+        raise ValueError("the rater needs a non-empty conversation")
+    tpl = load_template("rater")
+    facts = {
+        "template": tpl.name,
+        "version": tpl.version,
+        "role": "judge",
+        "task": item.task,
+        "item_id": item.id,
+        "problem": item.question,
+        "knowledge_level": knowledge_level,
+        "transcript": pairs,
+    }
+    values = {
+        "problem": item.question,
+        "knowledge_level": knowledge_level or NO_LEVEL,
+        "transcript": format_transcript(pairs, ""),
+        "context": context_block(facts),
+    }
+    return ChatRequest(
+        messages=(
+            {"role": "system", "content": tpl.fill("system", values)},
+            {"role": "user", "content": tpl.fill("user", values)},
+        ),
+        role="judge",
+        temperature=JUDGE_TEMPERATURE,
+        max_tokens=JUDGE_MAX_TOKENS,
+        seed=seed,
+        json_schema=InteractionRating.json_schema(),
+        schema_name="InteractionRating",
+        prompt_version=tpl.prompt_version,
+        request_id=request_id,
+    )
+
+
+def render_termination_judge(
+    item: Item,
+    transcript: Transcript,
+    *,
+    seed: int | None = None,
+    request_id: str = "",
+) -> ChatRequest:
+    """Where a baseline learner would have stopped, with the task's reason list (spec §8.1)."""
+    pairs = transcript_pairs(transcript)
+    numbered, n_turns = format_numbered_transcript(pairs)
+    if n_turns == 0:
+        raise ValueError("the termination judge needs at least one learner message")
+    tpl = load_template("termination_judge")
+    facts = {
+        "template": tpl.name,
+        "version": tpl.version,
+        "role": "judge",
+        "task": item.task,
+        "item_id": item.id,
+        "problem": item.question,
+        "n_turns": n_turns,
+        "reasons": list(termination_reasons(item.task)),
+        "transcript": pairs,
+    }
+    values = {
+        "reasons": tpl.section(f"reasons_{item.task}"),
+        "problem": item.question,
+        "n_turns": n_turns,
+        "numbered_transcript": numbered,
+        "context": context_block(facts),
+    }
+    return ChatRequest(
+        messages=(
+            {"role": "system", "content": tpl.fill("system", values)},
+            {"role": "user", "content": tpl.fill("user", values)},
+        ),
+        role="judge",
+        temperature=JUDGE_TEMPERATURE,
+        max_tokens=JUDGE_MAX_TOKENS,
+        seed=seed,
+        json_schema=TerminationJudgement.json_schema_for(item.task),
+        schema_name="TerminationJudgement",
+        prompt_version=tpl.prompt_version,
+        request_id=request_id,
+    )

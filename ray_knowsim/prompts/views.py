@@ -1,0 +1,131 @@
+"""What a prompt shows of a session: states as names, the learner's lists, transcripts, graphs.
+
+These are the only places where the model layer's data becomes prompt text, so the spec's rules for
+the simulator's view (spec §5, §12.3) and the extractor's view (spec §12.5) live here once.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping, Sequence
+
+from ray_knowsim.model.graph import GraphIndex, IUGraph
+from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STATE_NAMES, STRUGGLING, UNAWARE, state_value
+from ray_knowsim.rules.prerequisites import density_band
+
+#: a conversation as (speaker, text) pairs, speaker "user" or "assistant" (the record's ``conversation``)
+Transcript = Sequence[Sequence[str]]
+#: a knowledge state: a KS dict keyed by label (or id) whose values are ``{"state": name}``, a
+#: state name or an ordinal; or ordinals in graph node order
+StatesLike = Mapping[str, Any] | Sequence[int]
+
+NONE_LISTED = "(none)"
+
+
+def _code(value: Any) -> int:
+    if isinstance(value, Mapping):
+        value = value.get("state")
+    if isinstance(value, bool):
+        return UNAWARE
+    if isinstance(value, int):
+        if not UNAWARE <= value <= KNOWS_WELL:
+            raise ValueError(f"state ordinal out of range: {value}")
+        return value
+    return state_value(value)
+
+
+def state_codes(index: GraphIndex, states: StatesLike) -> dict[str, int]:
+    """Ordinal state per graph id. KS dicts are looked up by label, then by id; absent = unaware."""
+    if isinstance(states, Mapping):
+        out = {}
+        for node_id, label in zip(index.ids, index.labels):
+            if label in states:
+                out[node_id] = _code(states[label])
+            else:
+                out[node_id] = _code(states.get(node_id))
+        return out
+    values = list(states)
+    if len(values) != index.size:
+        raise ValueError(f"{len(values)} state ordinals for a graph of {index.size} IUs")
+    return {node_id: _code(int(v)) for node_id, v in zip(index.ids, values)}
+
+
+def states_by_label(index: GraphIndex, codes: Mapping[str, int]) -> dict[str, str]:
+    return {label: STATE_NAMES[codes[i]] for i, label in zip(index.ids, index.labels)}
+
+
+def states_by_id(index: GraphIndex, codes: Mapping[str, int]) -> dict[str, str]:
+    return {i: STATE_NAMES[codes[i]] for i in index.ids}
+
+
+def ids_at(index: GraphIndex, codes: Mapping[str, int], level: int) -> list[str]:
+    return [i for i in index.ids if codes[i] == level]
+
+
+def connectable_unknowns(index: GraphIndex, codes: Mapping[str, int], explained: Iterable[str]) -> list[str]:
+    """Struggling IUs, plus partial IUs not yet in ``explained_concepts`` (labels), in node order."""
+    explained = set(explained)
+    return [
+        i
+        for i, label in zip(index.ids, index.labels)
+        if codes[i] == STRUGGLING or (codes[i] == PARTIAL and label not in explained)
+    ]
+
+
+def density_line(value: float) -> str:
+    """``knowledge_density: HIGH|MEDIUM|LOW (NN% ...)`` with the spec's 0.6 / 0.3 cuts (spec §5)."""
+    return (
+        f"knowledge_density: {density_band(value)} ({round(100 * value)}% of the concepts linked to each "
+        "concept are ones you already understand)"
+    )
+
+
+def bullet_labels(index: GraphIndex, ids: Sequence[str]) -> str:
+    return "\n".join(f"- {index.label_of(i)}" for i in ids) if ids else NONE_LISTED
+
+
+def bullet_list(items: Sequence[str]) -> str:
+    return "\n".join(f"- {x}" for x in items) if items else NONE_LISTED
+
+
+def transcript_pairs(transcript: Transcript | None) -> list[list[str]]:
+    """Validated ``[[speaker, text], ...]`` (speakers ``user`` / ``assistant``)."""
+    pairs = []
+    for k, turn in enumerate(transcript or ()):
+        if len(turn) != 2 or turn[0] not in ("user", "assistant") or not isinstance(turn[1], str):
+            raise ValueError(f"transcript entry {k} must be (\"user\"|\"assistant\", text), got {turn!r}")
+        pairs.append([turn[0], turn[1]])
+    return pairs
+
+
+def format_transcript(pairs: Sequence[Sequence[str]], empty: str) -> str:
+    if not pairs:
+        return empty
+    names = {"user": "User", "assistant": "Assistant"}
+    return "\n".join(f"- {names[speaker]}: {text}" for speaker, text in pairs)
+
+
+def format_numbered_transcript(pairs: Sequence[Sequence[str]]) -> tuple[str, int]:
+    """Learner messages numbered 1.. with the tutor's replies under them; returns (text, count)."""
+    lines, n = [], 0
+    for speaker, text in pairs:
+        if speaker == "user":
+            n += 1
+            lines.append(f"[Learner {n}] {text}")
+        else:
+            lines.append(f"[Tutor] {text}")
+    return "\n".join(lines), n
+
+
+def graph_for_prompt(graph: IUGraph) -> dict:
+    """The IU graph as the extractor sees it: top-level keys renamed for readability (spec §12.5)."""
+    data = graph.to_json_dict()
+    return {
+        "concept_areas": data.get("knowledge_areas", []),
+        "concepts": data.get("nodes", []),
+        "prerequisite_pairs": data.get("edges", []),
+    }
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=1)

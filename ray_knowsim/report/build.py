@@ -1,0 +1,97 @@
+"""Build the report of one run directory: stream-reduce sessions, load the shown conversations,
+draw, render HTML and Markdown, write both. The one entry point the CLI calls."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ray_knowsim.report.aggregate import RunSummary, pick_sample
+from ray_knowsim.report.content import ReportContent
+from ray_knowsim.report.explain import conversation_view
+from ray_knowsim.report.html_page import render_html
+from ray_knowsim.report.markdown import render_markdown
+from ray_knowsim.report.metrics import Gain, Variant, metric_specs
+from ray_knowsim.report.plots import failure_mode_plot, overview_plot, trajectory_plot
+from ray_knowsim.report.reader import RunDirError, open_run, read_rows, scan
+from ray_knowsim.report.tables import failure_table, marginal_table, per_level_table
+
+
+@dataclass
+class ReportOptions:
+    variant: Variant = "final"
+    gain: Gain = "kg"
+    sample: int = 6  # conversations shown when none are named
+    sessions: Sequence[str] = field(default_factory=tuple)  # explicit session ids to show
+    seed: int = 0
+    title: str | None = None
+
+
+@dataclass
+class ReportResult:
+    html_path: Path
+    markdown_path: Path
+    content: ReportContent
+
+
+def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options: ReportOptions | None = None) -> ReportResult:
+    opts = options or ReportOptions()
+    run = open_run(run_dir)
+    specs = metric_specs(opts.variant, opts.gain)
+    summary = RunSummary(tuple(s.column for s in specs), sample_per_cell=0 if opts.sessions else max(0, opts.sample), seed=opts.seed)
+    for batch in scan(run.sessions, summary.columns()):
+        summary.add(batch)
+    if summary.rows == 0:
+        raise RunDirError(f"{run.run_dir}/sessions holds no rows")
+
+    if opts.sessions:
+        ids = list(dict.fromkeys(opts.sessions))
+        note = f"{len(ids)} conversation(s) chosen on the command line."
+    else:
+        ids = pick_sample(summary, opts.sample)
+        note = (
+            f"{len(ids)} conversation(s) sampled (seed {opts.seed}), spread over levels and conditions; "
+            "choose others with --sessions or --sample/--seed."
+        )
+    session_rows = {r["session_id"]: r for r in read_rows(run.sessions, ids)}
+    unknown = [i for i in ids if i not in session_rows]
+    if unknown and opts.sessions:
+        raise RunDirError(f"session id(s) not in {run.run_dir}/sessions: {', '.join(unknown[:5])}")
+    turns_by: dict[str, list[dict]] = defaultdict(list)
+    if run.turns is not None:
+        for row in read_rows(run.turns, [i for i in ids if i in session_rows]):
+            turns_by[row["session_id"]].append(row)
+    else:
+        note += " This run has no turns table, so no messages or trajectories."
+    views = [conversation_view(session_rows[i], turns_by.get(i, [])) for i in ids if i in session_rows]
+
+    failures = failure_table(summary)
+    run_ids = sorted(str(v) for v in summary.facts.get("run_id", {}) if v is not None)
+    content = ReportContent(
+        title=opts.title or f"KnowSim report — {', '.join(run_ids[:3]) or Path(run.run_dir).name}",
+        run_dir=Path(run.run_dir).resolve(),
+        variant=opts.variant,
+        specs=specs,
+        summary=summary,
+        per_level=per_level_table(summary, specs),
+        marginal=marginal_table(summary, specs),
+        failures=failures,
+        conversations=views,
+        generated=_dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        sample_note=note,
+    )
+    content.figures["overview"] = overview_plot(summary, specs)
+    content.figures["failure_modes"] = failure_mode_plot(failures, summary.levels)
+    content.trajectories = [trajectory_plot(v) for v in views]
+
+    out = Path(out_dir) if out_dir is not None else Path(run.run_dir) / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = "" if opts.variant == "final" else "_es"
+    html_path = out / f"report{suffix}.html"
+    md_path = out / f"report{suffix}.md"
+    html_path.write_text(render_html(content), encoding="utf-8")
+    md_path.write_text(render_markdown(content), encoding="utf-8")
+    return ReportResult(html_path.resolve(), md_path.resolve(), content)

@@ -1,0 +1,397 @@
+"""The self-contained HTML page: inline CSS and JS, images as data URIs, nothing fetched.
+
+Every piece of text that comes from a run (messages, condition names, IU labels, evidence) goes
+through :func:`e` (HTML escaping). Table cells carry ``data-*`` attributes with the full-precision
+value so tests and scripts can read the page without parsing the formatted text.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Iterable
+
+from ray_knowsim.model.results import FAILURE_MODES
+from ray_knowsim.report.content import ReportContent
+from ray_knowsim.report.explain import SHORT_STATE, ConversationView, IUMove, TurnView
+from ray_knowsim.report.metrics import fmt
+from ray_knowsim.report.plots import FM_COLOURS, FM_LABELS, FM_ORDER, STATE_COLOURS
+
+
+def e(value: object) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _attrs(**kv: object) -> str:
+    return "".join(f' {k.replace("_", "-")}="{e(v)}"' for k, v in kv.items() if v is not None)
+
+
+CSS = """
+:root { --ink:#1d232b; --muted:#5d6978; --line:#dde3ea; --bg:#f6f8fa; --card:#fff; --accent:#1f5f99; --best:#e3f4e8; }
+* { box-sizing: border-box; }
+body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif; color:var(--ink); background:var(--bg); }
+header.top { background:#17324d; color:#fff; padding:22px 32px 18px; }
+header.top h1 { margin:0 0 4px; font-size:22px; }
+header.top .sub { color:#b9c9da; font-size:13px; word-break:break-all; }
+.chips { display:flex; flex-wrap:wrap; gap:6px; margin-top:12px; }
+.chip { background:rgba(255,255,255,.12); border-radius:12px; padding:2px 10px; font-size:12px; }
+.chip b { font-weight:600; color:#cfe3f7; margin-right:4px; }
+nav { position:sticky; top:0; z-index:5; background:#fff; border-bottom:1px solid var(--line); padding:8px 32px; display:flex; gap:18px; font-size:13px; }
+nav a { color:var(--accent); text-decoration:none; }
+main { max-width:1280px; margin:0 auto; padding:8px 32px 60px; }
+section { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:16px 20px; margin:18px 0; }
+h2 { margin:0 0 6px; font-size:18px; }
+p.lead { color:var(--muted); margin:0 0 12px; }
+.callouts { display:flex; flex-wrap:wrap; gap:10px; margin:6px 0 14px; }
+.callout { border-left:4px solid var(--accent); background:#eef4fa; padding:6px 12px; border-radius:4px; }
+.callout .k { color:var(--muted); font-size:12px; display:block; }
+figure { margin:8px 0; text-align:center; }
+figure img { max-width:100%; height:auto; }
+figcaption { color:var(--muted); font-size:12px; }
+table { border-collapse:collapse; width:100%; font-variant-numeric:tabular-nums; }
+th, td { padding:5px 8px; border-bottom:1px solid var(--line); text-align:left; vertical-align:top; }
+thead th { background:#f0f3f6; font-weight:600; position:sticky; top:37px; }
+td.num, th.num { text-align:right; white-space:nowrap; }
+td.num .ci { display:block; color:var(--muted); font-size:11px; }
+td.num .rank, td.rank { color:var(--muted); font-size:11px; }
+td.best { background:var(--best); font-weight:700; }
+td.best .mean::after { content:" ★"; color:#2e9e5b; font-size:11px; }
+tbody.level-block th.level { background:#f7f9fb; text-transform:capitalize; border-right:1px solid var(--line); }
+tbody.level-block tr:first-child td, tbody.level-block tr:first-child th { border-top:2px solid #c6d0da; }
+.note { color:var(--muted); font-size:12px; }
+.swatch { display:inline-block; width:10px; height:10px; border-radius:2px; margin-right:4px; vertical-align:middle; }
+.viewer-bar { display:flex; flex-wrap:wrap; gap:10px; align-items:center; margin-bottom:10px; }
+.viewer-bar select { font-size:13px; padding:3px 6px; max-width:560px; }
+.viewer-bar button { font-size:13px; padding:3px 10px; }
+article.conv h3 { margin:6px 0; font-size:15px; word-break:break-all; }
+.meta { display:flex; flex-wrap:wrap; gap:6px; margin-bottom:8px; }
+.meta span { background:#eef2f6; border-radius:10px; padding:1px 9px; font-size:12px; }
+ol.turns { list-style:none; padding:0; margin:0; }
+li.turn { border:1px solid var(--line); border-radius:6px; margin:10px 0; padding:8px 12px; }
+body.only-moves li.turn.no-moves { display:none; }
+.turn-head { display:flex; flex-wrap:wrap; gap:10px; align-items:center; font-size:12px; color:var(--muted); }
+.turn-head b { color:var(--ink); font-size:13px; }
+.flag { border-radius:10px; padding:0 8px; font-size:11px; font-weight:600; }
+.flag.over { background:#fbe3e3; color:#a32020; }
+.flag.drop { background:#fff0d9; color:#8a5300; }
+.flag.warn { background:#fff7c2; color:#6b5a00; }
+.gauge { position:relative; width:160px; height:8px; background:#edf0f3; border-radius:4px; display:inline-block; }
+.gauge .fill { position:absolute; left:0; top:0; bottom:0; background:#7fb7e6; border-radius:4px; }
+.gauge .fill.hot { background:#d64545; }
+.gauge .tau { position:absolute; top:-3px; bottom:-3px; width:2px; background:#17324d; }
+.msgs { display:grid; grid-template-columns:1fr 1fr; gap:10px; margin:8px 0; }
+.msg { border-radius:6px; padding:6px 10px; max-height:260px; overflow:auto; }
+.msg.user { background:#f3f0fa; }
+.msg.assistant { background:#eef6f0; }
+.msg .who { font-size:11px; font-weight:600; color:var(--muted); margin-bottom:2px; }
+.msg .text { white-space:pre-wrap; word-wrap:break-word; }
+table.moves td { font-size:12px; padding:3px 6px; }
+.st { display:inline-block; border-radius:3px; padding:0 5px; font-size:11px; }
+.mode { border-radius:3px; padding:0 6px; font-size:11px; color:#fff; white-space:nowrap; }
+.mode.under_absorbed { color:#000; }
+.legend-line { font-size:12px; color:var(--muted); margin:4px 0 8px; }
+@media (max-width: 900px) { .msgs { grid-template-columns:1fr; } main { padding:8px 10px; } }
+"""
+
+JS = """
+(function () {
+  var sel = document.getElementById('conv-select');
+  if (!sel) { return; }
+  var arts = Array.prototype.slice.call(document.querySelectorAll('article.conv'));
+  function show(id) {
+    arts.forEach(function (a) { a.hidden = (a.id !== id); });
+    document.getElementById('conv-pos').textContent = (sel.selectedIndex + 1) + ' / ' + sel.options.length;
+  }
+  function step(d) {
+    var i = (sel.selectedIndex + d + sel.options.length) % sel.options.length;
+    sel.selectedIndex = i; show(sel.value);
+  }
+  sel.addEventListener('change', function () { show(sel.value); });
+  document.getElementById('conv-prev').addEventListener('click', function () { step(-1); });
+  document.getElementById('conv-next').addEventListener('click', function () { step(1); });
+  var only = document.getElementById('only-moves');
+  only.addEventListener('change', function () { document.body.classList.toggle('only-moves', only.checked); });
+  show(sel.value);
+})();
+"""
+
+
+def render_html(c: ReportContent) -> str:
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<link rel="icon" href="data:,">',
+        f"<title>{e(c.title)}</title><style>{CSS}</style></head><body>",
+        _header(c),
+        '<nav><a href="#glance">At a glance</a><a href="#marginal">Marginal table</a><a href="#per-level">Per level</a>'
+        '<a href="#failure-modes">Failure modes</a><a href="#conversations">Conversations</a><a href="#method">Method</a></nav>',
+        "<main>",
+        _glance(c),
+        _marginal(c),
+        _per_level(c),
+        _failures(c),
+        _conversations(c),
+        _method(c),
+        "</main>",
+        f"<script>{JS}</script>",
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def _header(c: ReportContent) -> str:
+    chips = "".join(f'<span class="chip"><b>{e(k)}</b>{e(v)}</span>' for k, v in c.facts())
+    return (
+        f'<header class="top"><h1>{e(c.title)}</h1>'
+        f'<div class="sub">{e(c.run_dir)} · generated {e(c.generated)}</div>'
+        f'<div class="chips">{chips}</div></header>'
+    )
+
+
+def _glance(c: ReportContent) -> str:
+    callouts = []
+    winners = [r.condition for r in c.marginal if r.best_rank]
+    if winners:
+        callouts.append(("best mean rank over levels", ", ".join(winners)))
+    for block in c.per_level:
+        w = [r.condition for r in block.rows if r.best_rank]
+        if w:
+            callouts.append((f"best in {block.level}", ", ".join(w)))
+    box = "".join(f'<div class="callout"><span class="k">{e(k)}</span>{e(v)}</div>' for k, v in callouts)
+    fig = c.figures.get("overview")
+    img = (
+        f'<figure><img id="overview-plot" alt="metric means per level with 95% confidence intervals" src="{fig}">'
+        f"<figcaption>Mean per (condition, level) with 95% t-intervals; metrics {e(c.variant_text)}.</figcaption></figure>"
+        if fig
+        else ""
+    )
+    return f'<section id="glance"><h2>At a glance</h2><div class="callouts">{box}</div>{img}</section>'
+
+
+def _metric_headers(c: ReportContent, with_rank_col: bool) -> str:
+    out = []
+    for s in c.specs:
+        out.append(f'<th class="num" title="{e(s.description)}">{e(s.label)} {s.arrow}</th>')
+        if with_rank_col:
+            out.append(f'<th class="num">{e(s.label)} rank</th>')
+    return "".join(out)
+
+
+def _partial(used: int, total: int) -> str:
+    """Say so when a mean rank averages fewer metrics than the table has (e.g. baselines: IQ only)."""
+    return f'<span class="ci">over {used} of {total} metrics</span>' if 0 < used < total else ""
+
+
+def _marginal(c: ReportContent) -> str:
+    rows = []
+    for pos, r in enumerate(c.marginal, start=1):
+        missing = r.missing_levels(c.summary.levels)
+        dagger = f' <span class="note" title="no data for: {e(", ".join(missing))}">†</span>' if missing else ""
+        cells = []
+        for s in c.specs:
+            v = r.values[s.key]
+            cls = "num best" if r.best[s.key] else "num"
+            cells.append(
+                f'<td class="{cls}"{_attrs(data_metric=s.key, data_condition=r.condition, data_value=repr(float(v)) if v is not None else "")}>'
+                f'<span class="mean">{fmt(v, s.decimals)}</span></td>'
+            )
+            rk = r.ranks[s.key]
+            cells.append(f'<td class="rank num"{_attrs(data_rank=s.key, data_condition=r.condition)}>{rk if rk is not None else "–"}</td>')
+        mr_cls = "num best" if r.best_rank else "num"
+        rows.append(
+            f'<tr><td class="num">{pos}</td><td class="cond">{e(r.condition)}{dagger}</td><td class="num n">{r.n:,}</td>{"".join(cells)}'
+            f'<td class="{mr_cls}"{_attrs(data_metric="mean_rank", data_condition=r.condition)}><span class="mean">{fmt(r.mean_rank, 2)}</span>'
+            f"{_partial(r.ranks_used, len(c.specs))}</td></tr>"
+        )
+    return (
+        '<section id="marginal"><h2>Level-marginalised results</h2>'
+        '<p class="lead">Per condition, the unweighted mean of its level means (each level counts equally, '
+        'whatever its number of conversations); ranks per metric with ties sharing the best rank; '
+        "rows sorted by mean rank. ★ = best in the column.</p>"
+        f'<table class="results" id="marginal-table"><thead><tr><th class="num">#</th><th>Condition</th><th class="num">n</th>'
+        f'{_metric_headers(c, True)}<th class="num">Mean rank</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        '<p class="note">† a level without data for this condition: its marginal averages the levels it has.</p></section>'
+    )
+
+
+def _per_level(c: ReportContent) -> str:
+    bodies = []
+    for block in c.per_level:
+        trs = []
+        for i, r in enumerate(block.rows):
+            head = f'<th class="level" rowspan="{len(block.rows)}">{e(block.level)}</th>' if i == 0 else ""
+            cells = []
+            for s in c.specs:
+                cell = r.cells[s.key]
+                m = cell.moments
+                ci = m.ci95()
+                ci_txt = f'<span class="ci">[{fmt(ci[0], s.decimals)}, {fmt(ci[1], s.decimals)}]</span>' if ci else ""
+                n_txt = f" n={m.n}" if m.n != r.n and m.n else ""
+                rank_txt = f'<span class="rank">#{cell.rank}{n_txt}</span>' if cell.rank is not None else ""
+                cells.append(
+                    f'<td class="{"num best" if cell.best else "num"}"'
+                    f'{_attrs(data_metric=s.key, data_condition=r.condition, data_level=block.level, data_value=repr(float(m.value)) if m.value is not None else "", data_n=m.n)}>'
+                    f'<span class="mean">{fmt(m.value, s.decimals)}</span>{ci_txt}{rank_txt}</td>'
+                )
+            trs.append(
+                f"<tr>{head}<td class=\"cond\">{e(r.condition)}</td><td class=\"num n\">{r.n:,}</td>{''.join(cells)}"
+                f'<td class="{"num best" if r.best_rank else "num"}"{_attrs(data_metric="mean_rank", data_condition=r.condition, data_level=block.level)}>'
+                f'<span class="mean">{fmt(r.mean_rank, 2)}</span>{_partial(r.ranks_used, len(c.specs))}</td></tr>'
+            )
+        bodies.append(f'<tbody class="level-block"{_attrs(data_level=block.level)}>{"".join(trs)}</tbody>')
+    return (
+        '<section id="per-level"><h2>Results per knowledge level</h2>'
+        '<p class="lead">Mean over conversations with status ok, 95% t-interval below it, rank within the level (#). '
+        "n = conversations in the cell (a metric's own n is shown when some values are missing). "
+        "Mean rank = mean of the metric ranks. ★ = best in the level.</p>"
+        f'<table class="results" id="per-level-table"><thead><tr><th>Level</th><th>Condition</th><th class="num">n</th>'
+        f'{_metric_headers(c, False)}<th class="num">Mean rank</th></tr></thead>{"".join(bodies)}</table></section>'
+    )
+
+
+def _failures(c: ReportContent) -> str:
+    fig = c.figures.get("failure_modes")
+    if not c.failures:
+        return '<section id="failure-modes"><h2>Failure modes</h2><p class="lead">No explained-IU events recorded (no structured conversations).</p></section>'
+    img = f'<figure><img id="failure-mode-plot" alt="failure-mode shares per level and condition" src="{fig}"></figure>' if fig else ""
+    head = "".join(f'<th class="num"><span class="swatch" style="background:{FM_COLOURS[m]}"></span>{e(FM_LABELS[m])}</th>' for m in FM_ORDER)
+    trs = []
+    for r in c.failures:
+        cells = "".join(
+            f'<td class="num"{_attrs(data_fm=m, data_condition=r.condition, data_level=r.level, data_count=r.counts[m])}>'
+            f'{fmt(100 * r.share(m) if r.share(m) is not None else None, 1)}%<span class="rank"> · {fmt(r.per_conversation(m), 2)}/conv</span></td>'
+            for m in FM_ORDER
+        )
+        trs.append(f'<tr><td>{e(r.level)}</td><td class="cond">{e(r.condition)}</td>{cells}<td class="num">{r.total:,}</td></tr>')
+    return (
+        '<section id="failure-modes"><h2>Failure modes</h2>'
+        '<p class="lead">What happened to every IU the assistant explained, turn by turn (spec §10): '
+        "effective (absorbed), under-absorbed (in reach, no step: shallow or at its ceiling), overload-wasted "
+        "(load above capacity, the dropoff ate the step), prereq-blocked (a prerequisite too weak), redundant "
+        "(already known well). Shares of all explained-IU events, and mean count per conversation.</p>"
+        f"{img}<details><summary>Table</summary><table id=\"failure-table\"><thead><tr><th>Level</th><th>Condition</th>{head}"
+        f'<th class="num">events</th></tr></thead><tbody>{"".join(trs)}</tbody></table></details></section>'
+    )
+
+
+def _state_chip(v: int) -> str:
+    colour = STATE_COLOURS[v] if 0 <= v < 4 else "#fff"
+    fg = "#fff" if v == 3 else "#000"
+    return f'<span class="st" style="background:{colour};color:{fg}">{e(SHORT_STATE[v] if 0 <= v < 4 else v)}</span>'
+
+
+def _move_row(m: IUMove) -> str:
+    mode = (
+        f'<span class="mode {e(m.mode)}" style="background:{FM_COLOURS[m.mode]}">{e(FM_LABELS[m.mode])}</span>' if m.mode else ""
+    )
+    change = _state_chip(m.pre) + (" → " + _state_chip(m.post) if m.moved else "")
+    signal = e(m.teaching_quality.replace("_", " ")) if m.teaching_quality != "not_mentioned" else "—"
+    if m.attempt != "none":
+        signal += f"; learner {e(m.attempt)}"
+    title = f' title="{e(m.evidence)}"' if m.evidence else ""
+    return (
+        f'<tr class="{"moved" if m.moved else "still"}"{_attrs(data_iu=m.iu_id)}><td{title}>{e(m.label)}</td><td>{signal}</td>'
+        f"<td>{change}</td><td>{mode}</td><td>{e(m.reason)}</td></tr>"
+    )
+
+
+def _turn(t: TurnView, view: ConversationView) -> str:
+    scale = max(t.load, t.tau, 1e-9) * 1.15
+    gauge = ""
+    if view.has_state:
+        hot = " hot" if t.load > t.tau else ""
+        gauge = (
+            f'<span title="effective load {t.load:.2f} (comprehension {t.comprehension_load:.2f} + attempts {t.attempt_load:.2f}) vs capacity τ={t.tau}">'
+            f'load {t.load:.2f} / τ {t.tau} <span class="gauge"><span class="fill{hot}" style="width:{100 * t.load / scale:.1f}%"></span>'
+            f'<span class="tau" style="left:{100 * t.tau / scale:.1f}%"></span></span></span><span>η {t.eta:.2f}</span>'
+        )
+    flags = ""
+    if t.overload:
+        flags += '<span class="flag over" title="recorded overload flag: load ≥ τ">overload</span>'
+    if t.dropoff:
+        flags += '<span class="flag drop" title="load > τ: absorption scaled by η">dropoff</span>'
+    if view.has_state and not t.fm_consistent:
+        flags += '<span class="flag warn" title="recorded failure-mode counts differ from the classification derived here">fm counts differ</span>'
+    if t.signal_error:
+        flags += f'<span class="flag warn">{e(t.signal_error)}</span>'
+    moved = f"<span>{len(t.moved)} IU moved</span>" if view.has_state else ""
+    moves = ""
+    if t.ius:
+        moves = (
+            '<table class="moves"><thead><tr><th>IU</th><th>signal</th><th>state</th><th>class</th><th>why</th></tr></thead>'
+            f'<tbody>{"".join(_move_row(m) for m in t.ius)}</tbody></table>'
+        )
+    elif view.has_state:
+        moves = '<div class="note">No IU explained, attempted or moved.</div>'
+    cls = "turn" + ("" if t.moved else " no-moves")
+    return (
+        f'<li class="{cls}"{_attrs(data_turn=t.turn)}><div class="turn-head"><b>Turn {t.turn}</b>{gauge}{flags}{moved}</div>'
+        f'<div class="msgs"><div class="msg user"><div class="who">Learner (simulated)</div><div class="text">{e(t.user)}</div></div>'
+        f'<div class="msg assistant"><div class="who">Assistant</div><div class="text">{e(t.assistant)}</div></div></div>{moves}</li>'
+    )
+
+
+def _conversation(k: int, view: ConversationView, traj: str | None, c: ReportContent) -> str:
+    s = view.session
+    meta = [
+        ("condition", s.get("condition")),
+        ("level", s.get("knowledge_level")),
+        ("task", s.get("task")),
+        ("item", s.get("item_id")),
+        ("turns", s.get("turns")),
+        ("stop", s.get("stop_reason")),
+        ("early stop", f"turn {s['early_stop_turn']} ({s.get('early_stop_reason')})" if s.get("early_stop_turn") else "none"),
+        ("τ", s.get("tau")),
+    ]
+    for spec in c.specs:
+        meta.append((spec.label, fmt(s.get(spec.column), spec.decimals)))
+    chips = "".join(f"<span><b>{e(k2)}</b> {e(v)}</span>" for k2, v in meta if v is not None)
+    fig = (
+        f'<figure><img class="trajectory" alt="knowledge state per IU and turn" src="{traj}">'
+        "<figcaption>State of each IU after each turn (init = before turn 1). ● the IU moved up in that turn; "
+        "▼ overloaded turn (load ≥ τ); dashed line: virtual early stop.</figcaption></figure>"
+        if traj
+        else f'<p class="note">{e(view.note or "no trajectory recorded")}</p>'
+    )
+    turns = "".join(_turn(t, view) for t in view.turns) or '<li class="note">No turns recorded for this conversation.</li>'
+    return (
+        f'<article class="conv" id="conv-{k}"{_attrs(data_session=s.get("session_id"))}>'
+        f'<h3>{e(s.get("session_id"))}</h3><div class="meta">{chips}</div>{fig}<ol class="turns">{turns}</ol></article>'
+    )
+
+
+def _conversations(c: ReportContent) -> str:
+    if not c.conversations:
+        return f'<section id="conversations"><h2>Conversations</h2><p class="lead">{e(c.sample_note or "No conversations to show.")}</p></section>'
+    options = "".join(
+        f'<option value="conv-{k}">{e(v.session.get("knowledge_level"))} · {e(v.session.get("condition"))} · {e(v.session.get("session_id"))}</option>'
+        for k, v in enumerate(c.conversations)
+    )
+    arts = "".join(_conversation(k, v, c.trajectories[k] if k < len(c.trajectories) else None, c) for k, v in enumerate(c.conversations))
+    legend = " ".join(f'<span class="mode {m}" style="background:{FM_COLOURS[m]}">{e(FM_LABELS[m])}</span>' for m in FM_ORDER)
+    return (
+        '<section id="conversations"><h2>Conversations</h2>'
+        f'<p class="lead">{e(c.sample_note)} Each turn: the two messages, the load against capacity, and every IU that was '
+        "explained, attempted or moved, with why.</p>"
+        f'<div class="viewer-bar"><button id="conv-prev" type="button">◀</button><select id="conv-select">{options}</select>'
+        '<button id="conv-next" type="button">▶</button><span id="conv-pos" class="note"></span>'
+        '<label><input type="checkbox" id="only-moves"> only turns where an IU moved</label></div>'
+        f'<div class="legend-line">{legend}</div>{arts}</section>'
+    )
+
+
+def _method(c: ReportContent) -> str:
+    items: Iterable[str] = [
+        f"Metrics: {e(c.variant_text)}. " + " ".join(f"<b>{e(s.label)}</b> ({e(s.column)}): {e(s.description)}." for s in c.specs),
+        "Unit: one conversation with status ok; conversations with any other status are counted in the header and excluded.",
+        "Per-level cells: mean and Student-t 95% interval over conversations; a metric missing for a conversation "
+        "(e.g. state metrics of baseline simulators, IQ without a judge) is skipped, not zero.",
+        "Level-marginalised value: unweighted mean of the level means (the reference code pooled conversations instead; "
+        "the two agree when every level has the same count).",
+        "Ranks: per metric, 1 = best (CO: lower is better), ties share the best rank (\"min\"); mean rank over available ranks.",
+        "Failure modes are summed from the session rows' fm_* counts; the conversation viewer re-derives each IU's "
+        "class from the recorded states and signals and flags any turn whose derived counts differ from the recorded ones.",
+    ]
+    lis = "".join(f"<li>{i}</li>" for i in items)
+    fm = ", ".join(e(m) for m in FAILURE_MODES)
+    return f'<section id="method"><h2>Method</h2><ul>{lis}</ul><p class="note">Failure-mode columns: {fm}.</p></section>'

@@ -1,0 +1,84 @@
+"""The report's tables as Markdown (GitHub tables), for pasting into issues, papers and notes."""
+
+from __future__ import annotations
+
+from ray_knowsim.report.content import ReportContent
+from ray_knowsim.report.metrics import fmt
+from ray_knowsim.report.plots import FM_LABELS, FM_ORDER
+
+
+def _md(text: object) -> str:
+    """Escape what would break a table cell or start markup."""
+    s = "" if text is None else str(text)
+    for ch in ("\\", "|", "*", "_", "`", "<", ">", "[", "]"):
+        s = s.replace(ch, "\\" + ch)
+    return s.replace("\n", " ")
+
+
+def _bold(text: str, on: bool) -> str:
+    return f"**{text}**" if on and text != "–" else text
+
+
+def _partial(used: int, total: int) -> str:
+    return f" ({used}/{total} metrics)" if 0 < used < total else ""
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def render_markdown(c: ReportContent) -> str:
+    out = [f"# {_md(c.title)}", ""]
+    out += [f"- **{_md(k)}**: {_md(v)}" for k, v in c.facts()]
+    out += [f"- **run directory**: `{c.run_dir}`", f"- **generated**: {c.generated}", ""]
+
+    out += ["## Level-marginalised results", "", "Unweighted mean of the level means; rank in parentheses (ties share the best rank); **bold** = best.", ""]
+    heads = ["#", "Condition", "n"] + [f"{s.label} {s.arrow}" for s in c.specs] + ["Mean rank"]
+    out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
+    for pos, r in enumerate(c.marginal, start=1):
+        cells = [str(pos), _md(r.condition) + (" †" if r.missing_levels(c.summary.levels) else ""), f"{r.n:,}"]
+        for s in c.specs:
+            rk = r.ranks[s.key]
+            cells.append(_bold(fmt(r.values[s.key], s.decimals), r.best[s.key]) + (f" ({rk})" if rk is not None else ""))
+        cells.append(_bold(fmt(r.mean_rank, 2), r.best_rank) + _partial(r.ranks_used, len(c.specs)))
+        out.append(_row(cells))
+    out += ["", "† no data for at least one level: the marginal averages the levels present.", ""]
+
+    out += ["## Results per knowledge level", "", "Mean [95% t-interval] (rank within the level); **bold** = best in the level.", ""]
+    heads = ["Level", "Condition", "n"] + [f"{s.label} {s.arrow}" for s in c.specs] + ["Mean rank"]
+    out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
+    for block in c.per_level:
+        for i, r in enumerate(block.rows):
+            cells = [_md(block.level) if i == 0 else "", _md(r.condition), f"{r.n:,}"]
+            for s in c.specs:
+                cell = r.cells[s.key]
+                ci = cell.moments.ci95()
+                txt = _bold(fmt(cell.value, s.decimals), cell.best)
+                if ci:
+                    txt += f" [{fmt(ci[0], s.decimals)}, {fmt(ci[1], s.decimals)}]"
+                if cell.rank is not None:
+                    txt += f" ({cell.rank})"
+                cells.append(txt)
+            cells.append(_bold(fmt(r.mean_rank, 2), r.best_rank) + _partial(r.ranks_used, len(c.specs)))
+            out.append(_row(cells))
+    out.append("")
+
+    if c.failures:
+        out += ["## Failure modes", "", "Share of explained-IU events (%), summed over conversations.", ""]
+        heads = ["Level", "Condition"] + [FM_LABELS[m] for m in FM_ORDER] + ["events"]
+        out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
+        for r in c.failures:
+            cells = [_md(r.level), _md(r.condition)]
+            cells += [fmt(100 * r.share(m) if r.share(m) is not None else None, 1) for m in FM_ORDER]
+            cells.append(f"{r.total:,}")
+            out.append(_row(cells))
+        out.append("")
+
+    if c.conversations:
+        out += ["## Conversations shown in the HTML report", ""]
+        for v in c.conversations:
+            s = v.session
+            out.append(f"- `{s.get('session_id')}` ({_md(s.get('condition'))}, {_md(s.get('knowledge_level'))}, {s.get('turns')} turns)")
+        out.append("")
+    out += ["## Metrics", ""] + [f"- **{s.label}** (`{s.column}`): {_md(s.description)}" for s in c.specs] + [""]
+    return "\n".join(out)

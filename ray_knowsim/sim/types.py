@@ -1,0 +1,156 @@
+"""The contract between the engine (planner, Ray workers) and one shard's lockstep loop.
+
+The engine plans sessions, groups them into :class:`ShardSpec`s and, inside a Ray worker, calls
+
+    async def run_shard(shard: ShardSpec, models: RoleModels, ctx: ShardContext)
+        -> AsyncIterator[SessionResult]
+
+Plain dataclasses, no Ray and no I/O: everything here pickles, so the engine ships it to workers,
+and a test can build it by hand. Two promises the loop must keep for resume to be exact:
+
+* every session's result depends only on its own :class:`SessionSpec` (its seeds, initial state,
+  item, graph) and the context, never on which other sessions share its shard or batch;
+* every planned session comes back exactly once, as ``status="ok"`` or ``status="failed"`` with
+  ``error`` naming what failed (never a silent default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable, Literal, Mapping, Protocol
+
+from ray_knowsim.llm.protocol import ChatModel
+from ray_knowsim.model.graph import IUGraph
+from ray_knowsim.model.items import Item
+from ray_knowsim.model.results import SessionRow, TurnRow
+from ray_knowsim.rules.config import RuleConfig
+
+Simulator = Literal["structured", "zero-shot", "zero-shot-cot", "zero-shot-cot-user-profile"]
+Strategy = Literal["minimal", "adaptive", "comprehensive", "socratic"]
+EarlyStopMode = Literal["virtual", "stop"]
+
+
+def item_key(task: str, item_id: str) -> str:
+    """Key of an item / graph in :attr:`ShardSpec.items` and :attr:`ShardSpec.graphs`."""
+    return f"{task}/{item_id}"
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """One planned conversation: item x knowledge level x condition x trial."""
+
+    session_id: str  # "<task>/<item_id>/<level>/<condition>/<trial>"
+    task: str
+    item_id: str
+    knowledge_level: str
+    condition: str  # unique condition name, e.g. "gpt-x:adaptive" or "baseline:zero-shot-cot"
+    assistant_model: str  # key into RoleModels.assistants
+    assistant_strategy: Strategy
+    simulator: Simulator
+    trial: int  # 0-based
+    seed: int  # hash(run seed, session_id): LLM sampling seeds, anything per session
+    init_seed: int  # hash(run seed, task/item/level/trial): the same for every condition (paired)
+    # The initial knowledge state {"IUk: concept": {"state": ...}}; the engine fills it in before
+    # run_shard (init-cache hit verbatim, else sampled from random.Random(init_seed)).
+    initial_ks: Mapping[str, Any] | None = None
+
+    @property
+    def item_key(self) -> str:
+        return item_key(self.task, self.item_id)
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """A group of sessions advanced together, turn by turn, with everything they read."""
+
+    shard_id: str  # "shard-000012": stable for a run's plan (files and markers are named by it)
+    index: int
+    sessions: tuple[SessionSpec, ...]
+    items: Mapping[str, Item]  # item_key -> Item, for this shard's sessions only
+    graphs: Mapping[str, IUGraph]  # item_key -> validated IU graph
+
+    def item_of(self, s: SessionSpec) -> Item:
+        return self.items[s.item_key]
+
+    def graph_of(self, s: SessionSpec) -> IUGraph:
+        return self.graphs[s.item_key]
+
+
+@dataclass(frozen=True)
+class RoleSettings:
+    """How one role is asked (the model itself is in :class:`RoleModels`)."""
+
+    model: str  # model key from the run config ("" for the assistant: it comes per session)
+    temperature: float
+    max_tokens: int
+    # Total tries of one request (a backend error or an unparsable answer) before the session is
+    # failed with the error named. The HTTP backend's own transport retries come on top.
+    attempts: int = 3
+
+
+@dataclass(frozen=True)
+class ShardContext:
+    """Run-wide settings every shard shares."""
+
+    run_id: str
+    config_hash: str
+    run_seed: int
+    rules: RuleConfig
+    max_turns: int
+    early_stop: EarlyStopMode  # "virtual": always run max_turns, record the stop; "stop": end there
+    graph_mode: Literal["strict", "reference"]
+    roles: Mapping[str, RoleSettings]  # "user_sim", "assistant", "extractor", "judge" (if judged)
+    # Optional hook the loop may call after each turn's kernel call with
+    # {"turn": t, "live": n_live_sessions}; the engine forwards it to the progress display.
+    on_turn: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
+
+    @property
+    def judged(self) -> bool:
+        return "judge" in self.roles
+
+
+@dataclass
+class RoleModels:
+    """The ChatModels of a shard, one per role; assistants keyed by the condition's model key.
+
+    The same objects serve every shard of the worker: they share HTTP rate limiters (a named Ray
+    actor per endpoint) and vLLM engine actors; the engine wraps them to count calls and tokens.
+    """
+
+    user_sim: ChatModel
+    extractor: ChatModel
+    assistants: Mapping[str, ChatModel]
+    judge: ChatModel | None = None
+
+    def assistant(self, key: str) -> ChatModel:
+        try:
+            return self.assistants[key]
+        except KeyError:
+            raise KeyError(f"no assistant model {key!r}; have {sorted(self.assistants)}") from None
+
+
+@dataclass
+class SessionResult:
+    """One finished (or explicitly failed) session: its row and its trajectory."""
+
+    session: SessionRow
+    turns: list[TurnRow] = field(default_factory=list)
+
+
+class ShardFn(Protocol):
+    def __call__(self, shard: ShardSpec, models: RoleModels, ctx: ShardContext) -> AsyncIterator[SessionResult]: ...
+
+
+__all__ = [
+    "EarlyStopMode",
+    "RoleModels",
+    "RoleSettings",
+    "SessionResult",
+    "SessionSpec",
+    "ShardContext",
+    "ShardFn",
+    "ShardSpec",
+    "Simulator",
+    "Strategy",
+    "item_key",
+]

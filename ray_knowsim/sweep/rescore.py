@@ -1,0 +1,320 @@
+"""Counterfactual re-scoring: replay recorded signals under other rules, one row per (setting, conversation).
+
+The one interface the runner (and the benchmark) call is ``rescore(prepared, settings, plan)``;
+``backend`` picks how: ``"kernel"`` packs the conversations once and replays every (setting,
+conversation) pair in batched numba calls (``ray_knowsim.kernels.batch.run_packed``) with
+per-session rule parameters, then summarises the counters vectorised (``sweep.metrics``);
+``"python"`` runs the plain-Python rules (``rules.trajectory``) pair by pair. Both give the same
+rows (tests/sweep/test_rescore.py), so the Python path is the reference and the baseline of
+``scripts/bench/sweep.py``.
+
+Initial states are the recorded ones (``keep``), or re-sampled per conversation with a seed that
+depends only on (init_seed, conversation key) -- common random numbers, so two settings with the
+same initial-state rules start every conversation from the same state.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ray_knowsim.model.states import KNOWS_WELL
+from ray_knowsim.rules.config import RuleConfig
+from ray_knowsim.rules.final_metrics import _f1, legacy_absorbed_total, raw_progress
+from ray_knowsim.rules.init_state import sample_initial_states
+from ray_knowsim.rules.termination import mastery_turn
+from ray_knowsim.rules.trajectory import run_trajectory
+from ray_knowsim.sweep.conversation import META_COLUMNS, Conversation
+from ray_knowsim.sweep.metrics import FLOAT_COLUMNS, FM_COLUMNS, INT_COLUMNS, NULLABLE_INT, STOP_REASONS, Termination, summarize
+from ray_knowsim.sweep.space import Setting, changes_init, init_key
+
+#: sessions per kernel call (bounds the [S, T, counters] float64 array to tens of MB)
+KERNEL_SESSIONS_PER_CALL = 8192
+
+
+def kernel_available() -> bool:
+    try:
+        from ray_knowsim.kernels import batch  # noqa: F401
+    except Exception:  # noqa: BLE001 - any import failure means "not usable here"
+        return False
+    return hasattr(batch, "run_packed")
+
+
+def pick_backend(backend: str) -> str:
+    if backend == "auto":
+        return "kernel" if kernel_available() else "python"
+    if backend == "kernel" and not kernel_available():
+        raise RuntimeError("backend 'kernel' requested but ray_knowsim.kernels.batch cannot be imported")
+    return backend
+
+
+@dataclass(frozen=True)
+class InitPlan:
+    """How each (setting, conversation) gets its initial state."""
+
+    mode: str = "keep"  # keep | resample | resample_if_changed
+    seed: int = 0
+    default: RuleConfig | None = None  # needed by resample_if_changed
+
+    def resamples(self, rules: RuleConfig) -> bool:
+        if self.mode == "keep":
+            return False
+        if self.mode == "resample":
+            return True
+        return self.default is None or changes_init(rules, self.default)
+
+
+def initial_for(
+    conv: Conversation, rules: RuleConfig, plan: InitPlan, cache: dict | None = None
+) -> tuple[dict[str, int], dict[str, float] | None]:
+    """(states, carries) a session starts from."""
+    if not plan.resamples(rules):
+        return conv.initial, conv.carries
+    key = (init_key(rules), conv.key)
+    if cache is not None and key in cache:
+        return cache[key], None
+    rng = random.Random(f"{plan.seed}/{conv.key}")
+    states = sample_initial_states(conv.graph, conv.meta.get("knowledge_level", ""), rules, rng)
+    if cache is not None:
+        cache[key] = states
+    return states, None
+
+
+# --- prepared conversations (what a task receives) ----------------------------------------------
+
+
+@dataclass
+class Prepared:
+    """A chunk of conversations, packed once for the kernel (``packed`` is None for python)."""
+
+    conversations: list[Conversation]
+    backend: str
+    packed: Any = None  # PackedGraphs
+    signals: Any = None  # PackedSignals
+    graph_of: np.ndarray | None = None  # per conversation
+    sizes: np.ndarray | None = None
+    state0: np.ndarray | None = None  # concatenated recorded initial rows (conversation order)
+    carry0: np.ndarray | None = None
+    max_turns: np.ndarray | None = None
+    _entries: list | None = field(default=None, repr=False)
+
+    def entries(self) -> list:
+        """SignalEntry lists per conversation (python backend), built once."""
+        if self._entries is None:
+            self._entries = [c.entries() for c in self.conversations]
+        return self._entries
+
+
+def prepare(conversations: Sequence[Conversation], backend: str = "auto") -> Prepared:
+    backend = pick_backend(backend)
+    convs = list(conversations)
+    prep = Prepared(convs, backend)
+    if backend != "kernel":
+        return prep
+    from ray_knowsim.kernels.pack import pack_graphs, pack_states, pack_trajectories
+
+    distinct: dict[int, int] = {}
+    graphs = []
+    graph_of = np.empty(len(convs), dtype=np.int64)
+    for k, c in enumerate(convs):
+        g = distinct.get(id(c.graph))
+        if g is None:
+            g = distinct[id(c.graph)] = len(graphs)
+            graphs.append(c.graph)
+        graph_of[k] = g
+    prep.packed = pack_graphs(graphs)
+    prep.graph_of = graph_of
+    prep.sizes = prep.packed.sizes[graph_of]
+    prep.signals = pack_trajectories(prep.packed, graph_of, [c.turns for c in convs])
+    _, prep.state0, prep.carry0 = pack_states(prep.packed, graph_of, [c.initial for c in convs], [c.carries for c in convs])
+    prep.max_turns = np.array([c.max_turns for c in convs], dtype=np.int64)
+    return prep
+
+
+# --- the interface ------------------------------------------------------------------------------
+
+
+def rescore(prepared: Prepared | Sequence[Conversation], settings: Sequence[Setting], plan: InitPlan = InitPlan()) -> pa.Table:
+    """Rows for every (setting, conversation) pair, setting-major, conversations in chunk order."""
+    prep = prepared if isinstance(prepared, Prepared) else prepare(prepared)
+    if not settings or not prep.conversations:
+        return empty_table()
+    if plan.mode != "keep":
+        for c in prep.conversations:
+            for s in settings:
+                if plan.resamples(s.rules) and c.meta.get("knowledge_level") not in s.rules.init_ratios:
+                    raise ValueError(f"conversation {c.key!r}: cannot re-sample level {c.meta.get('knowledge_level')!r}")
+    if prep.backend == "kernel":
+        cols = _kernel_columns(prep, settings, plan)
+    else:
+        cols = _python_columns(prep, settings, plan)
+    return to_table(prep.conversations, settings, cols)
+
+
+# --- kernel backend ------------------------------------------------------------------------------
+
+
+def _param_rows(prep: Prepared, rules: RuleConfig) -> np.ndarray:
+    from ray_knowsim.kernels.pack import rule_params
+
+    pairs = np.stack([prep.sizes, prep.max_turns], axis=1)
+    uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    rows = np.stack([rule_params(rules, int(n), int(t)) for n, t in uniq])
+    return rows[inverse.reshape(-1)]
+
+
+def _initial_rows(prep: Prepared, slab: Sequence[Setting], plan: InitPlan, cache: dict) -> tuple[np.ndarray, np.ndarray]:
+    if not any(plan.resamples(s.rules) for s in slab):
+        return np.tile(prep.state0, len(slab)), np.tile(prep.carry0, len(slab))
+    states, carries = [], []
+    for s in slab:
+        if not plan.resamples(s.rules):
+            states.append(prep.state0)
+            carries.append(prep.carry0)
+            continue
+        rows = np.concatenate(
+            [np.array([initial_for(c, s.rules, plan, cache)[0][v] for v in c.graph.ids], dtype=np.int8) for c in prep.conversations]
+        )
+        states.append(rows)
+        carries.append(np.zeros_like(prep.carry0))
+    return np.concatenate(states), np.concatenate(carries)
+
+
+def _kernel_columns(prep: Prepared, settings: Sequence[Setting], plan: InitPlan) -> dict[str, np.ndarray]:
+    from ray_knowsim.kernels.batch import COUNTER_INDEX, run_packed
+    from ray_knowsim.kernels.pack import session_offsets
+
+    n_conv = len(prep.conversations)
+    per_call = max(1, KERNEL_SESSIONS_PER_CALL // n_conv)
+    parts: list[dict[str, np.ndarray]] = []
+    cache: dict = {}
+    for start in range(0, len(settings), per_call):
+        slab = settings[start : start + per_call]
+        reps = len(slab)
+        graph_of = np.tile(prep.graph_of, reps)
+        traj_of = np.tile(np.arange(n_conv, dtype=np.int64), reps)
+        params = np.concatenate([_param_rows(prep, s.rules) for s in slab])
+        state, carry = _initial_rows(prep, slab, plan, cache)
+        res = run_packed(prep.packed, graph_of, params, prep.signals, traj_of, state, carry, parallel=False)
+        s_off = session_offsets(prep.packed, graph_of)
+        starts = s_off[:-1]
+        headroom = np.add.reduceat(np.where(state < KNOWS_WELL, KNOWS_WELL - state.astype(np.int64), 0), starts)
+        progress = np.add.reduceat(np.maximum(0, res.state.astype(np.int64) - state.astype(np.int64)), starts)
+        n_ius = np.tile(prep.sizes, reps)
+        term = Termination.repeat([s.rules.termination for s in slab], n_conv)
+        cols = summarize(res.counters, COUNTER_INDEX, res.n_turns, headroom, n_ius, term)
+        cols["tau"] = params[:, _tau_column()].astype(np.int64)
+        cols["raw_state_progress"] = progress.astype(np.int64)
+        parts.append(cols)
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _tau_column() -> int:
+    from ray_knowsim.kernels.update import P_TAU
+
+    return P_TAU
+
+
+# --- plain-Python backend ------------------------------------------------------------------------
+
+
+def python_row(traj, rules: RuleConfig) -> dict[str, Any]:
+    """One row from a ``rules.trajectory.Trajectory`` (the executable definition of every column)."""
+    row: dict[str, Any] = dict(traj.summary(rules))
+    metrics = traj.metrics
+    den = float(sum(m.ic_denominator for m in metrics))
+    zpd = float(sum(m.zpd_size for m in metrics))
+    row["dc_any"] = _f1(sum(m.absorbed_ic_numerator_any_partial for m in metrics), den, zpd)[2]
+    row["dc_legacy"] = _f1(legacy_absorbed_total(metrics), den, zpd)[2]
+    row["tau"] = traj.tau
+    row["turns"] = len(traj.updates)
+    row["mastery_turn"] = mastery_turn(traj.stop_signals(), rules.termination)
+    row["overloaded_turns"] = sum(1 for u in traj.updates if u.overload)
+    row["raw_state_progress"] = raw_progress(traj.initial, traj.final)
+    row["new_ius"] = sum(m.new_ius for m in metrics)
+    row["disallowed"] = sum(m.disallowed for m in metrics)
+    for col in FM_COLUMNS:
+        row[col] = sum(m.failure_modes.get(col[3:], 0) for m in metrics)
+    return row
+
+
+def _python_columns(prep: Prepared, settings: Sequence[Setting], plan: InitPlan) -> dict[str, np.ndarray]:
+    entries = prep.entries()
+    rows: list[dict[str, Any]] = []
+    cache: dict = {}
+    for s in settings:
+        for c, signal_lists in zip(prep.conversations, entries):
+            initial, carries = initial_for(c, s.rules, plan, cache)
+            traj = run_trajectory(c.graph, initial, signal_lists, s.rules, initial_carries=carries, max_turns=c.max_turns)
+            rows.append(python_row(traj, s.rules))
+    cols: dict[str, np.ndarray] = {}
+    for name in FLOAT_COLUMNS:
+        cols[name] = np.array([r[name] for r in rows], dtype=np.float64)
+    for name in INT_COLUMNS:
+        cols[name] = np.array([r[name] or 0 for r in rows], dtype=np.int64)
+    cols["early_stop_reason"] = np.array([STOP_REASONS.index(r["early_stop_reason"]) for r in rows], dtype=np.int8)
+    return cols
+
+
+# --- rows as an Arrow table ----------------------------------------------------------------------
+
+_REASON_DICT = pa.array([r for r in STOP_REASONS if r is not None], type=pa.string())
+
+
+def row_schema() -> pa.Schema:
+    fields = [pa.field("setting", pa.int32()), pa.field("conversation", pa.int32())]
+    fields += [pa.field(c, pa.dictionary(pa.int32(), pa.string())) for c in META_COLUMNS]
+    fields += [pa.field(c, pa.float64()) for c in FLOAT_COLUMNS]
+    fields += [pa.field(c, pa.int64(), nullable=c in NULLABLE_INT) for c in INT_COLUMNS]
+    fields.append(pa.field("early_stop_reason", pa.dictionary(pa.int32(), pa.string())))
+    return pa.schema(fields)
+
+
+def empty_table() -> pa.Table:
+    return row_schema().empty_table()
+
+
+def to_table(conversations: Sequence[Conversation], settings: Sequence[Setting], cols: dict[str, np.ndarray]) -> pa.Table:
+    n_conv = len(conversations)
+    reps = len(settings)
+    conv_idx = np.tile(np.arange(n_conv, dtype=np.int32), reps)
+    arrays: dict[str, pa.Array] = {
+        "setting": pa.array(np.repeat(np.array([s.index for s in settings], dtype=np.int32), n_conv)),
+        "conversation": pa.array(np.tile(np.array([c.position for c in conversations], dtype=np.int32), reps)),
+    }
+    for name in META_COLUMNS:
+        values = [c.meta.get(name, "") for c in conversations]
+        uniq = sorted(set(values))
+        code = {v: k for k, v in enumerate(uniq)}
+        local = np.array([code[v] for v in values], dtype=np.int32)
+        arrays[name] = pa.DictionaryArray.from_arrays(pa.array(local[conv_idx]), pa.array(uniq, type=pa.string()))
+    for name in FLOAT_COLUMNS:
+        arrays[name] = pa.array(cols[name], type=pa.float64())
+    for name in INT_COLUMNS:
+        values = cols[name].astype(np.int64)
+        mask = values == 0 if name in NULLABLE_INT else None
+        arrays[name] = pa.array(values, type=pa.int64(), mask=mask)
+    reason = cols["early_stop_reason"].astype(np.int32)
+    arrays["early_stop_reason"] = pa.DictionaryArray.from_arrays(
+        pa.array(reason - 1, mask=reason == 0, type=pa.int32()), _REASON_DICT
+    )
+    return pa.table(arrays, schema=row_schema())
+
+
+__all__ = [
+    "KERNEL_SESSIONS_PER_CALL",
+    "InitPlan",
+    "Prepared",
+    "initial_for",
+    "kernel_available",
+    "pick_backend",
+    "prepare",
+    "python_row",
+    "rescore",
+    "row_schema",
+    "to_table",
+]

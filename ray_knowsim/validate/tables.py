@@ -1,0 +1,68 @@
+"""Write the validation tables (Parquet + CSV + a JSON summary) and render the printed table.
+
+Files in the output folder, each as ``<name>.parquet`` and ``<name>.csv``:
+  ``agreement``        Table 3: k/n, %, one-sided binomial p per simulator and grouping
+  ``pairs``            every condition pair: Cliff's delta, oriented contrasts, high-signal, agree
+                       (Figure 3 data: human delta vs simulated contrast)
+  ``cell_means``       human and sim cell means, sds, n and oriented z-scores (Figure 2 data)
+  ``spearman``         rho of the z-scored cell means per grouping
+  ``coverage``         per-cell concept-coverage Jaccard (Figure 4 data), ``coverage_summary``
+  ``human_sessions``   the loaded human sessions with level and metrics (for audits)
+plus ``validation.json``: parameters, notes and the file list.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+
+def write_tables(tables: dict[str, pd.DataFrame], out_dir: Path, params: dict, notes: list[str]) -> list[Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for name, df in tables.items():
+        pq, csv = out_dir / f"{name}.parquet", out_dir / f"{name}.csv"
+        df.to_parquet(pq, index=False)
+        df.to_csv(csv, index=False)
+        written += [pq, csv]
+    summary = out_dir / "validation.json"
+    summary.write_text(json.dumps({"params": params, "notes": notes, "files": [p.name for p in written]}, indent=2, default=str))
+    return [*written, summary]
+
+
+def _p(p: float) -> str:
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "-"
+    return "<.0001" if p < 0.0001 else f"{p:.4f}"
+
+
+def format_report(tables: dict[str, pd.DataFrame], threshold: float) -> str:
+    """Table 3 per simulator, then Spearman and coverage one-liners."""
+    lines: list[str] = []
+    agr = tables["agreement"]
+    rho = tables.get("spearman", pd.DataFrame())
+    cov = tables.get("coverage_summary", pd.DataFrame())
+    if agr.empty:
+        return f"no high-signal pairs (|delta| >= {threshold}) in the human data\n"
+    for simulator, sub in agr.groupby("simulator", dropna=False, sort=False):
+        title = f"Sign agreement on high-signal pairs (|Cliff's delta| >= {threshold:g}), simulator: {simulator}"
+        lines += [title, "-" * len(title), f"{'grouping':<12}{'group':<22}{'k/n':>9}{'%':>8}{'p (1-sided)':>13}  not evaluable"]
+        for r in sub.itertuples(index=False):
+            pct = "-" if r.n == 0 else f"{r.pct:.1f}"
+            lines.append(f"{r.grouping:<12}{r.group:<22}{f'{r.k}/{r.n}':>9}{pct:>8}{_p(r.p_value):>13}  {r.n_not_evaluable}")
+        if not rho.empty:
+            for r in rho[(rho["simulator"] == simulator) & (rho["grouping"].isin(["overall", "metric"]))].itertuples(index=False):
+                val = "-" if math.isnan(r.rho) else f"{r.rho:+.3f}"
+                lines.append(f"Spearman rho of z-scored cell means [{r.grouping} {r.group}]: {val} (n={r.n_cells}, p={_p(r.p_value)})")
+        if not cov.empty:
+            for r in cov[(cov["simulator"] == simulator) & (cov["grouping"] == "overall")].itertuples(index=False):
+                lines.append(
+                    f"Concept coverage Jaccard: {r.mean_jaccard:.3f} (union per cell), "
+                    f"{r.mean_pairwise_jaccard:.3f} (mean pairwise), {r.n_cells} cells"
+                )
+        lines.append("")
+    return "\n".join(lines)

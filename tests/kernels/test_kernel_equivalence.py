@@ -1,0 +1,363 @@
+"""The numba kernel is bit-identical to the plain-Python rules (rules.update + rules.turn_metrics).
+
+Random sessions (graphs of 1-24 IUs, cyclic ones, self-loops, duplicated edges, shuffled node order,
+prerequisite ids outside the graph; random states and carries; 1-5 turns of signal lists with
+duplicated, unknown, empty and missing ids and every tq / attempt / role value) under the
+reference preset, the paper preset and random valid RuleConfigs, many sessions of different graphs
+and rules packed into one call. Every state, carry and counter must be exactly equal (floats
+included: the kernel uses the Python's operation order).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ray_knowsim.kernels.batch import BatchState, run_batch, run_packed
+from ray_knowsim.kernels.pack import counters_dict, pack_graphs, pack_states, pack_trajectories, params_matrix
+from ray_knowsim.kernels.update import COUNTERS
+from ray_knowsim.model.graph import GraphIndex, GraphWarning, IUGraph, build_index, check_graph, parse_graph
+from ray_knowsim.model.signals import SignalEntry
+from ray_knowsim.rules.config import RuleConfig, paper_rules, reference_rules, rules_from
+from ray_knowsim.rules.reference_record import initial_from_ks, replay_record
+from ray_knowsim.rules.trajectory import Trajectory, run_trajectory
+from ray_knowsim.rules.turn_metrics import TurnMetrics
+from ray_knowsim.rules.update import TurnUpdate
+
+TQS = ("well_explained", "shallow", "not_mentioned", "excellent")
+ATTEMPTS = ("none", "reasoning", "articulation")
+ROLES = (
+    "confirmed_correct",
+    "confirmed_incorrect_no_explanation",
+    "confirmed_incorrect_with_explanation",
+    "ignored",
+    "not_applicable",
+    "something_else",
+)
+ID_POOL = [f"IU{k}" for k in range(1, 31)] + ["a", "IU 1", "b:c"]
+WEIGHTS = (0.0, 0.05, 0.1, 0.3, 0.35, 0.7, 1.0, 1.4, 1.75, 2.0)  # multiples of 0.05: exact load/tau ties happen
+
+
+# ---------------------------------------------------------------- random sessions
+
+
+@dataclass
+class Session:
+    g: GraphIndex
+    rules: RuleConfig
+    initial: dict[str, int]
+    carries: dict[str, float]
+    signals: list[list[SignalEntry]]
+    max_turns: int
+
+
+def random_graph(rng: random.Random, n: int) -> GraphIndex:
+    ids = rng.sample(ID_POOL, n)  # random choice and order: node order is shuffled
+    acyclic = rng.random() < 0.5
+    edges: list[tuple[str, str]] = []
+    for _ in range(rng.randint(0, 3 * n)):
+        r = rng.random()
+        if r < 0.07:
+            src = dst = rng.choice(ids)  # self-loop
+        elif r < 0.15:
+            src, dst = rng.choice(("X1", "X2", "IU99")), rng.choice(ids)  # prerequisite not in the graph
+        elif r < 0.18:
+            src, dst = rng.choice(ids), "X3"  # edge into an unknown node (ignored by prereqs)
+        else:
+            a, b = rng.choice(ids), rng.choice(ids)
+            if acyclic and ids.index(a) > ids.index(b):
+                a, b = b, a
+            src, dst = a, b
+            if acyclic and a == b:
+                continue
+        edges.append((src, dst))
+    for _ in range(rng.randint(0, 3) if edges else 0):  # duplicated edges
+        edges.insert(rng.randint(0, len(edges)), rng.choice(edges))
+    raw = {"nodes": [{"id": i, "concept": f"c{i}"} for i in ids], "edges": [{"from": s, "to": t} for s, t in edges]}
+    return build_index(IUGraph.model_validate(raw))
+
+
+def random_rules(rng: random.Random) -> RuleConfig:
+    kind = rng.random()
+    if kind < 0.3:
+        return reference_rules()
+    if kind < 0.55:
+        return paper_rules()
+    return rules_from(
+        rng.choice(("reference", "paper")),
+        w_state=tuple(rng.choice(WEIGHTS) for _ in range(4)),
+        w_reasoning=tuple(rng.choice(WEIGHTS) if rng.random() < 0.8 else rng.uniform(0, 3) for _ in range(4)),
+        w_articulation=rng.choice(WEIGHTS),
+        include_attempt_load=rng.random() < 0.8,
+        capacity_ratio=rng.choice((0.55, 0.3, 0.2, rng.uniform(0.05, 1.2))),
+        capacity_floor=rng.randint(1, 5),
+        overload_flag_strict=rng.random() < 0.5,
+        dropoff_softening=rng.choice((1.3, 1.0, rng.uniform(0.1, 3.0))),
+        hinge=rng.random() < 0.6,
+        hinge_ratio=rng.choice((0.143, 0.0, rng.uniform(0, 0.6))),
+        hinge_tail=rng.choice((0.5, 0.0, 1.0, rng.random())),
+        reset_carry_on_transition=rng.random() < 0.5,
+        carry_persists=rng.random() < 0.5,
+        temporal_decay=rng.random() < 0.3,
+    )
+
+
+def random_entry(rng: random.Random, ids: list[str]) -> SignalEntry:
+    r = rng.random()
+    if r < 0.78:
+        node_id = rng.choice(ids)
+    elif r < 0.88:
+        node_id = rng.choice(("X1", "Z9", "IU99"))  # not in the graph
+    elif r < 0.92:
+        node_id = ""  # an empty id that is not None: counts as a mention outside the graph
+    else:
+        node_id = None
+    return SignalEntry(
+        id=node_id,
+        teaching_quality=rng.choices(TQS, weights=(3, 3, 4, 1))[0],
+        user_attempt_type=rng.choices(ATTEMPTS, weights=(5, 3, 2))[0],
+        assistant_response_role=rng.choices(ROLES, weights=(4, 3, 1, 1, 2, 1))[0],
+    )
+
+
+def random_signals(rng: random.Random, ids: list[str]) -> list[SignalEntry]:
+    if rng.random() < 0.4:  # realistic: one entry per IU in node order
+        entries = [random_entry(rng, [v]) if rng.random() < 0.95 else random_entry(rng, ids) for v in ids]
+    else:
+        entries = [random_entry(rng, ids) for _ in range(rng.randint(0, len(ids) + 6))]
+    return entries
+
+
+def random_session(rng: random.Random, n: int | None = None, g: GraphIndex | None = None) -> Session:
+    g = g or random_graph(rng, n or rng.randint(1, 24))
+    ids = list(g.ids)
+    skew = rng.random()
+    initial = {v: rng.choices((0, 1, 2, 3), weights=(1 + 3 * skew, 2, 2, 1 + 3 * (1 - skew)))[0] for v in ids if rng.random() < 0.9}
+    carries = {}
+    for v in ids:
+        r = rng.random()
+        if r < 0.5:
+            carries[v] = rng.random()
+        elif r < 0.6:
+            carries[v] = rng.choice((0.5, 0.25, 0.9999999999, 1.0 - 2**-53))
+        elif r < 0.65:
+            carries[v] = rng.uniform(1.0, 2.0)  # out of the usual range: exercises steps > 1
+    turns = [random_signals(rng, ids) for _ in range(rng.randint(1, 5))]
+    return Session(g, random_rules(rng), initial, carries, turns, rng.randint(1, 20))
+
+
+def random_batch(seed: int, n_sessions: int, max_size: int = 24) -> list[Session]:
+    rng = random.Random(seed)
+    sessions: list[Session] = []
+    for _ in range(n_sessions):
+        if sessions and rng.random() < 0.2:  # share a graph object with an earlier session
+            sessions.append(random_session(rng, g=rng.choice(sessions).g))
+        else:
+            sessions.append(random_session(rng, rng.randint(1, max_size)))
+    return sessions
+
+
+# ---------------------------------------------------------------- expected values from the rules
+
+
+def expected_row(u: TurnUpdate, m: TurnMetrics) -> dict[str, float]:
+    row: dict[str, float] = {
+        "comprehension_load": u.comprehension_load,
+        "attempt_load": u.attempt_load,
+        "effective_load": u.effective_load,
+        "overload": float(u.overload),
+        "dropoff_active": float(u.dropoff_active),
+        "eta": u.eta,
+        "n_upward_transitions": m.n_upward_transitions,
+        "absorbed_gain": m.absorbed_gain,
+        "ic_numerator": m.ic_numerator,
+        "ic_denominator": m.ic_denominator,
+        "zpd_size": m.zpd_size,
+        "absorbed_ic_numerator": m.absorbed_ic_numerator,
+        "absorbed_ic_numerator_any_partial": m.absorbed_ic_numerator_any_partial,
+        "new_ius": m.new_ius,
+        "disallowed": m.disallowed,
+        "familiarity": m.familiarity,
+        "novelty": m.novelty,
+        "engagement": m.engagement,
+        "perceived_overload": m.perceived_overload,
+        "capacity_load": m.capacity_load,
+        **m.failure_modes,
+        "n_knows_well": sum(1 for s in u.post.values() if s == 3),
+    }
+    assert tuple(row) == COUNTERS
+    return row
+
+
+def python_trajectory(s: Session) -> Trajectory:
+    return run_trajectory(s.g, s.initial, s.signals, s.rules, initial_carries=s.carries, max_turns=s.max_turns)
+
+
+def diff(got: dict, want: dict) -> dict:
+    """Keys whose values differ (exact comparison; floats by value, so 0.0 == -0.0)."""
+    return {k: (got.get(k), want.get(k)) for k in want.keys() | got.keys() if got.get(k) != want.get(k)}
+
+
+def assert_matches_python(sessions: list[Session], parallel: bool) -> None:
+    res = run_batch(
+        [s.g for s in sessions],
+        [s.rules for s in sessions],
+        [s.initial for s in sessions],
+        [s.signals for s in sessions],
+        carries=[s.carries for s in sessions],
+        max_turns=[s.max_turns for s in sessions],
+        record_states=True,
+        parallel=parallel,
+    )
+    for i, s in enumerate(sessions):
+        traj = python_trajectory(s)
+        assert res.n_turns[i] == len(traj.updates)
+        for t, (u, m) in enumerate(zip(traj.updates, traj.metrics)):
+            where = f"session {i} (|G|={s.g.size}, preset {s.rules.preset}), turn {t + 1}"
+            bad = diff(counters_dict(res.counters[i, t]), expected_row(u, m))
+            assert not bad, f"{where}: counters differ {bad}"
+            states, carries = res.after_turn(i, t + 1)
+            assert states == u.post, f"{where}: states differ {diff(states, u.post)}"
+            assert carries == u.carries, f"{where}: carries differ {diff(carries, u.carries)}"
+        assert np.isnan(res.counters[i, len(traj.updates) :]).all()
+        assert res.final(i) == (traj.final, traj.updates[-1].carries)
+
+    # the turn-by-turn API gives the same numbers (sessions with fewer turns sit out)
+    batch = BatchState(
+        [s.g for s in sessions],
+        [s.rules for s in sessions],
+        [s.initial for s in sessions],
+        [s.carries for s in sessions],
+        max_turns=[s.max_turns for s in sessions],
+        parallel=parallel,
+    )
+    for t in range(int(res.n_turns.max())):
+        active = res.n_turns > t
+        out = batch.step([s.signals[t] if t < len(s.signals) else [] for s in sessions], active=active)
+        np.testing.assert_array_equal(out[active], res.counters[active, t])
+        assert np.isnan(out[~active]).all()
+    np.testing.assert_array_equal(batch.state, res.state)
+    np.testing.assert_array_equal(batch.carry, res.carry)
+
+
+# ---------------------------------------------------------------- tests
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n_sessions=st.integers(1, 24), max_size=st.integers(1, 24))
+def test_kernel_equals_python_hypothesis(seed, n_sessions, max_size):
+    assert_matches_python(random_batch(seed, n_sessions, max_size), parallel=False)
+
+
+def test_kernel_equals_python_bulk_parallel():
+    """3,000 random sessions in ONE call through the threaded kernel."""
+    assert_matches_python(random_batch(20261129, 3000), parallel=True)
+
+
+@pytest.mark.parametrize("preset", ["reference", "paper"])
+def test_presets_on_overloaded_realistic_turns(preset):
+    """Both presets on realistic signal lists that overload often (ties L == tau included)."""
+    rng = random.Random(7 if preset == "reference" else 8)
+    rules = rules_from(preset)
+    sessions = []
+    for _ in range(400):
+        s = random_session(rng, rng.randint(6, 24))
+        s.rules = rules
+        s.signals = [[random_entry(rng, [v]) for v in s.g.ids] for _ in range(5)]
+        sessions.append(s)
+    assert_matches_python(sessions, parallel=False)
+
+
+def test_one_trajectory_under_many_settings_shares_arrays():
+    """The sweep layout: K rule settings x C conversations reuse packed graphs and trajectories."""
+    rng = random.Random(3)
+    convs = random_batch(11, 40)
+    settings_ = [reference_rules(), paper_rules()] + [random_rules(rng) for _ in range(8)]
+    distinct = list({id(c.g): c.g for c in convs}.values())
+    packed = pack_graphs(distinct)
+    conv_graph = np.array([distinct.index(c.g) for c in convs])
+    trajs = pack_trajectories(packed, conv_graph, [c.signals for c in convs])
+    traj_of = np.tile(np.arange(len(convs)), len(settings_))
+    graph_of = conv_graph[traj_of]
+    rules = [r for r in settings_ for _ in convs]
+    params = params_matrix(rules, packed.sizes[graph_of], [convs[j].max_turns for j in traj_of])
+    _, state, carry = pack_states(packed, graph_of, [convs[j].initial for j in traj_of], [convs[j].carries for j in traj_of])
+    res = run_packed(packed, graph_of, params, trajs, traj_of, state, carry, record_states=True, parallel=True)
+    for s, j in enumerate(traj_of):
+        c = convs[j]
+        traj = run_trajectory(c.g, c.initial, c.signals, rules[s], initial_carries=c.carries, max_turns=c.max_turns)
+        for t, (u, m) in enumerate(zip(traj.updates, traj.metrics)):
+            assert not diff(counters_dict(res.counters[s, t]), expected_row(u, m)), (s, t)
+            assert res.after_turn(s, t + 1) == (u.post, u.carries), (s, t)
+
+
+def test_eta_uses_libm_pow_not_a_square():
+    """x**2 in CPython is libm pow(x, 2.0), which differs from x*x for ~1 in 1000 doubles; find
+    such a load and check the kernel's eta equals the Python one (a kernel using x*x fails)."""
+    g = random_graph(random.Random(0), 20)  # tau = round(0.55 * 20) = 11 under the reference preset
+    found, attempt = None, 0.0
+    for k in range(1, 100000):  # the load the kernel will see: 11.0 + (0.05 + 0.05 + ...)
+        attempt += 0.05
+        x = ((11.0 + attempt) - 11) / (11 * 1.3)
+        if x**2 != x * x:
+            found = k
+            break
+    assert found is not None
+    r = rules_from("reference", w_state=(1.0, 1.0, 1.0, 1.0), w_reasoning=(0.05, 0.05, 0.05, 0.05))
+    entries = [SignalEntry(id=f"Q{i}", teaching_quality="shallow") for i in range(11)]  # unknown ids: 11 x 1.0
+    entries += [SignalEntry(id=None, user_attempt_type="reasoning") for _ in range(found)]  # id-less: 0.05 each
+    s = Session(g, r, {}, {}, [entries], 15)
+    traj = python_trajectory(s)
+    res = run_batch([g], [r], [{}], [[entries]], max_turns=[15])
+    assert res.counter("eta")[0, 0] == traj.updates[0].eta
+    assert res.counter("effective_load")[0, 0] == traj.updates[0].effective_load
+
+
+def test_reproduces_recorded_reference_traces(shared_ref):
+    """The kernel replays the authors' recorded math conversations: states, carries and counters."""
+    records = json.loads((shared_ref / "examples/mathqa_structured_adaptive_novice.json").read_text())
+    graphs = json.loads((shared_ref / "iu_cache/math.json").read_text())
+    rules = reference_rules()
+    for record in records:
+        pid = record["problem_id"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GraphWarning)
+            g = build_index(check_graph(parse_graph(graphs[pid], pid), pid, "reference"))
+        traj, view = replay_record(record, g, rules)
+        initial, carries = initial_from_ks(g, record["initial_knowledge_state"])
+        res = run_batch([g], rules, [initial], [traj.entries], carries=[carries], max_turns=[int(record["turns"])], record_states=True)
+        assert res.n_turns[0] == len(record["iu_analysis_history"]) == 15
+        for t in range(1, 16):
+            states, carr = res.after_turn(0, t)
+            ks = record["knowledge_state_history"][t]
+            for v, label in zip(g.ids, g.labels):
+                assert ("unaware", "struggling", "partial_understanding", "knows_well")[states[v]] == ks[label]["state"], (pid, t, v)
+                assert carr[v] == pytest.approx(ks[label].get("fractional_progress", 0.0), abs=1e-12), (pid, t, v)
+            assert (states, carr) == (traj.updates[t - 1].post, traj.updates[t - 1].carries)
+            row = counters_dict(res.counters[0, t - 1])
+            assert not diff(row, expected_row(traj.updates[t - 1], traj.metrics[t - 1]))
+            rec = record["turn_metrics_history"][t - 1]
+            assert bool(row["overload"]) == rec["overload"]
+            for ours, theirs in [
+                ("comprehension_load", "comprehension_load"),
+                ("attempt_load", "attempt_load"),
+                ("effective_load", "effective_load"),
+                ("n_upward_transitions", "n_upward_transitions"),
+                ("absorbed_gain", "absorbed_gain"),
+                ("ic_numerator", "ic_numerator"),
+                ("ic_denominator", "ic_denominator"),
+                ("zpd_size", "zpd_size"),
+                ("perceived_overload", "perceived_overload_turn"),
+                ("familiarity", "familiarity_term"),
+                ("novelty", "novelty_term"),
+                ("engagement", "engagement"),
+            ]:
+                assert row[ours] == pytest.approx(rec[theirs], abs=1e-9), (pid, t, ours)
+        assert view["knowledge_state_history"][-1] is not None

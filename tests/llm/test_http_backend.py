@@ -1,0 +1,268 @@
+"""OpenAICompatibleModel against small local aiohttp servers: retries, errors, payloads, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import time
+
+import pytest
+from aiohttp import web
+from pydantic import ValidationError
+
+from ray_knowsim.llm.http_backend import (
+    ROLE_HEADER,
+    HTTPModelConfig,
+    MissingAPIKeyError,
+    OpenAICompatibleModel,
+    estimate_tokens,
+)
+from ray_knowsim.llm.protocol import ChatRequest
+from ray_knowsim.llm.rate_limit import LocalRateLimiter, RateLimits
+from ray_knowsim.llm.retry import BackoffConfig, backoff_delay, parse_retry_after
+from ray_knowsim.llm.server import serve_app_in_thread
+
+FAST = BackoffConfig(initial_s=0.01, max_s=0.05, jitter=0.0)
+
+
+def ok_body(text: str = "hello", prompt: int = 11, completion: int = 5) -> dict:
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+    }
+
+
+class Scripted:
+    """A server answering from a script: a list of (status, body, headers, delay); the last repeats."""
+
+    def __init__(self, script):
+        self.script = list(script)
+        self.hits = 0
+        self.bodies: list[dict] = []
+        self.headers: list[dict] = []
+        self.in_flight = 0
+        self.peak = 0
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.handle)
+        return app
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.hits += 1
+        self.bodies.append(await request.json())
+        self.headers.append(dict(request.headers))
+        status, body, headers, delay = self.script[min(self.hits - 1, len(self.script) - 1)]
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            if delay:
+                await asyncio.sleep(delay)
+        finally:
+            self.in_flight -= 1
+        return web.json_response(body, status=status, headers=headers or {})
+
+
+def config(base_url: str, **kw) -> HTTPModelConfig:
+    kw.setdefault("backoff", FAST)
+    kw.setdefault("timeout_s", 5.0)
+    return HTTPModelConfig(base_url=base_url, model="test-model", **kw)
+
+
+def req(text: str = "hi", **kw) -> ChatRequest:
+    return ChatRequest(messages=({"role": "user", "content": text},), **kw)
+
+
+def run(model: OpenAICompatibleModel, requests):
+    return asyncio.run(model.complete(requests))
+
+
+def test_429_with_retry_after_is_retried_and_succeeds():
+    server = Scripted([(429, {"error": {"message": "slow down"}}, {"Retry-After": "1"}, 0), (200, ok_body(), None, 0)])
+    with serve_app_in_thread(server.app()) as h:
+        model = OpenAICompatibleModel(config(h.base_url, max_attempts=3))
+        t0 = time.perf_counter()
+        [resp] = run(model, [req()])
+        elapsed = time.perf_counter() - t0
+    assert resp.error is None and resp.text == "hello"
+    assert (resp.usage.prompt_tokens, resp.usage.completion_tokens) == (11, 5)
+    assert resp.finish_reason == "stop" and resp.latency_s > 0
+    assert server.hits == 2
+    assert elapsed >= 1.0  # waited at least what Retry-After asked (backoff alone is 0.01 s)
+
+
+def test_always_500_ends_with_error_after_max_attempts():
+    server = Scripted([(500, {"error": {"message": "boom"}}, None, 0)])
+    with serve_app_in_thread(server.app()) as h:
+        [resp] = run(OpenAICompatibleModel(config(h.base_url, max_attempts=4)), [req()])
+    assert resp.error == "http_500" and resp.text == ""
+    assert server.hits == 4
+
+
+def test_client_error_is_not_retried_and_keeps_provider_code():
+    body = {"error": {"message": "too long", "type": "invalid_request_error", "code": "context_length_exceeded"}}
+    server = Scripted([(400, body, None, 0)])
+    with serve_app_in_thread(server.app()) as h:
+        [resp] = run(OpenAICompatibleModel(config(h.base_url, max_attempts=5)), [req()])
+    assert resp.error == "http_400:context_length_exceeded"
+    assert server.hits == 1
+
+
+def test_timeout_is_retried_then_reported():
+    server = Scripted([(200, ok_body(), None, 0.6)])
+    with serve_app_in_thread(server.app()) as h:
+        [resp] = run(OpenAICompatibleModel(config(h.base_url, timeout_s=0.2, max_attempts=2)), [req()])
+    assert resp.error == "timeout"
+    assert server.hits == 2
+
+
+def test_connection_refused_is_reported():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    [resp] = run(OpenAICompatibleModel(config(f"http://127.0.0.1:{port}/v1", max_attempts=2)), [req()])
+    assert resp.error == "connection"
+
+
+def test_retry_after_beyond_limit_stops_at_once():
+    server = Scripted([(429, {}, {"Retry-After": "3600"}, 0)])
+    with serve_app_in_thread(server.app()) as h:
+        [resp] = run(OpenAICompatibleModel(config(h.base_url, max_attempts=5)), [req()])
+    assert resp.error == "rate_limited_long"
+    assert server.hits == 1
+
+
+def test_bad_200_body_is_retried():
+    server = Scripted([(200, {"nope": 1}, None, 0), (200, ok_body("fine"), None, 0)])
+    with serve_app_in_thread(server.app()) as h:
+        [resp] = run(OpenAICompatibleModel(config(h.base_url)), [req()])
+    assert resp.text == "fine" and server.hits == 2
+
+
+def test_payload_schema_seed_extra_body_and_headers_reach_the_server():
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    server = Scripted([(200, ok_body(), None, 0)])
+    with serve_app_in_thread(server.app()) as h:
+        model = OpenAICompatibleModel(config(h.base_url, extra_body={"top_p": 0.5}))
+        run(model, [req(json_schema=schema, schema_name="user sim/turn", seed=7, temperature=0.7,
+                        max_tokens=99, role="judge", prompt_version="judge@2"),
+                    req("plain")])
+    with_schema, plain = sorted(server.bodies, key=lambda b: "response_format" not in b)
+    assert with_schema["model"] == "test-model"
+    assert with_schema["response_format"] == {
+        "type": "json_schema", "json_schema": {"name": "user_sim_turn", "schema": schema, "strict": True}
+    }
+    assert with_schema["seed"] == 7 and with_schema["temperature"] == 0.7 and with_schema["max_tokens"] == 99
+    assert with_schema["top_p"] == 0.5
+    assert "seed" not in plain and "response_format" not in plain
+    roles = sorted(hdr[ROLE_HEADER] for hdr in server.headers)
+    assert roles == ["assistant", "judge"]
+    assert all("Authorization" not in hdr for hdr in server.headers)  # no api_key_env: no key sent
+
+
+def test_structured_output_modes():
+    schema = {"type": "object"}
+    r = req(json_schema=schema, schema_name="x")
+    obj = OpenAICompatibleModel(config("http://h/v1", structured_output="json_object"))
+    assert obj.build_payload(r)["response_format"] == {"type": "json_object", "schema": schema}
+    none = OpenAICompatibleModel(config("http://h/v1", structured_output="none"))
+    assert "response_format" not in none.build_payload(r)
+    new_field = OpenAICompatibleModel(config("http://h/v1", max_tokens_field="max_completion_tokens"))
+    body = new_field.build_payload(req(max_tokens=5))
+    assert body["max_completion_tokens"] == 5 and "max_tokens" not in body
+
+
+def test_max_in_flight_bounds_concurrency():
+    server = Scripted([(200, ok_body(), None, 0.1)])
+    with serve_app_in_thread(server.app()) as h:
+        responses = run(OpenAICompatibleModel(config(h.base_url, max_in_flight=3)), [req(str(i)) for i in range(12)])
+    assert all(r.error is None for r in responses)
+    assert server.peak == 3
+
+
+def test_rate_limiter_spaces_requests():
+    server = Scripted([(200, ok_body(), None, 0)])
+    limiter = LocalRateLimiter(RateLimits(requests_per_minute=120, request_burst=2))  # 2 now, then ~2/s
+    with serve_app_in_thread(server.app()) as h:
+        model = OpenAICompatibleModel(config(h.base_url), limiter=limiter)
+        t0 = time.perf_counter()
+        responses = run(model, [req(str(i)) for i in range(4)])
+        elapsed = time.perf_counter() - t0
+    assert all(r.error is None for r in responses) and server.hits == 4
+    assert elapsed >= 0.95  # the 4th request waits for 2 refills at 118/60 per second
+
+
+def test_usage_missing_is_zero_not_an_error():
+    body = ok_body()
+    del body["usage"]
+    server = Scripted([(200, body, None, 0)])
+    with serve_app_in_thread(server.app()) as h:
+        [resp] = run(OpenAICompatibleModel(config(h.base_url)), [req()])
+    assert resp.error is None and resp.usage.total == 0
+
+
+def test_config_validation_errors_are_clear():
+    with pytest.raises(ValidationError, match="extra_body may not set"):
+        config("http://h/v1", extra_body={"temperature": 1})
+    with pytest.raises(ValidationError, match="NAME of an environment variable"):
+        config("http://h/v1", api_key_env="sk-not a name")
+    with pytest.raises(ValidationError, match="must not contain credentials"):
+        config("http://user:pw@h/v1")
+    with pytest.raises(ValidationError, match="http"):
+        config("ftp://h/v1")
+    with pytest.raises(ValidationError):
+        config("http://h/v1", structured_output="xml")
+    assert config("http://h/v1/").base_url == "http://h/v1"
+
+
+def test_missing_key_variable_names_the_variable(monkeypatch):
+    monkeypatch.delenv("KNOWSIM_ABSENT_KEY", raising=False)
+    with pytest.raises(MissingAPIKeyError, match="KNOWSIM_ABSENT_KEY"):
+        OpenAICompatibleModel(config("http://h/v1", api_key_env="KNOWSIM_ABSENT_KEY"))
+
+
+def test_backoff_grows_caps_and_respects_retry_after():
+    cfg = BackoffConfig(initial_s=1.0, multiplier=2.0, max_s=5.0, jitter=0.5)
+    rng = random.Random(0)
+    for attempt, base in ((1, 1.0), (2, 2.0), (3, 4.0), (4, 5.0), (9, 5.0)):
+        d = backoff_delay(attempt, cfg, rng)
+        assert base * 0.5 <= d <= base
+    assert backoff_delay(1, cfg, rng, retry_after_s=7.0) == 7.0
+    with pytest.raises(ValueError):
+        backoff_delay(0, cfg, rng)
+    with pytest.raises(ValidationError):
+        BackoffConfig(initial_s=10, max_s=1)
+
+
+def test_parse_retry_after_forms():
+    assert parse_retry_after({"Retry-After": "2"}) == 2.0
+    assert parse_retry_after({"retry-after-ms": "250", "Retry-After": "9"}) == 0.25
+    assert parse_retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:10 GMT"}, now=1445412480.0) == 10.0
+    assert parse_retry_after({"Retry-After": "soon"}) is None
+    assert parse_retry_after({}) is None
+
+
+def test_estimate_tokens_counts_prompt_and_budget():
+    r = req("x" * 400, max_tokens=100)
+    assert estimate_tokens(r) == 100 + 4 + 100
+
+
+def test_config_rate_limit_makes_a_local_limiter_without_ray_and_pickles():
+    import pickle
+
+    server = Scripted([(200, ok_body(), None, 0)])
+    with serve_app_in_thread(server.app()) as h:
+        model = OpenAICompatibleModel(config(h.base_url, requests_per_minute=120))  # burst 2, then ~2/s
+        t0 = time.perf_counter()
+        run(model, [req(str(i)) for i in range(3)])
+        elapsed = time.perf_counter() - t0
+    assert elapsed >= 0.45 and server.hits == 3
+    assert isinstance(model._limiter, LocalRateLimiter)
+    clone = pickle.loads(pickle.dumps(model))  # the copy re-makes its limiter where it runs
+    assert clone._limiter is None and not clone._limiter_resolved
+    injected = OpenAICompatibleModel(config("http://h/v1"), limiter=LocalRateLimiter(RateLimits(max_in_flight=1)))
+    with pytest.raises(TypeError, match="get_or_create_limiter"):
+        pickle.dumps(injected)

@@ -1,0 +1,199 @@
+"""Tolerant parsing: JSON extraction, the spec's drifts, named failures, and the retry message."""
+
+from __future__ import annotations
+
+import json
+
+from ray_knowsim.demo import demo_graphs
+from ray_knowsim.llm.parse import (
+    build_retry,
+    extract_json,
+    parse_graph_extraction,
+    parse_rating,
+    parse_signal_report,
+    parse_termination,
+    parse_user_turn,
+    repair_backslashes,
+)
+from ray_knowsim.llm.protocol import ChatRequest
+from ray_knowsim.model.graph import IUGraph
+
+GRAPH = IUGraph.model_validate({
+    "nodes": [{"id": "IU1", "concept": "a"}, {"id": "IU2", "concept": "b"}, {"id": "IU3", "concept": "c"}],
+    "edges": [{"from": "IU1", "to": "IU2"}],
+})
+
+
+def _entry(i, tq="shallow", **extra):
+    base = {"id": i, "concept": i, "teaching_quality_reasoning": "r", "teaching_quality": tq,
+            "user_attempt_reasoning": "", "user_attempt_type": "none", "assistant_response_role": "not_applicable"}
+    base.update(extra)
+    return base
+
+
+# --- extraction ----------------------------------------------------------------------------
+
+
+def test_fenced_block_and_surrounding_text():
+    text = 'Sure! Here it is:\n```json\n{"message": "hi", "terminate": false}\n```\nHope that helps.'
+    got = extract_json(text)
+    assert got.value == {"message": "hi", "terminate": False} and "fenced_block" in got.repairs
+    got = extract_json('I think {"a": {"b": [1, 2]}} and then {"c": 3}')
+    assert got.value == {"a": {"b": [1, 2]}} and "surrounding_text" in got.repairs
+
+
+def test_brace_matching_ignores_braces_and_quotes_inside_strings():
+    text = '{"message": "a } b \\" { c", "thought": "x"} trailing }'
+    assert extract_json(text).value == {"message": 'a } b " { c', "thought": "x"}
+
+
+def test_latex_backslashes_are_repaired():
+    # \sqrt is not a JSON escape (decode error); \frac and \times would decode as control characters
+    raw = '{"message": "so $\\sqrt{9} = 3$ and $\\frac{1}{2} \\times 4 = 2$, line\\nbreak"}'
+    got = extract_json(raw)
+    assert got.value["message"] == "so $\\sqrt{9} = 3$ and $\\frac{1}{2} \\times 4 = 2$, line\nbreak"
+    assert "latex_backslashes" in got.repairs
+    assert extract_json('{"m": "\\u00e9 \\\\frac"}').value == {"m": "é \\frac"}  # valid escapes kept
+    assert repair_backslashes('"\\alpha \\neq \\nu \\n \\nothing"') == '"\\\\alpha \\\\neq \\\\nu \\n \\nothing"'
+
+
+def test_trailing_commas_and_failures_are_named():
+    assert extract_json('{"a": [1, 2,], }').value == {"a": [1, 2]}
+    assert extract_json("").error == "the reply is empty"
+    assert "no JSON object" in extract_json("just words").error
+    assert "not closed" in extract_json('{"a": [1, 2').error
+    assert "invalid JSON at line 1" in extract_json('{"a": nope}').error
+
+
+# --- user simulator --------------------------------------------------------------------------
+
+
+def test_user_turn_parsing_and_drift():
+    ok = parse_user_turn('```json\n{"thought": "t", "message": "I get 19.", "attempt_verify": true, "terminate": "false"}\n```')
+    assert ok.ok and ok.value.message == "I get 19." and ok.value.attempt_verify and not ok.value.terminate
+    renamed = parse_user_turn('{"thinking": "t", "response": "hello"}')
+    assert renamed.value.message == "hello" and renamed.value.thought == "t"
+    assert "renamed:response->message" in renamed.repairs
+    xml = parse_user_turn("<thought>hmm</thought>\n<message>What is w?</message>\n<terminate>false</terminate>")
+    assert xml.ok and xml.value.message == "What is w?" and xml.repairs == ("xml_tags",)
+
+
+def test_user_turn_failures():
+    assert parse_user_turn("").error == "user_sim_empty"
+    thought_only = parse_user_turn('{"thought": "I should ask", "message": "  "}')
+    assert thought_only.error == "user_sim_empty" and "thought-only" in thought_only.detail
+    assert parse_user_turn("no json here").error == "user_sim_invalid_json"
+    bad = parse_user_turn('{"message": ["a"]}')
+    assert bad.error == "user_sim_invalid_output" and bad.detail.startswith("message:")
+    assert parse_user_turn("nothing", role="baseline").error == "baseline_invalid_json"
+
+
+# --- signal reports --------------------------------------------------------------------------
+
+
+def test_complete_report_parses_in_order():
+    text = json.dumps({"iu_analysis": [_entry("IU2", "well_explained"), _entry("IU1"), _entry("IU3", "not_mentioned")]})
+    res = parse_signal_report(text, GRAPH)
+    assert res.ok and res.warnings == () and res.value.missing_ids == ()
+    assert [e.id for e in res.value.entries] == ["IU2", "IU1", "IU3"]
+    assert [e.teaching_quality for e in res.value.entries] == ["well_explained", "shallow", "not_mentioned"]
+
+
+def test_missing_ius_are_recorded_never_silent():
+    res = parse_signal_report(json.dumps({"iu_analysis": [_entry("IU2")]}), GRAPH)
+    assert res.ok and res.value.missing_ids == ("IU1", "IU3")
+    assert any("IU1, IU3" in w and "not_mentioned" in w for w in res.warnings)
+    completed = res.value.complete()
+    assert [(e.id, e.teaching_quality, e.teaching_quality_reasoning) for e in completed[1:]] == [
+        ("IU1", "not_mentioned", ""), ("IU3", "not_mentioned", "")]
+
+
+def test_field_name_drift_and_arrow_labels_are_repaired():
+    raw = [
+        {"id": "IU1", "teaching_quality_reasoning": "defined and motivated -> well_explained", "user_attempt": "reasoning",
+         "assistant_role": "confirmed_correct"},
+        {"id": "IU2", "teaching_quality": "shallow", "attempted_by_user": True, "assistant_reasoning_role": "ignored"},
+        {"id": "IU3", "teaching_quality_reasoning": "nothing here"},
+        "not an entry",
+    ]
+    res = parse_signal_report("```\n" + json.dumps({"analysis": raw}) + "\n```", GRAPH)
+    assert res.ok
+    e1, e2, e3 = res.value.entries
+    assert (e1.teaching_quality, e1.user_attempt_type, e1.assistant_response_role) == ("well_explained", "reasoning", "confirmed_correct")
+    assert (e2.user_attempt_type, e2.assistant_response_role) == ("reasoning", "ignored")
+    assert e3.teaching_quality == "not_mentioned"
+    for r in ("renamed:analysis->iu_analysis", "renamed:assistant_role->assistant_response_role",
+              "renamed:user_attempt->user_attempt_type", "teaching_quality_from_reasoning:IU1", "fenced_block"):
+        assert r in res.repairs
+    assert any("non-object" in w for w in res.warnings)
+
+
+def test_irregular_entries_are_kept_and_reported():
+    entries = [_entry("IU1"), _entry("IU1", "well_explained"), _entry("IU9"), _entry(None), _entry("IU2", "excellent"), _entry("IU3")]
+    res = parse_signal_report(json.dumps(entries), GRAPH)  # a bare list is accepted too
+    v = res.value
+    assert len(v.entries) == 6 and v.duplicate_ids == ("IU1",) and v.unknown_ids == ("IU9",) and v.entries_without_id == 1
+    assert "top_level_list" in res.repairs
+    text = " | ".join(res.warnings)
+    assert "IU9" in text and "duplicate" in text and "without an id" in text and "'excellent'" in text
+
+
+def test_signal_report_failures_are_named():
+    assert parse_signal_report("", GRAPH).error == "extractor_empty"
+    assert parse_signal_report("I could not do it", GRAPH).error == "extractor_invalid_json"
+    assert parse_signal_report('{"iu_analysis": []}', GRAPH).error == "extractor_empty"
+    assert parse_signal_report('{"summary": "fine"}', GRAPH).error == "extractor_invalid_output"
+
+
+def test_latex_inside_a_signal_report():
+    text = '{"iu_analysis": [{"id": "IU1", "teaching_quality": "well_explained", "teaching_quality_reasoning": "shows $\\binom{6}{3}$ and \\sqrt{x}"}]}'
+    res = parse_signal_report(text, GRAPH)
+    assert res.ok and res.value.entries[0].teaching_quality_reasoning == "shows $\\binom{6}{3}$ and \\sqrt{x}"
+
+
+# --- graphs, judges --------------------------------------------------------------------------
+
+
+def test_graph_extraction_parsing():
+    good = demo_graphs("math")["demo_math_02"].to_json_dict()
+    res = parse_graph_extraction("```json\n" + json.dumps(good) + "\n```", item_id="x")
+    assert res.ok and len(res.value.nodes) == 11 and res.warnings == ()
+    cyclic = {"nodes": good["nodes"][:2], "edges": [{"from": "IU1", "to": "IU2"}, {"from": "IU2", "to": "IU1"}]}
+    bad = parse_graph_extraction(json.dumps(cyclic), item_id="x")
+    assert bad.error == "graph_extractor_invalid_output" and "cycle" in bad.detail
+    truncated = json.dumps(good)[:-200]
+    salvaged = parse_graph_extraction(truncated, item_id="x")
+    assert salvaged.ok and salvaged.value.edges == [] and "salvaged_nodes_without_edges" in salvaged.repairs
+    assert any("10 to 30" in w for w in parse_graph_extraction(json.dumps(cyclic | {"edges": []})).warnings)
+    assert parse_graph_extraction('{"nodes": []}').error == "graph_extractor_invalid_output"
+
+
+def test_rating_parsing_scales_percentages_and_reports_range_errors():
+    res = parse_rating('{"information_calibration": 75, "perceived_overload": "0.2", "quality": "8/10", "perceived_learning": 7}')
+    assert res.ok and res.value.information_calibration == 0.75 and res.value.quality_score == 8.0
+    assert "percent_scaled:information_calibration" in res.repairs and "renamed:quality->quality_score" in res.repairs
+    bad = parse_rating('{"information_calibration": 0.5, "perceived_overload": 0.5, "quality_score": 14, "perceived_learning": 5}')
+    assert bad.error == "judge_invalid_output" and "quality_score" in bad.detail
+    assert parse_rating("").error == "judge_empty" and parse_rating("great chat").error == "judge_invalid_json"
+
+
+def test_termination_parsing():
+    res = parse_termination('{"turn_analysis": [], "ending_turn": 7, "termination_reason": "problem_completion"}', "math", 4)
+    assert res.ok and res.value.ending_turn == 4 and "read as 4" in res.warnings[0]
+    wrong = parse_termination('{"ending_turn": 2, "termination_reason": "problem_completion"}', "expertqa", 4)
+    assert wrong.error == "judge_invalid_output" and "comprehension_satisfied" in wrong.detail
+    drift = parse_termination('{"end_turn": "2", "reason": "max_turns"}', "expertqa", 4)
+    assert drift.ok and drift.value.ending_turn == 2
+
+
+def test_build_retry_appends_the_reply_and_the_error():
+    req = ChatRequest(messages=({"role": "system", "content": "s"}, {"role": "user", "content": "u"}), role="extractor",
+                      temperature=0.0, json_schema={"type": "object"}, prompt_version="extractor@v1")
+    res = parse_signal_report('{"iu_analysis": []}', GRAPH)
+    retry = build_retry(req, '{"iu_analysis": []}', res)
+    assert [m["role"] for m in retry.messages] == ["system", "user", "assistant", "user"]
+    assert retry.messages[2]["content"] == '{"iu_analysis": []}'
+    assert "the iu_analysis list has no entries" in retry.messages[3]["content"]
+    assert retry.temperature == 0.4 and retry.prompt_version == "extractor@v1+repair@v1" and retry.json_schema == {"type": "object"}
+    user_req = ChatRequest(messages=req.messages, role="user_sim", temperature=0.7)
+    assert build_retry(user_req, "x", parse_user_turn("x")).temperature == 0.7

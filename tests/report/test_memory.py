@@ -1,0 +1,44 @@
+"""Peak memory of `ray-knowsim report` on a 10,000-conversation run stays under 1 GB.
+
+The run's turns table holds ~430 MB of message text (15 turns of 1.5-3.5 kB replies); reading
+it whole takes ~1.2 GB, so the limit only holds if the report streams.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ray_knowsim.report.synthetic import write_synthetic_run
+
+LIMIT_BYTES = 1 << 30
+
+
+def test_report_on_10k_conversations_stays_under_1gb(tmp_path):
+    t0 = time.perf_counter()
+    run = write_synthetic_run(
+        tmp_path / "run", n_sessions=10_000, max_turns=15, message_chars=(1500, 3500), max_templates=36, validate=False
+    )
+    assert run.n_turn_rows == 150_000
+    t1 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ray_knowsim.cli.main", "report", str(run.run_dir), "--out", str(tmp_path / "rep"), "--sample", "6"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    out, err = proc.stdout.read(), proc.stderr.read()
+    # wait4 gives this child's own rusage (RUSAGE_CHILDREN would also count earlier children of
+    # the test process); ru_maxrss is in KiB on Linux
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    t2 = time.perf_counter()
+    assert proc.returncode == 0, err.decode()
+    page = Path(out.decode().strip().splitlines()[-1])
+    assert page.is_file() and page.read_text().count('class="conv"') == 6
+    peak = usage.ru_maxrss * 1024
+    print(f"\n10k-run report: peak RSS {peak / 2**20:.0f} MiB; write {t1 - t0:.1f} s, report {t2 - t1:.1f} s")
+    assert peak < LIMIT_BYTES, f"peak RSS {peak / 2**20:.0f} MiB >= 1 GiB"

@@ -1,0 +1,167 @@
+"""Reductions behind the report's tables: ranks with ties, level-marginal means, streaming moments."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from ray_knowsim.report.aggregate import Moments, RunSummary, pick_sample
+from ray_knowsim.report.metrics import fmt, metric_specs
+from ray_knowsim.report.tables import failure_table, level_marginal, marginal_table, mean_rank, per_level_table, rank_min
+
+
+def test_rank_min_ties_share_the_best_rank_and_skip_missing():
+    values = {"a": 0.5, "b": 0.7, "c": 0.7, "d": None, "e": 0.1}
+    assert rank_min(values, lower_is_better=False) == {"a": 3, "b": 1, "c": 1, "d": None, "e": 4}
+    assert rank_min(values, lower_is_better=True) == {"a": 2, "b": 3, "c": 3, "d": None, "e": 1}
+    # float noise from summing in another order is a tie, not a rank difference
+    assert rank_min({"x": 0.1 + 0.2, "y": 0.3}, False) == {"x": 1, "y": 1}
+    assert rank_min({"x": float("nan"), "y": 2.0}, False) == {"x": None, "y": 1}
+
+
+def test_rank_min_matches_pandas_min_method():
+    rng = np.random.default_rng(3)
+    vals = {f"c{i}": float(v) for i, v in enumerate(rng.integers(0, 4, 12))}
+    ours = rank_min(vals, lower_is_better=False)
+    ref = pd.Series(vals).rank(method="min", ascending=False).astype(int).to_dict()
+    assert ours == ref
+
+
+def test_mean_rank_skips_missing():
+    assert mean_rank([1, 3, None, 2]) == 2.0
+    assert mean_rank([None, None]) is None
+
+
+def test_level_marginal_is_unweighted_mean_of_level_means():
+    assert level_marginal({"novice": 0.2, "intermediate": 0.5, "advanced": None}) == pytest.approx(0.35)
+    assert level_marginal({"novice": None}) is None
+
+
+def test_moments_merge_equals_whole_and_ci_matches_scipy():
+    from scipy import stats
+
+    rng = np.random.default_rng(0)
+    xs = rng.normal(2.0, 1.5, 101)
+    whole = Moments.of(xs)
+    parts = Moments()
+    for chunk in np.array_split(xs, 7):
+        parts = parts.merge(Moments.of(chunk))
+    assert parts.n == whole.n == 101
+    assert parts.mean == pytest.approx(xs.mean(), rel=1e-12)
+    assert parts.m2 == pytest.approx(((xs - xs.mean()) ** 2).sum(), rel=1e-9)
+    lo, hi = parts.ci95()
+    ref = stats.t.interval(0.95, len(xs) - 1, loc=xs.mean(), scale=stats.sem(xs))
+    assert (lo, hi) == pytest.approx(ref, rel=1e-9)
+    assert Moments.of([1.0]).ci95() is None
+    assert Moments.of([None, float("nan")]).n == 0
+
+
+def _summary_from(rows: list[dict], batch: int = 2) -> RunSummary:
+    specs = metric_specs("final", "kg")
+    s = RunSummary(tuple(sp.column for sp in specs), sample_per_cell=2, seed=1)
+    table = pa.Table.from_pylist(rows)
+    for b in table.to_batches(max_chunksize=batch):
+        s.add(b)
+    return s
+
+
+def _row(cond, level, kg, co, dc, iq, status="ok", sid=None, **fm):
+    r = {"session_id": sid or f"{cond}/{level}/{kg}/{co}", "condition": cond, "knowledge_level": level, "status": status,
+         "kg": kg, "co": co, "dc": dc, "iq": iq}
+    for m in ("redundant", "prereq_blocked", "effective", "overload_wasted", "under_absorbed"):
+        r[f"fm_{m}"] = fm.get(m, 0)
+    return r
+
+
+HAND_ROWS = [
+    # condition A: novice has 3 conversations, advanced 1 -> pooled mean != mean of level means
+    _row("A", "novice", 1.0, 0.2, 0.5, 8.0, effective=3, redundant=1),
+    _row("A", "novice", 2.0, 0.4, 0.3, 6.0, effective=1),
+    _row("A", "novice", 3.0, 0.6, 0.4, None),
+    _row("A", "advanced", 10.0, 0.1, 0.9, 9.0, redundant=4),
+    _row("B", "novice", 2.0, 0.2, 0.5, 6.5, overload_wasted=2),
+    _row("B", "novice", 9.0, 0.9, 0.1, 5.0, status="failed"),  # excluded from every mean
+    _row("B", "advanced", 4.0, 0.1, 0.9, 9.0, prereq_blocked=1),
+]
+
+
+def test_tables_on_a_hand_computed_run():
+    s = _summary_from(HAND_ROWS)
+    specs = metric_specs()
+    assert s.levels == ["novice", "advanced"] and s.conditions == ["A", "B"]
+    assert s.n_ok("B", "novice") == 1 and s.n_status("failed") == 1
+
+    blocks = {b.level: b for b in per_level_table(s, specs)}
+    nov = {r.condition: r for r in blocks["novice"].rows}
+    assert nov["A"].cells["kg"].value == pytest.approx(2.0)
+    assert nov["A"].cells["iq"].moments.n == 2 and nov["A"].cells["iq"].value == pytest.approx(7.0)
+    assert nov["B"].cells["kg"].value == pytest.approx(2.0)  # the failed 9.0 is not counted
+    # novice: kg tie A=B=2.0 -> both rank 1; CO A 0.4 vs B 0.2 (lower better) -> B 1, A 2
+    assert (nov["A"].cells["kg"].rank, nov["B"].cells["kg"].rank) == (1, 1)
+    assert (nov["A"].cells["co"].rank, nov["B"].cells["co"].rank) == (2, 1)
+    assert nov["A"].cells["dc"].rank == 2 and nov["B"].cells["dc"].rank == 1  # 0.4 vs 0.5
+    assert nov["A"].cells["iq"].rank == 1 and nov["B"].cells["iq"].rank == 2  # 7.0 vs 6.5
+    assert nov["A"].mean_rank == pytest.approx((1 + 2 + 2 + 1) / 4)
+
+    marg = {r.condition: r for r in marginal_table(s, specs)}
+    # hand: A kg = mean(2.0, 10.0) = 6.0 (pooled would be 4.0); B kg = mean(2.0, 4.0) = 3.0
+    assert marg["A"].values["kg"] == pytest.approx(6.0)
+    assert marg["B"].values["kg"] == pytest.approx(3.0)
+    assert marg["A"].values["co"] == pytest.approx((0.4 + 0.1) / 2)
+    assert marg["A"].values["iq"] == pytest.approx((7.0 + 9.0) / 2)
+    assert marg["B"].values["co"] == pytest.approx((0.2 + 0.1) / 2)
+    assert marg["A"].ranks == {"kg": 1, "co": 2, "dc": 2, "iq": 1}
+    assert marg["B"].ranks == {"kg": 2, "co": 1, "dc": 1, "iq": 2}
+    assert marg["A"].mean_rank == marg["B"].mean_rank == 1.5
+    assert marg["A"].best_rank and marg["B"].best_rank  # tied mean rank: both marked
+    assert marg["A"].n == 4 and marg["B"].n == 2
+
+    fm = {(r.level, r.condition): r for r in failure_table(s)}
+    assert fm[("novice", "A")].counts["effective"] == 4 and fm[("novice", "A")].total == 5
+    assert fm[("novice", "A")].share("effective") == pytest.approx(0.8)
+    assert fm[("novice", "B")].counts["overload_wasted"] == 2  # the failed row's counts are excluded
+    assert fm[("advanced", "A")].per_conversation("redundant") == 4.0
+
+
+def test_streaming_summary_equals_pandas_on_the_whole_table():
+    rng = np.random.default_rng(7)
+    rows = [
+        _row(f"c{rng.integers(3)}", ["novice", "intermediate", "advanced"][rng.integers(3)], float(rng.normal()), float(rng.random()),
+             float(rng.random()), None if rng.random() < 0.2 else float(rng.integers(1, 11)), sid=f"s{i}")
+        for i in range(300)
+    ]
+    s = _summary_from(rows, batch=37)
+    df = pd.DataFrame(rows)
+    ref = df.groupby(["condition", "knowledge_level"])[["kg", "co", "dc", "iq"]].agg(["mean", "count", "std"])
+    for (c, lv), r in ref.iterrows():
+        for col in ("kg", "co", "dc", "iq"):
+            m = s.cell(c, lv, col)
+            assert m.n == r[(col, "count")]
+            assert m.mean == pytest.approx(r[(col, "mean")], rel=1e-12)
+            if m.n >= 2:
+                assert m.sd == pytest.approx(r[(col, "std")], rel=1e-9)
+
+
+def test_sample_is_spread_over_cells_and_independent_of_batching():
+    rows = [_row(c, lv, 1.0, 0.5, 0.5, 5.0, sid=f"{c}-{lv}-{i}") for c in "AB" for lv in ("novice", "advanced") for i in range(5)]
+    a = pick_sample(_summary_from(rows, batch=3), 4)
+    b = pick_sample(_summary_from(list(reversed(rows)), batch=11), 4)
+    assert a == b
+    assert {sid.split("-", 1)[1].rsplit("-", 1)[0] for sid in a} == {"novice", "advanced"}
+    assert len({sid.split("-")[0] for sid in a}) == 2
+    assert len(pick_sample(_summary_from(rows), 100)) == 8  # two per cell were kept
+
+
+def test_metric_choice_is_explicit():
+    final = [s.column for s in metric_specs("final", "kg")]
+    es = [s.column for s in metric_specs("es", "nkg")]
+    assert final == ["kg", "co", "dc", "iq"]
+    assert es == ["nkg_es", "co_es", "dc_es", "iq"]
+    assert [s.lower_is_better for s in metric_specs()] == [False, True, False, False]
+    with pytest.raises(ValueError):
+        metric_specs("middle")
+    assert fmt(None, 3) == "–" and fmt(math.nan, 2) == "–" and fmt(0.12345, 3) == "0.123"

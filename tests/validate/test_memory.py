@@ -1,0 +1,49 @@
+"""Validation streams the run's Parquet: a 10,000-session run stays far below 1 GB peak RSS."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import psutil
+import pyarrow.dataset as ds
+
+LIMIT = 1 << 30
+CHILD = (
+    "import resource, sys\n"
+    "from ray_knowsim.cli.main import main\n"
+    "rc = main(sys.argv[1:])\n"
+    "print('MAXRSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    "sys.exit(rc)\n"
+)
+
+
+def test_validate_peak_memory_on_10k_sessions(synth, synthetic, tmp_path):
+    human, _, _ = synthetic
+    run = tmp_path / "run"
+    plan = synth.make_plan(5, {"structured": 0.7}, 0.25, {"structured": synth.METRICS})
+    n = synth.write_sim(run, plan, trials=92, turns=1, rows_per_file=2500)  # 108 cells x 93 = 10,044
+    assert n >= 10_000
+    assert ds.dataset(run / "sessions").count_rows() == n
+
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, "validate", "--human", str(human), "--sim", str(run), "--out", str(tmp_path / "v")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    ps, peak = psutil.Process(proc.pid), 0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, ps.memory_info().rss)
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.02)
+    out, err = proc.communicate()
+    elapsed = time.perf_counter() - started
+    assert proc.returncode == 0, err
+    self_peak = int(out.split("MAXRSS_KB")[1].split()[0]) * 1024
+    peak = max(peak, self_peak)
+    print(f"validate on {n} sessions: peak RSS {peak / 2**20:.0f} MiB in {elapsed:.1f} s")
+    assert peak < LIMIT
+    assert "Concept coverage Jaccard: 0.667" in out  # the turns were read too (1 turn: IUs 2,3 vs 1,2,3)
