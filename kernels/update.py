@@ -21,8 +21,8 @@ Layout (built by ``ray_knowsim.kernels.pack``): graphs and sessions are flat arr
 * ``params[s]`` holds the session's rule settings (columns P_*), so one call can mix rule sets.
 * scratch arrays ``pre``, ``last``, ``eff`` (sized like ``state``) are owned by the caller and
   reused; each session only touches its own rows, which is what makes the ``prange`` over sessions
-  safe. The hinge's ``rank`` scratch is allocated once per session, because sessions may share one
-  signal trajectory (the sweep layout).
+  safe. The hinge's ``rank`` scratch is allocated once per ``run_range`` call (per thread chunk),
+  because sessions may share one signal trajectory (the sweep layout).
 * one kernel family serves both whole replays and the turn-by-turn loop (a turn is a trajectory of
   one segment; an inactive session is given 0 turns): fewer kernels, less compile time.
 
@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import get_num_threads, njit, prange
 
 from ray_knowsim.model.results import FAILURE_MODES
 from ray_knowsim.rules.turn_metrics import FAILURE_MODE_VARIANTS
@@ -201,7 +201,7 @@ def _hinge_before(a, b, sig_node, pre, so, ws, g_depth, gn0):
     return oa < ob
 
 
-@njit(cache=True)
+@njit(inline="always")
 def session_turn(
     turn, p, gn0, n, so, e0, e1,
     g_pre_off, g_pre_idx, g_upd, g_depth,
@@ -454,51 +454,42 @@ def session_turn(
 
 
 @njit(cache=True)
-def _run_one(
-    s, graph_of, g_node_off, g_pre_off, g_pre_idx, g_upd, g_depth,
+def run_range(
+    lo, hi, graph_of, g_node_off, g_pre_off, g_pre_idx, g_upd, g_depth,
     s_off, state, carry, params, first_turn, traj_of, n_turns,
     seg_off, sig_node, sig_tq, sig_att, sig_role,
     out, state_hist, carry_hist, pre, last, eff, max_seg, two,
 ):  # fmt: skip
-    g = graph_of[s]
-    gn0 = g_node_off[g]
-    n = g_node_off[g + 1] - gn0
-    so = s_off[s]
-    j = traj_of[s]
+    """Whole trajectories of sessions ``lo..hi``: session s plays trajectory j = ``traj_of[s]``,
+    i.e. ``n_turns[j]`` turns numbered from ``first_turn[s]``; turn t (0-based) reads segment
+    ``j * T + t`` of ``seg_off`` (T = out.shape[1]) and writes ``out[s, t]``;
+    ``state_hist``/``carry_hist`` ([T, rows], or 0 rows to skip) get the post-turn rows;
+    ``max_seg`` >= the longest segment. Sessions may share a trajectory (they only read it)."""
     t_max = out.shape[1]
     record = state_hist.shape[0] > 0
-    rank = np.empty(max_seg, dtype=np.int64)  # per session: sessions may share a trajectory
-    for t in range(n_turns[j]):
-        seg = j * t_max + t
-        session_turn(
-            first_turn[s] + t, params[s], gn0, n, so, seg_off[seg], seg_off[seg + 1],
-            g_pre_off, g_pre_idx, g_upd, g_depth, sig_node, sig_tq, sig_att, sig_role,
-            state, carry, out[s, t], pre, last, eff, rank, 0, two,
-        )  # fmt: skip
-        if record:
-            for v in range(n):
-                state_hist[t, so + v] = state[so + v]
-                carry_hist[t, so + v] = carry[so + v]
+    rank = np.empty(max_seg, dtype=np.int64)  # per call: concurrent calls never share it
+    for s in range(lo, hi):
+        g = graph_of[s]
+        gn0 = g_node_off[g]
+        n = g_node_off[g + 1] - gn0
+        so = s_off[s]
+        j = traj_of[s]
+        for t in range(n_turns[j]):
+            seg = j * t_max + t
+            session_turn(
+                first_turn[s] + t, params[s], gn0, n, so, seg_off[seg], seg_off[seg + 1],
+                g_pre_off, g_pre_idx, g_upd, g_depth, sig_node, sig_tq, sig_att, sig_role,
+                state, carry, out[s, t], pre, last, eff, rank, 0, two,
+            )  # fmt: skip
+            if record:
+                for v in range(n):
+                    state_hist[t, so + v] = state[so + v]
+                    carry_hist[t, so + v] = carry[so + v]
 
 
-@njit(cache=True)
-def run_serial(
-    graph_of, g_node_off, g_pre_off, g_pre_idx, g_upd, g_depth,
-    s_off, state, carry, params, first_turn, traj_of, n_turns,
-    seg_off, sig_node, sig_tq, sig_att, sig_role,
-    out, state_hist, carry_hist, pre, last, eff, max_seg, two,
-):  # fmt: skip
-    """Whole trajectories: session s plays trajectory j = ``traj_of[s]``, i.e. ``n_turns[j]`` turns
-    numbered from ``first_turn[s]``; turn t (0-based) reads segment ``j * T + t`` of ``seg_off``
-    (T = out.shape[1]) and writes ``out[s, t]``; ``state_hist``/``carry_hist`` ([T, rows], or 0
-    rows to skip) get the post-turn rows; ``max_seg`` >= the longest segment. Sessions may share
-    a trajectory (they only read it)."""
-    for s in range(graph_of.shape[0]):
-        _run_one(
-            s, graph_of, g_node_off, g_pre_off, g_pre_idx, g_upd, g_depth, s_off, state, carry, params,
-            first_turn, traj_of, n_turns, seg_off, sig_node, sig_tq, sig_att, sig_role,
-            out, state_hist, carry_hist, pre, last, eff, max_seg, two,
-        )  # fmt: skip
+def run_serial(graph_of, *args):
+    """All sessions in this thread: ``run_range(0, S, ...)``."""
+    run_range(0, graph_of.shape[0], graph_of, *args)
 
 
 @njit(cache=True, parallel=True)
@@ -508,10 +499,14 @@ def run_parallel(
     seg_off, sig_node, sig_tq, sig_att, sig_role,
     out, state_hist, carry_hist, pre, last, eff, max_seg, two,
 ):  # fmt: skip
-    """``run_serial`` with sessions spread over numba's threads."""
-    for s in prange(graph_of.shape[0]):
-        _run_one(
-            s, graph_of, g_node_off, g_pre_off, g_pre_idx, g_upd, g_depth, s_off, state, carry, params,
+    """``run_range`` over all sessions, in chunks spread over numba's threads (sessions share no
+    writable rows)."""
+    n_sessions = graph_of.shape[0]
+    n_chunks = min(n_sessions, 8 * get_num_threads())
+    for c in prange(n_chunks):
+        run_range(
+            c * n_sessions // n_chunks, (c + 1) * n_sessions // n_chunks,
+            graph_of, g_node_off, g_pre_off, g_pre_idx, g_upd, g_depth, s_off, state, carry, params,
             first_turn, traj_of, n_turns, seg_off, sig_node, sig_tq, sig_att, sig_role,
             out, state_hist, carry_hist, pre, last, eff, max_seg, two,
         )  # fmt: skip

@@ -74,4 +74,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"# {note}")
     print(format_report(result.tables, args.threshold))
     print(f"tables written to {out}")
+    if result.tables["agreement"]["simulator"].isna().all():
+        print("validate: no simulated session matched a human condition (see the notes above)", file=sys.stderr)
+        return 1
     return 0

@@ -407,7 +407,12 @@ def _teach(vocab: GraphVocabulary, strategy: str, chat: list[tuple[str, str]], r
                 f"Can you try applying {_lc(iu.concept)} yourself before I say more?",
             )
         )
-        return f"{opener}Think about {_lc(iu.concept)}. {hint} {question}".strip()
+        text = f"{opener}Think about {_lc(iu.concept)}. {hint} {question}"
+        nearby = [u for u in ready_asked + frontier if u != v]
+        if nearby and rng.random() < 0.3:  # now and then a second, neighbouring idea
+            other = vocab.ius[nearby[0]]
+            text += f" And once that is clear: {_partial(other.description)} Why might that matter here?"
+        return text.strip()
 
     # minimal: a short, direct answer about what was asked (or the last step)
     v = asked[0] if asked else next((x for x in reversed(vocab.topo) if not covered[x]), vocab.topo[-1])

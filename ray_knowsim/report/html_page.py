@@ -177,6 +177,11 @@ def _metric_headers(c: ReportContent, with_rank_col: bool) -> str:
     return "".join(out)
 
 
+def _status_title(c: ReportContent, condition: str, level: str) -> str:
+    counts = c.summary.status.get((condition, level), {})
+    return e(", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+
+
 def _partial(used: int, total: int) -> str:
     """Say so when a mean rank averages fewer metrics than the table has (e.g. baselines: IQ only)."""
     return f'<span class="ci">over {used} of {total} metrics</span>' if 0 < used < total else ""
@@ -234,7 +239,8 @@ def _per_level(c: ReportContent) -> str:
                     f'<span class="mean">{fmt(m.value, s.decimals)}</span>{ci_txt}{rank_txt}</td>'
                 )
             trs.append(
-                f"<tr>{head}<td class=\"cond\">{e(r.condition)}</td><td class=\"num n\">{r.n:,}</td>{''.join(cells)}"
+                f"<tr>{head}<td class=\"cond\">{e(r.condition)}</td>"
+                f'<td class="num n" title="{_status_title(c, r.condition, block.level)}">{r.n:,}</td>{"".join(cells)}'
                 f'<td class="{"num best" if r.best_rank else "num"}"{_attrs(data_metric="mean_rank", data_condition=r.condition, data_level=block.level)}>'
                 f'<span class="mean">{fmt(r.mean_rank, 2)}</span>{_partial(r.ranks_used, len(c.specs))}</td></tr>'
             )

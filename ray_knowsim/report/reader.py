@@ -74,7 +74,10 @@ def read_rows(dataset: ds.Dataset, session_ids: Sequence[str], columns: Iterable
     if not session_ids:
         return []
     cols = _present(dataset, columns) if columns is not None else dataset.schema.names
-    wanted = pa.array(sorted(set(session_ids)), type=dataset.schema.field("session_id").type)
+    id_type = dataset.schema.field("session_id").type
+    if pa.types.is_dictionary(id_type):
+        id_type = id_type.value_type
+    wanted = pa.array(sorted(set(session_ids)), type=id_type)
     expr = pc.field("session_id").isin(wanted)
     out: list[dict] = []
     for fragment in dataset.get_fragments(filter=expr):

@@ -283,6 +283,21 @@ def run_pieces(plan: SweepPlan, todo: list[tuple[int, int]], progress: Progress)
     return busy
 
 
+def run_pieces_inline(plan: SweepPlan, todo: list[tuple[int, int]], progress: Progress) -> float:
+    """The same pieces in this process, one after another (debugging, tiny sweeps; no Ray)."""
+    busy = 0.0
+    prepared: dict[int, Any] = {}
+    for k, (b, c) in enumerate(todo, start=1):
+        if c not in prepared:
+            prepared = {c: prepare(plan.chunk(c), plan.backend)}
+        rows, part, secs = score_piece(prepared[c], plan.block(b), plan.init, c)
+        _commit_piece(plan, b, c, rows, part)
+        busy += secs
+    if todo:
+        progress(f"  {len(todo)}/{len(todo)} pieces (in process)")
+    return busy
+
+
 def run_sweep(
     cfg: SweepConfig,
     *,
@@ -290,6 +305,7 @@ def run_sweep(
     backend: str | None = None,
     address: str | None = None,
     report: bool = True,
+    use_ray: bool = True,
     progress: Progress = print,
 ) -> SweepResult:
     t0 = time.perf_counter()
@@ -324,9 +340,9 @@ def run_sweep(
     write_json_atomic(manifest, plan.out_dir / MANIFEST)
     write_parquet_atomic(settings_table(plan), plan.out_dir / "settings.parquet")
 
-    started = ensure_ray(cfg.execution.num_cpus, address) if todo else False
+    started = ensure_ray(cfg.execution.num_cpus, address) if (todo and use_ray) else False
     try:
-        busy = run_pieces(plan, todo, progress)
+        busy = run_pieces(plan, todo, progress) if use_ray else run_pieces_inline(plan, todo, progress)
     finally:
         if started:
             import ray
@@ -385,6 +401,7 @@ __all__ = [
     "plan_sweep",
     "read_rows",
     "run_pieces",
+    "run_pieces_inline",
     "run_sweep",
     "score_piece",
     "settings_table",

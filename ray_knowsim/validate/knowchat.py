@@ -327,7 +327,9 @@ def _math_kg(pre: Sheet, post: Sheet, main: dict) -> dict[tuple, float | None]:
     for key in main:
         if key not in pre_rows or key not in post_rows:
             lacking = "pretest" if key not in pre_rows else "posttest"
-            raise KnowChatFormatError(f"{pre.file.name}: math session {key[0]}/{key[1]} has no {lacking!r} row")
+            raise KnowChatFormatError(
+                f"{pre.file.name}, sheet 'main', row {main[key][0]}: math session {key[0]}/{key[1]} has no {lacking!r} row"
+            )
         (r0, v0), (r1, v1) = pre_rows[key], post_rows[key]
         s0, m0 = _score(pre, r0, v0)
         s1, m1 = _score(post, r1, v1)

@@ -49,7 +49,8 @@ def format_report(tables: dict[str, pd.DataFrame], threshold: float) -> str:
     if agr.empty:
         return f"no high-signal pairs (|delta| >= {threshold}) in the human data\n"
     for simulator, sub in agr.groupby("simulator", dropna=False, sort=False):
-        title = f"Sign agreement on high-signal pairs (|Cliff's delta| >= {threshold:g}), simulator: {simulator}"
+        name = simulator if isinstance(simulator, str) else "(no simulated session matched)"
+        title = f"Sign agreement on high-signal pairs (|Cliff's delta| >= {threshold:g}), simulator: {name}"
         lines += [title, "-" * len(title), f"{'grouping':<12}{'group':<22}{'k/n':>9}{'%':>8}{'p (1-sided)':>13}  not evaluable"]
         for r in sub.itertuples(index=False):
             pct = "-" if r.n == 0 else f"{r.pct:.1f}"

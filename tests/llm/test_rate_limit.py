@@ -221,6 +221,16 @@ def _worker_class():
 
             return aio.run(main())
 
+        def http_calls(self, model, n):
+            """Send ``n`` requests through an OpenAICompatibleModel shipped from the driver."""
+            import asyncio as aio
+
+            from ray_knowsim.llm.protocol import ChatRequest
+
+            reqs = [ChatRequest(messages=({"role": "user", "content": f"q{i}"},)) for i in range(n)]
+            out = aio.run(model.complete(reqs))
+            return [r.error for r in out], type(model._limiter).__name__
+
     return _Worker
 
 
@@ -293,3 +303,29 @@ def test_shared_limiter_conflicts_slots_and_recovery(ray_local):
 
     asyncio.run(after_death())
     assert clone._generation == 1
+
+
+def test_http_models_in_two_workers_share_the_driver_limiter(ray_local, ray_workers):
+    from aiohttp import web
+
+    from ray_knowsim.llm.http_backend import HTTPModelConfig, OpenAICompatibleModel, create_shared_limiter
+    from ray_knowsim.llm.server import serve_app_in_thread
+
+    arrivals: list[float] = []
+
+    async def handle(request):
+        arrivals.append(time.monotonic())
+        return web.json_response({"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}],
+                                  "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handle)
+    with serve_app_in_thread(app) as server:
+        cfg = HTTPModelConfig(base_url=server.base_url, model="m", requests_per_minute=120)  # burst 2
+        owner = create_shared_limiter(cfg)  # noqa: F841 (the driver holds it for the run)
+        model = OpenAICompatibleModel(cfg)
+        results = ray_local.get([w.http_calls.remote(model, 4) for w in ray_workers])
+    assert [kind for _, kind in results] == ["RayRateLimiter", "RayRateLimiter"]
+    assert all(err is None for errors, _ in results for err in errors)
+    assert len(arrivals) == 8
+    assert_bucket_bound(arrivals, capacity=2, rate=118 / 60, slack_s=0.15)

@@ -189,3 +189,11 @@ def test_graph_extraction_variants_and_retry_ladder():
     assert plan[0] == ("normal", 0.2, 4096)
     assert plan[1:] == [("json_only", 0.0, 4096), ("json_only", 0.0, 8192), ("json_only", 0.0, 32768),
                         ("compact", 0.0, 4096), ("compact", 0.0, 8192), ("compact", 0.0, 32768)]
+
+
+def test_learner_prompts_state_the_knowledge_consistency_rules():
+    for req in (render_user_first(ITEM, GRAPH, STATES), render_user_turn(ITEM, GRAPH, STATES, TRANSCRIPT)):
+        system = req.messages[0]["content"]
+        assert "Do not use, name or hint at any concept you are unaware of" in system
+        assert "struggling with, either make an error" in system and "hedge openly" in system
+        assert "include a plain sign of confusion" in system

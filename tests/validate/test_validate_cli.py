@@ -105,3 +105,12 @@ def test_errors_exit_2_with_a_message(synthetic, tmp_path, capsys):
     assert rc == 2 and "unknown human metric" in cap.err
     rc, cap = run_validate(capsys, human, run, tmp_path / "v", "--metric-map", "KG=no_such_column")
     assert rc == 2 and "missing column(s) no_such_column" in cap.err
+
+
+def test_no_matching_simulation_still_writes_human_tables_but_fails(synthetic, tmp_path, capsys):
+    human, run, planted = synthetic
+    rc, cap = run_validate(capsys, human, run, tmp_path / "v", "--simulator", "nobody")
+    assert rc == 1 and "no simulated session matched" in cap.err
+    pairs = pd.read_parquet(tmp_path / "v" / "pairs.parquet")
+    assert not pairs.evaluable.any()
+    assert int(pairs.high_signal.sum()) == planted_rows(planted, "structured")[("overall", "all")][1]

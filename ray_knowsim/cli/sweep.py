@@ -1,0 +1,95 @@
+"""`ray-knowsim sweep CONFIG`: re-score recorded conversations under many rule settings.
+
+Everything a config can get wrong (unknown rule parameter, a setting that breaks a rule
+precondition, a missing source) is reported before Ray starts; exit status 2. A re-run into the
+same output folder resumes (finished pieces are skipped); ``--fresh`` starts over.
+On a cluster: ``ray job submit --working-dir . -- ray-knowsim sweep configs/sweep_reference.yaml``
+(the driver joins the cluster through RAY_ADDRESS, which ``ray job submit`` sets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ray_knowsim.io.loaders import LoadError
+from ray_knowsim.sweep.config import SweepConfigError, load_sweep_config
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="re-score recorded conversations under many rule settings (sensitivity report)")
+    p.add_argument("config", type=Path, help="sweep config (YAML); relative paths are read from its folder")
+    p.add_argument("--out", help="output folder (default: the config's `output`, relative to the config)")
+    p.add_argument("--fresh", action="store_true", help="discard an earlier sweep in the output folder instead of resuming")
+    p.add_argument("--backend", choices=("auto", "kernel", "python"), help="override execution.backend")
+    p.add_argument("--address", help="Ray address to join (default: RAY_ADDRESS, else a local Ray)")
+    p.add_argument("--num-cpus", type=int, help="CPUs of the local Ray (default: execution.num_cpus)")
+    p.add_argument("--plan", action="store_true", help="validate and print the plan (settings, pieces); run nothing")
+    p.add_argument("--report-only", action="store_true", help="rebuild the report of a finished sweep; no re-scoring")
+    p.add_argument("--no-report", action="store_true", help="skip the sensitivity report")
+    p.add_argument("--no-ray", action="store_true", help="run the pieces in this process, one by one (debugging, tiny sweeps)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        cfg = load_sweep_config(args.config)
+        if args.out:
+            cfg = cfg.model_copy(update={"output": str(Path(args.out).resolve())})
+        if args.num_cpus:
+            cfg = cfg.model_copy(update={"execution": cfg.execution.model_copy(update={"num_cpus": args.num_cpus})})
+        if args.report_only:
+            from ray_knowsim.sweep.report import write_report
+            from ray_knowsim.sweep.runner import check_report_config
+
+            check_report_config(cfg)
+            out = cfg.resolve(cfg.output)
+            if not (out / "settings.parquet").exists():
+                raise SweepConfigError(f"{out} holds no finished sweep to report on")
+            files = write_report(out, cfg.report)
+            print(f"report: {out / files[0]} ({len(files)} files)")
+            return 0
+        from ray_knowsim.sweep.runner import plan_sweep, run_sweep
+
+        if args.plan:
+            plan = plan_sweep(cfg, backend=args.backend)
+            print(
+                json.dumps(
+                    {
+                        "settings": len(plan.settings),
+                        "conversations": len(plan.source.conversations),
+                        "skipped": dict(plan.source.skipped),
+                        "params": plan.params,
+                        "backend": plan.backend,
+                        "pieces": len(plan.pieces),
+                        "settings_per_task": plan.settings_per_task,
+                        "conversations_per_task": plan.conversations_per_task,
+                        "output": str(plan.out_dir),
+                    },
+                    indent=2,
+                )
+            )
+            return 0
+        result = run_sweep(
+            cfg, fresh=args.fresh, backend=args.backend, address=args.address, report=not args.no_report, use_ray=not args.no_ray
+        )
+    except (SweepConfigError, LoadError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    ident = result.identity or {}
+    if ident.get("checked"):
+        bad = ident["mismatching_conversations"]
+        print(
+            f"default setting vs recorded metrics: {ident['conversations'] - bad}/{ident['conversations']} conversations "
+            f"reproduced ({ident['values_compared']} values){'' if not bad else ' -- see identity.csv'}"
+        )
+    print(
+        f"done in {result.seconds:.1f} s: {result.pieces_run} pieces run, {result.pieces_skipped} skipped; "
+        f"output {result.out_dir}" + (f"; report {result.out_dir / result.report_files[0]}" if result.report_files else "")
+    )
+    return 0
+
+
+__all__ = ["register", "run"]

@@ -1,0 +1,225 @@
+"""One conversation inside a shard: its transcript, knowledge state, per-turn record and result rows."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ray_knowsim.kernels.batch import COUNTER_INDEX
+from ray_knowsim.llm.protocol import Usage
+from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index, capacity
+from ray_knowsim.model.items import Item
+from ray_knowsim.model.results import FAILURE_MODES, SessionRow, TurnRow
+from ray_knowsim.model.signals import SignalEntry
+from ray_knowsim.rules.config import RuleConfig
+from ray_knowsim.rules.init_state import ks_to_states, sample_initial_states
+from ray_knowsim.rules.prerequisites import density
+from ray_knowsim.rules.trajectory import Trajectory
+from ray_knowsim.rules.turn_metrics import FAILURE_MODE_VARIANTS, TurnMetrics
+from ray_knowsim.rules.update import TurnUpdate
+from ray_knowsim.sim.types import SessionSpec, ShardContext
+
+ROLE_COLUMNS = {"user_sim": "tokens_user_sim", "assistant": "tokens_assistant", "extractor": "tokens_extractor", "judge": "tokens_judge"}
+
+
+def _c(row: np.ndarray, name: str) -> float:
+    return float(row[COUNTER_INDEX[name]])
+
+
+@dataclass
+class LiveSession:
+    spec: SessionSpec
+    item: Item
+    graph: IUGraph
+    index: GraphIndex
+    tau: int
+    initial: dict[str, int]
+    states: dict[str, int]  # after the last completed turn
+    transcript: list[list[str]] = field(default_factory=list)  # [speaker, text]
+    explained: set[str] = field(default_factory=set)  # labels ever rated well_explained
+    trajectory: Trajectory | None = None
+    turn_rows: list[TurnRow] = field(default_factory=list)
+    status: str = "live"  # live | done | failed
+    stop_reason: str = "max_turns"
+    error: str | None = None
+    stop_hint: bool = False
+    usage: dict[str, Usage] = field(default_factory=dict)
+    calls: int = 0
+    prompt_versions: dict[str, str] = field(default_factory=dict)
+    judged: dict[str, float] = field(default_factory=dict)
+    baseline_stop: tuple[int, str] | None = None  # (1-based turn, reason) from the termination judge
+
+    @property
+    def structured(self) -> bool:
+        return self.spec.simulator == "structured"
+
+    @property
+    def live(self) -> bool:
+        return self.status == "live"
+
+    @property
+    def turns_done(self) -> int:
+        return sum(1 for speaker, _ in self.transcript if speaker == "assistant")
+
+    def fail(self, error: str) -> None:
+        self.status, self.error, self.stop_reason = "failed", error, "error"
+
+    def charge(self, role: str, usage: Usage, calls: int, prompt_version: str) -> None:
+        self.usage.setdefault(role, Usage()).add(usage)
+        self.calls += calls
+        if prompt_version:
+            name, _, version = prompt_version.partition("@")
+            self.prompt_versions[name] = version or prompt_version
+
+    # -- the state side -----------------------------------------------------------------------
+
+    def record_turn(self, turn: int, entries: list[SignalEntry], counters: np.ndarray, post: dict[str, int], carries: dict[str, float]) -> None:
+        """Store one kernel step as the rules' TurnUpdate/TurnMetrics twins plus a TurnRow."""
+        update = TurnUpdate(
+            post=post,
+            carries=carries,
+            comprehension_load=_c(counters, "comprehension_load"),
+            attempt_load=_c(counters, "attempt_load"),
+            effective_load=_c(counters, "effective_load"),
+            overload=bool(_c(counters, "overload")),
+            dropoff_active=bool(_c(counters, "dropoff_active")),
+            eta=_c(counters, "eta"),
+        )
+        modes = {name: int(_c(counters, name)) for name in FAILURE_MODES + FAILURE_MODE_VARIANTS}
+        metrics = TurnMetrics(
+            ic_numerator=int(_c(counters, "ic_numerator")),
+            ic_denominator=int(_c(counters, "ic_denominator")),
+            zpd_size=int(_c(counters, "zpd_size")),
+            absorbed_ic_numerator=int(_c(counters, "absorbed_ic_numerator")),
+            absorbed_ic_numerator_any_partial=int(_c(counters, "absorbed_ic_numerator_any_partial")),
+            n_upward_transitions=int(_c(counters, "n_upward_transitions")),
+            absorbed_gain=_c(counters, "absorbed_gain"),
+            new_ius=int(_c(counters, "new_ius")),
+            disallowed=int(_c(counters, "disallowed")),
+            familiarity=_c(counters, "familiarity"),
+            novelty=_c(counters, "novelty"),
+            engagement=_c(counters, "engagement"),
+            perceived_overload=_c(counters, "perceived_overload"),
+            capacity_load=_c(counters, "capacity_load"),
+            failure_modes=modes,
+        )
+        assert self.trajectory is not None
+        self.trajectory.updates.append(update)
+        self.trajectory.metrics.append(metrics)
+        self.trajectory.entries.append(entries)
+        self.states = post
+        for e in entries:
+            if e.id in self.index.order and e.teaching_quality == "well_explained":
+                self.explained.add(self.index.label_of(e.id))
+        user, assistant = self.transcript[-2][1], self.transcript[-1][1]
+        self.turn_rows.append(
+            TurnRow(
+                run_id="",
+                session_id=self.spec.session_id,
+                turn=turn,
+                user_message=user,
+                assistant_message=assistant,
+                signals_json=json.dumps([e.model_dump(mode="json") for e in entries], ensure_ascii=False),
+                states=[post[v] for v in self.index.ids],
+                carries=[carries[v] for v in self.index.ids],
+                comprehension_load=update.comprehension_load,
+                attempt_load=update.attempt_load,
+                effective_load=update.effective_load,
+                overload=update.overload,
+                eta=update.eta,
+                n_upward_transitions=metrics.n_upward_transitions,
+                absorbed_gain=metrics.absorbed_gain,
+                ic_numerator=metrics.ic_numerator,
+                ic_denominator=metrics.ic_denominator,
+                zpd_size=metrics.zpd_size,
+                absorbed_ic_numerator=metrics.absorbed_ic_numerator,
+                new_ius=metrics.new_ius,
+                disallowed=metrics.disallowed,
+                familiarity=metrics.familiarity,
+                novelty=metrics.novelty,
+                engagement=metrics.engagement,
+                density=density(self.index, post),
+                **{f"fm_{m}": modes[m] for m in FAILURE_MODES},
+            )
+        )
+
+    def record_baseline_turn(self, turn: int) -> None:
+        user, assistant = self.transcript[-2][1], self.transcript[-1][1]
+        zeros = [0] * self.index.size
+        self.turn_rows.append(
+            TurnRow(
+                run_id="", session_id=self.spec.session_id, turn=turn, user_message=user, assistant_message=assistant,
+                signals_json="[]", states=zeros, carries=[0.0] * self.index.size, comprehension_load=0.0,
+                attempt_load=0.0, effective_load=0.0, overload=False, eta=1.0, n_upward_transitions=0,
+                absorbed_gain=0.0, ic_numerator=0, ic_denominator=0, zpd_size=0, absorbed_ic_numerator=0,
+                new_ius=0, disallowed=0, familiarity=0.0, novelty=0.0, engagement=0.0, density=0.0,
+            )
+        )  # fmt: skip
+
+    # -- result rows --------------------------------------------------------------------------
+
+    def rows(self, ctx: ShardContext) -> tuple[SessionRow, list[TurnRow]]:
+        s = self.spec
+        row: dict[str, Any] = {
+            "run_id": ctx.run_id,
+            "config_hash": ctx.config_hash,
+            "session_id": s.session_id,
+            "task": s.task,
+            "item_id": s.item_id,
+            "knowledge_level": s.knowledge_level,
+            "condition": s.condition,
+            "assistant_model": s.assistant_model,
+            "assistant_strategy": s.assistant_strategy,
+            "simulator": s.simulator,
+            "trial": s.trial,
+            "seed": s.seed,
+            "rules_preset": ctx.rules.preset,
+            "graph_size": self.index.size,
+            "tau": self.tau,
+            "iu_labels": list(self.index.labels),
+            "initial_states": [self.initial[v] for v in self.index.ids],
+            "graph_json": json.dumps(self.graph.to_json_dict(), ensure_ascii=False),
+            "status": "failed" if self.status == "failed" else "ok",
+            "turns": self.turns_done,
+            "stop_reason": self.stop_reason,
+            "error": self.error,
+            "llm_calls": self.calls,
+            "prompt_versions": json.dumps(self.prompt_versions, sort_keys=True),
+        }
+        for role, column in ROLE_COLUMNS.items():
+            row[column] = self.usage[role].total if role in self.usage else 0
+        if self.structured and self.trajectory is not None and self.trajectory.metrics and self.status != "failed":
+            row.update(self.trajectory.summary(ctx.rules))
+            for mode in FAILURE_MODES:
+                row[f"fm_{mode}"] = sum(m.failure_modes[mode] for m in self.trajectory.metrics)
+        if self.baseline_stop is not None:
+            row["early_stop_turn"], row["early_stop_reason"] = self.baseline_stop
+        for key, value in self.judged.items():
+            row[key] = value
+        turns = [t.model_copy(update={"run_id": ctx.run_id}) for t in self.turn_rows]
+        return SessionRow(**row), turns
+
+
+def start_session(spec: SessionSpec, item: Item, graph: IUGraph, rules: RuleConfig) -> LiveSession:
+    """Initial state: the engine's (init cache or sampled), else sampled from the session's init seed."""
+    index = build_index(graph, item.id)
+    if spec.initial_ks is not None:
+        initial = ks_to_states(index, dict(spec.initial_ks))
+    else:
+        initial = sample_initial_states(index, spec.knowledge_level, rules, random.Random(spec.init_seed))
+    initial = {v: int(initial.get(v, 0)) for v in index.ids}
+    tau = capacity(index.size, rules.capacity_ratio, rules.capacity_floor)
+    return LiveSession(
+        spec=spec,
+        item=item,
+        graph=graph,
+        index=index,
+        tau=tau,
+        initial=initial,
+        states=dict(initial),
+        trajectory=Trajectory(tau=tau, initial=dict(initial)),
+    )

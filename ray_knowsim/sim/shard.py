@@ -1,0 +1,276 @@
+"""One shard's lockstep turn loop (no Ray inside).
+
+Per turn, for every live session of the shard at once: the learner simulator's requests go out as
+one batch, then the assistants' (grouped by model), then the signal extractor's; then ONE kernel
+call advances every structured session's knowledge state. After the last turn the judges run,
+again as batches. A session that cannot continue (a model failing past its retries, an empty
+message) ends as an explicit failure naming why; the others carry on.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import AsyncIterator
+
+import numpy as np
+
+from ray_knowsim.kernels.batch import BatchState
+from ray_knowsim.llm.parse import parse_rating, parse_signal_report, parse_termination, parse_user_turn
+from ray_knowsim.llm.protocol import ChatRequest
+from ray_knowsim.prompts.baselines import render_baseline_user
+from ray_knowsim.prompts.judges import render_rater, render_termination_judge
+from ray_knowsim.prompts.render import render_assistant, render_extractor, render_user_sim
+from ray_knowsim.rules.termination import early_stop
+from ray_knowsim.sim.ask import Answer, ask_batch
+from ray_knowsim.sim.session import LiveSession, start_session
+from ray_knowsim.sim.types import RoleModels, SessionResult, ShardContext, ShardSpec
+
+# per-request seed offsets, so each role and turn samples independently but reproducibly
+_ROLE_SEED = {"user_sim": 1, "assistant": 2, "extractor": 3, "judge": 4}
+
+
+def _seed(live: LiveSession, role: str, turn: int) -> int:
+    return (live.spec.seed * 1_000_003 + turn * 16 + _ROLE_SEED[role]) % (2**31 - 1)
+
+
+def _rid(live: LiveSession, role: str, turn: int) -> str:
+    return f"{live.spec.session_id}#{turn}:{role}"
+
+
+def _settings(ctx: ShardContext, role: str):  # noqa: ANN202
+    return ctx.roles[role]
+
+
+def _with_settings(request: ChatRequest, ctx: ShardContext, role: str) -> ChatRequest:
+    """Apply the run's per-role temperature / token limits where the config sets them."""
+    from dataclasses import replace
+
+    settings = ctx.roles.get(role)
+    if settings is None:
+        return request
+    return replace(request, temperature=settings.temperature, max_tokens=settings.max_tokens)
+
+
+async def _user_turns(lives: list[LiveSession], models: RoleModels, ctx: ShardContext, turn: int) -> None:
+    requests = []
+    for live in lives:
+        if live.structured:
+            req = render_user_sim(
+                live.item,
+                live.graph,
+                live.states,
+                live.transcript,
+                explained=sorted(live.explained),
+                stop_hint=live.stop_hint,
+                index=live.index,
+                seed=_seed(live, "user_sim", turn),
+                request_id=_rid(live, "user_sim", turn),
+            )
+        else:
+            req = render_baseline_user(
+                live.item,
+                live.spec.simulator,
+                live.transcript,
+                graph=live.graph,
+                initial_states=[live.initial[v] for v in live.index.ids],
+                allow_terminate=True,
+                index=live.index,
+                seed=_seed(live, "user_sim", turn),
+                request_id=_rid(live, "user_sim", turn),
+            )
+        requests.append(_with_settings(req, ctx, "user_sim"))
+    answers = await ask_batch(
+        models.user_sim, requests, lambda text, i: parse_user_turn(text), attempts=_settings(ctx, "user_sim").attempts
+    )
+    for live, answer in zip(lives, answers):
+        live.charge("user_sim", answer.usage, answer.calls, answer.prompt_version)
+        if not answer.ok:
+            live.fail(answer.error or "user_sim_failed")
+            continue
+        message = (answer.value.message or "").strip()
+        terminate = bool(answer.value.terminate) and not live.structured  # structured runs ignore it (spec §8.1)
+        if terminate:
+            if message:
+                live.transcript.append(["user", message])
+            live.status, live.stop_reason = "done", "user_terminated"
+            continue
+        if not message:
+            live.status, live.stop_reason, live.error = "failed", "empty_user_message", "empty_user_message"
+            continue
+        live.transcript.append(["user", message])
+
+
+async def _assistant_turns(lives: list[LiveSession], models: RoleModels, ctx: ShardContext, turn: int) -> None:
+    by_model: dict[str, list[LiveSession]] = defaultdict(list)
+    for live in lives:
+        by_model[live.spec.assistant_model].append(live)
+    for key, group in by_model.items():
+        requests = [
+            _with_settings(
+                render_assistant(
+                    live.item,
+                    live.spec.assistant_strategy,
+                    live.transcript,
+                    seed=_seed(live, "assistant", turn),
+                    request_id=_rid(live, "assistant", turn),
+                ),
+                ctx,
+                "assistant",
+            )
+            for live in group
+        ]
+        answers = await ask_batch(
+            models.assistant(key), requests, _plain_text, attempts=_settings(ctx, "assistant").attempts
+        )
+        for live, answer in zip(group, answers):
+            live.charge("assistant", answer.usage, answer.calls, answer.prompt_version)
+            if not answer.ok:
+                live.fail(answer.error or "assistant_failed")
+            else:
+                live.transcript.append(["assistant", answer.value])
+
+
+def _plain_text(text: str, index: int):  # noqa: ANN202
+    from ray_knowsim.llm.parse import ParseResult
+
+    text = (text or "").strip()
+    return ParseResult(value=text) if text else ParseResult(error="assistant_empty", detail="the reply was empty")
+
+
+async def _extract(lives: list[LiveSession], models: RoleModels, ctx: ShardContext, turn: int) -> list[Answer]:
+    requests = [
+        _with_settings(
+            render_extractor(
+                live.item,
+                live.graph,
+                live.states,
+                live.transcript[:-2],
+                live.transcript[-2][1],
+                live.transcript[-1][1],
+                index=live.index,
+                seed=_seed(live, "extractor", turn),
+                request_id=_rid(live, "extractor", turn),
+            ),
+            ctx,
+            "extractor",
+        )
+        for live in lives
+    ]
+    answers = await ask_batch(
+        models.extractor,
+        requests,
+        lambda text, i: parse_signal_report(text, lives[i].index),
+        attempts=_settings(ctx, "extractor").attempts,
+    )
+    for live, answer in zip(lives, answers):
+        live.charge("extractor", answer.usage, answer.calls, answer.prompt_version)
+        if not answer.ok:
+            live.fail(answer.error or "extractor_failed")
+    return answers
+
+
+async def _judge(sessions: list[LiveSession], models: RoleModels, ctx: ShardContext) -> None:
+    if models.judge is None or not ctx.judged:
+        return
+    rated = [s for s in sessions if s.status != "failed" and s.transcript]
+    requests = [
+        _with_settings(
+            render_rater(s.item, s.transcript, knowledge_level=s.spec.knowledge_level, seed=_seed(s, "judge", 0), request_id=_rid(s, "judge", 0)),
+            ctx,
+            "judge",
+        )
+        for s in rated
+    ]
+    answers = await ask_batch(models.judge, requests, lambda text, i: parse_rating(text), attempts=_settings(ctx, "judge").attempts)
+    for s, answer in zip(rated, answers):
+        s.charge("judge", answer.usage, answer.calls, answer.prompt_version)
+        if not answer.ok:
+            s.fail(answer.error or "judge_failed")
+            continue
+        r = answer.value
+        s.judged = {
+            "iq": r.quality_score,
+            "judge_information_calibration": r.information_calibration,
+            "judge_perceived_overload": r.perceived_overload,
+            "judge_perceived_learning": r.perceived_learning,
+        }
+    baselines = [s for s in sessions if not s.structured and s.status != "failed" and any(sp == "user" for sp, _ in s.transcript)]
+    requests = [
+        _with_settings(render_termination_judge(s.item, s.transcript, seed=_seed(s, "judge", 1), request_id=_rid(s, "judge", 1)), ctx, "judge")
+        for s in baselines
+    ]
+    n_user = [sum(1 for sp, _ in s.transcript if sp == "user") for s in baselines]
+    answers = await ask_batch(
+        models.judge,
+        requests,
+        lambda text, i: parse_termination(text, baselines[i].item.task, n_user[i]),
+        attempts=_settings(ctx, "judge").attempts,
+    )
+    for s, n, answer in zip(baselines, n_user, answers):
+        s.charge("judge", answer.usage, answer.calls, answer.prompt_version)
+        if not answer.ok:
+            s.fail(answer.error or "judge_failed")
+            continue
+        end = int(answer.value.ending_turn)
+        if end < n:
+            s.baseline_stop = (end, answer.value.termination_reason)
+
+
+async def run_shard(shard: ShardSpec, models: RoleModels, ctx: ShardContext) -> AsyncIterator[SessionResult]:
+    sessions: list[LiveSession] = []
+    for spec in shard.sessions:
+        sessions.append(start_session(spec, shard.item_of(spec), shard.graph_of(spec), ctx.rules))
+    structured = [s for s in sessions if s.structured]
+    slot = {id(s): k for k, s in enumerate(structured)}
+    batch = (
+        BatchState([s.index for s in structured], ctx.rules, [s.initial for s in structured], max_turns=ctx.max_turns)
+        if structured
+        else None
+    )
+
+    for turn in range(1, ctx.max_turns + 1):
+        live = [s for s in sessions if s.live]
+        if not live:
+            break
+        await _user_turns(live, models, ctx, turn)
+        live = [s for s in live if s.live]
+        await _assistant_turns(live, models, ctx, turn)
+        live = [s for s in live if s.live]
+        for s in live:
+            if not s.structured:
+                s.record_baseline_turn(turn)
+        stateful = [s for s in live if s.structured]
+        if stateful and batch is not None:
+            answers = await _extract(stateful, models, ctx, turn)
+            ok = [(s, a) for s, a in zip(stateful, answers) if a.ok]
+            signals: list[list] = [[] for _ in structured]
+            for s, a in ok:
+                signals[slot[id(s)]] = list(a.value.entries)
+            active = np.zeros(len(structured), dtype=bool)
+            for s, _ in ok:
+                active[slot[id(s)]] = True
+            counters = batch.step(signals, active)  # the one kernel call of this turn
+            for s, a in ok:
+                k = slot[id(s)]
+                post, carries = batch.session(k)
+                s.record_turn(turn, signals[k], counters[k], post, carries)
+                _apply_early_stop(s, ctx)
+        if ctx.on_turn is not None:
+            ctx.on_turn({"turn": turn, "live": sum(1 for s in sessions if s.live)})
+
+    for s in sessions:
+        if s.live:
+            s.status = "done"
+    await _judge(sessions, models, ctx)
+    for s in sessions:
+        row, turns = s.rows(ctx)
+        yield SessionResult(session=row, turns=turns)
+
+
+def _apply_early_stop(s: LiveSession, ctx: ShardContext) -> None:
+    """In "stop" mode the conversation ends at the rules' stop; "virtual" only records it."""
+    if ctx.early_stop != "stop" or s.trajectory is None:
+        return
+    stop = early_stop(s.trajectory.stop_signals(), ctx.rules.termination)
+    if stop is not None:
+        s.status, s.stop_reason = "done", stop.reason

@@ -1,0 +1,42 @@
+"""The installed layout: `kernels/` ships as `ray_knowsim.kernels`, never as a top-level `kernels`."""
+
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def declared_packages() -> set[str]:
+    return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+
+
+def test_every_package_folder_is_declared():
+    found = {"ray_knowsim.kernels"}
+    for init in (ROOT / "ray_knowsim").rglob("__init__.py"):
+        rel = init.parent.relative_to(ROOT)
+        found.add(".".join(rel.parts))
+    assert found == declared_packages()
+
+
+def test_kernels_import_under_the_package_namespace():
+    import ray_knowsim.kernels.batch as batch
+
+    assert Path(batch.__file__).resolve().parent == ROOT / "kernels"
+
+
+def test_wheel_contains_namespaced_kernels_and_templates(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    [wheel] = tmp_path.glob("ray_knowsim-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "ray_knowsim/kernels/update.py" in names and "ray_knowsim/kernels/batch.py" in names
+    assert not any(n.startswith("kernels/") for n in names)
+    assert any(n.startswith("ray_knowsim/prompts/templates/") and n.endswith(".txt") for n in names)
+    assert "ray_knowsim/prompts/templates/manifest.txt" in names
+    assert any(n.startswith("ray_knowsim/demo/") and n.endswith(".jsonl") for n in names)
