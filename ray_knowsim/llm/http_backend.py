@@ -366,29 +366,31 @@ class OpenAICompatibleModel:
         last: _Failure | None = None
         latency = 0.0
         for attempt in range(1, cfg.max_attempts + 1):
-            grant: Grant | None = None
-            if self._limiter is not None:
-                grant = await self._limiter.acquire(estimate)
-            used: int | None = None
-            try:
-                async with self._semaphore():
+            # Local slot first, then the rate grant (sleeping while holding the slot): the request
+            # leaves when its grant says, not in a bunch when slots free up later.
+            async with self._semaphore():
+                grant: Grant | None = None
+                if self._limiter is not None:
+                    grant = await self._limiter.acquire(estimate)
+                used: int | None = None
+                try:
                     t0 = time.perf_counter()
                     try:
                         response = await self._attempt(session, request, body)
                     finally:
                         latency = time.perf_counter() - t0
-                used = response.usage.total or None
-                response.latency_s = latency
-                log.debug(
-                    "%s %s attempt %d ok in %.3fs (role=%s, id=%s)",
-                    self.name, self._url, attempt, latency, request.role, request.request_id,
-                )
-                return response
-            except _Failure as failure:
-                last = failure
-            finally:
-                if grant is not None:
-                    await self._limiter.release(grant, used)
+                    used = response.usage.total or None
+                    response.latency_s = latency
+                    log.debug(
+                        "%s %s attempt %d ok in %.3fs (role=%s, id=%s)",
+                        self.name, self._url, attempt, latency, request.role, request.request_id,
+                    )
+                    return response
+                except _Failure as failure:
+                    last = failure
+                finally:
+                    if grant is not None:
+                        await self._limiter.release(grant, used)
 
             log.debug(
                 "%s attempt %d/%d failed: %s (role=%s, id=%s)",

@@ -78,7 +78,7 @@ body.only-moves li.turn.no-moves { display:none; }
 .gauge .fill { position:absolute; left:0; top:0; bottom:0; background:#7fb7e6; border-radius:4px; }
 .gauge .fill.hot { background:#d64545; }
 .gauge .tau { position:absolute; top:-3px; bottom:-3px; width:2px; background:#17324d; }
-.msgs { display:grid; grid-template-columns:1fr 1fr; gap:10px; margin:8px 0; }
+.msgs { display:grid; grid-template-columns:1fr 1fr; gap:10px; margin:8px 0; align-items:start; }
 .msg { border-radius:6px; padding:6px 10px; max-height:260px; overflow:auto; }
 .msg.user { background:#f3f0fa; }
 .msg.assistant { background:#eef6f0; }

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import expected_tables, formatted
+from report_expect import expected_tables, formatted
 
 pytestmark = pytest.mark.browser
 

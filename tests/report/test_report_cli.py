@@ -6,7 +6,7 @@ import html
 import re
 from pathlib import Path
 
-from conftest import expected_tables, formatted, page_cells
+from report_expect import expected_tables, formatted, page_cells
 
 from ray_knowsim.cli.main import main
 from ray_knowsim.report.synthetic import HTML_PROBE
