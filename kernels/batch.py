@@ -49,6 +49,14 @@ def _use_parallel(parallel: bool | None, n_sessions: int) -> bool:
     return parallel
 
 
+def _kernel(parallel: bool | None, n_sessions: int, *args) -> None:
+    """Run the serial or the threaded kernel on the argument list of ``update.run_range`` minus lo/hi."""
+    if _use_parallel(parallel, n_sessions):
+        K.run_parallel(*args, 8 * numba.get_num_threads())
+    else:
+        K.run_serial(*args)
+
+
 def _dedupe_graphs(graphs: Sequence[GraphIndex]) -> tuple[list[GraphIndex], np.ndarray]:
     """Distinct graph objects (by identity) and each session's index into them."""
     seen: dict[int, int] = {}
@@ -155,8 +163,9 @@ class BatchState:
             n_turns = np.zeros(n, dtype=np.int64)
             n_turns[np.flatnonzero(a) if a.dtype == bool else a.astype(np.int64)] = 1
         out = np.full((n, 1, K.N_COUNTERS), np.nan)
-        kernel = K.run_parallel if _use_parallel(self.parallel, int(n_turns.sum())) else K.run_serial
-        kernel(
+        _kernel(
+            self.parallel,
+            int(n_turns.sum()),
             self.graph_of, self.packed.node_off, self.packed.pre_off, self.packed.pre_idx, self.packed.upd,
             self.packed.depth, self.s_off, self.state, self.carry, self.params, self.turn, self._traj_of, n_turns,
             packed_sig.off, packed_sig.node, packed_sig.tq, packed_sig.attempt, packed_sig.role,
@@ -267,8 +276,9 @@ def run_packed(
         state_hist[:] = state
         carry_hist[:] = carry
     first = np.ascontiguousarray(np.broadcast_to(np.asarray(first_turn, dtype=np.int64), (n,)))
-    kernel = K.run_parallel if _use_parallel(parallel, n) else K.run_serial
-    kernel(
+    _kernel(
+        parallel,
+        n,
         graph_of, packed.node_off, packed.pre_off, packed.pre_idx, packed.upd, packed.depth,
         s_off, state, carry, params, first, traj_of, signals.n_turns,
         signals.off, signals.node, signals.tq, signals.attempt, signals.role,

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import get_num_threads, njit, prange
+from numba import njit, prange
 
 from ray_knowsim.model.results import FAILURE_MODES
 from ray_knowsim.rules.turn_metrics import FAILURE_MODE_VARIANTS
@@ -497,12 +497,12 @@ def run_parallel(
     graph_of, g_node_off, g_pre_off, g_pre_idx, g_upd, g_depth,
     s_off, state, carry, params, first_turn, traj_of, n_turns,
     seg_off, sig_node, sig_tq, sig_att, sig_role,
-    out, state_hist, carry_hist, pre, last, eff, max_seg, two,
+    out, state_hist, carry_hist, pre, last, eff, max_seg, two, n_chunks,
 ):  # fmt: skip
-    """``run_range`` over all sessions, in chunks spread over numba's threads (sessions share no
-    writable rows)."""
+    """``run_range`` over all sessions in ``n_chunks`` chunks spread over numba's threads (sessions
+    share no writable rows; a few chunks per thread balance uneven sessions)."""
     n_sessions = graph_of.shape[0]
-    n_chunks = min(n_sessions, 8 * get_num_threads())
+    n_chunks = max(1, min(n_sessions, n_chunks))
     for c in prange(n_chunks):
         run_range(
             c * n_sessions // n_chunks, (c + 1) * n_sessions // n_chunks,

@@ -212,6 +212,11 @@ def arrow_schema(model) -> pa.Schema:
     return pa.schema([(name, _arrow_type(f.annotation)) for name, f in model.model_fields.items()])
 
 
+def defaults(model) -> dict:
+    """The contract's default values, so written rows hold what the engine would write."""
+    return {n: f.default for n, f in model.model_fields.items() if not f.is_required()}
+
+
 def _sim_value(metric: str, g: int) -> float:
     return {"KG": 0.1 + 0.3 * g, "DC": 0.2 + 0.3 * g, "CO": 0.2 + 0.3 * (2 - g), "IQ": 3.0 + 3.0 * g}[metric]
 
@@ -229,6 +234,7 @@ def write_sim(run_dir: Path, plan: dict, trials: int, turns: int = 2, rows_per_f
     (run_dir / "sessions").mkdir(exist_ok=True)
     (run_dir / "turns").mkdir(exist_ok=True)
     s_schema, t_schema = arrow_schema(SessionRow), arrow_schema(TurnRow)
+    s_defaults, t_defaults = defaults(SessionRow), defaults(TurnRow)
     s_buf: list[dict] = []
     t_buf: list[dict] = []
     n_files = [0, 0]
@@ -256,6 +262,7 @@ def write_sim(run_dir: Path, plan: dict, trials: int, turns: int = 2, rows_per_f
                                 jitter = 0.0 if failed or trial >= trials - trials % 2 else (0.01 if trial % 2 == 0 else -0.01)
                                 sid = f"{task}/{item_id}/{level}/{condition}/{simulator}-{trial}"
                                 row = dict(
+                                    s_defaults,
                                     run_id="synthetic", config_hash="0" * 16, session_id=sid, task=task, item_id=item_id,
                                     knowledge_level=level, condition=condition, assistant_model=model, assistant_strategy=strategy,
                                     simulator=simulator, trial=trial, seed=trial, rules_preset="paper", graph_size=len(concepts),
@@ -275,6 +282,7 @@ def write_sim(run_dir: Path, plan: dict, trials: int, turns: int = 2, rows_per_f
                                 for t in range(turns):
                                     text = f"Consider {concepts[1]} together with {concepts[2]}." if t == 0 else f"Also recall {concepts[3]}."
                                     t_buf.append(dict(
+                                        t_defaults,
                                         run_id="synthetic", session_id=sid, turn=t + 1, user_message=FILLER_SIM_USER,
                                         assistant_message=text, signals_json="[]", states=[0] * len(concepts),
                                         carries=[0.0] * len(concepts), comprehension_load=0.0, attempt_load=0.0,

@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+# numba's on-disk cache lives in the checkout (ignored by git) so the kernel compiles once.
+os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".numba_cache"))
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
 
 def shared_root() -> Path:
     """The ``shared`` folder: $RAY_KNOWSIM_SHARED, else the sibling of the repository."""

@@ -149,17 +149,21 @@ class HTTPModelConfig(BaseModel):
         return self.name or self.model
 
     @property
+    def endpoint_key(self) -> str:
+        """Stable short id of (endpoint, model)."""
+        return hashlib.sha256(f"{self.base_url}\n{self.model}".encode()).hexdigest()[:16]
+
+    @property
     def limiter_name(self) -> str:
         """Name of the run-wide limiter of this (endpoint, model); see ``create_shared_limiter``."""
-        digest = hashlib.sha256(f"{self.base_url}\n{self.model}".encode()).hexdigest()[:16]
-        return f"ray_knowsim.limiter.{digest}"
+        return f"ray_knowsim.limiter.{self.endpoint_key}"
 
     def rate_limits(self) -> RateLimits:
         return RateLimits(
             requests_per_minute=self.requests_per_minute,
             tokens_per_minute=self.tokens_per_minute,
             max_in_flight=self.max_in_flight_global,
-            lease_timeout_s=self.timeout_s + 60.0,
+            lease_timeout_s=max(600.0, self.timeout_s + 60.0),
         )
 
 

@@ -71,6 +71,10 @@ class RateLimits(BaseModel):
                 raise ValueError(f"{burst_name} ({burst}) must be below {limit_name} ({limit})")
         return self
 
+    def budget(self) -> dict[str, Any]:
+        """The limits proper; the lease timeout (crash recovery only) may differ between users."""
+        return self.model_dump(exclude={"lease_timeout_s"})
+
     @property
     def enabled(self) -> bool:
         return any(
@@ -456,7 +460,7 @@ def get_or_create_limiter(
         except ValueError:
             raise LookupError(f"no rate limiter named {name!r} in this Ray namespace") from None
     existing = RateLimits.model_validate(ray.get(handle.limits.remote()))
-    if existing != limits:
+    if existing.budget() != limits.budget():
         raise ValueError(
             f"rate limiter {name!r} already exists with limits {existing.model_dump()}, "
             f"not the requested {limits.model_dump()}"

@@ -89,7 +89,7 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
 
     out = Path(out_dir) if out_dir is not None else Path(run.run_dir) / "report"
     out.mkdir(parents=True, exist_ok=True)
-    suffix = "" if opts.variant == "final" else "_es"
+    suffix = ("_nkg" if opts.gain == "nkg" else "") + ("_es" if opts.variant == "es" else "")  # variants side by side
     html_path = out / f"report{suffix}.html"
     md_path = out / f"report{suffix}.md"
     html_path.write_text(render_html(content), encoding="utf-8")

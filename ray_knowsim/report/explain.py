@@ -16,7 +16,7 @@ from typing import Any
 from ray_knowsim.model.graph import GraphIndex, build_index, parse_graph
 from ray_knowsim.model.results import FAILURE_MODES
 from ray_knowsim.model.signals import SignalEntry, normalize_signals
-from ray_knowsim.model.states import KNOWS_WELL, STATE_NAMES, UNAWARE
+from ray_knowsim.model.states import UNAWARE
 from ray_knowsim.rules.prerequisites import ceiling
 from ray_knowsim.rules.turn_metrics import failure_modes
 from ray_knowsim.rules.update import TurnUpdate
@@ -203,7 +203,3 @@ def _fill_moves(view: TurnView, g, ids, labels, pre_list, post_list, carries, si
     view.derived_fm = derived if g is not None else view.recorded_fm
     order = {m: i for i, m in enumerate(("effective", "overload_wasted", "prereq_blocked", "under_absorbed", "redundant"))}
     view.ius.sort(key=lambda m: (not m.moved, order.get(m.mode or "", 9), ids.index(m.iu_id)))
-
-
-def state_name(value: int) -> str:
-    return STATE_NAMES[value] if 0 <= value <= KNOWS_WELL else str(value)

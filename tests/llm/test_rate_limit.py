@@ -284,6 +284,8 @@ def test_shared_limiter_conflicts_slots_and_recovery(ray_local):
     lim = get_or_create_limiter(name, limits)
     with pytest.raises(ValueError, match="already exists"):
         get_or_create_limiter(name, RateLimits(requests_per_minute=120))
+    # another user of the endpoint with a longer request timeout shares the budget
+    get_or_create_limiter(name, limits.model_copy(update={"lease_timeout_s": 1234.0}))
     with pytest.raises(LookupError):
         get_or_create_limiter("test-limiter-nobody-made", limits, create=False)
     clone = pickle.loads(pickle.dumps(lim))  # what a worker receives

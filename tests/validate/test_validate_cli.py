@@ -114,3 +114,16 @@ def test_no_matching_simulation_still_writes_human_tables_but_fails(synthetic, t
     pairs = pd.read_parquet(tmp_path / "v" / "pairs.parquet")
     assert not pairs.evaluable.any()
     assert int(pairs.high_signal.sum()) == planted_rows(planted, "structured")[("overall", "all")][1]
+
+
+def test_synthetic_run_follows_the_results_contract(synthetic):
+    import pyarrow.dataset as ds
+
+    from ray_knowsim.model.results import SessionRow, TurnRow
+
+    _, run, _ = synthetic
+    for name, model in (("sessions", SessionRow), ("turns", TurnRow)):
+        rows = ds.dataset(run / name).head(5).to_pylist()
+        assert len(rows) == 5
+        for row in rows:
+            model.model_validate(row)

@@ -1,0 +1,128 @@
+"""The lockstep loop: kernel results equal the plain-Python rules, sessions are independent of their
+shard-mates, and failures are explicit."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from ray_knowsim.demo import demo_items
+from ray_knowsim.llm.protocol import ChatResponse, Usage
+from ray_knowsim.model.graph import build_index, parse_graph
+from ray_knowsim.model.signals import normalize_signals
+from ray_knowsim.rules.config import reference_rules
+from ray_knowsim.rules.trajectory import run_trajectory
+
+from sim_helpers import context, offline_models, run, session, shard_of
+
+
+@pytest.fixture(scope="module")
+def items():
+    return demo_items()
+
+
+@pytest.fixture(scope="module")
+def mixed_run(items):
+    specs = [session(items[0], "novice", "comprehensive"), session(items[1], "advanced", "socratic"),
+             session(items[-1], "intermediate", "adaptive"), session(items[0], "novice", "adaptive", "zero-shot-cot")]  # fmt: skip
+    return specs, run(shard_of(specs), offline_models(), context(max_turns=3))
+
+
+def test_every_session_comes_back_once_with_its_turns(mixed_run):
+    specs, results = mixed_run
+    assert [r.session.session_id for r in results] == [s.session_id for s in specs]
+    for r in results:
+        assert r.session.status == "ok", r.session.error
+        assert len(r.turns) == r.session.turns and 1 <= r.session.turns <= 3
+        assert r.session.llm_calls > 0 and r.session.tokens_user_sim > 0 and r.session.tokens_assistant > 0
+        assert r.session.iq is not None and 1 <= r.session.iq <= 10
+    structured = [r for r in results if r.session.simulator == "structured"]
+    assert all(r.session.tokens_extractor > 0 and r.session.kg is not None for r in structured)
+    baseline = results[-1].session
+    assert baseline.kg is None and baseline.tokens_extractor == 0
+
+
+def test_kernel_trajectory_equals_plain_python_rules(mixed_run):
+    """Re-running each structured session's recorded signals through rules/ gives the same rows."""
+    _, results = mixed_run
+    for r in results:
+        s = r.session
+        if s.simulator != "structured":
+            continue
+        g = build_index(parse_graph(json.loads(s.graph_json), s.item_id), s.item_id)
+        signals = [normalize_signals(json.loads(t.signals_json)) for t in r.turns]
+        traj = run_trajectory(g, dict(zip(g.ids, s.initial_states)), signals, reference_rules(), max_turns=3)
+        assert [list(u.post[v] for v in g.ids) for u in traj.updates] == [t.states for t in r.turns]
+        assert [[u.carries[v] for v in g.ids] for u in traj.updates] == [t.carries for t in r.turns]
+        summary = traj.summary(reference_rules())
+        for key, value in summary.items():
+            assert getattr(s, key) == pytest.approx(value, abs=1e-12) if isinstance(value, float) else getattr(s, key) == value
+
+
+def test_same_seed_same_transcript_whatever_the_shard(items, mixed_run):
+    specs, results = mixed_run
+    alone = run(shard_of([specs[1]]), offline_models(), context(max_turns=3))[0]
+    together = results[1]
+    assert alone.session == together.session
+    assert alone.turns == together.turns
+
+
+class Garbling:
+    """Wraps a model; answers a role's requests for one session with unreadable text."""
+
+    def __init__(self, inner, role, session_id, *, transport_failures=0):
+        self.inner, self.role, self.session_id, self.name = inner, role, session_id, "garbling"
+        self.transport_failures = transport_failures
+        self.calls = 0
+
+    async def complete(self, requests):
+        out = await self.inner.complete(requests)
+        for k, req in enumerate(requests):
+            if req.role == self.role and req.request_id.startswith(self.session_id):
+                self.calls += 1
+                if self.transport_failures:
+                    self.transport_failures -= 1
+                    out[k] = ChatResponse(text="", usage=Usage(5, 0), error="http_503")
+                elif not self.transport_failures and self.role != "assistant":
+                    out[k] = replace(out[k], text="I'd rather not answer in JSON today.")
+        return out
+
+
+def test_unreadable_extractor_output_fails_that_session_only_with_a_named_error(items):
+    specs = [session(items[0], "novice", "socratic"), session(items[1], "novice", "socratic")]
+    model = Garbling(offline_models().user_sim, "extractor", specs[0].session_id)
+    results = run(shard_of(specs), offline_models(model), context(max_turns=2, attempts=2))
+    bad, good = results[0].session, results[1].session
+    assert bad.status == "failed" and bad.error == "extractor_invalid_json" and bad.kg is None
+    assert model.calls == 2  # the first try plus one repair carrying the validation error
+    assert good.status == "ok" and good.turns == 2
+
+
+def test_transport_errors_are_retried(items):
+    spec = session(items[0], "novice", "socratic")
+    model = Garbling(offline_models().user_sim, "assistant", spec.session_id, transport_failures=1)
+    [result] = run(shard_of([spec]), offline_models(model), context(max_turns=1, attempts=3))
+    assert result.session.status == "ok"
+    assert model.calls == 2
+
+
+def test_persistent_transport_errors_fail_with_the_reason(items):
+    spec = session(items[0], "novice", "socratic")
+    model = Garbling(offline_models().user_sim, "assistant", spec.session_id, transport_failures=10)
+    [result] = run(shard_of([spec]), offline_models(model), context(max_turns=1, attempts=3))
+    assert result.session.status == "failed" and result.session.error == "assistant_http_503"
+    assert model.calls == 3
+
+
+def test_stop_mode_ends_the_conversation_at_the_rules_stop(items):
+    specs = [session(item, "novice", "comprehensive") for item in items]
+    virtual_runs = run(shard_of(specs), offline_models(), context(max_turns=8))
+    stopping = [(spec, r.session) for spec, r in zip(specs, virtual_runs) if r.session.early_stop_turn is not None]
+    assert stopping, "the demo's comprehensive tutor should overload some novice"
+    spec, virtual = stopping[0]
+    assert virtual.turns == 8  # virtual mode records the stop but runs on
+    stopped = run(shard_of([spec]), offline_models(), context(max_turns=8, early_stop="stop"))[0].session
+    assert stopped.turns == virtual.early_stop_turn
+    assert stopped.stop_reason == virtual.early_stop_reason
