@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from ray_knowsim.engine.config import HTTPModelEntry, OfflineModelEntry, RunConfig, VLLMModelEntry
 from ray_knowsim.llm.accounting import Accounting, AccountedModel
 from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.model.graph import IUGraph
 from ray_knowsim.sim.types import RoleModels
+
+if TYPE_CHECKING:  # the config (and the HTTP/vLLM modules it imports) stays out of shard workers
+    from ray_knowsim.engine.config import HTTPModelEntry, RunConfig
 
 _CACHES: dict[str, Any] = {}  # per worker process: one ResponseCache per run directory
 
@@ -80,11 +82,15 @@ def used_model_keys(cfg: RunConfig) -> dict[str, None]:
 
 def secret_env_names(cfg: RunConfig) -> list[str]:
     """Names (never values) of the environment variables holding API keys."""
+    from ray_knowsim.engine.config import HTTPModelEntry
+
     return sorted({m.api_key_env for m in cfg.models.values() if isinstance(m, HTTPModelEntry) and m.api_key_env})
 
 
 def check_secrets(cfg: RunConfig) -> list[str]:
     """Errors for API-key variables the used models need but this process lacks."""
+    from ray_knowsim.engine.config import HTTPModelEntry
+
     errors = []
     for key in used_model_keys(cfg):
         m = cfg.models[key]
@@ -95,6 +101,8 @@ def check_secrets(cfg: RunConfig) -> list[str]:
 
 def build_models(cfg: RunConfig, graphs: Mapping[str, IUGraph], cache_dir: str | None, *, wait_s: float = 900) -> ModelSet:
     """Create every used model (limiters and vLLM pools included). Needs Ray for limiters/pools."""
+    from ray_knowsim.engine.config import HTTPModelEntry, OfflineModelEntry, VLLMModelEntry
+
     models: dict[str, ChatModel] = {}
     cacheable: set[str] = set()
     pools: list[Any] = []

@@ -164,6 +164,7 @@ def run(
     overwrite: bool = False,
     config_file: str | None = None,
     print_tables: bool = True,
+    tables: bool = True,
     console: Any = None,
 ) -> RunOutcome:
     """Run (or resume) ``cfg`` to completion; see the module docstring."""
@@ -195,7 +196,7 @@ def run(
             outcome.n_ok = sum(m.n_ok for m in final.values())
             outcome.n_failed = sum(len(m.failed) for m in final.values())
             files = run_dir.data_files("sessions", final.values())
-            if files:
+            if files and tables:
                 from ray_knowsim.engine.reduce import aggregate_cells, build_tables, write_tables
 
                 outcome.tables = build_tables(aggregate_cells(files))

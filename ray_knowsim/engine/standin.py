@@ -11,8 +11,9 @@ Options (``engine.shard_fn_options``):
   ``attempts``; a session whose request still fails ends ``status="failed"`` naming role and error.
 * ``turn_delay_s``: sleep per turn (to make runs slow enough to interrupt).
 * ``fail_sessions``: session ids that end as failed ("standin: injected failure").
-* ``crash_shard`` + ``crash_flag``: the worker running that shard kills itself (SIGKILL) once,
-  the first time, when the flag file does not exist yet (it creates it): a dying worker.
+* ``crash_file``: when this file exists and names the shard, the worker that runs the shard
+  renames it to ``<file>.fired`` and kills itself (SIGKILL): a worker dying mid-run, once. The
+  trigger lives outside the config, so a crashed run and a clean run share one config hash.
 """
 
 from __future__ import annotations
@@ -41,11 +42,9 @@ async def run_shard(
     call_models: bool = False,
     turn_delay_s: float = 0.0,
     fail_sessions: Sequence[str] = (),
-    crash_shard: str | None = None,
-    crash_flag: str | None = None,
+    crash_file: str | None = None,
 ) -> AsyncIterator[SessionResult]:
-    if crash_shard == shard.shard_id and crash_flag and not os.path.exists(crash_flag):
-        Path(crash_flag).write_text(str(os.getpid()))
+    if crash_file and _claim_crash(crash_file, shard.shard_id):
         os.kill(os.getpid(), signal.SIGKILL)
     live = {s.session_id: s for s in shard.sessions}
     errors: dict[str, str] = {}
@@ -74,6 +73,16 @@ async def run_shard(
     for s in shard.sessions:
         error = errors.get(s.session_id) or ("standin: injected failure" if s.session_id in injected else None)
         yield _result(shard, s, ctx, turns_done.get(s.session_id, 0), error, tokens[s.session_id], calls[s.session_id])
+
+
+def _claim_crash(path: str, shard_id: str) -> bool:
+    try:
+        if Path(path).read_text().strip() != shard_id:
+            return False
+        os.rename(path, path + ".fired")  # atomic: exactly one worker fires
+    except OSError:
+        return False
+    return True
 
 
 async def _ask(model, role, turn, sessions: list[SessionSpec], ctx, errors, tokens, calls) -> None:

@@ -53,51 +53,57 @@ def _tau(a: np.ndarray, b: np.ndarray) -> float:
         return float(kendalltau(a, b).statistic)
 
 
-def _best(values: pd.Series, metric: str) -> frozenset:
-    v = -values if metric in LOWER_BETTER else values
-    top = v.max()
-    return frozenset(v.index[v == top])
-
-
-def _rank(values: pd.Series, metric: str) -> pd.Series:
-    return values.rank(method="min", ascending=metric in LOWER_BETTER).astype(int)
+def _best_sets(table: pd.DataFrame, metric: str) -> list[frozenset]:
+    """Per row of a (setting x condition) table, the set of conditions with the best mean."""
+    v = -table if metric in LOWER_BETTER else table
+    top = v.max(axis=1)
+    hit = v.eq(top, axis=0).to_numpy()
+    cols = np.asarray(table.columns)
+    return [frozenset(cols[h]) for h in hit]
 
 
 def rankings_and_agreement(agg: pd.DataFrame, group_by: list[str], rank_by: str, metrics: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per (setting, group, metric): the ranking of ``rank_by`` values and its agreement with setting 0."""
-    rank_rows: list[dict[str, Any]] = []
-    agree_rows: list[dict[str, Any]] = []
+    rank_parts: list[pd.DataFrame] = []
+    agree_parts: list[pd.DataFrame] = []
     groups = agg.groupby(group_by, sort=True, observed=True) if group_by else [((), agg)]
     for gkey, gdf in groups:
         gkey = gkey if isinstance(gkey, tuple) else (gkey,)
         gvals = dict(zip(group_by, gkey))
         for metric in metrics:
-            col = f"{metric}_mean"
-            table = gdf.pivot_table(index="setting", columns=rank_by, values=col, aggfunc="first", observed=True)
+            table = gdf.pivot_table(index="setting", columns=rank_by, values=f"{metric}_mean", aggfunc="first", observed=True)
             if 0 not in table.index:
                 continue
-            base = table.loc[0].dropna()
-            base_best = _best(base, metric) if len(base) else frozenset()
-            for setting, series in table.iterrows():
-                series = series.dropna()
-                ranks = _rank(series, metric)
-                for cond, value in series.items():
-                    rank_rows.append({"setting": setting, **gvals, "metric": metric, rank_by: cond, "mean": value, "rank": int(ranks[cond])})
-                common = base.index.intersection(series.index)
-                best = _best(series, metric) if len(series) else frozenset()
-                agree_rows.append(
+            ranks = table.rank(axis=1, method="min", ascending=metric in LOWER_BETTER)
+            long = pd.DataFrame({"mean": table.stack(), "rank": ranks.stack().astype(int)}).reset_index()
+            rank_parts.append(long.assign(metric=metric, **gvals))
+            base = table.loc[0]
+            best = _best_sets(table, metric)
+            base_best = best[list(table.index).index(0)]
+            taus = []
+            n_ranked = []
+            for _, row in table.iterrows():
+                both = base.notna() & row.notna()
+                n_ranked.append(int(both.sum()))
+                taus.append(_tau(base[both].to_numpy(), row[both].to_numpy()))
+            agree_parts.append(
+                pd.DataFrame(
                     {
-                        "setting": setting,
-                        **gvals,
+                        "setting": table.index,
+                        **{k: v for k, v in gvals.items()},
                         "metric": metric,
-                        "n_ranked": len(common),
-                        "kendall_tau": _tau(base[common].to_numpy(), series[common].to_numpy()),
+                        "n_ranked": n_ranked,
+                        "kendall_tau": taus,
                         "top1_default": "|".join(sorted(map(str, base_best))),
-                        "top1": "|".join(sorted(map(str, best))),
-                        "top1_kept": bool(best == base_best),
+                        "top1": ["|".join(sorted(map(str, b))) for b in best],
+                        "top1_kept": [b == base_best for b in best],
                     }
                 )
-    return pd.DataFrame(rank_rows), pd.DataFrame(agree_rows)
+            )
+    rank_cols = ["setting", *group_by, "metric", rank_by, "mean", "rank"]
+    rankings = pd.concat(rank_parts, ignore_index=True)[rank_cols] if rank_parts else pd.DataFrame(columns=rank_cols)
+    agree = pd.concat(agree_parts, ignore_index=True) if agree_parts else pd.DataFrame(columns=["setting", *group_by, "metric", "kendall_tau", "top1_kept"])
+    return rankings, agree
 
 
 def _param_columns(settings: pd.DataFrame) -> list[str]:
@@ -214,6 +220,8 @@ def plot_agreement(agree: pd.DataFrame, group_by: list[str], metric: str, path: 
 
 
 def plot_influence(infl: pd.DataFrame, path: Path) -> bool:
+    if infl.empty:
+        return False
     df = infl.dropna(subset=["tau_range"])
     if df.empty:
         return False
@@ -264,8 +272,8 @@ def plot_param(param: str, summary: pd.DataFrame, by_group: pd.DataFrame, group_
         ax.axis("off")
     axes.flat[min(1, len(panels) - 1)].legend(fontsize=6)
     fig.suptitle(param, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.12, top=0.88, wspace=0.3, hspace=0.55)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
     return True
 

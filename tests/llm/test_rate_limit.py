@@ -179,8 +179,9 @@ def _worker_class():
         def ready(self):
             return True
 
-        def compete(self, name, limits_dict, deadline, loops):
-            """Acquire in ``loops`` concurrent loops until ``deadline``; (ready_at, observed) pairs."""
+        def compete(self, name, limits_dict, start_at, deadline, loops):
+            """From ``start_at``, acquire in ``loops`` concurrent loops until ``deadline``;
+            returns (ready_at, observed) pairs."""
             import asyncio as aio
             import time as t
 
@@ -199,6 +200,7 @@ def _worker_class():
                     seen.append((grant.ready_at, now))
 
             async def main():
+                await aio.sleep(max(0.0, start_at - t.monotonic()))  # both workers start together
                 tasks = [aio.create_task(loop()) for _ in range(loops)]
                 await aio.wait(tasks, timeout=max(0.0, deadline - t.monotonic()) + 0.5)
                 for task in tasks:
@@ -249,9 +251,12 @@ def test_shared_limiter_two_ray_workers_real_time(ray_local, ray_workers):
     name = "test-limiter-realtime"
     owner = get_or_create_limiter(name, limits)  # the driver creates and holds it, as the engine does
     duration = 5.0
-    deadline = time.monotonic() + duration
-    parts = ray.get([w.compete.remote(name, limits.model_dump(), deadline, 4) for w in ray_workers])
-    assert all(parts), "each worker got grants from the shared limiter"
+    start_at = time.monotonic() + 1.0
+    deadline = start_at + duration
+    # 3 loops each: 6 requests always waiting (more than the burst of 5), yet few enough that
+    # neither worker's queued reservations lock the other out of the window
+    parts = ray.get([w.compete.remote(name, limits.model_dump(), start_at, deadline, 3) for w in ray_workers])
+    assert all(parts), f"each worker got grants from the shared limiter: {[len(p) for p in parts]}"
     ready = [r for part in parts for r, _ in part]
     observed = [o for part in parts for _, o in part]
     rate = 55 / 60

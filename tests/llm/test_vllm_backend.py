@@ -222,6 +222,45 @@ def test_engine_actor_caps_merged_batch_size():
     assert actor.load() == 0
 
 
+# --------------------------------------------------------------------------- the pool on real Ray
+
+
+class _EchoEngineActor(VLLMEngineActor):
+    """The real actor class with the fake engine, so the pool can be tested without vLLM."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg, _engine=_FakeEngine(), _make_params=lambda req: req["max_tokens"])
+
+
+def test_named_pool_is_shared_and_dispatches_through_ray(llm_ray, monkeypatch):
+    import sys
+
+    import ray
+    import ray.cloudpickle
+
+    from ray_knowsim.llm import vllm_backend
+    from ray_knowsim.llm.vllm_backend import get_or_create_vllm_pool, kill_vllm_pool
+
+    # workers may not import this test module: ship its classes by value
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    monkeypatch.setattr(vllm_backend, "VLLMEngineActor", _EchoEngineActor)
+    cfg = VLLMModelConfig(model="/fake/echo", replicas=2, num_cpus=0)
+    try:
+        first = get_or_create_vllm_pool(cfg)
+        again = get_or_create_vllm_pool(cfg)  # e.g. from a shard task: same named actors
+        assert [a._actor_id for a in first] == [a._actor_id for a in again]
+        assert len({a._actor_id for a in first}) == 2
+        model = VLLMActorModel(cfg, actors=again, min_chunk=2)
+        out = asyncio.run(model.complete([_req(i, max_tokens=4) for i in range(6)]))
+        assert [r.text for r in out] == [str(i) for i in range(6)]  # the echo engine's upper()
+        assert all(r.error is None and r.usage.completion_tokens == 2 for r in out)
+        served = [ray.get(a.info.remote())["served"] for a in first]
+        assert sorted(served) == [3, 3]  # split over both replicas
+    finally:
+        assert kill_vllm_pool(cfg) == 2
+        ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
 # --------------------------------------------------------------------------- real vLLM on CPU
 
 ANSWER_SCHEMA = {

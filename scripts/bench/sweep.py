@@ -1,0 +1,147 @@
+"""Benchmark: counterfactual re-scoring through the kernel vs the plain-Python rules, and a whole
+sweep of 1,000 settings x 1,000 conversations end to end.
+
+Workload: a synthetic run directory in the results contract (report.synthetic; conversations of
+15 turns over 8-13-IU graphs, three conditions, three levels) and random rule settings drawn over
+capacity ratio, softening, hinge, weights and termination window.
+
+Measured in one run, on a local Ray with ``--cpus`` CPUs (default 2):
+* re-scoring throughput, (setting, conversation) pairs per second, of the same function
+  (``sweep.rescore.rescore``: replay, every metric, early stops, failure modes, the Arrow rows)
+  with backend ``python`` (plain-Python rules) and backend ``kernel`` (numba batch), each split
+  over the CPUs as Ray tasks after a warm-up; the Python side runs a subset of the settings
+  (it is ~100x slower), the rate is per pair; ``kernel_vs_python_ratio`` is the ratio of rates;
+* the end-to-end sweep (``run_sweep``: load the run, validate and expand the settings, Ray tasks,
+  rows streamed to Parquet, aggregates, identity check), and the sensitivity report on top.
+The last line is one JSON object with the figures.
+
+Run: ``source scripts/_venv.sh && python scripts/bench/sweep.py`` (``--help`` for sizes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--settings", type=int, default=1000, help="settings of the end-to-end sweep")
+    p.add_argument("--conversations", type=int, default=1000, help="conversations of the end-to-end sweep")
+    p.add_argument("--python-settings", type=int, default=4, help="settings re-scored by the Python rules (x all conversations)")
+    p.add_argument("--kernel-settings", type=int, default=200, help="settings re-scored by the kernel in the ratio run")
+    p.add_argument("--cpus", type=int, default=2)
+    p.add_argument("--keep", help="write the run and the sweep here (default: a temporary folder)")
+    return p.parse_args()
+
+
+def space(n: int, seed: int = 1) -> dict:
+    return {
+        "random": {
+            "n": n - 1,
+            "seed": seed,
+            "params": {
+                "capacity_ratio": {"uniform": [0.35, 0.8]},
+                "dropoff_softening": {"uniform": [0.7, 2.0]},
+                "hinge": {"choice": [True, False]},
+                "hinge_ratio": {"uniform": [0.05, 0.3]},
+                "w_state.0": {"uniform": [1.2, 2.4]},
+                "w_reasoning.1": {"uniform": [0.8, 2.0]},
+                "termination.window": {"int": [2, 5]},
+            },
+        }
+    }
+
+
+def split(items: list, parts: int) -> list[list]:
+    k = -(-len(items) // parts)
+    return [items[i : i + k] for i in range(0, len(items), k)]
+
+
+def rate(ray, prepared_ref, settings, n_conv: int, cpus: int) -> tuple[float, float]:
+    """(pairs per second, seconds) re-scoring ``settings`` x the chunk, settings split over the CPUs."""
+    from ray_knowsim.sweep.rescore import InitPlan, rescore
+
+    task = ray.remote(num_cpus=1)(lambda prep, block: rescore(prep, block, InitPlan()).num_rows)
+    ray.get([task.remote(prepared_ref, settings[:1]) for _ in range(2 * cpus)])  # warm-up: imports, numba cache
+    t0 = time.perf_counter()
+    rows = sum(ray.get([task.remote(prepared_ref, block) for block in split(settings, cpus)]))
+    secs = time.perf_counter() - t0
+    assert rows == len(settings) * n_conv
+    return rows / secs, secs
+
+
+def main() -> int:
+    args = parse_args()
+    import ray
+
+    from ray_knowsim.report.synthetic import write_synthetic_run
+    from ray_knowsim.sweep.config import parse_sweep_config
+    from ray_knowsim.sweep.report import write_report
+    from ray_knowsim.sweep.rescore import kernel_available, prepare
+    from ray_knowsim.sweep.runner import run_sweep
+    from ray_knowsim.sweep.source import load_source
+    from ray_knowsim.sweep.space import expand
+
+    has_kernel = kernel_available()
+    root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_sweep_"))
+    run_dir = root / "run"
+    t0 = time.perf_counter()
+    if not (run_dir / "sessions").exists():
+        write_synthetic_run(run_dir, n_sessions=args.conversations, max_turns=15, seed=0, with_judge=False, message_chars=(40, 80))
+    print(f"synthetic run of {args.conversations} conversations: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+
+    base = {"name": "bench", "source": {"run_dir": str(run_dir)}, "execution": {"num_cpus": args.cpus}}
+    figures: dict = {"kernel_available": has_kernel, "cpus": args.cpus}
+    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, logging_level="WARNING", object_store_memory=512 * 2**20)
+    try:
+        cfg = parse_sweep_config(base | {"space": space(args.kernel_settings), "output": str(root / "unused")})
+        convs = load_source(cfg).conversations
+        settings = expand(cfg.space, cfg.base)
+        py_settings = settings[: args.python_settings]
+        py_rate, py_secs = rate(ray, ray.put(prepare(convs, "python")), py_settings, len(convs), args.cpus)
+        figures.update(python_pairs_per_s=round(py_rate, 1), python_pairs=len(py_settings) * len(convs), python_seconds=round(py_secs, 2))
+        print(f"python rules: {py_rate:,.0f} pairs/s ({len(py_settings)} settings x {len(convs)} conversations)", file=sys.stderr)
+        if has_kernel:
+            k_rate, k_secs = rate(ray, ray.put(prepare(convs, "kernel")), settings, len(convs), args.cpus)
+            figures.update(kernel_pairs_per_s=round(k_rate, 1), kernel_pairs=len(settings) * len(convs), kernel_seconds=round(k_secs, 2))
+            figures["kernel_vs_python_ratio"] = round(k_rate / py_rate, 1)
+            print(f"kernel: {k_rate:,.0f} pairs/s ({len(settings)} settings x {len(convs)} conversations)", file=sys.stderr)
+
+        e2e = parse_sweep_config(base | {"space": space(args.settings, seed=2), "output": str(root / "sweep")})
+        t0 = time.perf_counter()
+        result = run_sweep(e2e, fresh=True, report=False, progress=lambda m: print(m, file=sys.stderr))
+        e2e_secs = time.perf_counter() - t0
+    finally:
+        ray.shutdown()
+    pairs = result.plan.n_pairs
+    t0 = time.perf_counter()
+    files = write_report(result.out_dir, e2e.report)
+    report_secs = time.perf_counter() - t0
+    figures.update(
+        e2e_backend=result.plan.backend,
+        e2e_settings=len(result.plan.settings),
+        e2e_conversations=len(result.plan.source.conversations),
+        e2e_pairs=pairs,
+        e2e_seconds=round(e2e_secs, 2),
+        e2e_pairs_per_s=round(pairs / e2e_secs, 1),
+        e2e_pieces=len(result.plan.pieces),
+        e2e_task_seconds=round(result.rescore_seconds, 2),
+        e2e_identity_mismatches=result.identity.get("mismatching_conversations"),
+        rows_bytes=sum(f.stat().st_size for f in (result.out_dir / "rows").glob("*.parquet")),
+        report_seconds=round(report_secs, 2),
+        report_files=len(files),
+    )
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

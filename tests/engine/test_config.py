@@ -1,0 +1,104 @@
+"""Run-config validation: unknown keys with their path, rules checked before any work, paths."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ray_knowsim.cli.main import main as cli
+from ray_knowsim.engine.config import ConfigError, load_run_config, parse_run_config
+from tests.engine.conftest import small_config, write_config
+
+
+def errors_of(data, **kw) -> list[str]:
+    with pytest.raises(ConfigError) as exc:
+        parse_run_config(data, **kw)
+    return exc.value.errors
+
+
+def test_unknown_keys_are_errors_with_their_path():
+    data = small_config()
+    data["tasks"][0]["itemz"] = "x"
+    data["models"]["gpt"] = {"backend": "http", "base_url": "http://127.0.0.1:1/v1", "model": "m", "timeout": 3}
+    data["engine"]["shard_sise"] = 3
+    data["roles"]["extractor"] = {"model": "sim", "temp": 0}
+    data["extra"] = 1
+    errs = errors_of(data, check_files=False)
+    for expected in ("tasks.0.itemz: unknown key", "models.gpt.timeout: unknown key",
+                     "engine.shard_sise: unknown key", "roles.extractor.temp: unknown key", "extra: unknown key"):
+        assert expected in errs, errs
+
+
+def test_bad_rule_override_is_named():
+    errs = errors_of(small_config(rules={"preset": "reference", "overrides": {"hinge_ratio": -1, "hinge_ratoi": 1}}),
+                     check_files=False)
+    assert any(e.startswith("rules.overrides.hinge_ratio:") for e in errs), errs
+    assert "rules.overrides.hinge_ratoi: unknown key" in errs
+    assert any("unknown rule preset" in e for e in errors_of(small_config(rules={"preset": "nope"}), check_files=False))
+
+
+def test_cross_references_and_names():
+    data = small_config(conditions=[{"assistant": "gpt"}, {"strategy": "adaptive"}, {"strategy": "adaptive"}])
+    errs = errors_of(data, check_files=False)
+    assert any(e.startswith("conditions.0.assistant: unknown model 'gpt'") for e in errs), errs
+    assert any(e.startswith("conditions.2: name 'sim:adaptive' repeats condition 1") for e in errs), errs
+    cfg = parse_run_config(small_config(conditions=[{"strategy": "adaptive"}, {"simulator": "zero-shot-cot"}]), check_files=False)
+    assert cfg.condition_names() == ["sim:adaptive", "baseline:zero-shot-cot"]
+
+
+def test_paths_relative_to_the_config_file_and_env(tmp_path, monkeypatch):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "items.jsonl").write_text("{}\n")
+    data = small_config(tasks=[{"name": "math", "items": "data/items.jsonl", "graphs": "${RK_TEST_DIR}/g.json"}])
+    monkeypatch.delenv("RK_TEST_DIR", raising=False)
+    path = write_config(tmp_path / "cfgs", data)
+    with pytest.raises(ConfigError) as exc:
+        load_run_config(path)
+    text = "\n".join(exc.value.errors)
+    assert f"tasks.0.items: file not found: {tmp_path / 'cfgs' / 'data' / 'items.jsonl'}" in text
+    assert "environment variable RK_TEST_DIR" in text
+    monkeypatch.setenv("RK_TEST_DIR", str(tmp_path / "data"))
+    data["tasks"][0]["items"] = "../data/items.jsonl"
+    (tmp_path / "data" / "g.json").write_text("{}")
+    cfg = load_run_config(write_config(tmp_path / "cfgs", data))
+    assert cfg.resolve(cfg.tasks[0].graphs) == tmp_path / "data" / "g.json"
+    assert cfg.output_path() == tmp_path / "cfgs" / "runs" / "t"
+
+
+def test_config_hash_ignores_operational_settings(tmp_path):
+    base = parse_run_config(small_config(), check_files=True)
+    faster = parse_run_config(small_config(engine={"shard_cpus": 0.5, "max_concurrent_shards": 3}, output_dir="elsewhere"))
+    other = parse_run_config(small_config(max_turns=4))
+    assert base.config_hash() == faster.config_hash() != other.config_hash()
+
+
+def test_cli_rejects_bad_rules_before_any_work(tmp_path, capsys):
+    path = write_config(tmp_path, small_config(rules={"overrides": {"dropoff_softening": 0}}, output_dir=str(tmp_path / "out")))
+    assert cli(["run", str(path), "--quiet"]) == 2
+    assert "rules.overrides.dropoff_softening" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # nothing started, nothing written
+    assert cli(["validate-config", str(path)]) == 2
+
+
+def test_validate_config_prints_the_resolved_config(tmp_path, capsys):
+    path = write_config(tmp_path, small_config())
+    assert cli(["validate-config", str(path), "--set", "trials=2"]) == 0
+    out = capsys.readouterr().out
+    assert "trials: 2" in out and "n_sessions: 48" in out and "config_hash:" in out
+    assert cli(["validate-config", str(path), "--set", "tasks.3.limit=1"]) == 2
+
+
+RUN_CONFIGS = ("demo.yaml", "paper_benchmark.yaml", "strategy_arm_math.yaml", "strategy_arm_expertqa.yaml",
+               "model_arm_math.yaml", "model_arm_expertqa.yaml")
+
+
+def test_shipped_run_configs_validate(monkeypatch):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "configs"
+    monkeypatch.setenv("KNOWSIM_REF", str(root))  # the paper configs read their data from $KNOWSIM_REF
+    for name in RUN_CONFIGS:
+        load_run_config(root / name, check_files=False)  # schema, references and rules
+    load_run_config(root / "demo.yaml")  # the demo's data ships with the package

@@ -1,0 +1,199 @@
+"""End to end on one local Ray (2 CPUs): tables against a plain pandas reduction of the same rows,
+resume after a worker dies, and an LLM endpoint that fails some requests.
+
+Runs use the stand-in shard function (``ray_knowsim.engine.standin``), so they test the engine
+alone; the same checks apply unchanged once ``engine.shard_fn`` is the real simulation loop.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from ray_knowsim.engine.config import parse_run_config
+from ray_knowsim.engine.reduce import FM_COLUMNS, METRICS, RANK_METRICS
+from ray_knowsim.engine.results import RunDir
+from ray_knowsim.engine.runner import run
+from ray_knowsim.model.results import LOWER_IS_BETTER
+from tests.engine.conftest import small_config
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+
+def rows(run_dir, table: str) -> pd.DataFrame:
+    rd = RunDir(run_dir)
+    frames = [pq.read_table(f).to_pandas() for f in rd.data_files(table)]
+    df = pd.concat(frames, ignore_index=True)
+    keys = ["session_id", "turn"] if table == "turns" else ["session_id"]
+    return df.sort_values(keys).reset_index(drop=True)
+
+
+def assert_same_rows(a, b):
+    for table in ("sessions", "turns"):
+        x, y = rows(a, table), rows(b, table)
+        assert len(x) == len(y) and x["session_id"].is_unique if table == "sessions" else True
+        pd.testing.assert_frame_equal(x, y)
+
+
+FAILS = ["math/demo_math_02/advanced/sim:adaptive/0"]
+
+
+@pytest.fixture(scope="module")
+def crash_file(tmp_path_factory):
+    return tmp_path_factory.mktemp("crash") / "crash-shard"
+
+
+def config(crash_file, **engine):
+    return parse_run_config(small_config(engine={"shard_fn_options": {"fail_sessions": FAILS, "crash_file": str(crash_file)}, **engine}))
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory, crash_file):
+    out = tmp_path_factory.mktemp("clean")
+    cfg = config(crash_file)
+    outcome = run(cfg, output=out, quiet=True)
+    return cfg, out, outcome
+
+
+def test_tables_match_a_pandas_reduction(clean_run):
+    cfg, out, outcome = clean_run
+    assert outcome.n_sessions == 24 and outcome.n_ok == 23 and outcome.n_failed == 1 and not outcome.incomplete
+    df = rows(out, "sessions")
+    assert df["session_id"].is_unique and len(df) == 24
+    ok = df[df["status"] == "ok"]
+    g = ok.groupby(["task", "condition", "knowledge_level"])
+    lm = outcome.tables["level_means"].set_index(["task", "condition", "knowledge_level"])
+    for m in METRICS:
+        exp_mean, exp_sd, exp_n = g[m].mean(), g[m].std(ddof=1), g[m].count()
+        for key in lm.index:
+            assert lm.loc[key, f"{m}_n"] == exp_n.get(key, 0)
+            if exp_n.get(key, 0):
+                assert lm.loc[key, m] == pytest.approx(exp_mean[key], rel=1e-9, abs=1e-12)
+            if exp_n.get(key, 0) >= 2:
+                assert lm.loc[key, f"{m}_sd"] == pytest.approx(exp_sd[key], rel=1e-9)
+    failed = df[df["status"] != "ok"].groupby(["task", "condition", "knowledge_level"]).size()
+    assert lm["n_failed"].sum() == 1 and lm.loc[failed.index[0], "n_failed"] == 1
+    # level-marginal = unweighted mean of the level means
+    mg = outcome.tables["marginal"].set_index(["task", "condition"])
+    level_means = g[list(METRICS)].mean().groupby(["task", "condition"]).mean()
+    for key in mg.index:
+        for m in ("kg", "dc", "co", "iq"):
+            assert mg.loc[key, m] == pytest.approx(level_means.loc[key, m])
+    # ranks: "min" ties, CO/PO ascending, mean rank over the paper's metrics
+    rk = outcome.tables["ranks"]
+    marg = rk[rk["scope"] == "marginal"].set_index("condition")
+    exp_ranks = pd.DataFrame({m: level_means.loc["math"][m].rank(method="min", ascending=m in LOWER_IS_BETTER) for m in RANK_METRICS})
+    for cond in marg.index:
+        for m in RANK_METRICS:
+            assert marg.loc[cond, f"rank_{m}"] == exp_ranks.loc[cond, m]
+        assert marg.loc[cond, "mean_rank"] == pytest.approx(exp_ranks.loc[cond].mean())
+    # failure modes: counts and shares per (condition, level), ok sessions only
+    fm = outcome.tables["failure_modes"].set_index(["task", "condition", "knowledge_level"])
+    exp_fm = g[list(FM_COLUMNS)].sum()
+    for key in exp_fm.index:
+        total = exp_fm.loc[key].sum()
+        for f in FM_COLUMNS:
+            assert fm.loc[key, f] == exp_fm.loc[key, f]
+            assert fm.loc[key, f"{f}_share"] == pytest.approx(exp_fm.loc[key, f] / total)
+    for name in ("level_means", "marginal", "ranks", "failure_modes"):
+        assert (out / "tables" / f"{name}.parquet").is_file() and (out / "tables" / f"{name}.csv").is_file()
+    import json
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config_hash"] == cfg.config_hash() and manifest["seeds"]["run_seed"] == 42
+    assert manifest["invocations"][-1]["status"] == "ok_with_failed_sessions"
+    assert manifest["plan"]["n_sessions"] == 24 and "ray" in manifest["invocations"][-1]["versions"]
+
+
+def test_rerun_skips_committed_shards_and_redoes_failed_sessions(clean_run, tmp_path):
+    cfg, out, _ = clean_run
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    before = RunDir(copy).markers(cfg.config_hash())
+    again = run(cfg, output=copy, quiet=True, tables=False)
+    after = RunDir(copy).markers(cfg.config_hash())
+    assert again.skipped_shards == 5 and again.ran_shards == 1  # only the shard with a failed session
+    changed = [k for k in after if after[k].token != before[k].token]
+    assert len(changed) == 1 and after[changed[0]].attempt == 2
+    assert_same_rows(out, copy)  # the injected failure fails again: same rows, none duplicated
+
+
+@pytest.mark.parametrize("retries", [2, 0])
+def test_worker_killed_mid_run_then_resumed_equals_clean(clean_run, crash_file, tmp_path, retries):
+    cfg, out, _ = clean_run
+    killed = config(crash_file, shard_retries=retries)
+    assert killed.config_hash() == cfg.config_hash()  # retries are operational, not part of the results
+    crash_file.write_text("shard-000003")
+    first = run(killed, output=tmp_path / "run", quiet=True, tables=False)
+    assert not crash_file.exists() and crash_file.with_name(crash_file.name + ".fired").exists()  # it did die
+    if retries:
+        assert not first.incomplete  # Ray re-ran the shard on a new worker
+    else:
+        assert list(first.incomplete) == ["shard-000003"] and first.n_ok == 19
+        resumed = run(killed, output=tmp_path / "run", quiet=True, tables=False)
+        assert resumed.ran_shards == 2 and not resumed.incomplete  # the lost shard + the failed session's
+    assert_same_rows(out, tmp_path / "run")
+
+
+class FlakyModel:
+    """Answers like a model, except: requests about demo_math_01 fail once (a transient 500, the
+    HTTP backend's retry recovers), the user simulator of demo_math_03 always fails while
+    ``broken`` is set."""
+
+    name = "flaky"
+
+    def __init__(self) -> None:
+        self.broken = True
+        self.seen: dict[str, int] = {}
+
+    async def complete(self, requests):
+        from ray_knowsim.llm.protocol import ChatResponse, Usage
+
+        out = []
+        for r in requests:
+            text = r.messages[-1]["content"]
+            self.seen[text] = self.seen.get(text, 0) + 1
+            if self.broken and "demo_math_03" in text and r.role == "user_sim":
+                out.append(ChatResponse(text="", error="overloaded: try later"))
+            elif "demo_math_01" in text and self.seen[text] == 1:
+                out.append(ChatResponse(text="", error="transient: once"))
+            else:
+                out.append(ChatResponse(text="fine", usage=Usage(3, 2)))
+        return out
+
+
+def test_failing_endpoint_gives_retried_then_explicitly_failed_sessions(tmp_path):
+    from ray_knowsim.llm.server import serve_model_in_thread
+
+    model = FlakyModel()
+    with serve_model_in_thread(model) as server:
+        ep = {"backend": "http", "base_url": server.base_url, "model": "flaky", "max_attempts": 3,
+              "backoff": {"initial_s": 0.01, "max_s": 0.02}, "max_in_flight_global": 8}
+        data = small_config(models={"ep": ep}, roles={"user_sim": "ep", "extractor": "ep", "judge": "ep",
+                                                      "assistant": {"model": "ep"}, },
+                            engine={"shard_fn_options": {"call_models": True}})
+        data["roles"]["user_sim"] = {"model": "ep", "attempts": 2}
+        cfg = parse_run_config(data)
+        first = run(cfg, output=tmp_path, quiet=True, tables=False)
+        df = rows(tmp_path, "sessions")
+        failed = df[df["status"] == "failed"]
+        assert first.n_failed == 6 and set(failed["item_id"]) == {"demo_math_03"}
+        assert set(failed["error"]) == {"user_sim: http_500 (after 2 attempts)"}  # named, never a default
+        assert failed["kg"].isna().all() and failed["iq"].isna().all()
+        ok = df[df["status"] == "ok"]
+        assert ok["error"].isna().all() and (ok["tokens_user_sim"] > 0).all() and (ok["tokens_judge"] > 0).all()
+        assert ok["iq"].notna().all()
+        # transient failures were retried by the backend: every demo_math_01 request was seen twice
+        assert all(n == 2 for t, n in model.seen.items() if "demo_math_01" in t)
+        # the server heals; the same command redoes only the failed sessions
+        model.broken = False
+        before = RunDir(tmp_path).markers(cfg.config_hash())
+        second = run(cfg, output=tmp_path, quiet=True, tables=False)
+        after = RunDir(tmp_path).markers(cfg.config_hash())
+    assert second.n_failed == 0 and second.n_ok == 24
+    assert second.ran_shards == sum(1 for m in before.values() if m.failed)
+    assert {k for k in after if after[k].token != before[k].token} == {k for k, m in before.items() if m.failed}
+    assert rows(tmp_path, "sessions")["session_id"].is_unique

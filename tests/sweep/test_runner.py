@@ -1,0 +1,168 @@
+"""The sweep on a local Ray: default identity end to end, split independence, resume, rejection
+before work, the sensitivity report, and the shipped configs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ray_knowsim.cli.main import main
+from ray_knowsim.sweep.config import SweepConfigError, load_sweep_config, parse_sweep_config
+from ray_knowsim.sweep.runner import done_pieces, plan_sweep, read_rows, run_sweep
+from ray_knowsim.sweep.source import load_source
+from tests.sweep.conftest import reference_config, run_dir_config
+
+ray = pytest.importorskip("ray")
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+SPACE = {
+    "grid": {"capacity_ratio": [0.4, 0.55, 0.7], "dropoff_softening": [1.0, 1.3]},
+    "list": [{"hinge": False}, {"termination.window": 5}, {"w_state.0": 2.5}],
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    if not ray.is_initialized():
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    yield
+    ray.shutdown()
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+def sweep(cfg_dict, **kw):
+    return run_sweep(parse_sweep_config(cfg_dict), progress=quiet, **kw)
+
+
+def test_default_only_space_reproduces_the_run_and_reports(run_dir, tmp_path):
+    result = sweep(run_dir_config(run_dir, tmp_path / "out"))
+    assert result.identity == {"checked": True, "conversations": 54, "values_compared": 54 * 28, "mismatching_conversations": 0, "tolerance": 1e-9}
+    rows = read_rows(result.out_dir)
+    sessions = pd.read_parquet(run_dir / "sessions")
+    merged = rows.merge(sessions, on="session_id", suffixes=("", "_recorded"))
+    assert len(merged) == 54
+    for col in ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience", "nkg_es", "po_es", "fm_effective", "tau"):
+        assert (merged[col] == merged[f"{col}_recorded"]).all(), col
+    assert (merged["early_stop_turn"].fillna(0) == merged["early_stop_turn_recorded"].fillna(0)).all()
+    # aggregates: one row per (setting 0, level, condition) with the mean of the recorded metric
+    agg = pd.read_parquet(result.out_dir / "aggregates.parquet")
+    expected = sessions[(sessions.status == "ok") & (sessions.simulator == "structured")].groupby(["knowledge_level", "condition"])["nkg"].mean()
+    got = agg.set_index(["knowledge_level", "condition"])["nkg_mean"]
+    assert got.sort_index().to_numpy() == pytest.approx(expected.sort_index().to_numpy(), rel=1e-12)
+    index = (result.out_dir / "report" / "index.md").read_text()
+    for f in result.report_files:
+        assert (result.out_dir / f).exists()
+        assert f == "report/index.md" or f in index
+    agree = pd.read_csv(result.out_dir / "report" / "agreement.csv")
+    assert (agree["kendall_tau"] == 1.0).all() and agree["top1_kept"].all()
+
+
+def test_rows_do_not_depend_on_how_the_work_is_split(run_dir, tmp_path):
+    outs = []
+    for k, (per_task, per_chunk) in enumerate([(1, 54), (3, 20), (9, 7)]):
+        cfg = run_dir_config(run_dir, tmp_path / f"out{k}", space=SPACE,
+                             execution={"settings_per_task": per_task, "conversations_per_task": per_chunk})  # fmt: skip
+        result = sweep(cfg, report=False)
+        assert len(result.plan.settings) == 9
+        assert result.pieces_run == len(result.plan.pieces) == -(-9 // per_task) * -(-54 // per_chunk)
+        outs.append(result)
+    base = read_rows(outs[0].out_dir)
+    assert len(base) == 9 * 54
+    for other in outs[1:]:
+        pd.testing.assert_frame_equal(base, read_rows(other.out_dir), check_exact=True)
+    a0 = pd.read_parquet(outs[0].out_dir / "aggregates.parquet")
+    for other in outs[1:]:
+        pd.testing.assert_frame_equal(a0, pd.read_parquet(other.out_dir / "aggregates.parquet"), rtol=1e-12)
+    # same conversation chunks, other settings split: aggregates are bit-identical
+    same_chunks = sweep(run_dir_config(run_dir, tmp_path / "out_same", space=SPACE,
+                                       execution={"settings_per_task": 2, "conversations_per_task": 54}), report=False)  # fmt: skip
+    pd.testing.assert_frame_equal(a0, pd.read_parquet(same_chunks.out_dir / "aggregates.parquet"), check_exact=True)
+
+
+def test_resume_skips_finished_pieces(run_dir, tmp_path):
+    cfg = run_dir_config(run_dir, tmp_path / "out", space=SPACE, execution={"settings_per_task": 2, "conversations_per_task": 30})
+    first = sweep(cfg, report=False)
+    n = len(first.plan.pieces)
+    assert first.pieces_run == n == 10
+    before = read_rows(first.out_dir)
+    victim = first.out_dir / "rows" / first.plan.piece_name(2, 1)
+    victim.unlink()
+    (first.out_dir / "rows" / ".part-b00003-c00000.parquet.tmp-1-deadbeef").write_bytes(b"half a file")  # killed mid-write
+    assert len(done_pieces(first.plan)) == n - 1
+    second = sweep(cfg, report=False)
+    assert (second.pieces_run, second.pieces_skipped) == (1, n - 1)
+    pd.testing.assert_frame_equal(before, read_rows(second.out_dir), check_exact=True)
+    assert not list((second.out_dir / "rows").glob(".*tmp*"))
+    third = sweep(cfg, report=False)
+    assert (third.pieces_run, third.pieces_skipped) == (0, n)
+    # a different sweep into the same folder is refused, --fresh replaces it
+    changed = cfg | {"space": {"grid": {"capacity_ratio": [0.3]}}}
+    with pytest.raises(SweepConfigError, match="holds a different sweep"):
+        sweep(changed, report=False)
+    assert sweep(changed, report=False, fresh=True).pieces_run == 1 * 2
+
+
+def test_invalid_setting_is_rejected_before_any_work(run_dir, tmp_path, monkeypatch):
+    submitted = []
+    monkeypatch.setattr("ray_knowsim.sweep.runner.run_pieces", lambda *a, **k: submitted.append(a))
+    monkeypatch.setattr("ray_knowsim.sweep.runner.load_source", lambda *a, **k: submitted.append("load") or load_source(*a, **k))
+    out = tmp_path / "out"
+    bad = run_dir_config(run_dir, out, space={"grid": {"capacity_ratio": [0.5, 0.6]}, "list": [{"w_reasoning.2": -0.1}]})
+    with pytest.raises(SweepConfigError, match="w_reasoning must be non-negative"):
+        sweep(bad)
+    assert submitted == [] and not out.exists()
+    # the CLI says so and exits 2
+    cfg_file = tmp_path / "bad.yaml"
+    import yaml
+
+    cfg_file.write_text(yaml.safe_dump(bad))
+    assert main(["sweep", str(cfg_file)]) == 2
+    assert submitted == [] and not out.exists()
+
+
+def test_reference_records_sweep_and_cli(shared_ref, tmp_path, capsys):
+    cfg = reference_config(shared_ref, tmp_path / "out",
+                           space={"grid": {"capacity_ratio": [0.45, 0.55, 0.65], "dropoff_softening": [1.0, 1.3], "hinge": [True, False]}},
+                           report={"ranking_metrics": ["nkg"], "max_param_plots": 2})  # fmt: skip
+    import yaml
+
+    path = tmp_path / "ref.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert main(["sweep", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "2/2 conversations reproduced" in out
+    summary = pd.read_parquet(tmp_path / "out" / "setting_summary.parquet")
+    assert len(summary) == 12 and summary.loc[summary.setting == 0, "origin"].item() == "default"
+    spans = pd.read_csv(tmp_path / "out" / "report" / "metric_range_summary.csv")
+    assert set(spans["param"]) == {"capacity_ratio", "dropoff_softening", "hinge"}
+    assert spans.loc[(spans.param == "capacity_ratio") & (spans.metric == "co"), "range"].item() > 0
+    assert (tmp_path / "out" / "report" / "metric_ranges.png").stat().st_size > 1000
+    # --report-only rebuilds the report from the finished sweep without re-scoring
+    assert main(["sweep", str(path), "--report-only"]) == 0
+
+
+def test_shipped_configs_load_and_plan(shared_ref):
+    ref = load_sweep_config(CONFIGS / "sweep_reference.yaml")
+    assert {"capacity_ratio", "dropoff_softening", "hinge"} <= set(ref.space.grid or {})
+    plan = plan_sweep(ref)
+    assert len(plan.source.conversations) == 2 and len(plan.settings) > 100
+    demo = load_sweep_config(CONFIGS / "sweep_demo.yaml")
+    assert demo.resolve(demo.source.run_dir) == (CONFIGS.parent / "runs" / "demo").resolve()
+
+
+def test_demo_config_runs_quickly_on_a_small_run(run_dir, tmp_path):
+    """configs/sweep_demo.yaml's space over a run of the demo's size (the real demo run needs the engine)."""
+    import time
+
+    demo = load_sweep_config(CONFIGS / "sweep_demo.yaml", output=str(tmp_path / "out"))
+    cfg = demo.model_copy(update={"source": demo.source.model_copy(update={"run_dir": str(run_dir)})})
+    t0 = time.perf_counter()
+    result = run_sweep(cfg, progress=quiet)
+    assert time.perf_counter() - t0 < 120
+    assert result.identity["mismatching_conversations"] == 0
+    assert len(list((result.out_dir / "report").glob("*.png"))) >= 3
