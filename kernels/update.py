@@ -215,7 +215,7 @@ def session_turn(
     wr = p[P_WR : P_WR + 4]
     tau = p[P_TAU]
 
-    # 6.1 bookkeeping: pre snapshot, last entry per IU (by_id), explained flags (E_t as a set)
+    # 6.1 bookkeeping: pre snapshot, last entry per IU (by_id)
     for v in range(n):
         pre[so + v] = state[so + v]
         last[so + v] = -1

@@ -228,9 +228,11 @@ class _Failure(Exception):
 
 class OpenAICompatibleModel:
     """ChatModel over HTTP. Errors come back per request in ``ChatResponse.error`` as
-    ``<kind>[:<detail>]``: ``http_<status>[:<provider error code>]`` (``http_400:context_length_exceeded``), ``timeout``,
-    ``connection``, ``bad_response``, ``refusal``, ``rate_limited_long`` (Retry-After beyond
-    ``backoff.max_retry_after_s``). ``latency_s`` is the duration of the last HTTP attempt."""
+    ``<kind>[:<detail>]``: ``http_<status>[:<provider error code>]``
+    (``http_400:context_length_exceeded``), ``timeout``, ``connection``, ``bad_response`` (a 200
+    without a readable answer), ``bad_request`` (not serialisable), ``refusal``,
+    ``rate_limited_long`` (Retry-After beyond ``backoff.max_retry_after_s``), ``limiter_error``.
+    ``latency_s`` is the duration of the last HTTP attempt."""
 
     def __init__(
         self,
@@ -375,7 +377,11 @@ class OpenAICompatibleModel:
             async with self._semaphore():
                 grant: Grant | None = None
                 if self._limiter is not None:
-                    grant = await self._limiter.acquire(estimate)
+                    try:
+                        grant = await self._limiter.acquire(estimate)
+                    except Exception as exc:  # a broken limiter fails requests, not the batch
+                        log.warning("%s: rate limiter failed: %s", self.name, self._scrub(repr(exc)))
+                        return ChatResponse(text="", error="limiter_error")
                 used: int | None = None
                 try:
                     t0 = time.perf_counter()
@@ -394,7 +400,7 @@ class OpenAICompatibleModel:
                     last = failure
                 finally:
                     if grant is not None:
-                        await self._limiter.release(grant, used)
+                        await self._release(grant, used)
 
             log.debug(
                 "%s attempt %d/%d failed: %s (role=%s, id=%s)",
@@ -417,6 +423,12 @@ class OpenAICompatibleModel:
         )
         return ChatResponse(text="", latency_s=latency, error=last.reason)
 
+    async def _release(self, grant: Grant, used: int | None) -> None:
+        try:
+            await self._limiter.release(grant, used)  # type: ignore[union-attr]
+        except Exception as exc:  # the lease times out on its own; the answer is still good
+            log.warning("%s: rate limiter release failed: %s", self.name, self._scrub(repr(exc)))
+
     async def _attempt(
         self, session: aiohttp.ClientSession, request: ChatRequest, body: dict[str, Any]
     ) -> ChatResponse:
@@ -431,6 +443,9 @@ class OpenAICompatibleModel:
             # connection refused/reset, payload cut short, ...: transient from our side
             log.debug("%s: %s", self.name, self._scrub(f"{type(exc).__name__}: {exc}"))
             raise _Failure("connection", retryable=True) from None
+        except (TypeError, ValueError) as exc:  # e.g. a message that cannot be sent as JSON
+            log.warning("%s: cannot send request: %s", self.name, self._scrub(f"{type(exc).__name__}: {exc}"))
+            raise _Failure("bad_request", retryable=False) from None
 
         if status != 200:
             reason = f"http_{status}"

@@ -129,10 +129,11 @@ def summarize(
     """Row columns (FLOAT_COLUMNS, INT_COLUMNS except tau and raw_state_progress, and the reason
     code ``early_stop_reason``) from ``counters[S, T, C]`` (NaN past each session's last turn)."""
     s, t_max, _ = counters.shape
-    valid = np.arange(t_max)[None, :] < n_turns[:, None]
+    by_counter = np.ascontiguousarray(counters.transpose(2, 0, 1))  # [C, S, T]: one contiguous block per counter
+    np.copyto(by_counter, 0.0, where=np.isnan(by_counter))  # NaN only past a session's last turn
 
     def col(name: str) -> np.ndarray:
-        return np.where(valid, counters[:, :, counter_index[name]], 0.0)
+        return by_counter[counter_index[name]]
 
     def running(name: str) -> np.ndarray:
         return np.cumsum(col(name), axis=1)  # left-to-right, like sum() over the turn list

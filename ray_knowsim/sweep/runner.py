@@ -50,7 +50,7 @@ MANIFEST = "sweep.json"
 COST_PER_SESSION_TURN = {"kernel": 2e-6, "python": 1.5e-4}
 MAX_CONVERSATIONS_PER_TASK = 1000
 #: files and folders a sweep writes (the only things ``fresh`` deletes)
-OUTPUTS = ("rows", "partials", "report", "settings.parquet", "aggregates.parquet", "setting_summary.parquet", "identity.csv", MANIFEST)
+OUTPUTS = (".tmp", "rows", "partials", "report", "settings.parquet", "aggregates.parquet", "setting_summary.parquet", "identity.csv", MANIFEST)
 
 Progress = Callable[[str], None]
 
@@ -162,9 +162,9 @@ def _prepare_out_dir(plan: SweepPlan, fresh: bool) -> None:
                     f"{out} holds a different sweep (source, settings, initial-state plan or piece sizes changed); "
                     "rerun with --fresh to replace it, or choose another output"
                 )
+    remove_stale_tmp(out)
     for sub in ("rows", "partials"):
         (out / sub).mkdir(parents=True, exist_ok=True)
-        remove_stale_tmp(out / sub)
 
 
 def settings_table(plan: SweepPlan) -> pa.Table:

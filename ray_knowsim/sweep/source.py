@@ -108,19 +108,34 @@ _SESSION_COLUMNS = (
 )  # fmt: skip
 
 
-def _dataset(path: Path, what: str) -> ds.Dataset:
-    if not path.is_dir():
-        raise SweepConfigError(f"{path.parent} is not a run directory: {what}/ is missing")
-    dataset = ds.dataset(path, format="parquet")
-    if not dataset.files:
-        raise SweepConfigError(f"{path} holds no Parquet files")
-    return dataset
+def _datasets(run_dir: Path) -> tuple[ds.Dataset, ds.Dataset]:
+    """(sessions, turns) of a run directory: the files its commit markers name when it has them
+    (engine.results: a rerun shard's superseded files may still lie beside the new ones), else
+    every Parquet file under sessions/ and turns/."""
+    for what in ("sessions", "turns"):
+        if not (run_dir / what).is_dir():
+            raise SweepConfigError(f"{run_dir} is not a run directory: {what}/ is missing")
+    if (run_dir / "shards").is_dir():
+        from ray_knowsim.engine.results import RunDir
+
+        rd = RunDir(run_dir)
+        markers = list(rd.markers().values())
+        files = {t: rd.data_files(t, markers) for t in ("sessions", "turns")}
+        if not files["sessions"]:
+            raise SweepConfigError(f"{run_dir} has no committed shard yet (shards/ names no complete files)")
+        return ds.dataset(files["sessions"], format="parquet"), ds.dataset(files["turns"], format="parquet")
+    out = []
+    for what in ("sessions", "turns"):
+        dataset = ds.dataset(run_dir / what, format="parquet")
+        if not dataset.files:
+            raise SweepConfigError(f"{run_dir / what} holds no Parquet files")
+        out.append(dataset)
+    return out[0], out[1]
 
 
 def _load_run_dir(cfg: SweepConfig, src: RunDirSource) -> SourceData:
     run_dir = cfg.resolve(src.run_dir)
-    sessions = _dataset(run_dir / "sessions", "sessions")
-    turns = _dataset(run_dir / "turns", "turns")
+    sessions, turns = _datasets(run_dir)
     names = set(sessions.schema.names)
     missing = {"session_id", "knowledge_level", "condition", "graph_json", "initial_states"} - names
     if missing:

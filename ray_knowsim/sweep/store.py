@@ -1,32 +1,45 @@
-"""Atomic writes for the sweep's output folder.
+"""Atomic writes for the sweep's output folder (the same commit discipline as engine/results.py).
 
-Why: resume trusts that a file under its final name is complete. Every file is written under a
-temporary name in the same folder and renamed into place (``os.replace`` is atomic on POSIX), so
-a sweep killed mid-write leaves at worst a stray ``.tmp-*`` file, never a truncated piece.
-(The run engine needs the same; until it has a shared helper this module is the sweep's own.)
+Why: resume trusts that a file under its final name is complete. Every file is written under
+``<folder>/.tmp/`` (same filesystem), fsynced and renamed into place, so a sweep killed mid-write
+leaves at worst a stray temp file (removed at the next start), never a truncated piece. Text goes
+through the engine's ``atomic_write_text``; the engine has no public Parquet writer, so the
+Parquet variant lives here, written the engine's way (zstd, fsync, rename).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import uuid
+import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ray_knowsim.engine.results import atomic_write_text
 
-def _tmp(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+TMP = ".tmp"
+
+
+def _tmp_dir(path: Path) -> Path:
+    """Temp files of ``path`` live in ``.tmp/`` of its sweep folder (one level up for pieces)."""
+    parent = path.parent
+    return (parent.parent if parent.name in ("rows", "partials", "report") else parent) / TMP
 
 
 def write_parquet_atomic(table: pa.Table, path: Path, **kwargs: Any) -> Path:
+    tmp_dir = _tmp_dir(path)
+    tmp_dir.mkdir(parents=True, exist_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp(path)
+    tmp = tmp_dir / f"{path.name}.{secrets.token_hex(4)}.tmp"
     try:
-        pq.write_table(table, tmp, **kwargs)
+        with open(tmp, "wb") as fh:
+            pq.write_table(table, fh, compression="zstd", **kwargs)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -35,12 +48,7 @@ def write_parquet_atomic(table: pa.Table, path: Path, **kwargs: Any) -> Path:
 
 def write_text_atomic(text: str, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp(path)
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    atomic_write_text(path, text, _tmp_dir(path))
     return path
 
 
@@ -52,14 +60,9 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def remove_stale_tmp(folder: Path) -> int:
-    """Delete leftovers of interrupted writes (``.NAME.tmp-*``) in ``folder``."""
-    n = 0
-    if folder.is_dir():
-        for p in folder.glob(".*.tmp-*"):
-            p.unlink(missing_ok=True)
-            n += 1
-    return n
+def remove_stale_tmp(folder: Path) -> None:
+    """Delete leftovers of interrupted writes (``folder/.tmp``)."""
+    shutil.rmtree(folder / TMP, ignore_errors=True)
 
 
-__all__ = ["read_json", "remove_stale_tmp", "write_json_atomic", "write_parquet_atomic", "write_text_atomic"]
+__all__ = ["TMP", "read_json", "remove_stale_tmp", "write_json_atomic", "write_parquet_atomic", "write_text_atomic"]

@@ -321,6 +321,21 @@ def test_eta_uses_libm_pow_not_a_square():
     assert res.counter("effective_load")[0, 0] == traj.updates[0].effective_load
 
 
+def test_duplicated_id_across_the_hinge_boundary_takes_the_later_rank():
+    """An IU mentioned twice whose two entries rank N-1 and N: the later (tail) efficiency wins."""
+    nodes = [{"id": v} for v in ("Z", "A", "B", "C", "D", "E", "F")]  # |G| = 7: tau = 4, hinge N = 1
+    g = build_index(IUGraph.model_validate({"nodes": nodes, "edges": [{"from": "Z", "to": "C"}]}))
+    entries = [
+        SignalEntry(id="A", teaching_quality="well_explained", user_attempt_type="reasoning"),
+        SignalEntry(id="A", teaching_quality="well_explained"),
+        SignalEntry(id="B", teaching_quality="shallow"),
+    ]
+    s = Session(g, reference_rules(), {"B": 3}, {}, [entries], 15)
+    u = python_trajectory(s).updates[0]
+    assert u.eta < 1 and u.carries["A"] == 0.5 * u.eta  # the rule itself: later rank (tail) wins
+    assert_matches_python([s], parallel=False)
+
+
 def test_reproduces_recorded_reference_traces(shared_ref):
     """The kernel replays the authors' recorded math conversations: states, carries and counters."""
     records = json.loads((shared_ref / "examples/mathqa_structured_adaptive_novice.json").read_text())

@@ -7,7 +7,8 @@ you use into a test module (or a conftest.py):
     from llm_cpu_fixtures import llm_ray, smollm2_dir, vllm_cpu_pool, vllm_server  # noqa: F401
 
 Each expensive thing starts once per pytest session and is shared: the OpenAI-compatible server
-(~40 s, ~1.6 GB) and the Ray actor engine (~30 s, ~2.2 GB).
+(~40 s on an idle 2-core machine, 2-3 min when it is busy; ~1.6 GB) and the Ray actor engine
+(~30-60 s, ~2.1 GB). RAY_KNOWSIM_VLLM_READY_TIMEOUT (s, default 300) bounds each start.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from typing import Iterator
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 SETUP_HINT = (
     "run `bash scripts/setup_llm_cpu.sh`, then `.venv-llm/bin/python -m pytest -m llm_cpu tests/llm`"
 )

@@ -266,3 +266,20 @@ def test_config_rate_limit_makes_a_local_limiter_without_ray_and_pickles():
     injected = OpenAICompatibleModel(config("http://h/v1"), limiter=LocalRateLimiter(RateLimits(max_in_flight=1)))
     with pytest.raises(TypeError, match="get_or_create_limiter"):
         pickle.dumps(injected)
+
+
+def test_per_request_failures_never_break_the_batch():
+    class BrokenLimiter:
+        limits = RateLimits(requests_per_minute=1)
+
+        async def acquire(self, tokens=0):
+            raise RuntimeError("limiter actor unreachable")
+
+    server = Scripted([(200, ok_body(), None, 0)])
+    with serve_app_in_thread(server.app()) as h:
+        unsendable = ChatRequest(messages=({"role": "user", "content": {"not", "json"}},))
+        out = run(OpenAICompatibleModel(config(h.base_url)), [unsendable, req("fine")])
+        broken = run(OpenAICompatibleModel(config(h.base_url), limiter=BrokenLimiter()), [req()])
+    assert [r.error for r in out] == ["bad_request", None]
+    assert broken[0].error == "limiter_error"
+    assert server.hits == 1

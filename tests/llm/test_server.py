@@ -13,6 +13,7 @@ import pytest
 from ray_knowsim.cli.main import build_parser
 from ray_knowsim.llm.http_backend import HTTPModelConfig, OpenAICompatibleModel
 from ray_knowsim.llm.protocol import ChatRequest, ChatResponse, Usage
+from ray_knowsim.llm.retry import BackoffConfig
 from ray_knowsim.llm.server import serve_model_in_thread
 
 
@@ -39,6 +40,7 @@ class StubModel:
 def client(base_url: str, **kw) -> OpenAICompatibleModel:
     kw.setdefault("model", "stub-1")
     kw.setdefault("max_attempts", 1)
+    kw.setdefault("backoff", BackoffConfig(initial_s=0.01, max_s=0.02))
     return OpenAICompatibleModel(HTTPModelConfig(base_url=base_url, **kw))
 
 

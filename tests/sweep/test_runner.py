@@ -92,12 +92,13 @@ def test_resume_skips_finished_pieces(run_dir, tmp_path):
     before = read_rows(first.out_dir)
     victim = first.out_dir / "rows" / first.plan.piece_name(2, 1)
     victim.unlink()
-    (first.out_dir / "rows" / ".part-b00003-c00000.parquet.tmp-1-deadbeef").write_bytes(b"half a file")  # killed mid-write
+    (first.out_dir / ".tmp").mkdir(exist_ok=True)
+    (first.out_dir / ".tmp" / "part-b00003-c00000.parquet.deadbeef.tmp").write_bytes(b"half a file")  # killed mid-write
     assert len(done_pieces(first.plan)) == n - 1
     second = sweep(cfg, report=False)
     assert (second.pieces_run, second.pieces_skipped) == (1, n - 1)
     pd.testing.assert_frame_equal(before, read_rows(second.out_dir), check_exact=True)
-    assert not list((second.out_dir / "rows").glob(".*tmp*"))
+    assert not list(second.out_dir.rglob("*.tmp"))
     third = sweep(cfg, report=False)
     assert (third.pieces_run, third.pieces_skipped) == (0, n)
     # a different sweep into the same folder is refused, --fresh replaces it

@@ -1,0 +1,263 @@
+"""Benchmark: the Ray engine around the per-shard lockstep loop (planning, shard tasks, atomic
+Parquet commits, the Ray Data reduction), each figure against a baseline measured in this run.
+
+(a) throughput: sessions/s of ``ray-knowsim run`` on a local Ray with ``--cpus`` CPUs (default 2;
+    Ray start excluded) vs a single-process loop over the same shards (same shard function,
+    offline backend, rows written to one Parquet file): ``ray_vs_single_ratio``.
+(b) LLM-bound scheduling: ``--sessions-b`` sessions (default 1,000) against a local
+    OpenAI-compatible server answering after ``--delay`` seconds (``ray-knowsim serve-offline``),
+    with a run-wide cap of ``--concurrency`` requests in flight. The ideal lockstep bound is
+    turns x roles x delay x ceil(sessions / concurrency) (3 roles per turn: user simulator,
+    assistant, extractor; no judge): ``http_wall_vs_bound_ratio`` (target <= 1.25).
+(c) driver memory: peak RSS of the driver process (``ray-knowsim run`` in a subprocess) at
+    1,000 vs 10,000 sessions: ``driver_memory_10k_vs_1k_ratio`` (target ~1: flat).
+
+The shard function is the real simulation loop (``ray_knowsim.sim.shard:run_shard``) when it is
+installed, else the engine's stand-in (synthetic rows, real LLM batches): the JSON says which.
+The last line is one JSON object with the figures.
+
+Run: ``source scripts/_venv.sh && python scripts/bench/engine.py`` (``--quick`` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+STANDIN = "ray_knowsim.engine.standin:run_shard"
+REAL = "ray_knowsim.sim.shard:run_shard"
+DEMO_ITEMS = 7  # 4 math + 3 expertqa demo items
+
+
+def shard_fn() -> str:
+    return REAL if importlib.util.find_spec("ray_knowsim.sim.shard") is not None else STANDIN
+
+
+def base_config(trials: int, conditions: int, max_turns: int, shard_size: int, **engine) -> dict:
+    strategies = ["minimal", "adaptive", "socratic", "comprehensive"][:conditions]
+    fn = shard_fn()
+    return {
+        "name": "bench",
+        "tasks": [{"name": "math", "items": "pkg:demo/math.jsonl", "graphs": "pkg:demo/iu_math.json"},
+                  {"name": "expertqa", "items": "pkg:demo/expertqa.jsonl", "graphs": "pkg:demo/iu_expertqa.json"}],
+        "models": {"offline": {"backend": "offline"}},
+        "roles": {"user_sim": "offline", "extractor": "offline", "judge": "offline", "assistant": {"model": "offline"}},
+        "conditions": [{"strategy": s} for s in strategies],
+        "trials": trials,
+        "max_turns": max_turns,
+        "engine": {"shard_size": shard_size, "shard_fn": fn,
+                   "shard_fn_options": {"call_models": True} if fn == STANDIN else {}, **engine},
+    }
+
+
+def trials_for(sessions: int, conditions: int) -> int:
+    return max(1, math.ceil(sessions / (DEMO_ITEMS * 3 * conditions)))
+
+
+# ----------------------------------------------------------------------------- (a)
+
+
+def single_process(cfg) -> tuple[float, int]:
+    """The same shards, one after another in this process, rows to one Parquet file."""
+    import pyarrow.parquet as pq
+
+    from ray_knowsim.engine.models import build_models
+    from ray_knowsim.engine.plan import Plan, load_inputs
+    from ray_knowsim.engine.results import SESSION_SCHEMA, TURN_SCHEMA, rows_table
+    from ray_knowsim.engine.runner import make_context
+    from ray_knowsim.engine.worker import load_shard_fn, with_initial_states
+    from ray_knowsim.llm.accounting import Accounting
+
+    t0 = time.perf_counter()
+    inputs = load_inputs(cfg)
+    plan = Plan(cfg, inputs)
+    models = build_models(cfg, inputs.graphs, None)
+    ctx = make_context(cfg, "single", cfg.config_hash())
+    fn = load_shard_fn(cfg.engine.shard_fn, cfg.engine.shard_fn_options)
+    sessions, turns = [], []
+    for k in range(plan.n_shards):
+        shard = with_initial_states(plan.shard(k), ctx)
+        role_models = models.role_models(Accounting())
+
+        async def collect():
+            return [r async for r in fn(shard, role_models, ctx)]
+
+        for r in asyncio.run(collect()):
+            sessions.append(r.session)
+            turns.extend(r.turns)
+    with tempfile.TemporaryDirectory() as d:
+        pq.write_table(rows_table(sessions, SESSION_SCHEMA), f"{d}/s.parquet")
+        pq.write_table(rows_table(turns, TURN_SCHEMA), f"{d}/t.parquet")
+    return time.perf_counter() - t0, len(sessions)
+
+
+def bench_a(args, workdir: Path) -> dict:
+    from ray_knowsim.engine.config import parse_run_config
+    from ray_knowsim.engine.runner import run
+
+    cfg = parse_run_config(base_config(trials_for(args.sessions_a, 4), 4, args.turns, args.shard_size))
+    single_s, n = single_process(cfg)
+    t0 = time.perf_counter()
+    out = run(cfg, output=workdir / "a", quiet=True)
+    engine_s = time.perf_counter() - t0
+    assert out.n_ok + out.n_failed == n, (out.n_ok, out.n_failed, n)
+    res = {"a_sessions": n, "single_s": round(single_s, 2), "ray_engine_s": round(engine_s, 2),
+           "single_sessions_per_s": round(n / single_s, 2), "ray_sessions_per_s": round(n / engine_s, 2)}
+    res["ray_vs_single_ratio"] = round(res["ray_sessions_per_s"] / res["single_sessions_per_s"], 3)
+    print(f"(a) {n} sessions: single process {single_s:.1f}s ({n / single_s:.1f}/s), "
+          f"Ray engine incl. commits + reduction {engine_s:.1f}s ({n / engine_s:.1f}/s): ratio {res['ray_vs_single_ratio']}", flush=True)
+    return res
+
+
+# ----------------------------------------------------------------------------- (b)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bench_b(args, workdir: Path) -> dict:
+    from ray_knowsim.engine.config import parse_run_config
+    from ray_knowsim.engine.runner import run
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "ray_knowsim.cli.main", "serve-offline", "--port", str(port),
+                               "--delay-s", str(args.delay), "--model-name", "offline"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("serve-offline did not start")
+                time.sleep(0.2)
+        conditions = 4
+        n_target = args.sessions_b
+        data = base_config(trials_for(n_target, conditions), conditions, args.turns, args.shard_size_b,
+                           shard_cpus=args.shard_cpus_b, llm_cache=False)
+        data["models"] = {"ep": {"backend": "http", "base_url": f"http://127.0.0.1:{port}/v1", "model": "offline",
+                                 "max_in_flight": args.concurrency, "max_in_flight_global": args.concurrency,
+                                 "timeout_s": 60, "structured_output": "json_object"}}
+        data["roles"] = {"user_sim": "ep", "extractor": "ep", "judge": None, "assistant": {"model": "ep"}}
+        cfg = parse_run_config(data)
+        n = trials_for(n_target, conditions) * DEMO_ITEMS * 3 * conditions
+        t0 = time.perf_counter()
+        out = run(cfg, output=workdir / "b", quiet=True, tables=False)
+        wall = time.perf_counter() - t0
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    roles = 3
+    bound = args.turns * roles * args.delay * math.ceil(n / args.concurrency)
+    res = {"b_sessions": n, "b_failed": out.n_failed, "delay_s": args.delay, "concurrency": args.concurrency,
+           "http_wall_s": round(wall, 2), "http_bound_s": round(bound, 2), "http_wall_vs_bound_ratio": round(wall / bound, 3)}
+    print(f"(b) {n} sessions x {args.turns} turns x {roles} roles at {args.delay}s, {args.concurrency} in flight: "
+          f"wall {wall:.1f}s vs ideal lockstep bound {bound:.1f}s: ratio {res['http_wall_vs_bound_ratio']} (target <= 1.25)",
+          flush=True)
+    return res
+
+
+# ----------------------------------------------------------------------------- (c)
+
+_DRIVER = """
+import resource, sys
+from ray_knowsim.cli.main import main
+rc = main(sys.argv[1:])
+print("PEAK_RSS_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)
+sys.exit(rc)
+"""
+
+
+def driver_peak_mb(args, workdir: Path, sessions: int) -> tuple[float, float]:
+    data = base_config(trials_for(sessions, 4), 4, 2, 100)
+    data["engine"]["shard_fn"] = STANDIN  # the driver's footprint, not the loop's
+    data["engine"]["shard_fn_options"] = {}
+    data["engine"]["num_cpus"] = args.cpus
+    path = workdir / f"c{sessions}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _DRIVER, "run", str(path), "-o", str(workdir / f"c{sessions}"), "--quiet"],
+                          capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"driver run failed: {proc.stderr[-2000:]}")
+    kb = int(proc.stdout.rsplit("PEAK_RSS_KB", 1)[1].split()[0])
+    return kb / 1024, wall
+
+
+def bench_c(args, workdir: Path) -> dict:
+    small, small_s = driver_peak_mb(args, workdir, args.sessions_c_small)
+    big, big_s = driver_peak_mb(args, workdir, args.sessions_c_big)
+    res = {"driver_peak_mb_small": round(small, 1), "driver_peak_mb_big": round(big, 1),
+           "c_sessions_small": args.sessions_c_small, "c_sessions_big": args.sessions_c_big,
+           "driver_memory_10k_vs_1k_ratio": round(big / small, 3)}
+    print(f"(c) driver peak RSS: {small:.0f} MB at {args.sessions_c_small} sessions ({small_s:.0f}s), "
+          f"{big:.0f} MB at {args.sessions_c_big} ({big_s:.0f}s): ratio {res['driver_memory_10k_vs_1k_ratio']}", flush=True)
+    return res
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cpus", type=int, default=2)
+    p.add_argument("--turns", type=int, default=3)
+    p.add_argument("--sessions-a", type=int, default=500)
+    p.add_argument("--shard-size", type=int, default=50)
+    p.add_argument("--sessions-b", type=int, default=1000)
+    p.add_argument("--shard-size-b", type=int, default=125)
+    p.add_argument("--shard-cpus-b", type=float, default=0.2)
+    p.add_argument("--delay", type=float, default=0.5)
+    p.add_argument("--concurrency", type=int, default=100)
+    p.add_argument("--sessions-c-small", type=int, default=1000)
+    p.add_argument("--sessions-c-big", type=int, default=10000)
+    p.add_argument("--skip", default="", help="comma list of parts to skip: a,b,c")
+    p.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not a measurement)")
+    args = p.parse_args()
+    if args.quick:
+        args.sessions_a, args.sessions_b, args.delay = 84, 168, 0.1
+        args.concurrency, args.sessions_c_small, args.sessions_c_big = 42, 84, 840
+    skip = set(filter(None, args.skip.split(",")))
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    figures: dict = {"shard_fn": shard_fn(), "cpus": args.cpus, "turns": args.turns}
+    with tempfile.TemporaryDirectory(prefix="rk-bench-") as tmp:
+        workdir = Path(tmp)
+        if not {"a", "b"} <= skip:
+            import ray
+            from ray.data import DataContext
+
+            ray.init(address="local", num_cpus=args.cpus, object_store_memory=256 * 2**20, include_dashboard=False,
+                     logging_level="ERROR", log_to_driver=False)
+            DataContext.get_current().enable_progress_bars = False
+            try:
+                if "a" not in skip:
+                    figures.update(bench_a(args, workdir))
+                if "b" not in skip:
+                    figures.update(bench_b(args, workdir))
+            finally:
+                ray.shutdown()
+        if "c" not in skip:
+            figures.update(bench_c(args, workdir))
+    print(json.dumps(figures, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
