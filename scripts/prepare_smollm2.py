@@ -51,8 +51,12 @@ def is_complete(out: Path, gguf: Path) -> bool:
 
 
 def convert(gguf: Path, out: Path) -> None:
+    os.environ.setdefault("TQDM_DISABLE", "1")  # CI logs: one line per step is enough
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
     src, name = str(gguf.parent), gguf.name
     tmp = out.with_name(out.name + f".tmp-{os.getpid()}")

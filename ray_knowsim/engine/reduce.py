@@ -256,43 +256,49 @@ def _fmt(x: float, digits: int = 3) -> str:
 
 
 def print_tables(tables: dict[str, pd.DataFrame], console=None) -> None:
-    """Per task: the level-marginal table with ranks, then KG / DC / CO per level."""
+    """Per task: the level-marginal table with the mean rank, then the means per level (CIs and
+    n per metric are in tables/level_means.csv)."""
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    if console is None:
+        console = Console()
+    if not console.is_terminal and console.width < 150:
+        console = Console(width=150)  # logs and pipes: do not squeeze the columns to 80
     mg, lm, rk = tables["marginal"], tables["level_means"], tables["ranks"]
+    shown = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "iq")
+    heads = {"engagement": "ENG"}
+
+    def add_metric_columns(table: Table) -> None:
+        for m in shown:
+            table.add_column(heads.get(m, m.upper()), justify="right")
+
     for task in sorted(mg["task"].unique()):
-        t_rank = rk[(rk["task"] == task) & (rk["scope"] == MARGINAL)].set_index("condition")
-        table = Table(title=f"{task}: level-marginal means (unweighted mean of level means)", title_justify="left")
-        table.add_column("condition")
-        for m in RANK_METRICS:
-            table.add_column(m.upper(), justify="right")
+        ranks_here = rk[(rk["task"] == task) & (rk["scope"] == MARGINAL)].set_index("condition")
+        table = Table(title=f"{task}: level-marginal means (unweighted mean of the level means)", title_justify="left")
+        table.add_column("condition", no_wrap=True)
+        add_metric_columns(table)
         table.add_column("mean rank", justify="right")
-        table.add_column("n ok/failed", justify="right")
+        table.add_column("ok/failed", justify="right")
         rows = mg[mg["task"] == task].set_index("condition")
-        order = t_rank.index.tolist() if len(t_rank) else rows.index.tolist()
-        for cond in order:
+        for cond in (ranks_here.index.tolist() or rows.index.tolist()):
             r = rows.loc[cond]
-            table.add_row(cond, *[_fmt(r[m], 1 if m == "iq" else 3) for m in RANK_METRICS],
-                          _fmt(t_rank.loc[cond, "mean_rank"], 2) if cond in t_rank.index else "-",
+            table.add_row(cond, *[_fmt(r[m], 2 if m == "iq" else 3) for m in shown],
+                          _fmt(ranks_here.loc[cond, "mean_rank"], 2) if cond in ranks_here.index else "-",
                           f"{int(r['n_ok'])}/{int(r['n_failed'])}")
         console.print(table)
-        per = Table(title=f"{task}: per knowledge level (mean [95% CI], n)", title_justify="left")
-        per.add_column("condition")
-        per.add_column("level")
-        for m in ("kg", "nkg", "dc", "co", "po"):
-            per.add_column(m.upper(), justify="right")
+        per = Table(title=f"{task}: means per knowledge level", title_justify="left")
+        per.add_column("condition", no_wrap=True)
+        per.add_column("level", no_wrap=True)
+        add_metric_columns(per)
         per.add_column("n", justify="right")
         for _, r in lm[lm["task"] == task].iterrows():
-            per.add_row(r["condition"], r["knowledge_level"],
-                        *[f"{_fmt(r[m])} [{_fmt(r[f'{m}_ci_low'], 2)}, {_fmt(r[f'{m}_ci_high'], 2)}]" for m in ("kg", "nkg", "dc", "co", "po")],
-                        f"{int(r['n_ok'])}")
+            per.add_row(r["condition"], r["knowledge_level"], *[_fmt(r[m], 2 if m == "iq" else 3) for m in shown], str(int(r["n_ok"])))
         console.print(per)
 
 
 __all__ = [
     "KEYS", "METRICS", "RANK_METRICS", "RANK_METRICS_ES", "TABLE_NAMES",
-    "aggregate_cells", "build_tables", "failure_modes", "level_means", "marginal", "normalise_cells",
-    "print_tables", "ranks", "write_tables",
+    "aggregate_cells", "build_tables", "cells_from_sums", "failure_modes", "level_means", "marginal",
+    "normalise_cells", "partial_moments", "print_tables", "ranks", "write_tables",
 ]

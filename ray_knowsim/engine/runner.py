@@ -13,6 +13,7 @@ for the next invocation of the same command.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import traceback
@@ -88,6 +89,8 @@ def ray_session(address: str | None, cfg: RunConfig, quiet: bool) -> Iterator[bo
     started = False
     from ray.data import DataContext
 
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # no per-dataset INFO lines on the terminal
+    logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)  # "progress bars disabled"
     if ray.is_initialized():
         DataContext.get_current().enable_progress_bars = False
         yield False  # an embedding process (tests, notebooks) owns Ray

@@ -9,7 +9,9 @@ Options (``engine.shard_fn_options``):
 * ``call_models``: per turn, send one lockstep batch per role (user simulator, assistant per
   model, extractor) and a judge batch at the end, retrying a failed request up to the role's
   ``attempts``; a session whose request still fails ends ``status="failed"`` naming role and error.
-* ``turn_delay_s``: sleep per turn (to make runs slow enough to interrupt).
+* ``turn_delay_s``: sleep per turn; ``start_delay_s``: sleep once per shard (slow enough to interrupt).
+* ``delegate``: ``"module:function"`` of a real shard function: after the delay and crash hooks,
+  its results are passed through unchanged (the hooks around the real simulation loop).
 * ``fail_sessions``: session ids that end as failed ("standin: injected failure").
 * ``crash_file``: when this file exists and names the shard, the worker that runs the shard
   renames it to ``<file>.fired`` and kills itself (SIGKILL): a worker dying mid-run, once. The
@@ -19,6 +21,7 @@ Options (``engine.shard_fn_options``):
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import signal
@@ -43,9 +46,18 @@ async def run_shard(
     turn_delay_s: float = 0.0,
     fail_sessions: Sequence[str] = (),
     crash_file: str | None = None,
+    start_delay_s: float = 0.0,
+    delegate: str | None = None,
 ) -> AsyncIterator[SessionResult]:
     if crash_file and _claim_crash(crash_file, shard.shard_id):
         os.kill(os.getpid(), signal.SIGKILL)
+    if start_delay_s:
+        await asyncio.sleep(start_delay_s)
+    if delegate:
+        module, _, name = delegate.partition(":")
+        async for result in getattr(importlib.import_module(module), name)(shard, models, ctx):
+            yield result
+        return
     live = {s.session_id: s for s in shard.sessions}
     errors: dict[str, str] = {}
     tokens: dict[str, dict[str, int]] = {s.session_id: {} for s in shard.sessions}
@@ -135,7 +147,7 @@ def _result(shard: ShardSpec, s: SessionSpec, ctx: ShardContext, n_turns: int, e
     if ok and ctx.judged:
         metrics["iq"] = float(rng.integers(1, 11))
     fm = {f"fm_{m}": int(rng.integers(0, 4)) for m in ("redundant", "prereq_blocked", "effective", "overload_wasted", "under_absorbed")}
-    es_turn = int(rng.integers(3, ctx.max_turns + 1)) if ok and rng.uniform() < 0.5 else None
+    es_turn = int(rng.integers(1, ctx.max_turns + 1)) if ok and rng.uniform() < 0.5 else None
     row = SessionRow(
         run_id=ctx.run_id,
         config_hash=ctx.config_hash,

@@ -23,33 +23,51 @@ AGG_METRICS: tuple[str, ...] = FLOAT_COLUMNS + ("turns", "overloaded_turns", "ra
 STOP_COUNTS: tuple[str, ...] = ("n_stopped", "n_stop_mastery", "n_stop_overload", "stop_turn_sum")
 
 
-def _strings(col: pa.ChunkedArray) -> np.ndarray:
-    return np.asarray(col.cast(pa.string()).to_pylist(), dtype=object) if col.type != pa.string() else np.asarray(col.to_pylist(), dtype=object)
+def _group_codes(rows: pa.Table) -> tuple[np.ndarray, int, dict[str, np.ndarray]]:
+    """(group code per row, number of groups, key columns per group) for (setting, *CELL_COLUMNS).
+
+    Works on the dictionary indices of the cell columns (rows come from ``rescore.to_table``), so
+    it costs a few array passes, not a Python loop over rows. Groups are ordered by key."""
+    parts: list[np.ndarray] = [rows.column("setting").to_numpy().astype(np.int64)]
+    values: list[np.ndarray] = [np.arange(int(parts[0].max()) + 1)]
+    for c in CELL_COLUMNS:
+        col = rows.column(c).combine_chunks()
+        if pa.types.is_dictionary(col.type):
+            parts.append(col.indices.to_numpy(zero_copy_only=False).astype(np.int64))
+            values.append(np.asarray(col.dictionary.to_pylist(), dtype=object))
+        else:
+            codes, uniq = pd.factorize(np.asarray(col.to_pylist(), dtype=object))
+            parts.append(codes.astype(np.int64))
+            values.append(np.asarray(uniq, dtype=object))
+    dims = tuple(max(len(v), 1) for v in values)
+    key = np.ravel_multi_index(parts, dims)
+    uniq, codes = np.unique(key, return_inverse=True)
+    per_key = np.unravel_index(uniq, dims)
+    columns = {"setting": per_key[0].astype(np.int32)}
+    for c, idx, vals in zip(CELL_COLUMNS, per_key[1:], values[1:]):
+        columns[c] = vals[idx]
+    return codes.reshape(-1), len(uniq), columns
 
 
 def partials(rows: pa.Table, chunk: int) -> pa.Table:
     """Sums per (setting, cell) of one task's rows (the row order fixes the summation order)."""
     if rows.num_rows == 0:
         return pa.table({"chunk": pa.array([], pa.int32())})
-    setting = rows.column("setting").to_numpy()
-    cells = [_strings(rows.column(c)) for c in CELL_COLUMNS]
-    keys = pd.MultiIndex.from_arrays([setting, *cells])
-    codes, uniq = pd.factorize(keys, sort=False)
-    n_groups = len(uniq)
-    out: dict[str, np.ndarray] = {"chunk": np.full(n_groups, chunk, dtype=np.int32)}
-    out["setting"] = np.array([u[0] for u in uniq], dtype=np.int32)
-    for k, c in enumerate(CELL_COLUMNS):
-        out[c] = np.array([u[k + 1] for u in uniq], dtype=object)
+    codes, n_groups, keys = _group_codes(rows)
+    out: dict[str, np.ndarray] = {"chunk": np.full(n_groups, chunk, dtype=np.int32), **keys}
     out["n"] = np.bincount(codes, minlength=n_groups).astype(np.int64)
     for m in AGG_METRICS:
-        x = rows.column(m).to_numpy(zero_copy_only=False).astype(np.float64)
+        x = rows.column(m).to_numpy().astype(np.float64)
         out[f"{m}_sum"] = np.bincount(codes, weights=x, minlength=n_groups)
         out[f"{m}_sumsq"] = np.bincount(codes, weights=x * x, minlength=n_groups)
     stop = rows.column("early_stop_turn").fill_null(0).to_numpy()
-    reason = _strings(rows.column("early_stop_reason"))
+    reason = rows.column("early_stop_reason").combine_chunks()
+    reason_idx = reason.indices.fill_null(-1).to_numpy()
+    names = reason.dictionary.to_pylist()
+    for col, name in (("n_stop_mastery", "mastery"), ("n_stop_overload", "cognitive_overload")):
+        hit = reason_idx == names.index(name) if name in names else np.zeros(len(reason_idx), bool)
+        out[col] = np.bincount(codes, weights=hit, minlength=n_groups).astype(np.int64)
     out["n_stopped"] = np.bincount(codes, weights=(stop > 0), minlength=n_groups).astype(np.int64)
-    out["n_stop_mastery"] = np.bincount(codes, weights=(reason == "mastery"), minlength=n_groups).astype(np.int64)
-    out["n_stop_overload"] = np.bincount(codes, weights=(reason == "cognitive_overload"), minlength=n_groups).astype(np.int64)
     out["stop_turn_sum"] = np.bincount(codes, weights=stop.astype(np.float64), minlength=n_groups)
     return pa.table(out)
 

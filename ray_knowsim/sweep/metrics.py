@@ -32,6 +32,12 @@ INT_COLUMNS: tuple[str, ...] = (
     "new_ius", "disallowed", *FM_COLUMNS,
 )  # fmt: skip
 NULLABLE_INT = frozenset({"early_stop_turn", "mastery_turn"})
+#: the kernel counters a row is computed from
+USED_COUNTERS: tuple[str, ...] = (
+    "absorbed_gain", "ic_numerator", "ic_denominator", "zpd_size", "absorbed_ic_numerator",
+    "absorbed_ic_numerator_any_partial", "perceived_overload", "engagement", "capacity_load", "overload",
+    "n_upward_transitions", "n_knows_well", "new_ius", "disallowed", *FAILURE_MODES, *FAILURE_MODE_VARIANTS,
+)  # fmt: skip
 #: ``early_stop_reason`` codes
 STOP_REASONS: tuple[str | None, ...] = (None, "mastery", "cognitive_overload")
 
@@ -129,11 +135,13 @@ def summarize(
     """Row columns (FLOAT_COLUMNS, INT_COLUMNS except tau and raw_state_progress, and the reason
     code ``early_stop_reason``) from ``counters[S, T, C]`` (NaN past each session's last turn)."""
     s, t_max, _ = counters.shape
-    by_counter = np.ascontiguousarray(counters.transpose(2, 0, 1))  # [C, S, T]: one contiguous block per counter
-    np.copyto(by_counter, 0.0, where=np.isnan(by_counter))  # NaN only past a session's last turn
+    used = {name: k for k, name in enumerate(USED_COUNTERS)}
+    # [used counter, S, T], contiguous per counter; NaN (only past a session's last turn) -> 0
+    by_counter = np.ascontiguousarray(np.moveaxis(counters[:, :, [counter_index[n] for n in USED_COUNTERS]], 2, 0))
+    np.copyto(by_counter, 0.0, where=np.isnan(by_counter))
 
     def col(name: str) -> np.ndarray:
-        return by_counter[counter_index[name]]
+        return by_counter[used[name]]
 
     def running(name: str) -> np.ndarray:
         return np.cumsum(col(name), axis=1)  # left-to-right, like sum() over the turn list

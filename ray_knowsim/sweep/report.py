@@ -43,14 +43,27 @@ LOWER_BETTER = frozenset(LOWER_IS_BETTER) | {
 }  # fmt: skip
 
 
-def _tau(a: np.ndarray, b: np.ndarray) -> float:
+def _dense_ranks(x: np.ndarray) -> tuple[int, ...]:
+    return tuple(np.unique(x, return_inverse=True)[1].reshape(-1).tolist())
+
+
+def _tau(a: np.ndarray, b: np.ndarray, cache: dict | None = None) -> float:
+    """Kendall's tau-b (scipy). It depends only on the two orderings (ranks with ties), so a sweep
+    of thousands of settings that produce a handful of distinct rankings calls scipy a handful
+    of times (``cache`` maps rank pairs to tau)."""
     from scipy.stats import kendalltau
 
     if len(a) < 2 or np.all(a == a[0]) or np.all(b == b[0]):
         return float("nan")
+    key = (_dense_ranks(a), _dense_ranks(b))
+    if cache is not None and key in cache:
+        return cache[key]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return float(kendalltau(a, b).statistic)
+        tau = float(kendalltau(np.asarray(key[0]), np.asarray(key[1])).statistic)
+    if cache is not None:
+        cache[key] = tau
+    return tau
 
 
 def _best_sets(table: pd.DataFrame, metric: str) -> list[frozenset]:
@@ -66,6 +79,7 @@ def rankings_and_agreement(agg: pd.DataFrame, group_by: list[str], rank_by: str,
     """Per (setting, group, metric): the ranking of ``rank_by`` values and its agreement with setting 0."""
     rank_parts: list[pd.DataFrame] = []
     agree_parts: list[pd.DataFrame] = []
+    tau_cache: dict = {}
     groups = agg.groupby(group_by, sort=True, observed=True) if group_by else [((), agg)]
     for gkey, gdf in groups:
         gkey = gkey if isinstance(gkey, tuple) else (gkey,)
@@ -82,10 +96,12 @@ def rankings_and_agreement(agg: pd.DataFrame, group_by: list[str], rank_by: str,
             base_best = best[list(table.index).index(0)]
             taus = []
             n_ranked = []
-            for _, row in table.iterrows():
-                both = base.notna() & row.notna()
+            values = table.to_numpy(dtype=float)
+            base_values = base.to_numpy(dtype=float)
+            for row in values:
+                both = ~np.isnan(base_values) & ~np.isnan(row)
                 n_ranked.append(int(both.sum()))
-                taus.append(_tau(base[both].to_numpy(), row[both].to_numpy()))
+                taus.append(_tau(base_values[both], row[both], tau_cache))
             agree_parts.append(
                 pd.DataFrame(
                     {
@@ -268,12 +284,13 @@ def plot_param(param: str, summary: pd.DataFrame, by_group: pd.DataFrame, group_
             ax.set_xticks(range(len(order)))
             ax.set_xticklabels([str(o)[:12] for o in order], rotation=30, fontsize=6)
         ax.tick_params(labelsize=6)
+        ax.locator_params(axis="y", nbins=4)
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     axes.flat[min(1, len(panels) - 1)].legend(fontsize=6)
     fig.suptitle(param, fontsize=10)
     fig.subplots_adjust(left=0.06, right=0.98, bottom=0.12, top=0.88, wspace=0.3, hspace=0.55)
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=72)
     plt.close(fig)
     return True
 

@@ -101,6 +101,7 @@ class Prepared:
     carry0: np.ndarray | None = None
     max_turns: np.ndarray | None = None
     _entries: list | None = field(default=None, repr=False)
+    _pairs: tuple | None = field(default=None, repr=False)
 
     def entries(self) -> list:
         """SignalEntry lists per conversation (python backend), built once."""
@@ -159,12 +160,16 @@ def rescore(prepared: Prepared | Sequence[Conversation], settings: Sequence[Sett
 
 
 def _param_rows(prep: Prepared, rules: RuleConfig) -> np.ndarray:
+    """``params`` rows of one setting for the chunk's conversations (tau and the hinge size
+    depend on the graph size, temporal decay on the horizon: one row per distinct pair)."""
     from ray_knowsim.kernels.pack import rule_params
 
-    pairs = np.stack([prep.sizes, prep.max_turns], axis=1)
-    uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    if prep._pairs is None:
+        uniq, inverse = np.unique(np.stack([prep.sizes, prep.max_turns], axis=1), axis=0, return_inverse=True)
+        prep._pairs = (uniq, inverse.reshape(-1))
+    uniq, inverse = prep._pairs
     rows = np.stack([rule_params(rules, int(n), int(t)) for n, t in uniq])
-    return rows[inverse.reshape(-1)]
+    return rows[inverse]
 
 
 def _initial_rows(prep: Prepared, slab: Sequence[Setting], plan: InitPlan, cache: dict) -> tuple[np.ndarray, np.ndarray]:

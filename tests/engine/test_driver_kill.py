@@ -1,6 +1,8 @@
 """Kill the driver (SIGKILL) mid-run, resume with the same command: the rows equal a clean run's,
-none lost, none duplicated. The killed run is a real `ray-knowsim run` subprocess with its own
-local Ray; the clean run and the resume share this module's Ray."""
+none lost, none duplicated. The real simulation loop with the offline models (the stand-in only
+adds a start delay per shard, so the run can be caught mid-way). The killed run is a real
+`ray-knowsim run` subprocess with its own local Ray; the clean run and the resume share this
+module's Ray."""
 
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ def table(run_dir: Path, name: str) -> pd.DataFrame:
 
 
 def test_driver_killed_then_resumed_equals_clean(tmp_path):
-    path = write_config(tmp_path, small_config(engine={"shard_fn_options": {"turn_delay_s": 0.5}}))
+    options = {"start_delay_s": 1.5, "delegate": "ray_knowsim.sim.shard:run_shard"}
+    path = write_config(tmp_path, small_config(engine={"shard_fn_options": options}))
     cfg = load_run_config(path)
     clean = run(cfg, output=tmp_path / "clean", quiet=True, tables=False)
     assert clean.n_ok == 24

@@ -148,7 +148,11 @@ def random_session(rng: random.Random, n: int | None = None, g: GraphIndex | Non
         elif r < 0.6:
             carries[v] = rng.choice((0.5, 0.25, 0.9999999999, 1.0 - 2**-53))
         elif r < 0.65:
-            carries[v] = rng.uniform(1.0, 2.0)  # out of the usual range: exercises steps > 1
+            carries[v] = rng.uniform(1.0, 2.0)  # outside the usual [0, 1): steps > 1
+        elif r < 0.68:
+            carries[v] = rng.uniform(2.0, 3.0)  # unaware -> knows_well in one turn (novelty's attempt clause)
+        elif r < 0.73:
+            carries[v] = rng.uniform(-1.5, 0.0)  # negative: cur < pre, so the monotonicity pass matters
     turns = [random_signals(rng, ids) for _ in range(rng.randint(1, 5))]
     return Session(g, random_rules(rng), initial, carries, turns, rng.randint(1, 20))
 

@@ -98,7 +98,7 @@ def test_resume_skips_finished_pieces(run_dir, tmp_path):
     second = sweep(cfg, report=False)
     assert (second.pieces_run, second.pieces_skipped) == (1, n - 1)
     pd.testing.assert_frame_equal(before, read_rows(second.out_dir), check_exact=True)
-    assert not list(second.out_dir.rglob("*.tmp"))
+    assert not [p for p in second.out_dir.rglob("*.tmp") if p.is_file()]
     third = sweep(cfg, report=False)
     assert (third.pieces_run, third.pieces_skipped) == (0, n)
     # a different sweep into the same folder is refused, --fresh replaces it
