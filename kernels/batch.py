@@ -49,6 +49,11 @@ def _use_parallel(parallel: bool | None, n_sessions: int) -> bool:
     return parallel
 
 
+def _longest(signals: PackedSignals) -> int:
+    """Length of the longest signal list (sizes the kernel's ranking scratch)."""
+    return max(int(np.diff(signals.off).max(initial=0)), 1)
+
+
 def _kernel(parallel: bool | None, n_sessions: int, *args) -> None:
     """Run the serial or the threaded kernel on the argument list of ``update.run_range`` minus lo/hi."""
     if _use_parallel(parallel, n_sessions):
@@ -132,9 +137,7 @@ class BatchState:
         self.carry = carry  # float64 [rows]
         self.turn = np.ones(graph_of.shape[0], dtype=np.int64)  # number of each session's next turn
         self.parallel = parallel
-        self._pre = np.empty_like(state)
-        self._last = np.empty(state.shape[0], dtype=np.int64)
-        self._eff = np.empty(state.shape[0], dtype=np.float64)
+        self._max_n = max(int(packed.sizes.max(initial=0)), 1)
         self._traj_of = np.arange(graph_of.shape[0], dtype=np.int64)  # session s reads signal segment s
 
     @property
@@ -169,8 +172,7 @@ class BatchState:
             self.graph_of, self.packed.node_off, self.packed.pre_off, self.packed.pre_idx, self.packed.upd,
             self.packed.depth, self.s_off, self.state, self.carry, self.params, self.turn, self._traj_of, n_turns,
             packed_sig.off, packed_sig.node, packed_sig.tq, packed_sig.attempt, packed_sig.role,
-            out, _NO_HIST_STATE, _NO_HIST_CARRY, self._pre, self._last, self._eff,
-            max(int(np.diff(packed_sig.off).max(initial=0)), 1), _TWO,
+            out, _NO_HIST_STATE, _NO_HIST_CARRY, self._max_n, _longest(packed_sig), _TWO,
         )  # fmt: skip
         self.turn += n_turns
         return out[:, 0, :]
@@ -283,8 +285,7 @@ def run_packed(
         s_off, state, carry, params, first, traj_of, signals.n_turns,
         signals.off, signals.node, signals.tq, signals.attempt, signals.role,
         counters, state_hist, carry_hist,
-        np.empty(rows, np.int8), np.empty(rows, np.int64), np.empty(rows, np.float64),
-        max(int(np.diff(signals.off).max(initial=0)), 1), _TWO,
+        max(int(packed.sizes.max(initial=0)), 1), _longest(signals), _TWO,
     )  # fmt: skip
     if record_states:
         _fill_after_last_turn(state_hist, carry_hist, s_off, n_turns, state, carry)

@@ -19,10 +19,10 @@ Layout (built by ``ray_knowsim.kernels.pack``): graphs and sessions are flat arr
   NOT_IN_GRAPH for an id that is not a node, or NO_ID for an entry without an id), ``sig_tq``
   (TQ_* code), ``sig_att`` (ATTEMPT_* code), ``sig_role`` (1 = confirmed_incorrect_no_explanation).
 * ``params[s]`` holds the session's rule settings (columns P_*), so one call can mix rule sets.
-* scratch arrays ``pre``, ``last``, ``eff`` (sized like ``state``) are owned by the caller and
-  reused; each session only touches its own rows, which is what makes the ``prange`` over sessions
-  safe. The hinge's ``rank`` scratch is allocated once per ``run_range`` call (per thread chunk),
-  because sessions may share one signal trajectory (the sweep layout).
+* scratch (the pre-turn snapshot, per-IU bookkeeping, the hinge ranking) is allocated once per
+  ``run_range`` call, sized by ``max_n`` (largest graph) and ``max_seg`` (longest signal list), and
+  indexed by local node / entry position: threads never share it, and sessions may share one
+  signal trajectory (the sweep layout) because they only read it.
 * one kernel family serves both whole replays and the turn-by-turn loop (a turn is a trajectory of
   one segment; an inactive session is given 0 turns): fewer kernels, less compile time.
 
@@ -207,46 +207,69 @@ def session_turn(
     g_pre_off, g_pre_idx, g_upd, g_depth,
     sig_node, sig_tq, sig_att, sig_role,
     state, carry, out,
-    pre, last, eff, rank, r0, two,
+    pre, cpre, last, expl, eff, rank, two,
 ):  # fmt: skip
     """Advance one session (graph rows ``gn0..gn0+n``, state rows ``so..so+n``) by one turn and
-    write its counters into ``out`` (a row of N_COUNTERS). ``rank[r0 : r0 + e1 - e0]`` is scratch."""
+    write its counters into ``out`` (a row of N_COUNTERS). ``pre``, ``cpre``, ``last``, ``expl``,
+    ``eff`` (>= n) and ``rank`` (>= e1 - e0) are scratch indexed by local node / entry position."""
     ws = p[P_WS : P_WS + 4]
     wr = p[P_WR : P_WR + 4]
     tau = p[P_TAU]
 
-    # 6.1 bookkeeping: pre snapshot, last entry per IU (by_id)
+    # pre-turn snapshot and its weakest-prerequisite ceilings (Z_t and the failure modes use them)
     for v in range(n):
-        pre[so + v] = state[so + v]
-        last[so + v] = -1
-    for e in range(e0, e1):
-        node = sig_node[e]
-        if node >= 0:
-            last[so + node] = e
+        pre[v] = state[so + v]
+        last[v] = -1
+        expl[v] = 0
+    for v in range(n):
+        cpre[v] = _ceiling(pre, 0, gn0 + v, g_pre_off, g_pre_idx)
 
-    # 6.2 load, in the reference summation order (spec §0)
+    # one pass over the signal list: by_id (last entry per IU), E_t flags, the load sums and the
+    # entry-level counters (spec §6.1, §6.2, §7.1, §7.5, §7.6). Summation order (spec §0): the
+    # comprehension sum takes the mentions with pre < 3 in list order, then ``n_known`` mentions
+    # with pre == 3 (all of weight ws[3], so adding ws[3] n_known times is the same float sequence);
+    # the attempt sum runs over every entry, in list order, from 0.0.
     comprehension = 0.0
+    attempt = 0.0
+    n_known = 0
+    include_attempt = p[P_INCLUDE_ATTEMPT] != 0.0
+    n_mentioned = 0
+    ic_num = 0
+    new_ius = 0
+    disallowed = 0
+    fam = 0
     for e in range(e0, e1):
         node = sig_node[e]
+        ps = pre[node] if node >= 0 else 0  # ids outside the graph (and entries without id) read as unaware
+        if node >= 0:
+            last[node] = e
         if sig_tq[e] != _TQ_NOT_MENTIONED and node != NO_ID:
-            ps = pre[so + node] if node >= 0 else 0
+            n_mentioned += 1
             if ps < _KNOWS_WELL:
                 comprehension += ws[ps]
-    for e in range(e0, e1):
-        node = sig_node[e]
-        if sig_tq[e] != _TQ_NOT_MENTIONED and node != NO_ID:
-            ps = pre[so + node] if node >= 0 else 0
-            if ps == _KNOWS_WELL:
-                comprehension += ws[_KNOWS_WELL]
-    attempt = 0.0
-    if p[P_INCLUDE_ATTEMPT] != 0.0:
-        for e in range(e0, e1):
-            node = sig_node[e]
-            ps = pre[so + node] if node >= 0 else 0
+            elif ps == _KNOWS_WELL:
+                n_known += 1
+            if node < 0:  # an id outside the graph: unaware, no prerequisites, teachable
+                ic_num += 1
+                new_ius += 1
+            else:
+                expl[node] = 1
+                teachable = ps < _KNOWS_WELL and cpre[node] >= _PARTIAL
+                if teachable:
+                    ic_num += 1
+                if ps <= _STRUGGLING:
+                    new_ius += 1
+                    if not teachable:
+                        disallowed += 1
+                if ps >= _PARTIAL:
+                    fam += 1
+        if include_attempt:
             if sig_att[e] == _ATT_REASONING:
                 attempt += wr[ps]
             elif sig_att[e] == _ATT_ARTICULATION:
                 attempt += p[P_WA]
+    for _ in range(n_known):
+        comprehension += ws[_KNOWS_WELL]
     load = comprehension + attempt
 
     # 6.3 / 6.4 overload flag and eta
@@ -264,28 +287,28 @@ def session_turn(
     dropoff_active = eta < 1.0
 
     # 6.5 hinge: only read under dropoff, so only computed then
-    for v in range(n):
-        eff[so + v] = eta
     if dropoff_active:
-        m = 0
-        for e in range(e0, e1):
-            if sig_tq[e] != _TQ_NOT_MENTIONED and sig_node[e] != NO_ID:
-                rank[r0 + m] = e
-                m += 1
+        for v in range(n):
+            eff[v] = eta
         if p[P_HINGE] != 0.0:
+            m = 0
+            for e in range(e0, e1):
+                if sig_tq[e] != _TQ_NOT_MENTIONED and sig_node[e] != NO_ID:
+                    rank[m] = e
+                    m += 1
             # stable insertion sort == Python's stable sorted() on the same key
             for i in range(1, m):
-                cur_e = rank[r0 + i]
+                cur_e = rank[i]
                 j = i - 1
-                while j >= 0 and _hinge_before(cur_e, rank[r0 + j], sig_node, pre, so, ws, g_depth, gn0):
-                    rank[r0 + j + 1] = rank[r0 + j]
+                while j >= 0 and _hinge_before(cur_e, rank[j], sig_node, pre, 0, ws, g_depth, gn0):
+                    rank[j + 1] = rank[j]
                     j -= 1
-                rank[r0 + j + 1] = cur_e
+                rank[j + 1] = cur_e
             top = np.int64(p[P_HINGE_N])
             for r in range(m):
-                node = sig_node[rank[r0 + r]]
+                node = sig_node[rank[r]]
                 if node >= 0:  # a later rank of a duplicated id overwrites, as the dict does
-                    eff[so + node] = (1.0 if r < top else p[P_HINGE_TAIL]) * eta
+                    eff[node] = (1.0 if r < top else p[P_HINGE_TAIL]) * eta
 
     # 6.6 proposal, cascading ceiling, dropoff, carry -- in update order; ``state`` is ``cur``
     reset = p[P_RESET_CARRY] != 0.0
@@ -293,7 +316,7 @@ def session_turn(
     for k in range(n):
         v = g_upd[gn0 + k]
         prev = np.int64(state[so + v])
-        le = last[so + v]
+        le = last[v]
         tq = sig_tq[le] if le >= 0 else _TQ_NOT_MENTIONED
         if tq == _TQ_NOT_MENTIONED or (tq == _TQ_SHALLOW and prev != 0):
             prop = prev
@@ -302,7 +325,7 @@ def session_turn(
             prop = max(prev, min(prev + 1, ceil))
         c_in = carry[so + v]
         if dropoff_active and prop > prev:
-            total = c_in + (prop - prev) * eff[so + v]
+            total = c_in + (prop - prev) * eff[v]
             fl = math.floor(total)
             steps = np.int64(fl)
             new = min(prev + steps, _KNOWS_WELL)
@@ -318,46 +341,7 @@ def session_turn(
         state[so + v] = new
         carry[so + v] = c
 
-    # 6.7 monotonicity (state becomes post)
-    for v in range(n):
-        le = last[so + v]
-        pv = pre[so + v]
-        demoted = le >= 0 and sig_att[le] == _ATT_REASONING and sig_role[le] != 0 and pv < _KNOWS_WELL
-        if not demoted and pv > state[so + v]:
-            state[so + v] = pv
-
-    # 7 counters over the pre snapshot
-    ic_num = 0
-    n_mentioned = 0
-    new_ius = 0
-    disallowed = 0
-    fam = 0
-    for e in range(e0, e1):
-        node = sig_node[e]
-        if sig_tq[e] == _TQ_NOT_MENTIONED or node == NO_ID:
-            continue
-        n_mentioned += 1
-        if node < 0:  # an id outside the graph: unaware, no prerequisites, teachable
-            ic_num += 1
-            new_ius += 1
-            continue
-        pv = pre[so + node]
-        teachable = pv < _KNOWS_WELL and _ceiling(pre, so, gn0 + node, g_pre_off, g_pre_idx) >= _PARTIAL
-        if pv < _KNOWS_WELL and teachable:
-            ic_num += 1
-        if pv <= _STRUGGLING:
-            new_ius += 1
-            if not teachable:
-                disallowed += 1
-        if pv >= _PARTIAL:
-            fam += 1
-
-    # explained flags reuse ``last``'s sign bit: mark explained IUs by -(e + 2) <= -2
-    for e in range(e0, e1):
-        node = sig_node[e]
-        if node >= 0 and sig_tq[e] != _TQ_NOT_MENTIONED and last[so + node] >= 0:
-            last[so + node] = -(last[so + node] + 2)
-
+    # 6.7 monotonicity (state becomes post), then the node-level counters (spec §7.3-7.4, §10)
     zpd = 0
     n_up = 0
     gain = 0
@@ -375,25 +359,28 @@ def session_turn(
     knows_well = 0
     over_tau = load > tau
     for v in range(n):
-        pv = np.int64(pre[so + v])
+        le = last[v]
+        pv = np.int64(pre[v])
         post = np.int64(state[so + v])
+        demoted = le >= 0 and sig_att[le] == _ATT_REASONING and sig_role[le] != 0 and pv < _KNOWS_WELL
+        if not demoted and pv > post:
+            post = pv
+            state[so + v] = pv
         if post == _KNOWS_WELL:
             knows_well += 1
-        ceil = _ceiling(pre, so, gn0 + v, g_pre_off, g_pre_idx)
+        ceil = np.int64(cpre[v])
         in_zpd = pv < _KNOWS_WELL and ceil >= _PARTIAL
         if in_zpd:
             zpd += 1
-        le = last[so + v]
-        if le > -2:  # not explained
+        if expl[v] == 0:
             continue
-        le = -le - 2
         moved = post > pv
         if moved:
             n_up += 1
             gain += post - pv
             if in_zpd:
                 absorbed += 1
-            if pv < _KNOWS_WELL and _ceiling_any_partial(pre, so, gn0 + v, g_pre_off, g_pre_idx) >= _PARTIAL:
+            if pv < _KNOWS_WELL and _ceiling_any_partial(pre, 0, gn0 + v, g_pre_off, g_pre_idx) >= _PARTIAL:
                 absorbed_any += 1
         if pv == 0 and (post == _STRUGGLING or post == _PARTIAL or (post == _KNOWS_WELL and sig_att[le] == _ATT_REASONING)):
             novel += 1
@@ -458,16 +445,21 @@ def run_range(
     lo, hi, graph_of, g_node_off, g_pre_off, g_pre_idx, g_upd, g_depth,
     s_off, state, carry, params, first_turn, traj_of, n_turns,
     seg_off, sig_node, sig_tq, sig_att, sig_role,
-    out, state_hist, carry_hist, pre, last, eff, max_seg, two,
+    out, state_hist, carry_hist, max_n, max_seg, two,
 ):  # fmt: skip
     """Whole trajectories of sessions ``lo..hi``: session s plays trajectory j = ``traj_of[s]``,
     i.e. ``n_turns[j]`` turns numbered from ``first_turn[s]``; turn t (0-based) reads segment
     ``j * T + t`` of ``seg_off`` (T = out.shape[1]) and writes ``out[s, t]``;
-    ``state_hist``/``carry_hist`` ([T, rows], or 0 rows to skip) get the post-turn rows;
-    ``max_seg`` >= the longest segment. Sessions may share a trajectory (they only read it)."""
+    ``state_hist``/``carry_hist`` ([T, rows], or 0 rows to skip) get the post-turn rows.
+    ``max_n`` >= the largest graph, ``max_seg`` >= the longest segment."""
     t_max = out.shape[1]
     record = state_hist.shape[0] > 0
-    rank = np.empty(max_seg, dtype=np.int64)  # per call: concurrent calls never share it
+    pre = np.empty(max_n, dtype=state.dtype)
+    cpre = np.empty(max_n, dtype=np.int8)
+    last = np.empty(max_n, dtype=np.int64)
+    expl = np.empty(max_n, dtype=np.int8)
+    eff = np.empty(max_n, dtype=np.float64)
+    rank = np.empty(max_seg, dtype=np.int64)
     for s in range(lo, hi):
         g = graph_of[s]
         gn0 = g_node_off[g]
@@ -479,7 +471,7 @@ def run_range(
             session_turn(
                 first_turn[s] + t, params[s], gn0, n, so, seg_off[seg], seg_off[seg + 1],
                 g_pre_off, g_pre_idx, g_upd, g_depth, sig_node, sig_tq, sig_att, sig_role,
-                state, carry, out[s, t], pre, last, eff, rank, 0, two,
+                state, carry, out[s, t], pre, cpre, last, expl, eff, rank, two,
             )  # fmt: skip
             if record:
                 for v in range(n):
@@ -497,7 +489,7 @@ def run_parallel(
     graph_of, g_node_off, g_pre_off, g_pre_idx, g_upd, g_depth,
     s_off, state, carry, params, first_turn, traj_of, n_turns,
     seg_off, sig_node, sig_tq, sig_att, sig_role,
-    out, state_hist, carry_hist, pre, last, eff, max_seg, two, n_chunks,
+    out, state_hist, carry_hist, max_n, max_seg, two, n_chunks,
 ):  # fmt: skip
     """``run_range`` over all sessions in ``n_chunks`` chunks spread over numba's threads (sessions
     share no writable rows; a few chunks per thread balance uneven sessions)."""
@@ -508,5 +500,5 @@ def run_parallel(
             c * n_sessions // n_chunks, (c + 1) * n_sessions // n_chunks,
             graph_of, g_node_off, g_pre_off, g_pre_idx, g_upd, g_depth, s_off, state, carry, params,
             first_turn, traj_of, n_turns, seg_off, sig_node, sig_tq, sig_att, sig_role,
-            out, state_hist, carry_hist, pre, last, eff, max_seg, two,
+            out, state_hist, carry_hist, max_n, max_seg, two,
         )  # fmt: skip

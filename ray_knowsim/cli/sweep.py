@@ -30,6 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report-only", action="store_true", help="rebuild the report of a finished sweep; no re-scoring")
     p.add_argument("--no-report", action="store_true", help="skip the sensitivity report")
     p.add_argument("--no-ray", action="store_true", help="run the pieces in this process, one by one (debugging, tiny sweeps)")
+    p.add_argument(
+        "--check-identity",
+        action="store_true",
+        help="exit 1 unless the default setting reproduces every recorded metric of the source (see identity.csv)",
+    )
     p.set_defaults(func=run)
 
 
@@ -79,16 +84,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     ident = result.identity or {}
+    bad = ident.get("mismatching_conversations", 0)
     if ident.get("checked"):
-        bad = ident["mismatching_conversations"]
         print(
             f"default setting vs recorded metrics: {ident['conversations'] - bad}/{ident['conversations']} conversations "
             f"reproduced ({ident['values_compared']} values){'' if not bad else ' -- see identity.csv'}"
         )
+    else:
+        print(f"default-setting identity not checked: {ident.get('why', '?')}")
     print(
         f"done in {result.seconds:.1f} s: {result.pieces_run} pieces run, {result.pieces_skipped} skipped; "
         f"output {result.out_dir}" + (f"; report {result.out_dir / result.report_files[0]}" if result.report_files else "")
     )
+    if args.check_identity and (bad or not ident.get("checked")):
+        print("error: --check-identity: the default setting does not reproduce the source", file=sys.stderr)
+        return 1
     return 0
 
 

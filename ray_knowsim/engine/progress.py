@@ -112,6 +112,7 @@ class Display:
         self.interactive = self.console.is_terminal and not quiet
 
     def __enter__(self) -> "Display":
+        self.start = time.monotonic()  # rates and ETA from the first shard on, not from Ray's start
         if self.interactive:
             self._live = Live(self._render(Counts(), 0), console=self.console, refresh_per_second=4, transient=False)
             self._live.__enter__()

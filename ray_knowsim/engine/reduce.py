@@ -266,8 +266,12 @@ def print_tables(tables: dict[str, pd.DataFrame], console=None) -> None:
     if not console.is_terminal and console.width < 150:
         console = Console(width=150)  # logs and pipes: do not squeeze the columns to 80
     mg, lm, rk = tables["marginal"], tables["level_means"], tables["ranks"]
-    shown = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "iq")
     heads = {"engagement": "ENG"}
+    # as many metric columns as the console fits (all of them are in tables/*.csv)
+    widest = max([len(str(c)) for c in mg["condition"]] + [9]) + len("intermediate") + 8
+    fit = max(3, (console.width - widest - 12) // 9)
+    keep = set(("kg", "dc", "co", "nkg", "iq", "ic", "po", "engagement")[:fit])  # by priority
+    shown = tuple(m for m in RANK_METRICS if m in keep)  # in the paper's order
 
     def add_metric_columns(table: Table) -> None:
         for m in shown:

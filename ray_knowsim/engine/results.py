@@ -283,6 +283,17 @@ class RunDir:
         )
 
 
+def open_dataset(run_dir: str | os.PathLike[str], table: str = "sessions", config_hash: str | None = None):
+    """The committed rows of ``table`` as a Ray Dataset (only files named by commit markers, so
+    leftovers of interrupted commits are never read). Ray must be initialised."""
+    import ray.data
+
+    files = RunDir(run_dir).data_files(table, RunDir(run_dir).markers(config_hash).values())
+    if not files:
+        raise FileNotFoundError(f"no committed {table} rows under {run_dir}")
+    return ray.data.read_parquet(files)
+
+
 def merge_rerun(
     old_sessions: pa.Table, old_turns: pa.Table, new_sessions: pa.Table, new_turns: pa.Table, order: list[str]
 ) -> tuple[pa.Table, pa.Table]:
@@ -314,6 +325,7 @@ __all__ = [
     "arrow_schema",
     "atomic_write_text",
     "merge_rerun",
+    "open_dataset",
     "rows_table",
     "sort_tables",
 ]

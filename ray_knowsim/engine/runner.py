@@ -191,6 +191,10 @@ def run(
             if todo:
                 display.log(f"run {run_id}: {plan.n_sessions} sessions in {plan.n_shards} shards; "
                             f"{skipped} shards committed before, {len(todo)} to run -> {run_dir.root}")
+                unseen = nodes_not_seeing(run_dir)
+                if unseen:
+                    raise RunError(f"the run directory {run_dir.root} is not visible from nodes {unseen}: workers write "
+                                   "their results there, so it must be on storage every node mounts (see docs/cluster.md)")
                 models = build_models(cfg, inputs.graphs, str(run_dir.cache), wait_s=900)
                 outcome.incomplete = _fan_out(cfg, plan, run_dir, models, make_context(cfg, run_id, config_hash), todo, display)
             else:
@@ -284,6 +288,38 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
         print(display.line(totals), flush=True)
     ray.kill(board)
     return incomplete
+
+
+def nodes_not_seeing(run_dir: RunDir) -> list[str]:
+    """Addresses of CPU nodes that cannot read a probe file the driver just wrote in the run
+    directory (an unshared output path on a multi-node cluster). One node: nothing to check."""
+    import secrets
+
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
+    if len(nodes) <= 1:
+        return []
+    token = secrets.token_hex(8)
+    probe = run_dir.tmp / f"probe-{token}"
+    probe.write_text(token)
+
+    def sees(path: str, expected: str) -> bool:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return fh.read() == expected
+        except OSError:
+            return False
+
+    task = ray.remote(num_cpus=0)(sees)
+    try:
+        refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(str(probe), token)
+                for n in nodes]
+        seen = ray.get(refs, timeout=300)
+    finally:
+        probe.unlink(missing_ok=True)
+    return [n.get("NodeManagerAddress", n["NodeID"]) for n, ok in zip(nodes, seen) if not ok]
 
 
 def _window(eng) -> int:

@@ -118,7 +118,7 @@ class ReportConfig(BaseModel):
     #: numeric parameters with more distinct values than this are binned into quantiles
     max_levels_per_param: int = Field(8, ge=2)
     #: parameters drawn, most influential first
-    max_param_plots: int = Field(8, ge=0)
+    max_param_plots: int = Field(6, ge=0)
     plots: bool = True
 
 

@@ -25,7 +25,6 @@ import math
 import re
 import warnings
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -258,10 +257,10 @@ def plot_param(param: str, summary: pd.DataFrame, by_group: pd.DataFrame, group_
     label, x = param_levels(col, max_levels)
     numeric = x.notna().all()
     plt = _plt()
-    panels = ["tau", *metrics]
+    panels = ["tau", *metrics][:4]  # every metric x parameter is in metric_ranges.png; drawing is slow
     ncols = min(4, len(panels))
     nrows = math.ceil(len(panels) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 2.6 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.0 * ncols, 2.6 * nrows), squeeze=False)
     key = x if numeric else label
     order = sorted(key.unique()) if numeric else sorted(label.unique())
     pos = {v: k for k, v in enumerate(order)}
@@ -289,7 +288,7 @@ def plot_param(param: str, summary: pd.DataFrame, by_group: pd.DataFrame, group_
         ax.axis("off")
     axes.flat[min(1, len(panels) - 1)].legend(fontsize=6)
     fig.suptitle(param, fontsize=10)
-    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.12, top=0.88, wspace=0.3, hspace=0.55)
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.14, top=0.80 if nrows == 1 else 0.88, wspace=0.3, hspace=0.55)
     fig.savefig(path, dpi=72)
     plt.close(fig)
     return True
@@ -373,8 +372,10 @@ def write_report(out_dir: str | Path, cfg: ReportConfig) -> list[str]:
         ordered = list(first["param"]) if not first.empty else [p[2:] for p in params]
         for p in ordered[: cfg.max_param_plots]:
             name = f"param_{_safe(p)}.png"
-            if plot_param(p, summary, by_group, list(cfg.group_by), metrics, f"tau_mean.{primary}", cfg.max_levels_per_param, rep / name):
-                files.append((f"report/{name}", f"tau and metric means against {p} (one line per {', '.join(cfg.group_by) or 'sweep'})"))
+            shown = list(dict.fromkeys(rank_metrics + metrics))[:3]
+            if plot_param(p, summary, by_group, list(cfg.group_by), shown, f"tau_mean.{primary}", cfg.max_levels_per_param, rep / name):
+                what = f"Kendall tau and the means of {', '.join(shown)} against {p} (one line per {', '.join(cfg.group_by) or 'sweep'})"
+                files.append((f"report/{name}", what))
 
     files.append(("setting_summary.parquet", "settings.csv with every aggregated column (Parquet)"))
     _index(rep, out_dir, files, summary, infl, rank_metrics)

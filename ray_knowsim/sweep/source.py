@@ -12,7 +12,6 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
-import math
 import string
 import warnings
 from collections import Counter
@@ -311,8 +310,4 @@ def _load_records(cfg: SweepConfig, src: RecordsSource) -> SourceData:
     return out
 
 
-def is_missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-__all__ = ["ERROR_STOPS", "RECORD_METRICS", "RECORD_METRICS_ES", "RUN_METRIC_COLUMNS", "SourceData", "is_missing", "load_source"]
+__all__ = ["ERROR_STOPS", "RECORD_METRICS", "RECORD_METRICS_ES", "RUN_METRIC_COLUMNS", "SourceData", "load_source"]

@@ -121,6 +121,18 @@ def test_rerun_skips_committed_shards_and_redoes_failed_sessions(clean_run, tmp_
     assert_same_rows(out, copy)  # the injected failure fails again: same rows, none duplicated
 
 
+def test_a_run_dir_of_another_config_is_refused(clean_run):
+    from ray_knowsim.engine.manifest import ManifestMismatch
+    from ray_knowsim.engine.results import open_dataset
+
+    cfg, out, _ = clean_run
+    other = parse_run_config(small_config(max_turns=4))
+    with pytest.raises(ManifestMismatch, match="another config"):
+        run(other, output=out, quiet=True)
+    ds = open_dataset(out, "sessions")  # committed rows as a Ray Dataset
+    assert ds.count() == 24 and "kg" in ds.schema().names
+
+
 @pytest.mark.parametrize("retries", [2, 0])
 def test_worker_killed_mid_run_then_resumed_equals_clean(clean_run, crash_file, tmp_path, retries):
     cfg, out, _ = clean_run

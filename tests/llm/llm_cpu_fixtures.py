@@ -152,7 +152,9 @@ def post_json(url: str, body: dict, timeout: float = 120) -> dict:
 
 @pytest.fixture(scope="session")
 def llm_ray() -> Iterator[None]:
-    """A local Ray instance sized for this machine (reuses one already initialised)."""
+    """A local Ray instance sized for this machine, kept for the whole session so the engine pool
+    can serve later test modules too (reuses a Ray that is already initialised; module fixtures
+    elsewhere that shut Ray down would also end the pool: use this one in LLM tests)."""
     import ray
 
     if ray.is_initialized():
@@ -187,11 +189,18 @@ def vllm_cpu_pool(llm_ray: None, vllm_cpu_config) -> Iterator[list]:
     """The engine actor pool (one CPU replica), started and ready; killed at session end."""
     from ray_knowsim.llm.vllm_backend import get_or_create_vllm_pool, kill_vllm_pool, wait_pool_ready
 
+    import ray
+
     t0 = time.perf_counter()
     actors = get_or_create_vllm_pool(vllm_cpu_config)
     try:
-        info = wait_pool_ready(actors, timeout_s=SERVER_READY_TIMEOUT_S)
+        try:
+            info = wait_pool_ready(actors, timeout_s=SERVER_READY_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            pytest.fail(f"vLLM actor not ready after {SERVER_READY_TIMEOUT_S:.0f} s "
+                        "(raise RAY_KNOWSIM_VLLM_READY_TIMEOUT on a busy machine)")
         print(f"\n[llm_cpu] vLLM actor ready in {time.perf_counter() - t0:.1f} s: {info}")
         yield actors
     finally:
-        kill_vllm_pool(vllm_cpu_config)
+        if ray.is_initialized():
+            kill_vllm_pool(vllm_cpu_config)

@@ -134,7 +134,7 @@ def test_reference_records_sweep_and_cli(shared_ref, tmp_path, capsys):
 
     path = tmp_path / "ref.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    assert main(["sweep", str(path)]) == 0
+    assert main(["sweep", str(path), "--check-identity"]) == 0
     out = capsys.readouterr().out
     assert "2/2 conversations reproduced" in out
     summary = pd.read_parquet(tmp_path / "out" / "setting_summary.parquet")
@@ -167,3 +167,16 @@ def test_demo_config_runs_quickly_on_a_small_run(run_dir, tmp_path):
     assert time.perf_counter() - t0 < 120
     assert result.identity["mismatching_conversations"] == 0
     assert len(list((result.out_dir / "report").glob("*.png"))) >= 3
+
+
+def test_identity_check_fails_when_the_base_rules_are_not_the_recording_rules(shared_ref, tmp_path, capsys):
+    import yaml
+
+    cfg = reference_config(shared_ref, tmp_path / "out", base={"preset": "reference", "overrides": {"capacity_ratio": 0.45}},
+                           report={"plots": False})  # fmt: skip
+    path = tmp_path / "ref.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert main(["sweep", str(path), "--no-ray", "--check-identity"]) == 1
+    assert "0/2 conversations reproduced" in capsys.readouterr().out
+    mismatches = pd.read_csv(tmp_path / "out" / "identity.csv")
+    assert {"tau", "co"} <= set(mismatches["column"])

@@ -1,0 +1,61 @@
+"""The pandas half of the reduction on hand-made rows: failed sessions masked, n=1 cells without
+sd/CI, level-marginal = unweighted mean of level means, "min" ties, lower-is-better CO/PO."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from ray_knowsim.engine.reduce import KEYS, SUM_COLUMNS, build_tables, cells_from_sums, partial_moments
+from ray_knowsim.engine.results import SESSION_SCHEMA
+
+
+def session(cond: str, level: str, status: str = "ok", **metrics) -> dict:
+    row = {f.name: None for f in SESSION_SCHEMA}
+    row.update(task="math", condition=cond, knowledge_level=level, status=status,
+               fm_redundant=1, fm_prereq_blocked=0, fm_effective=3, fm_overload_wasted=0, fm_under_absorbed=0)
+    row.update(metrics)
+    return row
+
+
+def tables_of(rows: list[dict]) -> dict[str, pd.DataFrame]:
+    table = pa.Table.from_pylist(rows)
+    half = table.num_rows // 2  # two "blocks", combined as the groupby combines them
+    parts = pd.concat([partial_moments(table.slice(0, half)).to_pandas(), partial_moments(table.slice(half)).to_pandas()])
+    return build_tables(cells_from_sums(parts.groupby(list(KEYS), as_index=False)[list(SUM_COLUMNS)].sum()))
+
+
+def test_masking_single_values_and_marginals():
+    rows = [
+        session("a", "novice", kg=1.0, co=0.2), session("a", "novice", kg=3.0, co=0.4),
+        session("a", "advanced", kg=10.0, co=0.9),
+        session("a", "advanced", status="failed", kg=99.0, co=9.0),  # never enters a mean
+        session("b", "novice", kg=2.0, co=0.2), session("b", "advanced", kg=10.0, co=0.1),
+    ]
+    t = tables_of(rows)
+    lm = t["level_means"].set_index(["condition", "knowledge_level"])
+    assert lm.loc[("a", "novice"), "kg"] == 2.0 and lm.loc[("a", "novice"), "kg_sd"] == pytest.approx(math.sqrt(2))
+    assert lm.loc[("a", "advanced"), ["kg", "kg_n", "n_ok", "n_failed"]].tolist() == [10.0, 1, 1, 1]
+    assert math.isnan(lm.loc[("a", "advanced"), "kg_sd"]) and math.isnan(lm.loc[("a", "advanced"), "kg_ci_low"])
+    assert lm.loc[("a", "novice"), "kg_ci_low"] == pytest.approx(2.0 - 12.7062 * math.sqrt(2) / math.sqrt(2), rel=1e-4)
+    assert lm.loc[("a", "novice"), "iq_n"] == 0 and math.isnan(lm.loc[("a", "novice"), "iq"])
+    assert list(t["level_means"]["knowledge_level"][:2]) == ["novice", "advanced"]  # paper order
+    mg = t["marginal"].set_index("condition")
+    assert mg.loc["a", "kg"] == 6.0  # (2 + 10) / 2, not the pooled (1 + 3 + 10) / 3
+    assert mg.loc["a", "kg_levels"] == 2 and mg.loc["a", "n_failed"] == 1
+    fm = t["failure_modes"].set_index(["condition", "knowledge_level"])
+    assert fm.loc[("a", "advanced"), "fm_effective"] == 3 and fm.loc[("a", "advanced"), "fm_effective_share"] == 0.75
+
+
+def test_ranks_min_ties_and_direction():
+    rows = [session(c, "novice", kg=kg, co=co) for c, kg, co in (("a", 1.0, 0.5), ("b", 2.0, 0.5), ("c", 2.0, 0.1))]
+    rk = tables_of(rows)["ranks"]
+    marg = rk[rk["scope"] == "marginal"].set_index("condition")
+    assert marg["rank_kg"].to_dict() == {"a": 3.0, "b": 1.0, "c": 1.0}  # ties share the best rank
+    assert marg["rank_co"].to_dict() == {"a": 2.0, "b": 2.0, "c": 1.0}  # lower is better
+    assert marg.loc["c", "mean_rank"] == 1.0 and marg.loc["a", "mean_rank"] == 2.5
+    assert rk["condition"].tolist()[:3] == ["c", "b", "a"]  # sorted by mean rank
+    assert set(rk["scope"]) == {"marginal", "novice"}
