@@ -12,6 +12,7 @@ TurnUpdate + TurnMetrics values) plus per-node post-turn states and carries.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -36,7 +37,10 @@ from ray_knowsim.rules.config import RuleConfig
 
 COUNTERS = K.COUNTERS
 COUNTER_INDEX: dict[str, int] = {name: i for i, name in enumerate(COUNTERS)}
-#: below this many sessions the thread start-up costs more than it saves (measured on 2 cores)
+#: ``parallel=None`` uses numba's threads only from this many sessions up (thread start-up and
+#: chunking cost more than they save below it), and only when RAY_KNOWSIM_KERNEL_THREADS=1: on a
+#: shared machine, or in Ray workers that each already own a core, threads oversubscribe the CPUs
+#: (measured on the shared 2-core dev machine: threaded 0.67x the serial speed).
 PARALLEL_MIN_SESSIONS = 2000
 _TWO = 2.0  # passed at run time: see the module docstring of kernels.update
 _NO_HIST_STATE = np.empty((0, 0), dtype=np.int8)  # "do not record per-turn rows"
@@ -45,7 +49,8 @@ _NO_HIST_CARRY = np.empty((0, 0), dtype=np.float64)
 
 def _use_parallel(parallel: bool | None, n_sessions: int) -> bool:
     if parallel is None:
-        return n_sessions >= PARALLEL_MIN_SESSIONS and numba.get_num_threads() > 1
+        opted_in = os.environ.get("RAY_KNOWSIM_KERNEL_THREADS") == "1"
+        return opted_in and n_sessions >= PARALLEL_MIN_SESSIONS and numba.get_num_threads() > 1
     return parallel
 
 
@@ -82,7 +87,9 @@ class BatchState:
     ``graphs`` holds one GraphIndex per session (sessions of one item may share the object; it is
     packed once); ``rules`` one RuleConfig for all or one per session. ``initial``/``carries`` map
     graph ids to states / fractional carries (missing ids: unaware / 0.0). ``max_turns`` feeds only
-    temporal decay (as in ``apply_turn``).
+    temporal decay (as in ``apply_turn``). ``parallel``: True runs sessions on numba's threads,
+    False in the calling thread, None decides by PARALLEL_MIN_SESSIONS / RAY_KNOWSIM_KERNEL_THREADS.
+    Not thread-safe: one caller steps a batch at a time.
     """
 
     def __init__(
@@ -248,7 +255,8 @@ def run_packed(
 ) -> BatchResult:
     """Replay trajectories on packed arrays: session s (graph ``graph_of[s]``, rule row
     ``params[s]``) plays trajectory ``traj_of[s]`` (default s) from ``state``/``carry`` rows
-    (``session_offsets`` layout; zeros when None; copied, not modified)."""
+    (``session_offsets`` layout; zeros when None; copied, not modified). ``first_turn`` numbers
+    each session's first replayed turn (temporal decay only); ``parallel`` as in BatchState."""
     graph_of = np.ascontiguousarray(graph_of, dtype=np.int64)
     n = graph_of.shape[0]
     traj_of = np.arange(n, dtype=np.int64) if traj_of is None else np.ascontiguousarray(traj_of, dtype=np.int64)
