@@ -16,6 +16,7 @@ import numpy as np
 
 from ray_knowsim.kernels.update import (
     COUNTERS,
+    MAX_GRAPH_NODES,
     N_PARAMS,
     NO_ID,
     NOT_IN_GRAPH,
@@ -74,6 +75,8 @@ def pack_graphs(graphs: Sequence[GraphIndex]) -> PackedGraphs:
     upd: list[int] = []
     depth: list[int] = []
     for g in graphs:
+        if len(g.ids) >= MAX_GRAPH_NODES:
+            raise ValueError(f"graph {g.item_id!r} has {len(g.ids)} IUs; the kernel supports fewer than {MAX_GRAPH_NODES}")
         order = {v: k for k, v in enumerate(g.ids)}
         ids.append(tuple(g.ids))
         index.append(order)

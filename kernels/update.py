@@ -136,6 +136,11 @@ C_FLAG_ONLY = COUNTERS.index("wasted_flag_only")
 C_CAPPED = COUNTERS.index("capped_in_zpd")
 C_KNOWS_WELL = COUNTERS.index("n_knows_well")
 
+#: hinge key layout: weight rank | depth | order; graphs must stay below 2**21 nodes
+MAX_GRAPH_NODES = 1 << 21
+_KEY_SHIFT_D = 21
+_KEY_SHIFT_W = 42
+
 # codes (model.signals / model.states); literals so numba sees constants
 _TQ_NOT_MENTIONED = 0
 _TQ_SHALLOW = 1
@@ -181,37 +186,17 @@ def _ceiling_any_partial(states, so, gv, g_pre_off, g_pre_idx):
     return _PARTIAL if any_partial else _STRUGGLING
 
 
-@njit(cache=True)
-def _hinge_before(a, b, sig_node, pre, so, ws, g_depth, gn0):
-    """Strict ``key(a) < key(b)`` for the hinge ranking key (-W_S[pre], depth, order)."""
-    na = sig_node[a]
-    nb = sig_node[b]
-    pa = pre[so + na] if na >= 0 else 0
-    pb = pre[so + nb] if nb >= 0 else 0
-    wa = -ws[pa]
-    wb = -ws[pb]
-    if wa != wb:
-        return wa < wb
-    da = g_depth[gn0 + na] if na >= 0 else 0
-    db = g_depth[gn0 + nb] if nb >= 0 else 0
-    if da != db:
-        return da < db
-    oa = na if na >= 0 else 0
-    ob = nb if nb >= 0 else 0
-    return oa < ob
-
-
 @njit(inline="always")
 def session_turn(
     turn, p, gn0, n, so, e0, e1,
     g_pre_off, g_pre_idx, g_upd, g_depth,
     sig_node, sig_tq, sig_att, sig_role,
     state, carry, out,
-    pre, cpre, last, expl, eff, rank, two,
+    pre, cpre, last, expl, eff, rank, keys, wrank, two,
 ):  # fmt: skip
     """Advance one session (graph rows ``gn0..gn0+n``, state rows ``so..so+n``) by one turn and
     write its counters into ``out`` (a row of N_COUNTERS). ``pre``, ``cpre``, ``last``, ``expl``,
-    ``eff`` (>= n) and ``rank`` (>= e1 - e0) are scratch indexed by local node / entry position."""
+    ``eff`` (>= n), ``rank``, ``keys`` (>= e1 - e0) and ``wrank`` (4) are scratch."""
     ws = p[P_WS : P_WS + 4]
     wr = p[P_WR : P_WR + 4]
     tau = p[P_TAU]
@@ -291,19 +276,30 @@ def session_turn(
         for v in range(n):
             eff[v] = eta
         if p[P_HINGE] != 0.0:
+            # the ranking key (-W_S[pre], depth, order) as one int64: -W_S[pre] becomes the number
+            # of states with a strictly larger weight (same order, ties kept), then depth, then order
+            for a in range(4):
+                wrank[a] = 0
+                for b in range(4):
+                    if ws[b] > ws[a]:
+                        wrank[a] += 1
             m = 0
             for e in range(e0, e1):
-                if sig_tq[e] != _TQ_NOT_MENTIONED and sig_node[e] != NO_ID:
-                    rank[m] = e
+                node = sig_node[e]
+                if sig_tq[e] != _TQ_NOT_MENTIONED and node != NO_ID:
+                    if node >= 0:  # ids outside the graph: state 0, depth 0, order 0
+                        key = (wrank[pre[node]] << _KEY_SHIFT_W) | (g_depth[gn0 + node] << _KEY_SHIFT_D) | node
+                    else:
+                        key = wrank[0] << _KEY_SHIFT_W
+                    # stable insertion: entries with an equal key keep signal-list order, as sorted() does
+                    j = m - 1
+                    while j >= 0 and keys[j] > key:
+                        keys[j + 1] = keys[j]
+                        rank[j + 1] = rank[j]
+                        j -= 1
+                    keys[j + 1] = key
+                    rank[j + 1] = e
                     m += 1
-            # stable insertion sort == Python's stable sorted() on the same key
-            for i in range(1, m):
-                cur_e = rank[i]
-                j = i - 1
-                while j >= 0 and _hinge_before(cur_e, rank[j], sig_node, pre, 0, ws, g_depth, gn0):
-                    rank[j + 1] = rank[j]
-                    j -= 1
-                rank[j + 1] = cur_e
             top = np.int64(p[P_HINGE_N])
             for r in range(m):
                 node = sig_node[rank[r]]
@@ -460,6 +456,8 @@ def run_range(
     expl = np.empty(max_n, dtype=np.int8)
     eff = np.empty(max_n, dtype=np.float64)
     rank = np.empty(max_seg, dtype=np.int64)
+    keys = np.empty(max_seg, dtype=np.int64)
+    wrank = np.empty(4, dtype=np.int64)
     for s in range(lo, hi):
         g = graph_of[s]
         gn0 = g_node_off[g]
@@ -471,7 +469,7 @@ def run_range(
             session_turn(
                 first_turn[s] + t, params[s], gn0, n, so, seg_off[seg], seg_off[seg + 1],
                 g_pre_off, g_pre_idx, g_upd, g_depth, sig_node, sig_tq, sig_att, sig_role,
-                state, carry, out[s, t], pre, cpre, last, expl, eff, rank, two,
+                state, carry, out[s, t], pre, cpre, last, expl, eff, rank, keys, wrank, two,
             )  # fmt: skip
             if record:
                 for v in range(n):

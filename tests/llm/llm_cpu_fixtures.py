@@ -41,7 +41,8 @@ CPU_ENGINE_ENV = {
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
 }
-MAX_MODEL_LEN = 2048
+# 4096: the real-model simulation's extractor prompt reaches ~2k tokens by turn 2, plus its output.
+MAX_MODEL_LEN = 4096
 
 
 def _smollm2_dir() -> Path:
