@@ -24,6 +24,8 @@ answers with a generic reply.
 
 from __future__ import annotations
 
+from ray_knowsim.text import fold_plural
+
 import asyncio
 import hashlib
 import json
@@ -58,12 +60,7 @@ _STOP = frozenset(
 )
 
 
-def _stem(word: str) -> str:
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
+_stem = fold_plural
 
 
 def words(text: str) -> list[str]:

@@ -12,7 +12,8 @@ conversation, simulated conversation) pairs of the cell, which does not saturate
 
 from __future__ import annotations
 
-import functools
+from ray_knowsim.text import fold_plural
+
 import importlib
 import math
 import re
@@ -35,14 +36,7 @@ _STOP = frozenset(
 _WORD = re.compile(r"[a-z0-9]+")
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _stem(word: str) -> str:
-    """Light plural folding so 'counts'/'count', 'probabilities'/'probability' meet."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
+_stem = fold_plural
 
 
 def content_words(text: str, min_len: int = 3) -> frozenset[str]:
