@@ -2,7 +2,7 @@
 ``rules.turn_metrics.turn_metrics`` (spec §6, §7, §10).
 
 Why a twin: the sweep engine replays thousands of rule settings x conversations; the plain-Python
-rules cost ~100 us per session-turn, this costs well under 1 us. The Python rules stay the
+rules cost ~250 us of CPU per session-turn, this ~1.5 us (scripts/bench/kernel.py). The Python rules stay the
 executable truth; ``tests/kernels/test_kernel_equivalence.py`` checks that every state, carry and
 counter here is bit-identical to them, so every float below is computed with the same operations in
 the same order as the Python (do not "simplify" an expression without rerunning that test).
@@ -186,7 +186,7 @@ def _ceiling_any_partial(states, so, gv, g_pre_off, g_pre_idx):
     return _PARTIAL if any_partial else _STRUGGLING
 
 
-@njit(inline="always")
+@njit(cache=True)
 def session_turn(
     turn, p, gn0, n, so, e0, e1,
     g_pre_off, g_pre_idx, g_upd, g_depth,

@@ -2,8 +2,9 @@
 Parquet commits, the Ray Data reduction), each figure against a baseline measured in this run.
 
 (a) throughput: sessions/s of ``ray-knowsim run`` on a local Ray with ``--cpus`` CPUs (default 2;
-    Ray start excluded) vs a single-process loop over the same shards (same shard function,
-    offline backend, rows written to one Parquet file): ``ray_vs_single_ratio``.
+    Ray start and the table reduction excluded, the latter reported as ``reduce_s``) vs a
+    single-process loop over the same shards (same shard function, offline backend, rows written
+    to one Parquet file): ``ray_vs_single_ratio``.
 (b) LLM-bound scheduling: ``--sessions-b`` sessions (default 1,000) against a local
     OpenAI-compatible server answering after ``--delay`` seconds (``ray-knowsim serve-offline``),
     with ``--concurrency`` requests in flight in all. The ideal lockstep bound is
@@ -112,17 +113,25 @@ def bench_a(args, workdir: Path) -> dict:
     from ray_knowsim.engine.config import parse_run_config
     from ray_knowsim.engine.runner import run
 
-    cfg = parse_run_config(base_config(trials_for(args.sessions_a, 4), 4, args.turns, args.shard_size))
+    from ray_knowsim.engine.reduce import aggregate_cells
+    from ray_knowsim.engine.results import RunDir
+
+    cfg = parse_run_config(base_config(trials_for(args.sessions_a, 4), 4, args.turns_a, args.shard_size))
     single_s, n = single_process(cfg)
     t0 = time.perf_counter()
-    out = run(cfg, output=workdir / "a", quiet=True)
+    out = run(cfg, output=workdir / "a", quiet=True, tables=False)
     engine_s = time.perf_counter() - t0
     assert out.n_ok + out.n_failed == n, (out.n_ok, out.n_failed, n)
-    res = {"a_sessions": n, "single_s": round(single_s, 2), "ray_engine_s": round(engine_s, 2),
-           "single_sessions_per_s": round(n / single_s, 2), "ray_sessions_per_s": round(n / engine_s, 2)}
+    t0 = time.perf_counter()
+    aggregate_cells(RunDir(workdir / "a").data_files("sessions"))  # the Ray Data groupby, for reference
+    reduce_s = time.perf_counter() - t0
+    res = {"a_sessions": n, "a_turns": args.turns_a, "single_s": round(single_s, 2), "ray_engine_s": round(engine_s, 2),
+           "reduce_s": round(reduce_s, 2), "single_sessions_per_s": round(n / single_s, 2),
+           "ray_sessions_per_s": round(n / engine_s, 2)}
     res["ray_vs_single_ratio"] = round(res["ray_sessions_per_s"] / res["single_sessions_per_s"], 3)
-    print(f"(a) {n} sessions: single process {single_s:.1f}s ({n / single_s:.1f}/s), "
-          f"Ray engine incl. commits + reduction {engine_s:.1f}s ({n / engine_s:.1f}/s): ratio {res['ray_vs_single_ratio']}", flush=True)
+    print(f"(a) {n} sessions x {args.turns_a} turns: single process {single_s:.1f}s ({n / single_s:.1f}/s), "
+          f"Ray engine (plan, shards, commits; Ray start excluded) {engine_s:.1f}s ({n / engine_s:.1f}/s): "
+          f"ratio {res['ray_vs_single_ratio']}; the table reduction adds {reduce_s:.1f}s", flush=True)
     return res
 
 
@@ -232,11 +241,12 @@ def driver_peak_mb(args, workdir: Path, sessions: int) -> tuple[float, float]:
 def bench_c(args, workdir: Path) -> dict:
     small, small_s = driver_peak_mb(args, workdir, args.sessions_c_small)
     big, big_s = driver_peak_mb(args, workdir, args.sessions_c_big)
-    res = {"driver_peak_mb_small": round(small, 1), "driver_peak_mb_big": round(big, 1),
-           "c_sessions_small": args.sessions_c_small, "c_sessions_big": args.sessions_c_big,
+    n_small, n_big = (trials_for(k, 4) * DEMO_ITEMS * 3 * 4 for k in (args.sessions_c_small, args.sessions_c_big))
+    res = {"driver_peak_mb_small": round(small, 1), "driver_peak_mb_big": round(big, 1), "c_shard_fn": STANDIN,
+           "c_sessions_small": n_small, "c_sessions_big": n_big,
            "driver_memory_10k_vs_1k_ratio": round(big / small, 3)}
-    print(f"(c) driver peak RSS: {small:.0f} MB at {args.sessions_c_small} sessions ({small_s:.0f}s), "
-          f"{big:.0f} MB at {args.sessions_c_big} ({big_s:.0f}s): ratio {res['driver_memory_10k_vs_1k_ratio']}", flush=True)
+    print(f"(c) driver peak RSS: {small:.0f} MB at {n_small} sessions ({small_s:.0f}s), "
+          f"{big:.0f} MB at {n_big} ({big_s:.0f}s): ratio {res['driver_memory_10k_vs_1k_ratio']}", flush=True)
     return res
 
 
@@ -245,6 +255,7 @@ def main() -> int:
     p.add_argument("--cpus", type=int, default=2)
     p.add_argument("--turns", type=int, default=3)
     p.add_argument("--sessions-a", type=int, default=500)
+    p.add_argument("--turns-a", type=int, default=15, help="(a) turns per session (the paper's 15)")
     p.add_argument("--shard-size", type=int, default=50)
     p.add_argument("--sessions-b", type=int, default=1000)
     p.add_argument("--shard-size-b", type=int, default=125)
@@ -261,7 +272,7 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not a measurement)")
     args = p.parse_args()
     if args.quick:
-        args.sessions_a, args.sessions_b, args.delay = 84, 168, 0.1
+        args.sessions_a, args.sessions_b, args.delay, args.turns_a = 84, 168, 0.1, 3
         args.concurrency, args.sessions_c_small, args.sessions_c_big = 42, 84, 840
     skip = set(filter(None, args.skip.split(",")))
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

@@ -50,14 +50,14 @@ from ray_knowsim.sim.types import (
 pytestmark = [pytest.mark.llm_cpu, pytest.mark.slow]
 
 MAX_TURNS = 2
-MAX_TEXT_CHARS = 120  # per free-text JSON string: a sentence or two
+MAX_TEXT_CHARS = 80  # per free-text JSON string: a short sentence
 # Per-role output budgets that the bounded schemas fit in even when every character of every
 # string is its own token (the degenerate case): UserTurn <= 2 strings, SignalReport <= 2 per IU.
 ROLES = {
-    "user_sim": RoleSettings(model="smol", temperature=0.7, max_tokens=384, attempts=1),
+    "user_sim": RoleSettings(model="smol", temperature=0.7, max_tokens=256, attempts=1),
     # plain text: a reply cut at max_tokens is still a reply; short keeps the extractor's prompt small
     "assistant": RoleSettings(model="smol", temperature=0.0, max_tokens=128, attempts=1),
-    "extractor": RoleSettings(model="smol", temperature=0.0, max_tokens=1024, attempts=1),
+    "extractor": RoleSettings(model="smol", temperature=0.0, max_tokens=768, attempts=1),
 }
 
 ITEM = Item(id="frac-1", task="math", question="What is 3/4 + 1/8?",
@@ -78,7 +78,7 @@ SPEC = SessionSpec(
     knowledge_level="novice", condition="smol:minimal", assistant_model="smol",
     assistant_strategy="minimal", simulator="structured", trial=0, seed=20261129, init_seed=7,
 )
-SCHEMA_NAMES = {"user_sim": UserTurn.__name__, "extractor": SignalReport.__name__}
+OUTPUT_MODELS = {"user_sim": UserTurn, "extractor": SignalReport}
 
 
 def _cap_strings(node: Any) -> Any:
@@ -168,10 +168,10 @@ def check(result: SessionResult, model: Bounded) -> None:
             assert c.response.error is None, log
             assert c.response.usage.prompt_tokens > 0 and c.response.usage.completion_tokens > 0, log
             assert c.request.max_tokens == ROLES[role].max_tokens
-            if role in SCHEMA_NAMES:
-                assert c.request.schema_name == SCHEMA_NAMES[role]
+            if role in OUTPUT_MODELS:
+                assert c.request.schema_name == OUTPUT_MODELS[role].__name__
                 assert c.response.finish_reason == "stop", f"{role} output truncated\n{log}"
-                json.loads(c.response.text)  # the whole reply is the JSON object
+                OUTPUT_MODELS[role].model_validate_json(c.response.text)  # the whole reply
             else:
                 assert c.request.json_schema is None
     # one call per role per turn, no retries, and the row's token counts are the backend's
