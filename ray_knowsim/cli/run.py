@@ -46,6 +46,12 @@ def main(args: argparse.Namespace) -> int:
     line = (f"run {outcome.run_id}: {outcome.status}; sessions ok {outcome.n_ok}, failed {outcome.n_failed}, "
             f"of {outcome.n_sessions}; {outcome.seconds:.1f}s; results in {outcome.run_dir}")
     print(line, flush=True)
+    if outcome.llm:
+        from ray_knowsim.llm.accounting import Accounting
+
+        parts = [f"{role} {st.calls} calls/{st.total_tokens} tok" + (f"/{st.errors} errors" if st.errors else "")
+                 for role, st in sorted(Accounting.from_dict(outcome.llm).by_role.items())]
+        print("llm: " + ", ".join(parts), flush=True)
     if outcome.incomplete:
         print(f"{len(outcome.incomplete)} shard(s) did not finish; run the same command again to resume", file=sys.stderr)
     return 0 if outcome.status == "ok" else 1

@@ -10,7 +10,6 @@ non-terminal stdout gets a plain line every ``PLAIN_EVERY_S`` instead of a live 
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -182,10 +181,6 @@ class Display:
         if acc.by_role:
             outer.add_row(roles)
         return outer
-
-
-def stdout_is_terminal() -> bool:
-    return sys.stdout.isatty()
 
 
 __all__ = ["Counts", "Display", "ProgressBoard", "Reporter", "progress_actor"]

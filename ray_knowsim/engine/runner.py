@@ -50,6 +50,7 @@ class RunOutcome:
     ran_shards: int
     incomplete: dict[str, str] = field(default_factory=dict)  # shard id -> why it did not finish
     tables: dict[str, Any] = field(default_factory=dict)
+    llm: dict[str, Any] = field(default_factory=dict)  # this invocation's calls/tokens per role (Accounting.to_dict)
     seconds: float = 0.0
 
     @property
@@ -130,7 +131,7 @@ def prepare(cfg: RunConfig, output: str | Path | None = None, overwrite: bool = 
     if overwrite and run_dir.root.exists():
         import shutil
 
-        for sub in ("sessions", "turns", "shards", "tables", ".tmp", "cache"):
+        for sub in ("sessions", "turns", "shards", "tables", ".tmp"):  # the content-keyed LLM cache stays
             shutil.rmtree(run_dir.root / sub, ignore_errors=True)
         run_dir.manifest.unlink(missing_ok=True)
     return plan, run_dir, run_id, config_hash, inputs
@@ -196,7 +197,7 @@ def run(
                     raise RunError(f"the run directory {run_dir.root} is not visible from nodes {unseen}: workers write "
                                    "their results there, so it must be on storage every node mounts (see docs/cluster.md)")
                 models = build_models(cfg, inputs.graphs, str(run_dir.cache), wait_s=900)
-                outcome.incomplete = _fan_out(cfg, plan, run_dir, models, make_context(cfg, run_id, config_hash), todo, display)
+                outcome.incomplete, outcome.llm = _fan_out(cfg, plan, run_dir, models, make_context(cfg, run_id, config_hash), todo, display)
             else:
                 display.log(f"run {run_id}: all {plan.n_shards} shards already committed -> {run_dir.root}")
             final = run_dir.markers(config_hash)
@@ -216,7 +217,7 @@ def run(
         outcome.seconds = time.perf_counter() - t0
         close_manifest(run_dir, manifest, status, {
             "sessions": outcome.n_sessions, "ok": outcome.n_ok, "failed": outcome.n_failed,
-            "incomplete_shards": sorted(outcome.incomplete), "seconds": round(outcome.seconds, 2),
+            "incomplete_shards": sorted(outcome.incomplete), "seconds": round(outcome.seconds, 2), "llm": outcome.llm,
         })
     if outcome.tables and print_tables and not quiet:
         from ray_knowsim.engine.reduce import print_tables as show
@@ -226,8 +227,9 @@ def run(
 
 
 def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx: ShardContext,
-             todo: list[tuple[int, set[str] | None, Marker | None]], display: Display) -> dict[str, str]:
-    """Submit shard tasks in a bounded window; collect summaries; returns shards that failed."""
+             todo: list[tuple[int, set[str] | None, Marker | None]], display: Display) -> tuple[dict[str, str], dict[str, Any]]:
+    """Submit shard tasks in a bounded window; collect summaries. Returns the shards that did not
+    finish (id -> why) and the LLM accounting of the finished ones."""
     import ray
 
     from ray_knowsim.engine.worker import execute_shard
@@ -287,7 +289,7 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
     if not display.interactive and not display.quiet:
         print(display.line(totals), flush=True)
     ray.kill(board)
-    return incomplete
+    return incomplete, totals.accounting
 
 
 def nodes_not_seeing(run_dir: RunDir) -> list[str]:

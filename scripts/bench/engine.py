@@ -116,7 +116,9 @@ def bench_a(args, workdir: Path) -> dict:
     from ray_knowsim.engine.reduce import aggregate_cells
     from ray_knowsim.engine.results import RunDir
 
-    cfg = parse_run_config(base_config(trials_for(args.sessions_a, 4), 4, args.turns_a, args.shard_size))
+    n_planned = trials_for(args.sessions_a, 4) * DEMO_ITEMS * 3 * 4
+    shard_size = args.shard_size or math.ceil(n_planned / (4 * args.cpus))  # 4 even waves per CPU
+    cfg = parse_run_config(base_config(trials_for(args.sessions_a, 4), 4, args.turns_a, shard_size))
     single_s, n = single_process(cfg)
     t0 = time.perf_counter()
     out = run(cfg, output=workdir / "a", quiet=True, tables=False)
@@ -256,7 +258,7 @@ def main() -> int:
     p.add_argument("--turns", type=int, default=3)
     p.add_argument("--sessions-a", type=int, default=500)
     p.add_argument("--turns-a", type=int, default=15, help="(a) turns per session (the paper's 15)")
-    p.add_argument("--shard-size", type=int, default=50)
+    p.add_argument("--shard-size", type=int, default=0, help="(a) sessions per shard (default: 4 even waves per CPU)")
     p.add_argument("--sessions-b", type=int, default=1000)
     p.add_argument("--shard-size-b", type=int, default=125)
     p.add_argument("--shard-cpus-b", type=float, default=0.2)

@@ -148,22 +148,24 @@ sig = [[SignalEntry(id="A", teaching_quality="well_explained")]]
 import numba
 t1 = time.perf_counter()
 numba.njit(lambda x: x + 1)(1)  # numba's own start-up (target init), paid by any first jit call
-t2 = time.perf_counter()
+t2, c2 = time.perf_counter(), time.process_time()
 run_batch([g], reference_rules(), [{}], [sig], parallel=sys.argv[1] == "parallel")
-print(time.perf_counter() - t2, t2 - t1)
+print(time.perf_counter() - t2, t2 - t1, time.process_time() - c2)
 """
 
 
-def compile_times(mode: str) -> tuple[float, float, float]:
-    """(kernel's first call in a fresh cache dir, its first call loading that cache, numba start-up),
-    each first call in a new process, after numba's own start-up (a trivial jit) is paid."""
+def compile_times(mode: str) -> tuple[float, float, float, float]:
+    """(kernel's first call in a fresh cache dir, its first call loading that cache, numba start-up,
+    CPU seconds of the fresh first call), each first call in a new process, after numba's own
+    start-up (a trivial jit) is paid."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
         out = []
         for _ in range(2):
-            proc = subprocess.run([sys.executable, "-c", COMPILE_PROBE, mode], env=env, capture_output=True, text=True, check=True)
-            out.append([float(x) for x in proc.stdout.split()[:2]])
-        return out[0][0], out[1][0], out[1][1]
+            cmd = [sys.executable, "-c", COMPILE_PROBE, mode]
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            out.append([float(x) for x in proc.stdout.split()[:3]])
+        return out[0][0], out[1][0], out[1][1], out[0][2]
 
 
 def best_of(fn, repeats: int) -> tuple[float, float]:
@@ -194,11 +196,12 @@ def main() -> None:
     figures: dict[str, float | int | str] = {}
     if not args.skip_compile:
         for mode in ("serial", "parallel"):
-            fresh, cached, startup = compile_times(mode)
+            fresh, cached, startup, fresh_cpu = compile_times(mode)
             figures[f"compile_{mode}_fresh_s"] = round(fresh, 3)
+            figures[f"compile_{mode}_fresh_cpu_s"] = round(fresh_cpu, 3)
             figures[f"compile_{mode}_cached_load_s"] = round(cached, 3)
             figures["numba_startup_s"] = round(startup, 3)
-            print(f"compile ({mode}): fresh cache {fresh:.2f} s, cached load {cached:.3f} s "
+            print(f"compile ({mode}): fresh cache {fresh:.2f} s ({fresh_cpu:.2f} s CPU), cached load {cached:.3f} s "
                   f"(plus numba's own start-up {startup:.2f} s, paid by any first jit call)")  # fmt: skip
 
     pool = random_graph_pool(rng, args.graphs, 9, 24)
@@ -232,9 +235,9 @@ def main() -> None:
     big_graph_of, big_state, big_signals, big_params, _ = random_workload(rng, packed, args.big, args.turns)
     mode = "threaded" if t_parallel < t_serial else "serial"
     big = []
+    threaded = t_parallel < t_serial
     t_big, cpu_big = best_of(
-        lambda: big.append(run_packed(packed, big_graph_of, big_params, big_signals, None, big_state, None, parallel=t_parallel < t_serial)),
-        2,
+        lambda: big.append(run_packed(packed, big_graph_of, big_params, big_signals, None, big_state, None, parallel=threaded)), 2
     )
     print(f"large batch: {args.big} sessions x {args.turns} turns in {t_big:.2f} s wall, {cpu_big:.2f} s CPU, best of 2 "
           f"({args.big * args.turns / t_big:,.0f} session-turns/s, {mode}, includes output allocation)")  # fmt: skip

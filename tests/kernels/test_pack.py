@@ -23,7 +23,8 @@ from ray_knowsim.rules.config import paper_rules, reference_rules, rules_from
 
 
 def graph(nodes, edges):
-    return build_index(IUGraph.model_validate({"nodes": [{"id": n} for n in nodes], "edges": [{"from": a, "to": b} for a, b in edges]}))
+    raw = {"nodes": [{"id": n} for n in nodes], "edges": [{"from": a, "to": b} for a, b in edges]}
+    return build_index(IUGraph.model_validate(raw))
 
 
 # C <- B <- A, plus a duplicated edge, a self-loop and a prerequisite outside the graph; node order C, A, B
@@ -89,7 +90,12 @@ def test_states_round_trip_and_missing_ids():
 def test_pack_turn_codes_and_sentinels():
     pg = pack_graphs([G1, G2])
     e = [
-        SignalEntry(id="B", teaching_quality="well_explained", user_attempt_type="reasoning", assistant_response_role="confirmed_incorrect_no_explanation"),
+        SignalEntry(
+            id="B",
+            teaching_quality="well_explained",
+            user_attempt_type="reasoning",
+            assistant_response_role="confirmed_incorrect_no_explanation",
+        ),
         SignalEntry(id=None, teaching_quality="shallow", user_attempt_type="articulation"),
         SignalEntry(id="X", teaching_quality="great"),
         SignalEntry(id="", teaching_quality="not_mentioned", assistant_response_role="confirmed_incorrect_with_explanation"),

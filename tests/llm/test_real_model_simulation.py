@@ -214,7 +214,7 @@ def test_simulation_over_vllm_openai_server(vllm_server):
     body = inner.build_payload(next(c.request for c in model.calls if c.request.role == "extractor"))
     assert body["response_format"]["type"] == "json_schema"
     assert body["response_format"]["json_schema"]["schema"]["properties"]["iu_analysis"]["maxItems"] == 3
-    print(f"\n[llm_cpu] server simulation: {wall:.1f} s, {result.session.llm_calls} calls")
+    print(f"\n[llm_cpu] server simulation: {wall:.1f} s\n{model.log()}")
 
 
 def test_simulation_over_vllm_actor_pool(vllm_cpu_config, vllm_cpu_pool):
@@ -222,4 +222,4 @@ def test_simulation_over_vllm_actor_pool(vllm_cpu_config, vllm_cpu_pool):
 
     result, model, wall = simulate(VLLMActorModel(vllm_cpu_config, actors=vllm_cpu_pool))
     check(result, model)
-    print(f"\n[llm_cpu] actor simulation: {wall:.1f} s, {result.session.llm_calls} calls")
+    print(f"\n[llm_cpu] actor simulation: {wall:.1f} s\n{model.log()}")
