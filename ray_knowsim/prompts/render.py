@@ -73,6 +73,25 @@ def _iu_rows(index: GraphIndex, graph: IUGraph, codes: dict[str, int]) -> list[d
     return [{"id": i, "concept": concepts[i], "state": names[i]} for i in index.ids]
 
 
+def _user_sim_request(tpl, values: dict, seed: int | None, request_id: str) -> ChatRequest:  # noqa: ANN001
+    """The simulator's request: static system text, per-turn user text, the UserTurn schema."""
+    schema, name = _schema(UserTurn)
+    return ChatRequest(
+        messages=(
+            {"role": "system", "content": tpl.fill("system", values)},
+            {"role": "user", "content": tpl.fill("user", values)},
+        ),
+        role="user_sim",
+        temperature=USER_SIM_TEMPERATURE,
+        max_tokens=USER_SIM_MAX_TOKENS,
+        seed=seed,
+        json_schema=schema,
+        schema_name=name,
+        prompt_version=tpl.prompt_version,
+        request_id=request_id,
+    )
+
+
 def render_user_first(
     item: Item,
     graph: IUGraph,
@@ -112,21 +131,7 @@ def render_user_first(
         "unaware": bullet_labels(index, ids_at(index, codes, UNAWARE)),
         "context": context_block(facts),
     }
-    schema, name = _schema(UserTurn)
-    return ChatRequest(
-        messages=(
-            {"role": "system", "content": tpl.fill("system", values)},
-            {"role": "user", "content": tpl.fill("user", values)},
-        ),
-        role="user_sim",
-        temperature=USER_SIM_TEMPERATURE,
-        max_tokens=USER_SIM_MAX_TOKENS,
-        seed=seed,
-        json_schema=schema,
-        schema_name=name,
-        prompt_version=tpl.prompt_version,
-        request_id=request_id,
-    )
+    return _user_sim_request(tpl, values, seed, request_id)
 
 
 def render_user_turn(
@@ -193,21 +198,7 @@ def render_user_turn(
         "hints": ("\n" + "\n".join(hints) + "\n") if hints else "",
         "context": context_block(facts),
     }
-    schema, name = _schema(UserTurn)
-    return ChatRequest(
-        messages=(
-            {"role": "system", "content": tpl.fill("system", values)},
-            {"role": "user", "content": tpl.fill("user", values)},
-        ),
-        role="user_sim",
-        temperature=USER_SIM_TEMPERATURE,
-        max_tokens=USER_SIM_MAX_TOKENS,
-        seed=seed,
-        json_schema=schema,
-        schema_name=name,
-        prompt_version=tpl.prompt_version,
-        request_id=request_id,
-    )
+    return _user_sim_request(tpl, values, seed, request_id)
 
 
 def render_user_sim(
