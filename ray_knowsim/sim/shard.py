@@ -10,12 +10,13 @@ message) ends as an explicit failure naming why; the others carry on.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import AsyncIterator
 
 import numpy as np
 
 from ray_knowsim.kernels.batch import BatchState
-from ray_knowsim.llm.parse import parse_rating, parse_signal_report, parse_termination, parse_user_turn
+from ray_knowsim.llm.parse import ParseResult, parse_rating, parse_signal_report, parse_termination, parse_user_turn
 from ray_knowsim.llm.protocol import ChatRequest
 from ray_knowsim.prompts.baselines import render_baseline_user
 from ray_knowsim.prompts.judges import render_rater, render_termination_judge
@@ -23,7 +24,7 @@ from ray_knowsim.prompts.render import render_assistant, render_extractor, rende
 from ray_knowsim.rules.termination import early_stop
 from ray_knowsim.sim.ask import Answer, ask_batch
 from ray_knowsim.sim.session import LiveSession, start_session
-from ray_knowsim.sim.types import RoleModels, SessionResult, ShardContext, ShardSpec
+from ray_knowsim.sim.types import RoleModels, RoleSettings, SessionResult, ShardContext, ShardSpec
 
 # per-request seed offsets, so each role and turn samples independently but reproducibly
 _ROLE_SEED = {"user_sim": 1, "assistant": 2, "extractor": 3, "judge": 4}
@@ -37,14 +38,12 @@ def _rid(live: LiveSession, role: str, turn: int) -> str:
     return f"{live.spec.session_id}#{turn}:{role}"
 
 
-def _settings(ctx: ShardContext, role: str):  # noqa: ANN202
+def _settings(ctx: ShardContext, role: str) -> RoleSettings:
     return ctx.roles[role]
 
 
 def _with_settings(request: ChatRequest, ctx: ShardContext, role: str) -> ChatRequest:
     """Apply the run's per-role temperature / token limits where the config sets them."""
-    from dataclasses import replace
-
     settings = ctx.roles.get(role)
     if settings is None:
         return request
@@ -130,9 +129,7 @@ async def _assistant_turns(lives: list[LiveSession], models: RoleModels, ctx: Sh
                 live.transcript.append(["assistant", answer.value])
 
 
-def _plain_text(text: str, index: int):  # noqa: ANN202
-    from ray_knowsim.llm.parse import ParseResult
-
+def _plain_text(text: str, index: int) -> ParseResult[str]:
     text = (text or "").strip()
     return ParseResult(value=text) if text else ParseResult(error="assistant_empty", detail="the reply was empty")
 
