@@ -94,7 +94,7 @@ ModelEntry = Annotated[Union[OfflineModelEntry, HTTPModelEntry, VLLMModelEntry],
 # out of the config hash, so tuning them does not invalidate a run directory for resume.
 _OPERATIONAL = {
     "http": {"timeout_s", "max_attempts", "backoff", "max_in_flight", "requests_per_minute", "tokens_per_minute",
-             "max_in_flight_global", "api_key_env", "api_key_header", "send_knowsim_headers"},
+             "max_in_flight_global", "api_key_env", "api_key_header", "send_knowsim_headers", "offline_server"},
     "vllm": {"replicas", "lifetime", "max_batch_requests", "num_cpus", "env"},
     "offline": set(),
 }

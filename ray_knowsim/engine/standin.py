@@ -30,7 +30,7 @@ from typing import AsyncIterator, Sequence
 
 import numpy as np
 
-from ray_knowsim.llm.protocol import ChatRequest, ChatResponse
+from ray_knowsim.model.chat import ChatRequest, ChatResponse
 from ray_knowsim.model.graph import build_index, capacity
 from ray_knowsim.model.results import SessionRow, TurnRow
 from ray_knowsim.model.states import state_value

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
-from ray_knowsim.llm.protocol import ChatModel, ChatRequest, ChatResponse
+from ray_knowsim.model.chat import ChatRequest, ChatResponse
+from ray_knowsim.llm.protocol import ChatModel
 
 
 @dataclass

@@ -26,7 +26,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Sequence
 
-from ray_knowsim.llm.protocol import ChatModel, ChatRequest, ChatResponse, Usage
+from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.llm.protocol import ChatModel
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ray_knowsim.llm.protocol import ChatRequest, ChatResponse, Usage
+from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.rate_limit import (
     Grant,
     RateLimiter,
@@ -51,6 +51,8 @@ _CREDENTIAL_NAMES = frozenset(
 ROLE_HEADER = "X-KnowSim-Role"
 PROMPT_VERSION_HEADER = "X-KnowSim-Prompt-Version"
 SCHEMA_NAME_HEADER = "X-KnowSim-Schema-Name"
+#: the request-body extension that carries the offline facts to our own offline server only
+OFFLINE_FACTS_FIELD = "knowsim_offline_facts"
 
 
 class HTTPModelConfig(BaseModel):
@@ -74,7 +76,10 @@ class HTTPModelConfig(BaseModel):
     structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
     json_schema_strict: bool = True
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    send_knowsim_headers: bool = True  # role / prompt version / schema name as X-KnowSim-* headers
+    send_knowsim_headers: bool = False  # role / prompt version / schema name as X-KnowSim-* headers
+    # True only for our own ``serve-offline`` endpoint: each request then carries the offline test
+    # double's facts as the ``knowsim_offline_facts`` body extension. Never sent to anything else.
+    offline_server: bool = False
     extra_body: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -345,6 +350,8 @@ class OpenAICompatibleModel:
             else:
                 body["response_format"] = {"type": "json_object", "schema": request.json_schema}
         body.update(c.extra_body)
+        if c.offline_server and request.offline_facts is not None:
+            body[OFFLINE_FACTS_FIELD] = dict(request.offline_facts)
         return body
 
     def _headers(self, request: ChatRequest) -> dict[str, str]:

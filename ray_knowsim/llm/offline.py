@@ -1,7 +1,7 @@
 """A deterministic stand-in for every LLM role, so whole runs work with no network and no key.
 
-It reads the context block that closes every rendered prompt (:mod:`ray_knowsim.prompts.context`)
-and answers the role it names with valid output for that role's schema (prose for the assistant).
+It reads the facts the renderers hand it out of band (``ChatRequest.offline_facts``; over HTTP our
+own server receives them as a request extension) and answers the role they name with valid output for that role's schema (prose for the assistant).
 Same seed and same request (messages, temperature, request seed) give the same text: randomness
 comes from a hash of those, never from a global generator. It behaves like a crude but honest
 model of each role, enough to reproduce the paper's qualitative patterns on the demo items:
@@ -38,9 +38,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ray_knowsim.llm.protocol import ChatRequest, ChatResponse, Usage
+from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.model.graph import IUGraph, build_index, parse_graph
-from ray_knowsim.prompts.context import read_context
 
 # --- words ------------------------------------------------------------------------------------
 
@@ -250,11 +249,11 @@ class OfflineModel:
         return random.Random(int.from_bytes(hashlib.sha256(material.encode("utf-8")).digest()[:8], "big"))
 
     def _answer(self, request: ChatRequest) -> str:
-        ctx = read_context(request.messages)
+        ctx = request.offline_facts
         rng = self._rng(request)
         if ctx is None:
             if request.json_schema is not None:
-                raise OfflineError("offline_unknown_prompt: no context block in a structured request")
+                raise OfflineError("offline_unknown_prompt: a structured request without offline facts")
             return _generic_reply(_last(request.messages, "user"))
         template = str(ctx.get("template", ""))
         role = ctx.get("role")

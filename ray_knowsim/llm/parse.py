@@ -2,7 +2,7 @@
 
 Every ``parse_*`` function returns a :class:`ParseResult`: either a value, or a named failure
 reason (``<role>_empty``, ``<role>_invalid_json``, ``<role>_invalid_output``) with a precise
-message that can be sent back to the model once (:func:`build_retry`). Repairs that changed what
+message that can be sent back to the model once (:func:`ray_knowsim.prompts.repair.build_retry`). Repairs that changed what
 was read are listed in ``repairs`` and anything suspicious that was accepted in ``warnings``, so a
 run records them instead of hiding them.
 
@@ -23,8 +23,8 @@ from typing import Any, Generic, Iterable, TypeVar
 
 from pydantic import ValidationError
 
-from ray_knowsim.llm.protocol import ChatRequest
-from ray_knowsim.llm.schemas import (
+from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.model.outputs import (
     InteractionRating,
     TerminationJudgement,
     UserTurn,
@@ -32,7 +32,6 @@ from ray_knowsim.llm.schemas import (
 )
 from ray_knowsim.model.graph import GraphError, GraphIndex, GraphMode, IUGraph, build_index, check_graph, parse_graph
 from ray_knowsim.model.signals import SignalEntry, normalize_entry
-from ray_knowsim.prompts.templates import load_template
 
 T = TypeVar("T")
 
@@ -43,7 +42,7 @@ TQ_LABELS = ("well_explained", "shallow", "not_mentioned")
 class ParseResult(Generic[T]):
     value: T | None = None
     error: str | None = None  # named failure reason, e.g. "extractor_invalid_json"
-    detail: str = ""  # what exactly is wrong (sent back to the model by build_retry)
+    detail: str = ""  # what exactly is wrong (sent back to the model by prompts.repair.build_retry)
     repairs: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     raw: Any = None  # the decoded JSON, when there was one
@@ -492,37 +491,11 @@ def parse_termination(
     return ParseResult(value=judgement, repairs=tuple(repairs), warnings=tuple(warnings), raw=data)
 
 
-# --- retry ----------------------------------------------------------------------------------
-
-#: temperature of the one repair attempt, by role (the extractor's retry temperature is the spec's)
-RETRY_TEMPERATURE = {"extractor": 0.4}
-
-
-def build_retry(request: ChatRequest, bad_reply: str, result: ParseResult, *, temperature: float | None = None) -> ChatRequest:
-    """The request again, followed by the unusable reply and one message naming what was wrong."""
-    tpl = load_template("repair")
-    reason = result.detail or result.error or "it could not be read"
-    follow_up = tpl.fill("user", {"error": reason})
-    messages = tuple(request.messages) + (
-        {"role": "assistant", "content": bad_reply or ""},
-        {"role": "user", "content": follow_up},
-    )
-    if temperature is None:
-        temperature = RETRY_TEMPERATURE.get(request.role, request.temperature)
-    return replace(
-        request,
-        messages=messages,
-        temperature=temperature,
-        prompt_version=f"{request.prompt_version}+{tpl.prompt_version}",
-    )
-
-
 __all__ = [
     "JsonExtraction",
     "LATEX_SHADOWED",
     "ParseResult",
     "SignalAnalysis",
-    "build_retry",
     "extract_json",
     "parse_graph_extraction",
     "parse_rating",

@@ -5,8 +5,10 @@ HTTP backend, retries, limits and the engine's batching are exercised end to end
 provider), a fixed-latency endpoint for engine benchmarks (``delay_s``), and test fixtures
 (``serve_model_in_thread`` picks a free port on 127.0.0.1).
 
-Non-streaming ``/v1/chat/completions`` only. The KnowSim role, prompt version and schema name
-travel in ``X-KnowSim-*`` headers (sent by OpenAICompatibleModel); ``response_format`` of type
+Non-streaming ``/v1/chat/completions`` only. The offline model's facts travel in the
+``knowsim_offline_facts`` body extension, which OpenAICompatibleModel adds only for a model entry
+with ``offline_server: true``; the optional ``X-KnowSim-*`` headers may name the role, prompt
+version and schema name. ``response_format`` of type
 ``json_schema`` or ``json_object`` with a ``schema`` is passed on as ``ChatRequest.json_schema``.
 No authentication: bind to loopback unless the network is trusted.
 """
@@ -25,8 +27,10 @@ from typing import Any, AsyncIterator, Iterator
 
 from aiohttp import web
 
-from ray_knowsim.llm.http_backend import PROMPT_VERSION_HEADER, ROLE_HEADER, SCHEMA_NAME_HEADER
-from ray_knowsim.llm.protocol import ROLES, ChatModel, ChatRequest
+from ray_knowsim.llm.http_backend import OFFLINE_FACTS_FIELD, PROMPT_VERSION_HEADER, ROLE_HEADER, SCHEMA_NAME_HEADER
+from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.llm.protocol import ChatModel
+from ray_knowsim.model.chat import ROLES
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +121,10 @@ def parse_chat_request(body: Any, headers: Any, served_name: str) -> ChatRequest
     except (TypeError, ValueError) as exc:
         raise _BadRequest(f"bad sampling parameter: {exc}") from None
     schema, schema_name = _schema_from(body.get("response_format"))
-    role = headers.get(ROLE_HEADER, "assistant")
+    facts = body.get(OFFLINE_FACTS_FIELD)
+    if facts is not None and not isinstance(facts, dict):
+        raise _BadRequest(f"{OFFLINE_FACTS_FIELD} must be an object", OFFLINE_FACTS_FIELD)
+    role = headers.get(ROLE_HEADER) or (facts or {}).get("role") or "assistant"
     if role not in ROLES:
         raise _BadRequest(f"{ROLE_HEADER} must be one of {list(ROLES)}, got {role!r}")
     return ChatRequest(
@@ -130,6 +137,7 @@ def parse_chat_request(body: Any, headers: Any, served_name: str) -> ChatRequest
         schema_name=headers.get(SCHEMA_NAME_HEADER) or schema_name,
         prompt_version=headers.get(PROMPT_VERSION_HEADER, ""),
         request_id=f"srv-{uuid.uuid4().hex[:12]}",
+        offline_facts=facts,
     )
 
 

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ray_knowsim.llm.protocol import ChatRequest, ChatResponse, Usage
+from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 
 NAMESPACE = "ray_knowsim"
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ray_knowsim.llm.protocol import ChatRequest
-from ray_knowsim.llm.schemas import BaselineCoTTurn, BaselineTurn
+from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.model.outputs import BaselineCoTTurn, BaselineTurn
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.items import Item
-from ray_knowsim.prompts.context import context_block
 from ray_knowsim.prompts.templates import load_template
 from ray_knowsim.prompts.views import (
     StatesLike,
@@ -81,7 +80,7 @@ def render_baseline_user(
         values["state_json"] = pretty_json(by_label)
         facts["profile"] = profile
         facts["initial_state"] = by_label
-    values["context"] = context_block(facts)
+    values["context"] = ""  # v1 templates keep the slot; the facts travel out of band
     schema_model = BaselineTurn if method == "zero-shot" else BaselineCoTTurn
     return ChatRequest(
         messages=(
@@ -96,4 +95,5 @@ def render_baseline_user(
         schema_name=schema_model.__name__,
         prompt_version=tpl.prompt_version,
         request_id=request_id,
+        offline_facts=facts,
     )

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ray_knowsim.llm.protocol import ChatRequest
-from ray_knowsim.llm.schemas import GraphExtraction
+from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.model.outputs import GraphExtraction
 from ray_knowsim.model.items import Item
-from ray_knowsim.prompts.context import context_block
 from ray_knowsim.prompts.templates import load_template
 
 GraphAttempt = Literal["normal", "json_only", "compact"]
@@ -66,7 +65,7 @@ def render_graph_extraction(
         "reference_answer": item.reference_answer or NO_REFERENCE,
         "field": field,
         "suffix": "" if attempt == "normal" else "\n" + tpl.section(f"suffix_{attempt}") + "\n",
-        "context": context_block(facts),
+        "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
     if temperature is None:
         temperature = GRAPH_TEMPERATURE if attempt == "normal" else GRAPH_RETRY_TEMPERATURE
@@ -83,4 +82,5 @@ def render_graph_extraction(
         schema_name="GraphExtraction",
         prompt_version=tpl.prompt_version,
         request_id=request_id,
+        offline_facts=facts,
     )

@@ -6,10 +6,9 @@ conversation (the first ``exchanges`` user/assistant pairs) for the at-early-sto
 
 from __future__ import annotations
 
-from ray_knowsim.llm.protocol import ChatRequest
-from ray_knowsim.llm.schemas import InteractionRating, TerminationJudgement, termination_reasons
+from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.model.outputs import InteractionRating, TerminationJudgement, termination_reasons
 from ray_knowsim.model.items import Item
-from ray_knowsim.prompts.context import context_block
 from ray_knowsim.prompts.templates import load_template
 from ray_knowsim.prompts.views import Transcript, format_numbered_transcript, format_transcript, transcript_pairs
 
@@ -55,7 +54,7 @@ def render_rater(
         "problem": item.question,
         "knowledge_level": knowledge_level or NO_LEVEL,
         "transcript": format_transcript(pairs, ""),
-        "context": context_block(facts),
+        "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
     return ChatRequest(
         messages=(
@@ -70,6 +69,7 @@ def render_rater(
         schema_name="InteractionRating",
         prompt_version=tpl.prompt_version,
         request_id=request_id,
+        offline_facts=facts,
     )
 
 
@@ -102,7 +102,7 @@ def render_termination_judge(
         "problem": item.question,
         "n_turns": n_turns,
         "numbered_transcript": numbered,
-        "context": context_block(facts),
+        "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
     return ChatRequest(
         messages=(
@@ -117,4 +117,5 @@ def render_termination_judge(
         schema_name="TerminationJudgement",
         prompt_version=tpl.prompt_version,
         request_id=request_id,
+        offline_facts=facts,
     )

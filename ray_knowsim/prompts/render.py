@@ -4,7 +4,7 @@ Every renderer is a pure function from session facts to a :class:`ChatRequest` c
 messages, the role, the output schema, the sampling temperature of the spec (user simulator 0.7,
 assistant 0, extractor 0 / 0.4 on retry) and ``prompt_version`` ("name@v1"). Each prompt puts its
 static instructions first (system message), then per-session facts, then the append-only
-transcript, then per-turn facts, and ends with the context block (:mod:`.context`), so prefix
+transcript, then per-turn facts, and hands the offline test double its facts out of band (``ChatRequest.offline_facts``), so prefix
 caches reuse as much as possible.
 
 Judges, baselines and graph extraction live in :mod:`.judges`, :mod:`.baselines` and
@@ -16,12 +16,11 @@ from __future__ import annotations
 import json
 from typing import Iterable, Literal
 
-from ray_knowsim.llm.protocol import ChatRequest
-from ray_knowsim.llm.schemas import SignalReport, UserTurn
+from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.model.outputs import SignalReport, UserTurn
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.items import Item
 from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
-from ray_knowsim.prompts.context import context_block
 from ray_knowsim.prompts.templates import load_template
 from ray_knowsim.prompts.views import (
     StatesLike,
@@ -73,7 +72,7 @@ def _iu_rows(index: GraphIndex, graph: IUGraph, codes: dict[str, int]) -> list[d
     return [{"id": i, "concept": concepts[i], "state": names[i]} for i in index.ids]
 
 
-def _user_sim_request(tpl, values: dict, seed: int | None, request_id: str) -> ChatRequest:  # noqa: ANN001
+def _user_sim_request(tpl, values: dict, facts: dict, seed: int | None, request_id: str) -> ChatRequest:  # noqa: ANN001
     """The simulator's request: static system text, per-turn user text, the UserTurn schema."""
     schema, name = _schema(UserTurn)
     return ChatRequest(
@@ -89,6 +88,7 @@ def _user_sim_request(tpl, values: dict, seed: int | None, request_id: str) -> C
         schema_name=name,
         prompt_version=tpl.prompt_version,
         request_id=request_id,
+        offline_facts=facts,
     )
 
 
@@ -129,9 +129,9 @@ def render_user_first(
         "partial": bullet_labels(index, ids_at(index, codes, PARTIAL)),
         "struggling": bullet_labels(index, ids_at(index, codes, STRUGGLING)),
         "unaware": bullet_labels(index, ids_at(index, codes, UNAWARE)),
-        "context": context_block(facts),
+        "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
-    return _user_sim_request(tpl, values, seed, request_id)
+    return _user_sim_request(tpl, values, facts, seed, request_id)
 
 
 def render_user_turn(
@@ -196,9 +196,9 @@ def render_user_turn(
         "unaware": bullet_labels(index, unaware),
         "explained": bullet_list(explained_list),
         "hints": ("\n" + "\n".join(hints) + "\n") if hints else "",
-        "context": context_block(facts),
+        "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
-    return _user_sim_request(tpl, values, seed, request_id)
+    return _user_sim_request(tpl, values, facts, seed, request_id)
 
 
 def render_user_sim(
@@ -222,7 +222,7 @@ def render_assistant(
     """The assistant under evaluation: strategy system prompt + the chat so far (spec §12.4).
 
     The transcript must end with the learner's message. The assistant sees neither the reference
-    answer nor the IU graph nor the learner's state; its context block names only the item.
+    answer nor the IU graph nor the learner's state; its offline facts name only the item.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown assistant strategy {strategy!r}; choose one of {STRATEGIES}")
@@ -238,7 +238,7 @@ def render_assistant(
         "task": item.task,
         "item_id": item.id,
     }
-    values = {"context": context_block(facts)}
+    values = {"context": ""}  # v1 slot of the old in-prompt block; facts travel out of band
     if "task_intro" in tpl.placeholders("system"):
         values["task_intro"] = tpl.section(f"task_{item.task}")
     messages = [{"role": "system", "content": tpl.fill("system", values)}]
@@ -251,6 +251,7 @@ def render_assistant(
         seed=seed,
         prompt_version=tpl.prompt_version,
         request_id=request_id,
+        offline_facts=facts,
     )
 
 
@@ -297,7 +298,7 @@ def render_extractor(
         "user_message": user_message,
         "assistant_message": assistant_message,
         "n_concepts": index.size,
-        "context": context_block(facts),
+        "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
     schema, name = _schema(SignalReport)
     return ChatRequest(
@@ -313,6 +314,7 @@ def render_extractor(
         schema_name=name,
         prompt_version=tpl.prompt_version,
         request_id=request_id,
+        offline_facts=facts,
     )
 
 

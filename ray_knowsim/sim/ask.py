@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
-from ray_knowsim.llm.parse import ParseResult, build_retry
-from ray_knowsim.llm.protocol import ChatModel, ChatRequest, ChatResponse, Usage
+from ray_knowsim.llm.parse import ParseResult
+from ray_knowsim.prompts.repair import build_retry
+from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.llm.protocol import ChatModel
 
 T = TypeVar("T")
 
@@ -69,7 +71,7 @@ async def ask_batch(
                 continue
             a.error, a.detail, a.text = result.error, result.detail, response.text
             if i not in repaired:  # one repair round trip carrying the validation error
-                current[i] = build_retry(requests[i], response.text, result)
+                current[i] = build_retry(requests[i], response.text, result.detail or result.error or "")
                 repaired.add(i)
             retry.append(i)
         pending = retry

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ray_knowsim.kernels.batch import COUNTER_INDEX
-from ray_knowsim.llm.protocol import Usage
+from ray_knowsim.model.chat import Usage
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index, capacity
 from ray_knowsim.model.items import Item
 from ray_knowsim.model.results import FAILURE_MODES, SessionRow, TurnRow

@@ -17,7 +17,7 @@ import numpy as np
 
 from ray_knowsim.kernels.batch import BatchState
 from ray_knowsim.llm.parse import ParseResult, parse_rating, parse_signal_report, parse_termination, parse_user_turn
-from ray_knowsim.llm.protocol import ChatRequest
+from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.prompts.baselines import render_baseline_user
 from ray_knowsim.prompts.judges import render_rater, render_termination_judge
 from ray_knowsim.prompts.render import render_assistant, render_extractor, render_user_sim

@@ -192,7 +192,7 @@ def bench_b(args, workdir: Path) -> dict:
             data = base_config(trials_for(args.sessions_b, conditions), conditions, args.turns, v["shard_size"],
                                shard_cpus=v["shard_cpus"], llm_cache=False)
             data["models"] = {"ep": {"backend": "http", "base_url": f"http://127.0.0.1:{port}/v1", "model": "offline",
-                                     "timeout_s": 120, "structured_output": "json_object", **v["ep"]}}
+                                     "timeout_s": 120, "structured_output": "json_object", "offline_server": True, **v["ep"]}}
             data["roles"] = {"user_sim": "ep", "extractor": "ep", "judge": None, "assistant": {"model": "ep"}}
             cfg = parse_run_config(data)
             cpu0 = _cpu_s(server.pid)

@@ -165,7 +165,7 @@ class FlakyModel:
         self.seen: dict[str, int] = {}
 
     async def complete(self, requests):
-        from ray_knowsim.llm.protocol import ChatResponse
+        from ray_knowsim.model.chat import ChatResponse
 
         out = []
         for r in requests:
@@ -188,7 +188,7 @@ def test_failing_endpoint_gives_retried_then_explicitly_failed_sessions(tmp_path
 
     model = FlakyModel()
     with serve_model_in_thread(model) as server:
-        ep = {"backend": "http", "base_url": server.base_url, "model": "flaky", "max_attempts": 3,
+        ep = {"backend": "http", "base_url": server.base_url, "model": "flaky", "max_attempts": 3, "offline_server": True,
               "backoff": {"initial_s": 0.01, "max_s": 0.02}, "max_in_flight_global": 8}
         data = small_config(models={"ep": ep}, engine={"shard_fn": "ray_knowsim.sim.shard:run_shard"})
         data["roles"] = {"user_sim": {"model": "ep", "attempts": 2}, "extractor": "ep", "judge": "ep", "assistant": {"model": "ep"}}

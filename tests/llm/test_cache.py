@@ -13,7 +13,7 @@ from typing import Sequence
 
 from ray_knowsim.llm.cache import CachedModel, ResponseCache, cache_key, is_cacheable
 from ray_knowsim.llm.http_backend import HTTPModelConfig, OpenAICompatibleModel
-from ray_knowsim.llm.protocol import ChatRequest, ChatResponse, Usage
+from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.server import serve_model_in_thread
 
 
@@ -128,7 +128,7 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from ray_knowsim.llm.cache import ResponseCache
-    from ray_knowsim.llm.protocol import ChatResponse, Usage
+    from ray_knowsim.model.chat import ChatResponse, Usage
     cache = ResponseCache(sys.argv[1])
     tag = sys.argv[2]
     for i in range(200):

@@ -12,13 +12,14 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from ray_knowsim.llm.http_backend import (
+    OFFLINE_FACTS_FIELD,
     ROLE_HEADER,
     HTTPModelConfig,
     MissingAPIKeyError,
     OpenAICompatibleModel,
     estimate_tokens,
 )
-from ray_knowsim.llm.protocol import ChatRequest
+from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.llm.rate_limit import LocalRateLimiter, RateLimits
 from ray_knowsim.llm.retry import BackoffConfig, backoff_delay, parse_retry_after
 from ray_knowsim.llm.server import serve_app_in_thread
@@ -158,9 +159,21 @@ def test_payload_schema_seed_extra_body_and_headers_reach_the_server():
     assert with_schema["seed"] == 7 and with_schema["temperature"] == 0.7 and with_schema["max_tokens"] == 99
     assert with_schema["top_p"] == 0.5
     assert "seed" not in plain and "response_format" not in plain
-    roles = sorted(hdr[ROLE_HEADER] for hdr in server.headers)
-    assert roles == ["assistant", "judge"]
+    assert all(ROLE_HEADER not in hdr for hdr in server.headers)  # X-KnowSim-* headers are off by default
     assert all("Authorization" not in hdr for hdr in server.headers)  # no api_key_env: no key sent
+
+
+def test_knowsim_headers_and_offline_facts_only_when_asked_for():
+    facts = {"role": "judge", "template": "rater"}
+    server = Scripted([(200, ok_body(), None, 0)])
+    with serve_app_in_thread(server.app()) as h:
+        plain = OpenAICompatibleModel(config(h.base_url))
+        run(plain, [req(role="judge", offline_facts=facts)])
+        ours = OpenAICompatibleModel(config(h.base_url, send_knowsim_headers=True, offline_server=True))
+        run(ours, [req(role="judge", offline_facts=facts)])
+    to_any, to_ours = server.bodies
+    assert OFFLINE_FACTS_FIELD not in to_any and to_ours[OFFLINE_FACTS_FIELD] == facts
+    assert ROLE_HEADER not in server.headers[0] and server.headers[1][ROLE_HEADER] == "judge"
 
 
 def test_structured_output_modes():

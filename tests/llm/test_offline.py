@@ -13,14 +13,15 @@ from offline_loop import run_session
 from ray_knowsim.demo import demo_graphs, demo_items
 from ray_knowsim.llm.offline import OfflineModel, words
 from ray_knowsim.llm.parse import (
-    build_retry,
     parse_graph_extraction,
     parse_rating,
     parse_signal_report,
     parse_termination,
     parse_user_turn,
 )
-from ray_knowsim.llm.protocol import ChatModel, ChatRequest
+from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.prompts.repair import build_retry
+from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.model.graph import build_index
 from ray_knowsim.prompts.render import (
     render_assistant,
@@ -105,7 +106,7 @@ def test_dispatch_reads_the_context_not_the_request_role(model):
     req = render_extractor(MATH, graph, _states(graph, [0]), [], "hi", "hello")
     as_plain_chat = replace(req, role="assistant", json_schema=None, prompt_version="")
     assert model.respond(as_plain_chat).text == model.respond(req).text
-    retry = build_retry(req, "oops", parse_signal_report("oops", graph))
+    retry = build_retry(req, "oops", parse_signal_report("oops", graph).detail)
     assert parse_signal_report(model.respond(retry).text, graph).ok
 
 

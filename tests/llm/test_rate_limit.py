@@ -227,7 +227,7 @@ def _worker_class():
             """Send ``n`` requests through an OpenAICompatibleModel shipped from the driver."""
             import asyncio as aio
 
-            from ray_knowsim.llm.protocol import ChatRequest
+            from ray_knowsim.model.chat import ChatRequest
 
             reqs = [ChatRequest(messages=({"role": "user", "content": f"q{i}"},)) for i in range(n)]
             out = aio.run(model.complete(reqs))

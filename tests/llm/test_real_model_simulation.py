@@ -35,8 +35,8 @@ except ImportError:  # the tests tree became a package
         SERVED_MODEL_NAME, llm_ray, smollm2_dir, vllm_cpu_config, vllm_cpu_pool, vllm_server,
     )
 
-from ray_knowsim.llm.protocol import ChatRequest, ChatResponse
-from ray_knowsim.llm.schemas import SignalReport, UserTurn
+from ray_knowsim.model.chat import ChatRequest, ChatResponse
+from ray_knowsim.model.outputs import SignalReport, UserTurn
 from ray_knowsim.model.graph import IUGraph, build_index
 from ray_knowsim.model.items import Item
 from ray_knowsim.model.signals import normalize_signals

@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from ray_knowsim.llm.schemas import (
+from ray_knowsim.model.outputs import (
     BaselineCoTTurn,
     BaselineTurn,
     GraphExtraction,

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from ray_knowsim.llm.cache import CachedModel, ResponseCache
 from ray_knowsim.llm.http_backend import HTTPModelConfig, MissingAPIKeyError, OpenAICompatibleModel
-from ray_knowsim.llm.protocol import ChatRequest
+from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.llm.retry import BackoffConfig
 from ray_knowsim.llm.server import serve_app_in_thread
 

@@ -12,7 +12,7 @@ import pytest
 
 from ray_knowsim.cli.main import build_parser
 from ray_knowsim.llm.http_backend import HTTPModelConfig, OpenAICompatibleModel
-from ray_knowsim.llm.protocol import ChatRequest, ChatResponse, Usage
+from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.retry import BackoffConfig
 from ray_knowsim.llm.server import serve_model_in_thread
 
@@ -56,7 +56,7 @@ def test_round_trip_text_usage_and_request_fields():
         ChatRequest(messages=({"role": "user", "content": "plain"},)),
     ]
     with serve_model_in_thread(stub) as server:
-        responses = asyncio.run(client(server.base_url).complete(requests))
+        responses = asyncio.run(client(server.base_url, send_knowsim_headers=True).complete(requests))
     a, b = responses
     assert a.text == "user_sim says: hello" and a.usage == Usage(5, 7) and a.finish_reason == "length"
     assert b.text == "assistant says: plain" and b.usage == Usage(5, 7)

@@ -22,7 +22,8 @@ except ImportError:  # the tests tree became a package
         vllm_server,
     )
 
-from ray_knowsim.llm.protocol import ChatModel, ChatRequest
+from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.llm.vllm_backend import VLLMActorModel, VLLMEngineActor, VLLMModelConfig
 
 # --------------------------------------------------------------------------- config

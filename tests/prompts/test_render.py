@@ -8,7 +8,6 @@ import pytest
 
 from ray_knowsim.demo import demo_graphs, demo_items
 from ray_knowsim.model.graph import build_index
-from ray_knowsim.prompts.context import CONTEXT_MARKER, read_context
 from ray_knowsim.prompts.graph_extraction import graph_extraction_plan
 from ray_knowsim.prompts.render import (
     render_assistant,
@@ -64,7 +63,7 @@ def test_unaware_concepts_are_never_shown_as_known():
             known_parts = [p for p in user.split("\n\n") if p.startswith(("Concepts you know well", "Concepts you partly", "Ready to work on", "Already explained"))]
             for label in unaware:
                 assert all(label not in part for part in known_parts)
-            ctx = read_context(req.messages)
+            ctx = req.offline_facts
             assert set(ctx["unaware"]) == {i for i, s in zip(INDEX.ids, states) if s == 0}
             assert not set(ctx["unaware"]) & set(ctx["connectable"])
 
@@ -95,14 +94,14 @@ def test_static_part_first_and_transcript_before_per_turn_facts():
     b = render_user_turn(demo_items("math")[1], demo_graphs("math")["demo_math_02"], [0] * 11, TRANSCRIPT * 2)
     assert a.messages[0] == b.messages[0]  # one cached system prompt for every session
     user = a.messages[1]["content"]
-    order = [user.index(h) for h in ("## The problem", "## Conversation so far", "## What you know now", CONTEXT_MARKER)]
+    order = [user.index(h) for h in ("## The problem", "## Conversation so far", "## What you know now")]
     assert order == sorted(order)
-    assert user.rstrip().endswith("```")
+    assert "```json" not in user and "context (json)" not in user  # nothing for the test double in the prompt
 
 
-def test_context_block_repeats_the_prose_facts():
+def test_offline_facts_repeat_the_prose_facts_out_of_band():
     req = render_user_turn(ITEM, GRAPH, STATES, TRANSCRIPT, explained=[LABEL["IU5"]], allow_terminate=True)
-    ctx = read_context(req.messages)
+    ctx = req.offline_facts
     assert ctx["template"] == "user_turn" and ctx["role"] == "user_sim" and ctx["turn"] == 2
     assert ctx["transcript"] == [list(t) for t in TRANSCRIPT]
     assert ctx["connectable"] == ["IU3", "IU4", "IU7"] and ctx["explained"] == [LABEL["IU5"]]
@@ -128,7 +127,7 @@ def test_extractor_prompt_carries_graph_state_exchange_and_reference():
     assert req.temperature == 0.0 and req.prompt_version == "extractor@v1" and req.role == "extractor"
     assert render_extractor(ITEM, GRAPH, STATES, [], "a", "b", retry=1).temperature == 0.4
     assert "first exchange" in render_extractor(ITEM, GRAPH, STATES, [], "a", "b").messages[1]["content"]
-    ctx = read_context(req.messages)
+    ctx = req.offline_facts
     assert ctx["graph"]["nodes"][0]["description"] == GRAPH.nodes[0].description
     assert ctx["user_message"] == "So w is 8?" and ctx["state"]["IU1"] == "knows_well"
 
@@ -142,7 +141,7 @@ def test_assistant_sees_the_chat_but_not_the_answer_graph_or_state(strategy):
     assert GRAPH.nodes[3].description not in system and "IU1" not in system
     assert req.temperature == 0.0 and req.role == "assistant" and req.json_schema is None
     assert req.prompt_version == f"assistant_{strategy}@v1"
-    assert read_context(req.messages) == {
+    assert req.offline_facts == {
         "template": f"assistant_{strategy}", "version": "v1", "role": "assistant", "strategy": strategy,
         "task": "math", "item_id": ITEM.id,
     }

@@ -1,0 +1,58 @@
+"""What travels between the prompts and the model clients: a chat request, its response, usage.
+
+Both :mod:`ray_knowsim.prompts` (which builds requests) and :mod:`ray_knowsim.llm` (which sends
+them) import these types from here, so neither layer imports the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+ROLES = ("user_sim", "assistant", "extractor", "judge", "graph_extractor")
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: tuple[dict[str, str], ...]  # {"role": "system"|"user"|"assistant", "content": str}
+    role: str = "assistant"  # which KnowSim role asks (for accounting and the offline backend)
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    seed: int | None = None
+    json_schema: dict[str, Any] | None = None  # constrain decoding to this schema where supported
+    schema_name: str | None = None
+    prompt_version: str = ""  # "<template>@<version>", recorded with results and cache keys
+    request_id: str = ""
+    # Out-of-band facts for the offline test double (template, ids, state, transcript, ...). They
+    # never enter ``messages``: a real model sees only the method's inputs. Only our own offline
+    # server receives them, as a request extension, when a model entry says it is that server.
+    offline_facts: Mapping[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: "Usage") -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+
+@dataclass
+class ChatResponse:
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0
+    error: str | None = None  # None on success; a short reason otherwise (never a secret)
+    cached: bool = False
+    finish_reason: str | None = None
+    # On a cache hit ``usage`` is zero (no new spend); this keeps what the original call cost.
+    original_usage: Usage | None = None
+
+
+__all__ = ["ROLES", "ChatRequest", "ChatResponse", "Usage"]
