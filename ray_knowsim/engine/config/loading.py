@@ -1,0 +1,114 @@
+"""Reading a run config: YAML, ``--set`` overrides, input paths (``${VAR}``, ``pkg:``)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from pydantic import ValidationError
+
+from ray_knowsim.engine.config.base import ConfigError, format_errors
+
+if TYPE_CHECKING:
+    from ray_knowsim.engine.config.run import RunConfig
+
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+
+def resolve_path(raw: str, base_dir: Path) -> Path:
+    """``${VAR}`` expanded (unset: ValueError), ``pkg:`` inside the package, else relative to base."""
+
+    def env(match: re.Match) -> str:
+        value = os.environ.get(match.group(1))
+        if not value:
+            raise ValueError(f"environment variable {match.group(1)} (used in {raw!r}) is not set")
+        return value
+
+    text = _ENV.sub(env, raw)
+    if text.startswith("pkg:"):
+        return Path(str(resources.files("ray_knowsim").joinpath(text[4:])))
+    path = Path(text).expanduser()
+    return path if path.is_absolute() else (base_dir / path).resolve()
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def parse_run_config(data: Any, base_dir: Path | str = ".", source: str = "", check_files: bool = True) -> RunConfig:
+    """Validate a mapping into a RunConfig; ConfigError lists every problem with its key path."""
+    if not isinstance(data, dict):
+        raise ConfigError([f"(top level): expected a mapping of settings, got {type(data).__name__}"], source)
+    try:
+        from ray_knowsim.engine.config.run import RunConfig
+
+        cfg = RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_errors(exc), source) from None
+    cfg._base_dir = Path(base_dir).resolve()
+    if check_files:
+        errors = cfg.check_files()
+        if errors:
+            raise ConfigError(errors, source)
+    return cfg
+
+
+def apply_overrides(data: Any, assignments: list[str]) -> Any:
+    """``key.path=value`` assignments (value parsed as YAML) applied to the raw config mapping;
+    list items by index (``tasks.0.limit=2``)."""
+    for text in assignments:
+        key, sep, raw = text.partition("=")
+        if not sep or not key:
+            raise ConfigError([f"--set {text!r}: expected key.path=value"])
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ConfigError([f"--set {key}: value is not valid YAML ({exc})"]) from None
+        node = data
+        parts = key.split(".")
+        for depth, part in enumerate(parts):
+            last = depth == len(parts) - 1
+            where = ".".join(parts[: depth + 1])
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ConfigError([f"--set {key}: {where} is not an index of the list"])
+                if last:
+                    node[int(part)] = value
+                else:
+                    node = node[int(part)]
+            elif isinstance(node, dict):
+                if last:
+                    node[part] = value
+                else:
+                    node = node.setdefault(part, {})
+            else:
+                raise ConfigError([f"--set {key}: {'.'.join(parts[:depth])} is not a mapping"])
+    return data
+
+
+def load_run_config(path: str | os.PathLike[str], check_files: bool = True, overrides: list[str] | None = None) -> RunConfig:
+    """Read a YAML run config; paths inside are relative to the file's folder."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"cannot read the file: {exc.strerror or exc}"], str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"not valid YAML: {exc}"], str(path)) from None
+    if overrides:
+        if not isinstance(data, dict):
+            data = {}
+        data = apply_overrides(data, overrides)
+    return parse_run_config(data, path.resolve().parent, str(path), check_files)

@@ -1,0 +1,149 @@
+"""The whole run: one YAML file validates into :class:`RunConfig` before any work starts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+
+from ray_knowsim.engine.config.base import NAME as _NAME
+from ray_knowsim.engine.config.base import Strict
+from ray_knowsim.engine.config.loading import file_digest, resolve_path
+from ray_knowsim.engine.config.models import OPERATIONAL, ModelEntry
+from ray_knowsim.engine.config.sections import ConditionConfig, EngineConfig, RolesConfig, RulesSection, TaskConfig
+from ray_knowsim.model.states import KNOWLEDGE_LEVELS
+from ray_knowsim.rules.config import RuleConfig
+
+Level = Literal["novice", "intermediate", "advanced"]
+
+
+
+class RunConfig(Strict):
+    name: str = "run"
+    tasks: list[TaskConfig] = Field(min_length=1)
+    init_cache: str | None = None  # initial-state cache (spec §1.3); missing states are sampled
+    graph_mode: Literal["strict", "reference"] = "strict"
+    levels: list[Level] = Field(default_factory=lambda: list(KNOWLEDGE_LEVELS), min_length=1)
+    models: dict[str, ModelEntry] = Field(min_length=1)
+    roles: RolesConfig
+    conditions: list[ConditionConfig] = Field(min_length=1)
+    rules: RulesSection = Field(default_factory=RulesSection)
+    trials: int = Field(1, ge=1)
+    seed: int = 42
+    max_turns: int = Field(15, ge=1)
+    early_stop: Literal["virtual", "stop"] = "virtual"
+    output_dir: str = "runs/{name}"  # relative to the config file; {name} is replaced
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("name may use letters, digits and _ . : + - (no spaces or slashes)")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> "RunConfig":
+        errors: list[str] = []
+        names = [t.name for t in self.tasks]
+        for n in sorted({n for n in names if names.count(n) > 1}):
+            errors.append(f"tasks: task {n!r} appears twice")
+        if len(set(self.levels)) != len(self.levels):
+            errors.append("levels: a level appears twice")
+        for key in self.models:
+            if not _NAME.match(key):
+                errors.append(f"models.{key}: model keys may use letters, digits and _ . : + -")
+        for role in ("user_sim", "extractor", "judge", "assistant"):
+            cfg = getattr(self.roles, role)
+            if cfg is not None and cfg.model is not None and cfg.model not in self.models:
+                errors.append(f"roles.{role}.model: unknown model {cfg.model!r}; defined: {sorted(self.models)}")
+        seen: dict[str, int] = {}
+        for k, cond in enumerate(self.conditions):
+            key = cond.assistant or self.roles.assistant.model
+            if key is None:
+                errors.append(f"conditions.{k}.assistant: required (or set roles.assistant.model)")
+            elif key not in self.models:
+                errors.append(f"conditions.{k}.assistant: unknown model {key!r}; defined: {sorted(self.models)}")
+            name = self.condition_name(cond)
+            if not _NAME.match(name):
+                errors.append(f"conditions.{k}.name: {name!r} may use letters, digits and _ . : + - only")
+            if name in seen:
+                errors.append(f"conditions.{k}: name {name!r} repeats condition {seen[name]}; give each a distinct name")
+            seen.setdefault(name, k)
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
+
+    # ---- derived views ----------------------------------------------------------------------
+
+    def condition_name(self, cond: ConditionConfig) -> str:
+        if cond.name:
+            return cond.name
+        if cond.simulator != "structured":
+            return f"baseline:{cond.simulator}"
+        return f"{cond.assistant or self.roles.assistant.model}:{cond.strategy}"
+
+    def condition_names(self) -> list[str]:
+        return [self.condition_name(c) for c in self.conditions]
+
+    @property
+    def rule_config(self) -> RuleConfig:
+        return self.rules.config
+
+    @property
+    def base_dir(self) -> Path:
+        return self._base_dir
+
+    def resolve(self, raw: str) -> Path:
+        """An input path as the config means it (see the module docstring)."""
+        return resolve_path(raw, self._base_dir)
+
+    def output_path(self) -> Path:
+        return resolve_path(self.output_dir.replace("{name}", self.name), self._base_dir)
+
+    def input_paths(self) -> dict[str, str]:
+        """``{key path: raw path}`` of every input file."""
+        out: dict[str, str] = {}
+        if self.init_cache:
+            out["init_cache"] = self.init_cache
+        for k, t in enumerate(self.tasks):
+            out[f"tasks.{k}.items"] = t.items
+            out[f"tasks.{k}.graphs"] = t.graphs
+            if t.init_cache:
+                out[f"tasks.{k}.init_cache"] = t.init_cache
+        return out
+
+    def check_files(self) -> list[str]:
+        """Errors (``key.path: message``) for input files that are missing or unreadable."""
+        errors = []
+        for key, raw in self.input_paths().items():
+            try:
+                path = self.resolve(raw)
+            except ValueError as exc:
+                errors.append(f"{key}: {exc}")
+                continue
+            if not path.is_file():
+                errors.append(f"{key}: file not found: {path}")
+        return errors
+
+    def public_dict(self) -> dict[str, Any]:
+        """The config as written to the manifest (it holds no secrets: only env var names)."""
+        return self.model_dump(mode="json")
+
+    def config_hash(self) -> str:
+        """What decides the results: the config minus output/engine settings, minus operational
+        model knobs, plus the content of every input file. Equal hash = resumable run dir."""
+        data = self.model_dump(mode="json", exclude={"output_dir", "engine"})
+        for key, model in data["models"].items():
+            for field in OPERATIONAL[model["backend"]]:
+                model.pop(field, None)
+        data["engine"] = {"shard_fn": self.engine.shard_fn, "shard_fn_options": self.engine.shard_fn_options}
+        data["rules"] = self.rule_config.model_dump(mode="json")
+        data["inputs"] = {key: file_digest(self.resolve(raw)) for key, raw in sorted(self.input_paths().items())}
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,128 @@
+"""The sections of a run config: tasks, roles, conditions, rules and engine settings."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from ray_knowsim.engine.config.base import Strict, _loc, _msg
+from ray_knowsim.rules.config import PRESETS, RuleConfig, rules_from
+
+DEFAULT_SHARD_FN = "ray_knowsim.sim.shard:run_shard"
+
+
+
+class TaskConfig(Strict):
+    """One benchmark task: its items, their IU graphs, and which items to use."""
+
+    name: Literal["math", "expertqa"]
+    items: str  # JSONL (spec §1.1)
+    graphs: str  # IU graph cache (spec §1.2)
+    init_cache: str | None = None  # overrides the run-level init_cache for this task
+    split: str | None = None  # keep items whose ``split`` list holds this (benchmarking, validation, demo)
+    item_ids: list[str] | None = None  # keep these ids (in this order)
+    limit: int | None = Field(None, ge=1)  # then keep the first N
+
+
+
+_ROLE_DEFAULTS = {  # spec §12: temperatures and token budgets of the paper runs
+    "user_sim": (0.7, 3000),
+    "assistant": (0.0, 3000),
+    "extractor": (0.0, 8192),
+    "judge": (0.0, 4096),
+}
+
+
+class RoleConfig(Strict):
+    """How a role is asked. ``user_sim: sim`` is short for ``user_sim: {model: sim}``."""
+
+    model: str | None = None
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int | None = Field(None, ge=1)
+    attempts: int = Field(3, ge=1)  # tries of one request (error / unparsable) before the session fails
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {"model": value} if isinstance(value, str) else value
+
+
+class RolesConfig(Strict):
+    user_sim: RoleConfig
+    extractor: RoleConfig
+    assistant: RoleConfig = Field(default_factory=RoleConfig)  # model: default for conditions
+    judge: RoleConfig | None = None  # None: no LLM judge (IQ stays empty)
+
+    @model_validator(mode="after")
+    def _check(self) -> "RolesConfig":
+        for role in ("user_sim", "extractor"):
+            if getattr(self, role).model is None:
+                raise ValueError(f"{role}.model: required")
+        if self.judge is not None and self.judge.model is None:
+            raise ValueError("judge.model: required (or set judge: null for no judge)")
+        return self
+
+    def settings(self, role: str) -> tuple[str, float, int, int]:
+        cfg: RoleConfig = getattr(self, role)
+        temp, max_tokens = _ROLE_DEFAULTS[role]
+        return (
+            cfg.model or "",
+            temp if cfg.temperature is None else cfg.temperature,
+            max_tokens if cfg.max_tokens is None else cfg.max_tokens,
+            cfg.attempts,
+        )
+
+
+class ConditionConfig(Strict):
+    """What is compared: an assistant model with a strategy, talking to a simulator kind."""
+
+    name: str | None = None  # default "<assistant>:<strategy>", baselines "baseline:<simulator>"
+    assistant: str | None = None  # model key; default roles.assistant.model
+    strategy: Literal["minimal", "adaptive", "comprehensive", "socratic"] = "minimal"
+    simulator: Literal["structured", "zero-shot", "zero-shot-cot", "zero-shot-cot-user-profile"] = "structured"
+
+
+class RulesSection(Strict):
+    """A rule preset plus field overrides (``rules_from``); checked before anything runs."""
+
+    preset: str = "reference"
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    _rules: RuleConfig | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _build(self) -> "RulesSection":
+        if self.preset not in PRESETS:
+            raise ValueError(f"preset: unknown rule preset {self.preset!r}; choose one of {sorted(PRESETS)}")
+        try:
+            self._rules = rules_from(self.preset, **self.overrides)
+        except ValidationError as exc:
+            raise ValueError("\n".join(f"overrides.{_loc(e)}: {_msg(e)}" for e in exc.errors())) from None
+        return self
+
+    @property
+    def config(self) -> RuleConfig:
+        assert self._rules is not None
+        return self._rules
+
+
+class EngineConfig(Strict):
+    """How the work is cut and scheduled; none of it changes results except ``shard_size``,
+    which fixes the shard layout of a run directory (resume needs the same value)."""
+
+    shard_size: int = Field(32, ge=1)  # sessions advanced in lockstep by one Ray task
+    shard_cpus: float = Field(1.0, gt=0)  # Ray CPUs per shard task (< 1 for LLM-bound shards)
+    max_concurrent_shards: int | None = Field(None, ge=1)  # default: cluster CPUs / shard_cpus
+    shard_retries: int = Field(2, ge=0)  # Ray re-runs of a shard whose worker died
+    num_cpus: int | None = Field(None, ge=1)  # local Ray only (default: all cores)
+    object_store_mb: int = Field(256, ge=64)  # local Ray only
+    llm_cache: bool = True  # reuse identical reproducible LLM answers (RUN_DIR/cache) on resume
+    shard_fn: str = DEFAULT_SHARD_FN  # "module:function" with run_shard's signature
+    shard_fn_options: dict[str, Any] = Field(default_factory=dict)  # keyword args for shard_fn
+
+    @field_validator("shard_fn")
+    @classmethod
+    def _check_fn(cls, v: str) -> str:
+        if v.count(":") != 1 or not all(v.split(":")):
+            raise ValueError("shard_fn must look like 'package.module:function'")
+        return v
