@@ -1,0 +1,79 @@
+"""Named extension points: tutor strategies, simulators, model backends, judges.
+
+Each kind of thing users extend has ONE :class:`Registry`. A module defines the thing and registers
+it under a name (``@STRATEGIES.register("socratic")``); configs name registered things; nothing else
+branches on those names. Code outside the package registers the same way, before the run starts
+(or through an entry in ``plugins`` of a run config, which imports the module).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable, Generic, Iterator, TypeVar
+
+T = TypeVar("T")
+
+
+class RegistryError(KeyError):
+    """An unknown or duplicate name; the message lists what is registered."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class Registry(Generic[T]):
+    """A name -> object map with a decorator, clear errors, and lazy built-in modules.
+
+    ``builtins`` are module paths imported on first look-up, so registering a built-in costs
+    nothing until it is needed and importing the registry never imports heavy backends.
+    """
+
+    def __init__(self, kind: str, builtins: tuple[str, ...] = ()) -> None:
+        self.kind = kind
+        self._items: dict[str, T] = {}
+        self._builtins = builtins
+        self._loaded = False
+
+    def _load_builtins(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            for module in self._builtins:
+                importlib.import_module(module)
+
+    def register(self, name: str, obj: T | None = None, *, replace: bool = False) -> Callable[[T], T] | T:
+        """``REG.register("x", obj)`` or ``@REG.register("x")``; a second "x" is an error unless ``replace``."""
+
+        def add(value: T) -> T:
+            if not replace and name in self._items and self._items[name] is not value:
+                raise RegistryError(f"{self.kind} {name!r} is already registered")
+            self._items[name] = value
+            return value
+
+        return add(obj) if obj is not None else add
+
+    def get(self, name: str) -> T:
+        self._load_builtins()
+        try:
+            return self._items[name]
+        except KeyError:
+            raise RegistryError(f"unknown {self.kind} {name!r}; registered: {sorted(self._items)}") from None
+
+    def names(self) -> list[str]:
+        self._load_builtins()
+        return sorted(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        self._load_builtins()
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+
+def import_plugins(modules: list[str]) -> None:
+    """Import user modules that register strategies, simulators, backends or judges."""
+    for module in modules:
+        importlib.import_module(module)
+
+
+__all__ = ["Registry", "RegistryError", "import_plugins"]
