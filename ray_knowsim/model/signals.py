@@ -22,7 +22,8 @@ ATTEMPT_NONE, ATTEMPT_REASONING, ATTEMPT_ARTICULATION = 0, 1, 2
 ROLE_OTHER, ROLE_INCORRECT_NO_EXPLANATION = 0, 1
 
 _ROLE_ALIASES = ("assistant_reasoning_role", "assistant_reason_role", "assistant_role", "assistant_response")
-_ARROW_LABEL = re.compile(r"(?:->|→)\s*(well_explained|shallow|not_mentioned)")
+#: an arrow, optional white space, then a label that ends at a word boundary (``-> shallowly`` is no match)
+_ARROW_LABEL = re.compile(r"(?:->|→)\s*(well_explained|shallow|not_mentioned)\b")
 _ATTEMPTS = ("reasoning", "articulation", "none")
 
 
@@ -77,8 +78,10 @@ def normalize_entry(raw: dict[str, Any]) -> SignalEntry:
         data["user_attempt_type"] = data["user_attempt"]
 
     reasoning = _text(data.get("teaching_quality_reasoning"))
-    tq = data.get("teaching_quality")
-    if tq is None:
+    if "teaching_quality" in data:
+        # present, even as null: kept as it is (null reads as well_explained in the update)
+        tq = data["teaching_quality"]
+    else:
         match = _ARROW_LABEL.search(reasoning.lower())
         tq = match.group(1) if match else "not_mentioned"
     attempt = data.get("user_attempt_type")

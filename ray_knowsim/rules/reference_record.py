@@ -120,9 +120,7 @@ def reference_view(
     mentioned_last = [e.id for e in traj.entries[-1] if e.mentioned] if traj.entries else []
     dens = density(g, final)
     gsum = gap_sum(g, mentioned_last, final)
-    explained = sorted(
-        {g.label_of(e.id) for entries in traj.entries for e in entries if e.id in g.order and e.teaching_quality == "well_explained"}
-    )
+    explained = traj.explained_concepts(g)
     absorption = reference_absorption_block(rules)
     out: dict[str, Any] = {
         "problem_id": record.get("problem_id"),

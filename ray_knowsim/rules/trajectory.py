@@ -15,7 +15,7 @@ from ray_knowsim.rules.config import RuleConfig
 from ray_knowsim.rules.final_metrics import paper_metrics
 from ray_knowsim.rules.termination import EarlyStop, TurnSignal, early_stop
 from ray_knowsim.rules.turn_metrics import TurnMetrics, turn_metrics
-from ray_knowsim.rules.update import TurnUpdate, apply_turn, mentions
+from ray_knowsim.rules.update import TurnUpdate, apply_turn, mentions, well_explained_ids
 
 
 @dataclass
@@ -34,6 +34,10 @@ class Trajectory:
     @property
     def final(self) -> dict[str, int]:
         return self.updates[-1].post if self.updates else dict(self.initial)
+
+    def explained_concepts(self, g: GraphIndex) -> list[str]:
+        """Sorted labels of IUs whose last entry of some turn was well_explained (spec §7.7)."""
+        return sorted({g.label_of(v) for entries in self.entries for v in well_explained_ids(g, entries)})
 
     def stop_signals(self) -> list[TurnSignal]:
         n = len(self.initial) or 1

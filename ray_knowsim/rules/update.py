@@ -45,6 +45,23 @@ def mentions(entries: Sequence[SignalEntry]) -> list[SignalEntry]:
     return [e for e in entries if e.mentioned]
 
 
+def last_entries(entries: Sequence[SignalEntry]) -> dict[str, SignalEntry]:
+    """``by_id``: the last entry of each id, the one whose signals drive the state (spec §6.1)."""
+    by_id: dict[str, SignalEntry] = {}
+    for e in entries:
+        if e.id is not None:
+            by_id[e.id] = e
+    return by_id
+
+
+def well_explained_ids(g: GraphIndex, entries: Sequence[SignalEntry]) -> list[str]:
+    """Graph IUs (node order) whose LAST entry this turn is rated ``well_explained`` (spec §7.7):
+    what ``explained_concepts`` grows by; an earlier well_explained entry overridden by a later
+    one with another label does not count."""
+    by_id = last_entries(entries)
+    return [v for v in g.ids if v in by_id and by_id[v].teaching_quality == "well_explained"]
+
+
 def loads(entries: Sequence[SignalEntry], pre: Mapping[str, int], rules: RuleConfig) -> tuple[float, float]:
     """(comprehension, attempt) loads, summed in the reference order so overload ties agree (spec §0)."""
     mentioned = mentions(entries)
@@ -121,10 +138,7 @@ def apply_turn(
     ``pre`` and ``carry_in`` are keyed by graph id (missing ids read as unaware / 0.0);
     ``entries`` are the normalised signals of this turn (spec §1.5).
     """
-    by_id: dict[str, SignalEntry] = {}
-    for e in entries:
-        if e.id is not None:
-            by_id[e.id] = e  # the last entry for an id drives its state
+    by_id = last_entries(entries)  # the last entry for an id drives its state
     mentioned = mentions(entries)
 
     comprehension, attempt = loads(entries, pre, rules)

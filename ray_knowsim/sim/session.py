@@ -20,7 +20,7 @@ from ray_knowsim.rules.init_state import ks_to_states, sample_initial_states
 from ray_knowsim.rules.prerequisites import density
 from ray_knowsim.rules.trajectory import Trajectory
 from ray_knowsim.rules.turn_metrics import FAILURE_MODE_VARIANTS, TurnMetrics
-from ray_knowsim.rules.update import TurnUpdate
+from ray_knowsim.rules.update import TurnUpdate, well_explained_ids
 from ray_knowsim.sim.types import SessionSpec, ShardContext
 
 ROLE_COLUMNS = {"user_sim": "tokens_user_sim", "assistant": "tokens_assistant", "extractor": "tokens_extractor", "judge": "tokens_judge"}
@@ -112,9 +112,7 @@ class LiveSession:
         self.trajectory.metrics.append(metrics)
         self.trajectory.entries.append(entries)
         self.states = post
-        for e in entries:
-            if e.id in self.index.order and e.teaching_quality == "well_explained":
-                self.explained.add(self.index.label_of(e.id))
+        self.explained.update(self.index.label_of(v) for v in well_explained_ids(self.index, entries))
         user, assistant = self.transcript[-2][1], self.transcript[-1][1]
         self.turn_rows.append(
             TurnRow(
