@@ -238,7 +238,7 @@ def session_turn(
                 ic_num += 1
                 new_ius += 1
             else:
-                expl[node] = 1
+                expl[node] += 1  # mention entries of this IU (the reference-format absorbed count)
                 teachable = ps < _KNOWS_WELL and cpre[node] >= _PARTIAL
                 if teachable:
                     ic_num += 1
@@ -377,7 +377,7 @@ def session_turn(
             if in_zpd:
                 absorbed += 1
             if pv < _KNOWS_WELL and _ceiling_any_partial(pre, 0, gn0 + v, g_pre_off, g_pre_idx) >= _PARTIAL:
-                absorbed_any += 1
+                absorbed_any += expl[v]  # counts entries, duplicates twice (spec §7.4)
         if pv == 0 and (post == _STRUGGLING or post == _PARTIAL or (post == _KNOWS_WELL and sig_att[le] == _ATT_REASONING)):
             novel += 1
         # 10 failure modes, first match wins
@@ -453,7 +453,7 @@ def run_range(
     pre = np.empty(max_n, dtype=state.dtype)
     cpre = np.empty(max_n, dtype=np.int8)
     last = np.empty(max_n, dtype=np.int64)
-    expl = np.empty(max_n, dtype=np.int8)
+    expl = np.empty(max_n, dtype=np.int64)
     eff = np.empty(max_n, dtype=np.float64)
     rank = np.empty(max_seg, dtype=np.int64)
     keys = np.empty(max_seg, dtype=np.int64)

@@ -8,9 +8,10 @@ record's field names so tools written for it can read ours.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from ray_knowsim.model.states import KNOWS_WELL
+from ray_knowsim.model.graph import GraphIndex
+from ray_knowsim.model.states import KNOWS_WELL, state_value
 from ray_knowsim.rules.turn_metrics import TurnMetrics
 
 
@@ -40,12 +41,55 @@ class Headroom:
     n_ius: int
 
 
-def headroom(initial: Mapping[str, int]) -> Headroom:
-    return Headroom(sum(KNOWS_WELL - s for s in initial.values() if s < KNOWS_WELL), len(initial))
+@dataclass(frozen=True)
+class KSBasis:
+    """What the KG normalisations (H, n, raw progress; spec §9.1) sum over: the labels of the
+    INITIAL knowledge state, not the graph's nodes.
+
+    ``nodes``: the graph ids that stand for a label of the initial KS (a label shared by several
+    nodes stands once, for the last of them in node order: the one the final KS keeps);
+    a graph IU whose label is missing from the initial KS is left out.
+    ``extra``: the recorded states of initial-KS labels that are no graph IU; they count in H and
+    n at that state and never progress (their final entry is the recorded one, or absent = unaware).
+    """
+
+    nodes: tuple[str, ...]
+    extra: tuple[int, ...] = ()
 
 
-def raw_progress(initial: Mapping[str, int], final: Mapping[str, int]) -> int:
-    return sum(max(0, final.get(k, 0) - s) for k, s in initial.items())
+def ks_basis(g: GraphIndex, ks: Mapping[str, Any]) -> KSBasis | None:
+    """The basis of an initial KS (label -> ``{"state": ...}``) over graph ``g``; None when it is
+    exactly the graph's nodes (the regular case: no normalisation differs)."""
+    by_label: dict[str, str] = {}
+    for v, label in zip(g.ids, g.labels):
+        by_label[label] = v  # the last node of a shared label wins, as in the final KS
+    nodes = tuple(by_label[label] for label in ks if label in by_label)
+    extra = tuple(
+        state_value(entry.get("state") if isinstance(entry, Mapping) else None)
+        for label, entry in ks.items()
+        if label not in by_label
+    )
+    if not extra and len(nodes) == len(g.ids) and set(nodes) == set(g.ids):
+        return None
+    return KSBasis(nodes, extra)
+
+
+def _basis_states(initial: Mapping[str, int], basis: KSBasis | None) -> list[int]:
+    if basis is None:  # the initial state is over the graph's nodes
+        return list(initial.values())
+    return [initial.get(v, 0) for v in basis.nodes] + list(basis.extra)
+
+
+def headroom(initial: Mapping[str, int], basis: KSBasis | None = None) -> Headroom:
+    """H and n over the initial KS's labels (``basis``; None: every key of ``initial``)."""
+    states = _basis_states(initial, basis)
+    return Headroom(sum(KNOWS_WELL - s for s in states if s < KNOWS_WELL), len(states))
+
+
+def raw_progress(initial: Mapping[str, int], final: Mapping[str, int], basis: KSBasis | None = None) -> int:
+    """Sum of positive state changes over the initial KS's labels (a missing final reads as unaware)."""
+    keys = initial.keys() if basis is None else basis.nodes
+    return sum(max(0, final.get(k, 0) - initial.get(k, 0)) for k in keys)
 
 
 def reference_metrics(
@@ -54,10 +98,11 @@ def reference_metrics(
     final: Mapping[str, int],
     *,
     prefix_only: bool = False,
+    basis: KSBasis | None = None,
 ) -> dict:
     """The reference record's ``metrics`` block (or, with ``prefix_only``, its
     ``metrics_at_early_stop`` fields) over the given turns."""
-    h = headroom(initial)
+    h = headroom(initial, basis)
     kg = 0.0
     for t in turns:
         kg += t.absorbed_gain
@@ -70,7 +115,7 @@ def reference_metrics(
     po = _mean(po_turns) or 0.0
     engagement = _mean(eng_turns) or 0.0
     overload_inverse = max(0.0, 1 - po)
-    progress = raw_progress(initial, final)
+    progress = raw_progress(initial, final, basis)
     out = {
         "knowledge_gain": kg,
         "normalized_knowledge_gain": kg / h.headroom if h.headroom else 0.0,
@@ -123,9 +168,11 @@ def legacy_absorbed_total(turns: Sequence[TurnMetrics]) -> int:
     return sum(min(t.ic_numerator, t.n_upward_transitions) for t in turns)
 
 
-def paper_metrics(turns: Sequence[TurnMetrics], initial: Mapping[str, int], final: Mapping[str, int]) -> dict[str, float]:
+def paper_metrics(
+    turns: Sequence[TurnMetrics], initial: Mapping[str, int], final: Mapping[str, int], basis: KSBasis | None = None
+) -> dict[str, float]:
     """Our clear names (the session table's columns): kg, nkg, dc, ic, co, po, engagement, ..."""
-    ref = reference_metrics(turns, initial, final)
+    ref = reference_metrics(turns, initial, final, basis=basis)
     return {
         "kg": ref["knowledge_gain"],
         "nkg": ref["normalized_knowledge_gain"],

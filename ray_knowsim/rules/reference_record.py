@@ -15,7 +15,7 @@ from ray_knowsim.model.graph import GraphIndex
 from ray_knowsim.model.signals import normalize_signals
 from ray_knowsim.model.states import state_name, state_value
 from ray_knowsim.rules.config import RuleConfig, reference_absorption_block
-from ray_knowsim.rules.final_metrics import legacy_absorbed_total, reference_metrics, _f1
+from ray_knowsim.rules.final_metrics import _f1, ks_basis, legacy_absorbed_total, reference_metrics
 from ray_knowsim.rules.prerequisites import articulation_mode, density, gap_sum
 from ray_knowsim.rules.termination import mastery_turn
 from ray_knowsim.rules.trajectory import Trajectory, run_trajectory
@@ -44,7 +44,10 @@ def replay_record(record: dict[str, Any], g: GraphIndex, rules: RuleConfig) -> t
     initial, carries = initial_from_ks(g, ks0)
     signal_lists = [normalize_signals(turn) for turn in record.get("iu_analysis_history") or []]
     max_turns = int(record.get("turns") or len(signal_lists) or 15)
-    traj = run_trajectory(g, initial, signal_lists, rules, initial_carries=carries, max_turns=max(max_turns, 1))
+    basis = ks_basis(g, ks0) if isinstance(ks0, dict) else None
+    traj = run_trajectory(
+        g, initial, signal_lists, rules, initial_carries=carries, max_turns=max(max_turns, 1), basis=basis
+    )
     return traj, reference_view(record, g, traj, rules, legacy_proxy=_uses_legacy_proxy(record))
 
 
@@ -92,7 +95,7 @@ def reference_view(
             row["absorbed_ic_numerator"] = m.absorbed_ic_numerator_any_partial
         turn_rows.append(row)
 
-    metrics = reference_metrics(traj.metrics, traj.initial, traj.final)
+    metrics = reference_metrics(traj.metrics, traj.initial, traj.final, basis=traj.basis)
     absorbed = (
         legacy_absorbed_total(traj.metrics)
         if legacy_proxy
@@ -111,7 +114,7 @@ def reference_view(
 
     stop = traj.early_stop(rules)
     k = stop.turn if stop else len(traj.updates)
-    at_stop = reference_metrics(traj.metrics[:k], traj.initial, traj.states[k], prefix_only=True)
+    at_stop = reference_metrics(traj.metrics[:k], traj.initial, traj.states[k], prefix_only=True, basis=traj.basis)
     at_stop["turns_included"] = k
     at_stop["turn_metrics_history"] = turn_rows[:k]
     at_stop["note"] = ES_NOTE

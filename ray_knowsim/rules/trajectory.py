@@ -12,7 +12,7 @@ from ray_knowsim.model.graph import GraphIndex, capacity
 from ray_knowsim.model.signals import SignalEntry
 from ray_knowsim.model.states import KNOWS_WELL
 from ray_knowsim.rules.config import RuleConfig
-from ray_knowsim.rules.final_metrics import paper_metrics
+from ray_knowsim.rules.final_metrics import KSBasis, paper_metrics
 from ray_knowsim.rules.termination import EarlyStop, TurnSignal, early_stop
 from ray_knowsim.rules.turn_metrics import TurnMetrics, turn_metrics
 from ray_knowsim.rules.update import TurnUpdate, apply_turn, mentions, well_explained_ids
@@ -25,6 +25,8 @@ class Trajectory:
     updates: list[TurnUpdate] = field(default_factory=list)
     metrics: list[TurnMetrics] = field(default_factory=list)
     entries: list[list[SignalEntry]] = field(default_factory=list)
+    #: what the KG normalisations sum over (the initial KS's labels); None = the graph's nodes
+    basis: KSBasis | None = None
 
     @property
     def states(self) -> list[dict[str, int]]:
@@ -57,9 +59,9 @@ class Trajectory:
     def summary(self, rules: RuleConfig) -> dict[str, float | int | str | None]:
         """Final and at-early-stop metrics under the session table's names."""
         stop = self.early_stop(rules)
-        out: dict = dict(paper_metrics(self.metrics, self.initial, self.final))
+        out: dict = dict(paper_metrics(self.metrics, self.initial, self.final, self.basis))
         k = stop.turn if stop else len(self.metrics)
-        prefix = paper_metrics(self.metrics[:k], self.initial, self.states[k])
+        prefix = paper_metrics(self.metrics[:k], self.initial, self.states[k], self.basis)
         for name in ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience"):
             out[f"{name}_es"] = prefix[name]
         out["early_stop_turn"] = stop.turn if stop else None
@@ -75,11 +77,13 @@ def run_trajectory(
     *,
     initial_carries: Mapping[str, float] | None = None,
     max_turns: int | None = None,
+    basis: KSBasis | None = None,
 ) -> Trajectory:
-    """Apply the rules turn by turn. ``initial`` maps graph ids to states (missing -> unaware)."""
+    """Apply the rules turn by turn. ``initial`` maps graph ids to states (missing -> unaware);
+    ``basis`` names the initial KS's labels the KG normalisations sum over (None: all nodes)."""
     tau = capacity(g.size, rules.capacity_ratio, rules.capacity_floor)
     horizon = max_turns if max_turns is not None else max(len(signal_lists), 1)
-    traj = Trajectory(tau=tau, initial={v: initial.get(v, 0) for v in g.ids})
+    traj = Trajectory(tau=tau, initial={v: initial.get(v, 0) for v in g.ids}, basis=basis)
     state = traj.initial
     carries = dict(initial_carries or {})
     for t, entries in enumerate(signal_lists, start=1):

@@ -30,7 +30,7 @@ class TurnMetrics:
     ic_denominator: int
     zpd_size: int
     absorbed_ic_numerator: int  # |A_t|, exact, weakest-prerequisite ceiling (the paper's DC numerator)
-    absorbed_ic_numerator_any_partial: int  # |A_t| with the reference helper's ceiling (D16)
+    absorbed_ic_numerator_any_partial: int  # reference-format count: A_t mention entries, any-partial ceiling (§7.4, D16)
     n_upward_transitions: int
     absorbed_gain: float
     new_ius: int
@@ -68,7 +68,12 @@ def turn_metrics(
     explained = {e.id for e in mentioned if e.id in g.order}  # E_t as a set of graph IUs
     upward = [v for v in g.ids if v in explained and post[v] > pre_of(v)]
     absorbed = [v for v in upward if teachable(v)]
-    absorbed_any = [v for v in upward if pre_of(v) < KNOWS_WELL and ceiling_any_partial(g, v, pre) >= PARTIAL]
+    # the reference-format count (spec §7.4): mention ENTRIES (an IU mentioned twice counts twice)
+    # of upward IUs, with the any-partial ceiling; ids outside the graph never move
+    moved = set(upward)
+    absorbed_any = [
+        e for e in mentioned if e.id in moved and pre_of(e.id) < KNOWS_WELL and ceiling_any_partial(g, e.id, pre) >= PARTIAL
+    ]
 
     ic_num = sum(1 for e in mentioned if pre_of(e.id) < KNOWS_WELL and teachable(e.id))
     new_entries = [e for e in mentioned if pre_of(e.id) <= STRUGGLING]

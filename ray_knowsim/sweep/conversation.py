@@ -24,6 +24,7 @@ from ray_knowsim.model.signals import (
     SignalEntry,
     normalize_entry,
 )
+from ray_knowsim.rules.final_metrics import KSBasis
 from ray_knowsim.rules.update import INCORRECT_NO_EXPLANATION
 
 _TQ_CODES = {"not_mentioned": TQ_NOT_MENTIONED, "shallow": TQ_SHALLOW}
@@ -122,6 +123,8 @@ class Conversation:
     max_turns: int  # temporal-decay horizon
     meta: dict[str, str] = field(default_factory=dict)
     recorded: dict[str, Any] = field(default_factory=dict)  # the source's metrics, our row names
+    #: the recorded initial KS's labels the KG normalisations sum over (spec §9.1); None = all nodes
+    basis: KSBasis | None = None
 
     def entries(self) -> list[list[SignalEntry]]:
         return [[s.to_entry() for s in turn] for turn in self.turns]

@@ -100,6 +100,8 @@ class Prepared:
     state0: np.ndarray | None = None  # concatenated recorded initial rows (conversation order)
     carry0: np.ndarray | None = None
     max_turns: np.ndarray | None = None
+    basis0: np.ndarray | None = None  # int8 rows: 1 = the node counts in the KG normalisations (recorded KS)
+    extra_h0: np.ndarray | None = None  # per conversation: headroom of initial-KS labels outside the graph
     _entries: list | None = field(default=None, repr=False)
     _pairs: tuple | None = field(default=None, repr=False)
 
@@ -133,7 +135,24 @@ def prepare(conversations: Sequence[Conversation], backend: str = "auto") -> Pre
     prep.signals = pack_trajectories(prep.packed, graph_of, [c.turns for c in convs])
     _, prep.state0, prep.carry0 = pack_states(prep.packed, graph_of, [c.initial for c in convs], [c.carries for c in convs])
     prep.max_turns = np.array([c.max_turns for c in convs], dtype=np.int64)
+    prep.basis0, prep.extra_h0 = _basis_rows(convs)
     return prep
+
+
+def _basis_rows(convs: Sequence[Conversation]) -> tuple[np.ndarray, np.ndarray]:
+    """The recorded initial KS's labels (``Conversation.basis``, spec §9.1) as a node mask over the
+    packed state rows and the headroom of its labels outside the graph, per conversation."""
+    masks, extra = [], np.zeros(len(convs), dtype=np.int64)
+    for k, c in enumerate(convs):
+        if c.basis is None:
+            masks.append(np.ones(c.graph.size, dtype=np.int8))
+            continue
+        index = {v: i for i, v in enumerate(c.graph.ids)}
+        m = np.zeros(c.graph.size, dtype=np.int8)
+        m[[index[v] for v in c.basis.nodes]] = 1
+        masks.append(m)
+        extra[k] = sum(KNOWS_WELL - s for s in c.basis.extra if s < KNOWS_WELL)
+    return np.concatenate(masks) if masks else np.zeros(0, dtype=np.int8), extra
 
 
 # --- the interface ------------------------------------------------------------------------------
@@ -172,21 +191,30 @@ def _param_rows(prep: Prepared, rules: RuleConfig) -> np.ndarray:
     return rows[inverse]
 
 
-def _initial_rows(prep: Prepared, slab: Sequence[Setting], plan: InitPlan, cache: dict) -> tuple[np.ndarray, np.ndarray]:
+def _initial_rows(
+    prep: Prepared, slab: Sequence[Setting], plan: InitPlan, cache: dict
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(state, carry, basis mask) rows and the per-session extra headroom of the slab's sessions."""
     if not any(plan.resamples(s.rules) for s in slab):
-        return np.tile(prep.state0, len(slab)), np.tile(prep.carry0, len(slab))
-    states, carries = [], []
+        reps = len(slab)
+        return np.tile(prep.state0, reps), np.tile(prep.carry0, reps), np.tile(prep.basis0, reps), np.tile(prep.extra_h0, reps)
+    states, carries, masks, extras = [], [], [], []
     for s in slab:
         if not plan.resamples(s.rules):
             states.append(prep.state0)
             carries.append(prep.carry0)
+            masks.append(prep.basis0)
+            extras.append(prep.extra_h0)
             continue
+        # a re-sampled state covers the graph's nodes
+        masks.append(np.ones_like(prep.basis0))
+        extras.append(np.zeros_like(prep.extra_h0))
         rows = np.concatenate(
             [np.array([initial_for(c, s.rules, plan, cache)[0][v] for v in c.graph.ids], dtype=np.int8) for c in prep.conversations]
         )
         states.append(rows)
         carries.append(np.zeros_like(prep.carry0))
-    return np.concatenate(states), np.concatenate(carries)
+    return np.concatenate(states), np.concatenate(carries), np.concatenate(masks), np.concatenate(extras)
 
 
 def _kernel_columns(prep: Prepared, settings: Sequence[Setting], plan: InitPlan) -> dict[str, np.ndarray]:
@@ -203,12 +231,16 @@ def _kernel_columns(prep: Prepared, settings: Sequence[Setting], plan: InitPlan)
         graph_of = np.tile(prep.graph_of, reps)
         traj_of = np.tile(np.arange(n_conv, dtype=np.int64), reps)
         params = np.concatenate([_param_rows(prep, s.rules) for s in slab])
-        state, carry = _initial_rows(prep, slab, plan, cache)
+        state, carry, basis, extra_h = _initial_rows(prep, slab, plan, cache)
         res = run_packed(prep.packed, graph_of, params, prep.signals, traj_of, state, carry, parallel=False)
         s_off = session_offsets(prep.packed, graph_of)
         starts = s_off[:-1]
-        headroom = np.add.reduceat(np.where(state < KNOWS_WELL, KNOWS_WELL - state.astype(np.int64), 0), starts)
-        progress = np.add.reduceat(np.maximum(0, res.state.astype(np.int64) - state.astype(np.int64)), starts)
+        # KG normalisations over the initial KS's labels (spec §9.1): masked nodes + labels outside the graph
+        counted = basis != 0
+        headroom = np.add.reduceat(np.where(counted & (state < KNOWS_WELL), KNOWS_WELL - state.astype(np.int64), 0), starts)
+        headroom += extra_h
+        gained = np.maximum(0, res.state.astype(np.int64) - state.astype(np.int64))
+        progress = np.add.reduceat(np.where(counted, gained, 0), starts)
         n_ius = np.tile(prep.sizes, reps)
         term = Termination.repeat([s.rules.termination for s in slab], n_conv)
         cols = summarize(res.counters, COUNTER_INDEX, res.n_turns, headroom, n_ius, term)
@@ -239,7 +271,7 @@ def python_row(traj, rules: RuleConfig) -> dict[str, Any]:
     row["turns"] = len(traj.updates)
     row["mastery_turn"] = mastery_turn(traj.stop_signals(), rules.termination)
     row["overloaded_turns"] = sum(1 for u in traj.updates if u.overload)
-    row["raw_state_progress"] = raw_progress(traj.initial, traj.final)
+    row["raw_state_progress"] = raw_progress(traj.initial, traj.final, traj.basis)
     row["new_ius"] = sum(m.new_ius for m in metrics)
     row["disallowed"] = sum(m.disallowed for m in metrics)
     for col in FM_COLUMNS:
@@ -254,7 +286,10 @@ def _python_columns(prep: Prepared, settings: Sequence[Setting], plan: InitPlan)
     for s in settings:
         for c, signal_lists in zip(prep.conversations, entries):
             initial, carries = initial_for(c, s.rules, plan, cache)
-            traj = run_trajectory(c.graph, initial, signal_lists, s.rules, initial_carries=carries, max_turns=c.max_turns)
+            basis = None if plan.resamples(s.rules) else c.basis  # a re-sampled state covers the graph
+            traj = run_trajectory(
+                c.graph, initial, signal_lists, s.rules, initial_carries=carries, max_turns=c.max_turns, basis=basis
+            )
             rows.append(python_row(traj, s.rules))
     cols: dict[str, np.ndarray] = {}
     for name in FLOAT_COLUMNS:

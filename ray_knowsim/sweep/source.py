@@ -27,6 +27,7 @@ from ray_knowsim.io.loaders import load_graph_cache, load_records
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.records import ConversationRecord
 from ray_knowsim.model.results import FAILURE_MODES
+from ray_knowsim.rules.final_metrics import ks_basis
 from ray_knowsim.rules.reference_record import initial_from_ks
 from ray_knowsim.sweep.config import RecordsSource, RunDirSource, SweepConfig, SweepConfigError
 from ray_knowsim.sweep.conversation import META_COLUMNS, Conversation, compact_turn
@@ -83,7 +84,10 @@ class SourceData:
             sig = [[(s.id, s.tq_code, s.attempt_code, s.assistant_response_role) for s in t] for t in c.turns]
             init = [c.initial[v] for v in c.graph.ids]
             carries = [c.carries.get(v, 0.0) for v in c.graph.ids] if c.carries else []
-            h.update(json.dumps([c.key, c.graph.edges, c.graph.ids, init, carries, sig, c.max_turns, c.meta]).encode())
+            parts = [c.key, c.graph.edges, c.graph.ids, init, carries, sig, c.max_turns, c.meta]
+            if c.basis is not None:  # only then, so sources without one keep their fingerprint
+                parts.append([list(c.basis.nodes), list(c.basis.extra)])
+            h.update(json.dumps(parts).encode())
         return h.hexdigest()[:16]
 
 
@@ -305,6 +309,7 @@ def _load_records(cfg: SweepConfig, src: RecordsSource) -> SourceData:
                     max_turns=max(int(rec.turns or len(turns) or 15), 1),
                     meta=meta,
                     recorded=record_recorded(rec),
+                    basis=ks_basis(g, rec.initial_knowledge_state),
                 )
             )
     return out
