@@ -83,7 +83,7 @@ def compact_raw(raw: dict[str, Any]) -> CompactSignal:
     """
     tq = raw.get("teaching_quality")
     attempt = raw.get("user_attempt_type")
-    if isinstance(tq, str) and attempt in _ATTEMPT_CODES and "assistant_response_role" in raw:
+    if isinstance(tq, str) and isinstance(attempt, str) and attempt in _ATTEMPT_CODES and "assistant_response_role" in raw:
         raw_id = raw.get("id")
         entry_id = None if not raw_id else (raw_id if isinstance(raw_id, str) else str(raw_id))
         role = raw["assistant_response_role"]
