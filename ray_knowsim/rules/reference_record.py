@@ -56,7 +56,8 @@ def _ks_after(g: GraphIndex, ks_prev: dict[str, Any], traj: Trajectory, t: int) 
     by_id = {e.id: e for e in traj.entries[t - 1] if e.id is not None}
     ks = copy.deepcopy(ks_prev)
     for v, label in zip(g.ids, g.labels):
-        entry = dict(ks.get(label) or {})
+        prev = ks.get(label)
+        entry = dict(prev) if isinstance(prev, dict) else {}  # a malformed entry reads as empty
         entry["state"] = state_name(update.post[v])
         entry["evidence"] = by_id[v].teaching_quality_reasoning if v in by_id else ""
         entry["fractional_progress"] = update.carries[v]
