@@ -371,7 +371,7 @@ def load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts, lay
     lv = prescreen.participant_levels(pids)
     report = PairReport(
         arm=arm, task=task, jsonl=str(jsonl.name), workbook=str(xlsx.name),
-        sheets={k: f"{s.name!r} ({len(s.rows)} rows)" for k, s in sh.items()},
+        sheets={k: (f"{s.name!r} " if name_key(s.name) != name_key(k) else "") + f"({len(s.rows)} rows)" for k, s in sh.items()},
         other_sheets=[n for n in all_sheets if n not in {s.name for s in sh.values()}],
         sessions=len(sessions), participants=pids,
         levels={k: lv.get(k, 0) for k in LEVELS},
