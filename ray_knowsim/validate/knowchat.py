@@ -281,7 +281,7 @@ def load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts, lay
     if missing:
         raise KnowChatFormatError(
             f"{xlsx.name}: missing sheet(s) {', '.join(repr(layout.sheets[k].names[0]) for k in missing)} "
-            f"(a {task} workbook needs {', '.join(repr(s.names[0]) for s in layout.sheets.values() if task in s.tasks)}; "
+            f"(the {task} workbook needs {', '.join(repr(s.names[0]) for s in layout.sheets.values() if task in s.tasks)}; "
             f"workbook has: {', '.join(repr(s) for s in all_sheets)})"
         )
     for k in ("background", "prescreening", "main", "survey", "pretest", "posttest"):
