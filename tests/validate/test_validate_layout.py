@@ -86,7 +86,7 @@ def test_renames_and_codes_from_a_layout_file(human_copy, tmp_path):
     recs = [json.loads(x) for x in jp.read_text().splitlines()]
     recs[3]["condition"] = 0
     jp.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    with pytest.raises(KnowChatFormatError, match=r"math_strategy_conversations.jsonl, line 4, field 'participant code'|line 4, field 'condition'.*S \(Socratic\)"):
+    with pytest.raises(KnowChatFormatError, match=r"math_strategy_conversations.jsonl, line 4, field 'condition': unknown strategy-arm condition code 0 .*S \(Socratic\)"):
         load_knowchat(human_copy, layout=layout)
 
 
