@@ -37,8 +37,8 @@ spaces and punctuation; extra columns are ignored; empty rows are skipped. Sheet
 Item scores: the sum of the item columns; the maximum is the number of item columns unless the
 sheet has a ``max score`` column (names include 'max' and 'total'); a blank item cell counts 0
 (reported), TRUE/FALSE count 1/0. Every session needs a ``main`` and a ``survey`` row, math sessions
-a pretest and a posttest row, and the other way round; every error names file, sheet (or line),
-row and column.
+a pretest and a posttest row; every ``main`` row needs a conversation (extra survey or test rows
+are reported, not read); every error names file, sheet (or line), row and column.
 """
 
 from __future__ import annotations
@@ -329,9 +329,9 @@ def load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts, lay
         if srow is None:
             raise KnowChatFormatError(f"{m.where(row)}: session {key_txt} has no {sh['survey'].name!r} row")
         ratings: dict[str, float | None] = {}
-        for metric, (sheet, col) in rating_cols.items():
+        for metric, (sheet, cols) in rating_cols.items():
             r, v = srow if sheet is sh["survey"] else (row, values)
-            ratings[metric.lower()] = sheet.number(r, v, col, required=False)
+            ratings[metric.lower()] = _rating(sheet, r, v, cols)
         kg = None
         if pre is not None and post is not None and pre_scores is not None and post_scores is not None:
             r0, r1 = pre.take(rec), post.take(rec)
@@ -363,9 +363,15 @@ def load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts, lay
                 texts=[msg.content for msg in rec.messages if msg.role != "system"],
             )
         )
-    for rows in (main, survey, pre, post):
+    main.check_all_taken(jsonl.name)  # main and the JSONL hold the same conversations
+    for rows in (survey, pre, post):  # extra survey/test rows (a session never held) are only reported
         if rows is not None:
-            rows.check_all_taken(jsonl.name)
+            extra = rows.untaken()
+            if extra:
+                ctx.notes.append(
+                    f"{rows.sheet.name!r}: {len(extra)} row(s) match no conversation, not read (rows {', '.join(map(str, extra[:5]))}"
+                    + (", ..." if len(extra) > 5 else "") + ")"
+                )
 
     pids = sorted({s.prolific_id for s in sessions})
     lv = prescreen.participant_levels(pids)
@@ -384,8 +390,9 @@ def load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts, lay
             if pre_scores and post_scores else None
         ),
         ratings={
-            metric: f"{sheet.name!r} column {col!r}: {sum(getattr(s, metric.lower()) is not None for s in sessions)} values"
-            for metric, (sheet, col) in rating_cols.items()
+            metric: (f"{sheet.name!r} column {cols[0]!r}" if len(cols) == 1 else f"{sheet.name!r} mean of columns {', '.join(map(repr, cols))}")
+            + f": {sum(getattr(s, metric.lower()) is not None for s in sessions)} values"
+            for metric, (sheet, cols) in rating_cols.items()
         },
         questions=q_desc,
         notes=ctx.notes + prescreen.scores.notes + ([*pre_scores.notes, *post_scores.notes] if pre_scores and post_scores else []),
@@ -567,6 +574,9 @@ class _SessionRows:
             self.taken.add(k)
         return hit
 
+    def untaken(self) -> list[int]:
+        return [row for k, (row, _) in self.rows.items() if k not in self.taken]
+
     def check_all_taken(self, jsonl_name: str) -> None:
         for k, (row, _) in self.rows.items():
             if k not in self.taken:
@@ -736,21 +746,32 @@ class _Prescreening:
         return dict(out)
 
 
-def _rating_columns(survey: Sheet, main: Sheet, ctx: _Ctx) -> dict[str, tuple[Sheet, str]]:
-    out: dict[str, tuple[Sheet, str]] = {}
+def _rating_columns(survey: Sheet, main: Sheet, ctx: _Ctx) -> dict[str, tuple[Sheet, list[str]]]:
+    """metric -> (sheet, columns): one column named for the scale, or, where the scale was asked as
+    several numbered items ('Delivery Calibration 1', 'dc_2', ...), those columns (their mean)."""
+    out: dict[str, tuple[Sheet, list[str]]] = {}
     for metric, key in RATING_KEYS.items():
-        col = survey.find(ctx.layout.sheet_columns("survey")[key])
-        if col is not None:
-            out[metric] = (survey, col)
-            continue
-        col = main.find(ctx.layout.sheet_columns("main")[key])
-        if col is not None:
-            out[metric] = (main, col)
-            continue
-        raise KnowChatFormatError(
-            f"{survey.file.name}: rating column {ctx.layout.columns[key][0]!r} is in neither sheet {survey.name!r} nor sheet {main.name!r}"
-        )
+        for sheet, sheet_key in ((survey, "survey"), (main, "main")):
+            names = ctx.layout.sheet_columns(sheet_key)[key]
+            col = sheet.find(names)
+            if col is not None:
+                out[metric] = (sheet, [col])
+                break
+            stems = {name_key(n) for n in names}
+            items = [c for c in sheet.columns if (m := re.fullmatch(r"(.*?)(?:q|item)?\d+", name_key(c))) and m.group(1) in stems]
+            if items:
+                out[metric] = (sheet, items)
+                break
+        else:
+            raise KnowChatFormatError(
+                f"{survey.file.name}: rating column {ctx.layout.columns[key][0]!r} is in neither sheet {survey.name!r} nor sheet {main.name!r}"
+            )
     return out
+
+
+def _rating(sheet: Sheet, row: int, values: dict, cols: list[str]) -> float | None:
+    got = [v for v in (sheet.number(row, values, c, required=False) for c in cols) if v is not None]
+    return sum(got) / len(got) if got else None
 
 
 class _QuestionBank:

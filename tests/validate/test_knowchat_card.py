@@ -277,3 +277,24 @@ def test_record_errors_name_line_and_field(human_copy):
     del recs[5]["prolific id"]
     write_records(human_copy, MJL, recs)
     fails(human_copy, MJL, "line 6", "field 'prolific id' is missing")
+
+
+def test_multi_item_ratings_are_averaged_and_extra_rows_reported(human_copy):
+    before = frame(human_copy)
+
+    def split(wb):
+        sv = wb["survey"]
+        c = col(sv, "Cognitive Overload")
+        sv.cell(1, c).value = "Cognitive Overload 1"
+        sv.cell(1, sv.max_column + 1).value = "cognitive_overload_2"
+        last = sv.max_column
+        for r in range(2, sv.max_row + 1):
+            sv.cell(r, last).value = sv.cell(r, c).value  # same value twice: the mean is unchanged
+        sv.append(["someone-who-left", 0, 4, 4, 4, 4])  # a survey row without a conversation
+
+    edit(human_copy, MWB, split)
+    data = load_knowchat(human_copy)
+    pd.testing.assert_frame_equal(data.frame().set_index(KEY).sort_index(), before)
+    rep = data.reports[0]
+    assert rep.ratings["CO"].startswith("'survey' mean of columns 'Cognitive Overload 1', 'cognitive_overload_2'")
+    assert any("'survey': 1 row(s) match no conversation" in n for n in rep.notes)
