@@ -815,6 +815,10 @@ class _QuestionBank:
         else:
             base = self.ctx.layout.question_index_base
             n = len(self.sheet.rows)
+            nums = [as_number(q) for _, q in refs]
+            if base == 0 and all(x is not None and x.is_integer() for x in nums) and min(nums) >= 1 and max(nums) == n:  # type: ignore[type-var]
+                base = 1  # 1..n cannot be 0-based positions; n can only be the last row counted from 1
+                self.ctx.notes.append(f"question references run 1..{n}: read as row positions counted from 1")
             rows = {}
             for line, q in refs:
                 num = as_number(q)

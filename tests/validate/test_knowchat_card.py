@@ -298,3 +298,15 @@ def test_multi_item_ratings_are_averaged_and_extra_rows_reported(human_copy):
     rep = data.reports[0]
     assert rep.ratings["CO"].startswith("'survey' mean of columns 'Cognitive Overload 1', 'cognitive_overload_2'")
     assert any("'survey': 1 row(s) match no conversation" in n for n in rep.notes)
+
+
+def test_question_positions_counted_from_one_are_recognised(human_copy):
+    before = frame(human_copy)
+    recs = records(human_copy, EJL)
+    for r in recs:
+        r["questions"] += 1  # 1..3 for a bank of 3 rows
+    write_records(human_copy, EJL, recs)
+    data = load_knowchat(human_copy)
+    after = data.frame().set_index(KEY).sort_index()
+    assert after.item_ids.equals(before.item_ids)
+    assert any("counted from 1" in n for n in data.reports[1].notes)
