@@ -148,10 +148,7 @@ class HumanDataset(BaseModel):
     def frame(self) -> pd.DataFrame:
         """One row per session (columns of HumanSession)."""
         cols = list(HumanSession.model_fields)
-        df = pd.DataFrame([s.model_dump() for s in self.sessions], columns=cols)
-        if len(df) and df["session"].map(type).nunique() > 1:
-            df["session"] = df["session"].map(str)  # ids of mixed kinds stay one column type
-        return df
+        return pd.DataFrame([s.model_dump() for s in self.sessions], columns=cols)
 
 
 # ---------------------------------------------------------------- values
@@ -253,6 +250,9 @@ def load_knowchat(folder: Path, cuts: LevelCuts | None = None, layout: KnowChatL
         sessions += s
         conversations += c
         reports.append(r)
+    if len({type(x.session) for x in sessions}) > 1:  # numbers in one file, ids in another: one type
+        for x in [*sessions, *conversations]:
+            x.session = str(x.session)
     return HumanDataset(sessions=sessions, conversations=conversations, reports=reports, ignored=ignored)
 
 

@@ -310,3 +310,28 @@ def test_question_positions_counted_from_one_are_recognised(human_copy):
     after = data.frame().set_index(KEY).sort_index()
     assert after.item_ids.equals(before.item_ids)
     assert any("counted from 1" in n for n in data.reports[1].notes)
+
+
+def test_session_ids_as_text(human_copy):
+    """Sessions named by an id (e.g. Prolific's session id) rather than a number, in one file only."""
+    def rename(s):
+        return f"sess-{s}"
+
+    recs = records(human_copy, MJL)
+    for r in recs:
+        r["session"] = rename(r["session"])
+    write_records(human_copy, MJL, recs)
+
+    def sheets(wb):
+        for name in ("main", "survey", "pretest", "posttest"):
+            ws = wb[name]
+            c = col(ws, "session")
+            for r in range(2, ws.max_row + 1):
+                ws.cell(r, c).value = rename(ws.cell(r, c).value)
+
+    edit(human_copy, MWB, sheets)
+    data = load_knowchat(human_copy)
+    df = data.frame()
+    assert len(df) == 108 and set(map(type, df.session)) == {str}
+    assert set(df[(df.arm == "strategy") & (df.task == "math")].session) == {"sess-0", "sess-1", "sess-2"}
+    assert {c.session for c in data.conversations} == set(df.session)
