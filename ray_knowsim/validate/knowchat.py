@@ -29,7 +29,9 @@ spaces and punctuation; extra columns are ignored; empty rows are skipped. Sheet
                     ``topic`` checked/used where present.
   ``survey``        one row per session (keyed like pretest); ``delivery calibration``,
                     ``cognitive overload``, ``interaction quality``, read from ``survey`` or from
-                    ``main`` for a column ``survey`` lacks. A blank rating is missing.
+                    ``main`` for a column ``survey`` lacks; a scale asked as numbered items
+                    ('Cognitive Overload 1', 'cognitive_overload_2') is their mean. A blank
+                    rating is missing.
   ``questions``     expertqa (read where present): rows referred to by the records'
                     ``questions``, by the ``question id`` column when every reference is found
                     there, else by row position (0 = first data row); optional ``item id`` (the
@@ -53,7 +55,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from ray_knowsim.validate.conditions import ARMS, LEVELS, TASKS, LevelCuts, condition_order, math_kg
+from ray_knowsim.validate.conditions import ARMS, CONDITION_CODES, LEVELS, TASKS, LevelCuts, condition_order, math_kg
 from ray_knowsim.validate.layout import KnowChatLayout, default_layout, name_key
 from ray_knowsim.validate.xlsx import KnowChatFormatError, Sheet, as_number, as_text, blank, read_sheets
 
@@ -401,8 +403,6 @@ def load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts, lay
 
 
 def _labels(arm: str) -> list[str]:
-    from ray_knowsim.validate.conditions import CONDITION_CODES
-
     return list(CONDITION_CODES[arm].values())
 
 
