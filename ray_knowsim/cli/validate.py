@@ -49,7 +49,7 @@ def _metric_map(text: str) -> dict[str, str]:
 
 def inspect(args: argparse.Namespace) -> int:
     from ray_knowsim.validate.conditions import LevelCuts
-    from ray_knowsim.validate.inspect import inspect_folder
+    from ray_knowsim.validate.inspection import inspect_folder
     from ray_knowsim.validate.layout import LayoutError, load_layout
 
     try:

@@ -4,7 +4,7 @@ conditions  arms, condition codes, levels (LevelCuts), metric directions, math K
 layout      the data layout as one pydantic object; knowchat_layout.yaml is the card's (default)
 xlsx        sheet reading with file/sheet/row/column errors, names matched through the layout
 knowchat    KnowChat files (layout in words there) -> HumanDataset, with a PairReport per (arm, task)
-inspect     `validate --inspect`: what was read, per (arm, task)
+inspection  `validate --inspect`: what was read, per (arm, task)
 simdata     streaming reads of RUN_DIR/sessions and RUN_DIR/turns
 mapping     sim sessions -> human (arm, condition): convention or --sim-map
 stats       Cliff's delta, one-sided binomial, Spearman, z-scores, Jaccard (pure)
