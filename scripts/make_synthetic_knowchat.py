@@ -1,6 +1,14 @@
 #!/usr/bin/env python
-"""Write a small synthetic human-study dataset in the KnowChat release format (the layout in
-ray_knowsim/validate/knowchat.py), a matching simulated run, and the planted answer.
+"""Write a small synthetic human-study dataset in the KnowChat release format, a matching
+simulated run, and the planted answer.
+
+Formats (--format): ``card`` (default) is the layout the dataset card describes
+(ray_knowsim/validate/knowchat_layout.yaml): ``{task}_{arm}_conversations.jsonl`` and a workbook
+``{task}_{arm}.xlsx`` with the sheets summary, background, prescreening (items Q1-Q10),
+pretest/posttest (math only, items Q1-Q7 per session), main, survey and questions (ExpertQA only;
+records refer to it by an integer row index, MathQA records carry no ``questions``). ``legacy`` is
+the older layout (``knowchat_{arm}_{task}``, all seven sheets, ``score`` + ``max score`` columns,
+question ids as lists of text).
 
 Planting. For every (arm, task, level, metric) group each condition gets a human "goodness"
 g in {0, 1, 2} (a permutation of 0..2, or with probability --tie-rate two conditions tied).
@@ -13,6 +21,7 @@ here from the planted orders (not by the validator). Conversations mention IUs {
 their item (human) and {1, 2, 3} (simulated), so every coverage cell has Jaccard 0.5.
 
     python scripts/make_synthetic_knowchat.py --out /tmp/kc --sim-out /tmp/run --agreement 0.75
+    ray-knowsim validate --human /tmp/kc --inspect
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ from ray_knowsim.validate.conditions import ARMS, CONDITION_CODES, LEVELS, METRI
 LIKERT_BANDS = {0: (1, 2), 1: (3, 4), 2: (6, 7)}  # goodness -> ratings (DC, IQ; CO reversed)
 KG_POST_BANDS = {0: (3, 4), 1: (6, 7), 2: (9, 10)}  # goodness -> posttest score (pretest 2 of 10)
 PRE_SCORE, MAX_SCORE = 2, 10
+CARD_KG_POST_BANDS = {0: (2, 3), 1: (4, 5), 2: (6, 7)}  # card layout: tests of 7 items, pretest 1 of 7
+CARD_PRE_SCORE, CARD_TEST_ITEMS, CARD_PRESCREEN_ITEMS = 1, 7, 10
 PRESCREEN = {"novice": 2, "intermediate": 5, "advanced": 9}  # of 10; default cuts 0.4 / 0.7
 STRATEGY_ARM_MODEL = "gpt-5.4"
 SIM_STRATEGIES = ("socratic", "adaptive", "comprehensive")  # code order
@@ -136,12 +147,16 @@ def _pid(rng: random.Random) -> str:
     return "".join(rng.choice("0123456789abcdef") for _ in range(24))
 
 
-def _human_value(metric: str, g: int, i: int) -> float:
-    band = KG_POST_BANDS[g] if metric == "KG" else LIKERT_BANDS[2 - g if metric == "CO" else g]
+def _human_value(metric: str, g: int, i: int, kg_bands: dict = KG_POST_BANDS) -> float:
+    band = kg_bands[g] if metric == "KG" else LIKERT_BANDS[2 - g if metric == "CO" else g]
     return band[i % len(band)]
 
 
-def write_human(out: Path, plan: dict, participants: int, seed: int) -> None:
+def write_human(out: Path, plan: dict, participants: int, seed: int, fmt: str = "card") -> None:
+    if fmt == "card":
+        return write_human_card(out, plan, participants, seed)
+    if fmt != "legacy":
+        raise ValueError(f"unknown format {fmt!r} (expected card or legacy)")
     rng = random.Random(seed + 1)
     out.mkdir(parents=True, exist_ok=True)
     for arm in ARMS:
@@ -194,6 +209,88 @@ def write_human(out: Path, plan: dict, participants: int, seed: int) -> None:
                 for row in rows:
                     ws.append(row)
             wb.save(out / f"{stem}.xlsx")
+
+
+def _items_row(correct: int, n: int, rng: random.Random) -> list[int]:
+    """n item scores (0/1) with ``correct`` ones, in random places."""
+    right = set(rng.sample(range(n), correct))
+    return [int(k in right) for k in range(n)]
+
+
+def _save(path: Path, sheets: dict[str, list[list]]) -> None:
+    wb = openpyxl.Workbook()
+    wb.remove(wb.active)
+    for name, rows in sheets.items():
+        ws = wb.create_sheet(name)
+        for row in rows:
+            ws.append(row)
+    wb.save(path)
+
+
+def write_human_card(out: Path, plan: dict, participants: int, seed: int) -> None:
+    """The dataset card's layout (see the module docstring)."""
+    rng = random.Random(seed + 1)
+    out.mkdir(parents=True, exist_ok=True)
+    pre_items = [f"Q{k + 1}" for k in range(CARD_PRESCREEN_ITEMS)]
+    test_items = [f"Q{k + 1}" for k in range(CARD_TEST_ITEMS)]
+    for arm in ARMS:
+        for task in TASKS:
+            item_list = items(task)
+            sheets: dict[str, list[list]] = {
+                "summary": [["arm", "task", "participants", "conversations"]],
+                "background": [["prolific id", "topic", "self-reported ability", "courses taken"]],
+                "prescreening": [["prolific id", *pre_items]],
+            }
+            if task == "math":
+                sheets["pretest"] = [["prolific id", "session", *test_items]]
+                sheets["posttest"] = [["prolific id", "session", *test_items]]
+            main_header = ["timestamp", "time", "prolific id", "topic", "condition", "session", "answer", "messages"]
+            sheets["main"] = [main_header + (["questions"] if task == "expertqa" else [])]
+            sheets["survey"] = [["prolific id", "session", "Delivery Calibration", "Cognitive Overload", "Interaction Quality"]]
+            if task == "expertqa":
+                sheets["questions"] = [["question", "domain", "item id"]]
+                for item_id, concepts in item_list:
+                    sheets["questions"].append([f"Synthetic question about {concepts[0]}", "synthetic", item_id])
+            lines = []
+            n_people = 0
+            for level in LEVELS:
+                for i in range(participants):
+                    pid = _pid(rng)
+                    n_people += 1
+                    sheets["background"].append([pid, task, rng.randint(1, 5), rng.choice(["none", "one course", "several courses"])])
+                    sheets["prescreening"].append([pid, *_items_row(PRESCREEN[level], CARD_PRESCREEN_ITEMS, rng)])
+                    for s in range(3):
+                        code = (i + s) % 3
+                        k = (i + 2 * s) % len(item_list)
+                        item_id, concepts = item_list[k]
+                        vals = {
+                            m: _human_value(m, plan["human"][(arm, task, level, m)][code], i, CARD_KG_POST_BANDS)
+                            for m in METRICS if task in METRIC_TASKS[m]
+                        }
+                        messages = [
+                            {"role": "user", "content": FILLER_USER},
+                            {"role": "assistant", "content": f"First: {concepts[0]}. Then: {concepts[1]}."},
+                            {"role": "user", "content": "Okay, what next?"},
+                            {"role": "assistant", "content": f"Finally: {concepts[2]}."},
+                        ]
+                        stamp = f"2026-02-{1 + (i + s) % 28:02d} {10 + s}:00:00"
+                        rec = {"timestamp": stamp, "time": 300 + 60 * s, "prolific id": pid, "topic": task,
+                               "condition": code, "session": s, "answer": "my final answer", "messages": messages}
+                        if task == "expertqa":
+                            rec["questions"] = k  # an integer index into the questions sheet
+                        lines.append(rec)
+                        row = [stamp, rec["time"], pid, task, code, s, rec["answer"], json.dumps(messages)[:32000]]
+                        sheets["main"].append(row + ([k] if task == "expertqa" else []))
+                        sheets["survey"].append([pid, s, vals["DC"], vals["CO"], vals["IQ"]])
+                        if task == "math":
+                            sheets["pretest"].append([pid, s, *_items_row(CARD_PRE_SCORE, CARD_TEST_ITEMS, rng)])
+                            sheets["posttest"].append([pid, s, *_items_row(int(vals["KG"]), CARD_TEST_ITEMS, rng)])
+            sheets["summary"].append([arm, task, n_people, len(lines)])
+            rng.shuffle(lines)
+            with (out / f"{task}_{arm}_conversations.jsonl").open("w", encoding="utf-8") as fh:
+                for rec in lines:
+                    fh.write(json.dumps(rec) + "\n")
+            _save(out / f"{task}_{arm}.xlsx", sheets)
 
 
 # ---------------------------------------------------------------- simulated run (results contract)
@@ -306,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tie-rate", type=float, default=0.25, help="share of groups with two tied conditions (low-signal pairs)")
     ap.add_argument("--trials", type=int, default=2, help="simulated sessions per (condition, item, level)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--format", choices=("card", "legacy"), default="card",
+                    help="human data layout: the dataset card's (default) or the older one")
     args = ap.parse_args(argv)
     for frac in (args.agreement, args.baseline_agreement):
         if frac is not None and not 0 <= frac <= 1:
@@ -316,13 +415,14 @@ def main(argv: list[str] | None = None) -> int:
         agreement["zero-shot-cot"] = args.baseline_agreement
         metrics_of["zero-shot-cot"] = ("IQ",)
     plan = make_plan(args.seed, agreement, args.tie_rate, metrics_of)
-    write_human(args.out, plan, args.participants, args.seed)
+    write_human(args.out, plan, args.participants, args.seed, args.format)
     expected = expected_table(plan)
     planted = {
         "agreement": expected,
         "coverage_jaccard": 0.5,
         "codes": CONDITION_CODES,
         "human_goodness": {"|".join(g): list(v) for g, v in plan["human"].items()},
+        "format": args.format,
     }
     (args.out / "planted.json").write_text(json.dumps(planted, indent=1))
     if args.sim_out:

@@ -15,11 +15,15 @@ def register(subparsers) -> None:
             "Human validation as in the KnowSim paper: Cliff's delta of human ratings per condition pair within "
             "(arm, task, level, metric); sign agreement of the simulator's contrast on the high-signal pairs with a "
             "one-sided exact binomial test; Spearman rho of z-scored cell means; concept-coverage Jaccard. "
-            "The human-data layout is documented in ray_knowsim/validate/knowchat.py."
+            "The human data is read in the layout of the KnowChat dataset card (ray_knowsim/validate/knowchat_layout.yaml, "
+            "documented there); --layout FILE renames sheets, columns, fields and condition codes. "
+            "--inspect only loads the human data and says what was read (no --sim needed)."
         ),
     )
     p.add_argument("--human", required=True, type=Path, help="folder with the KnowChat JSONL files and XLSX workbooks")
-    p.add_argument("--sim", required=True, type=Path, help="run folder (holds sessions/ and, for coverage, turns/)")
+    p.add_argument("--sim", type=Path, default=None, help="run folder (holds sessions/ and, for coverage, turns/); required unless --inspect")
+    p.add_argument("--inspect", action="store_true", help="only load --human and print, per (arm, task), what was read; exit 0 if it all loads, 2 otherwise")
+    p.add_argument("--layout", type=Path, default=None, help="YAML layout file merged over the built-in card layout (sheet/column/field names, condition codes)")
     p.add_argument("--threshold", type=float, default=0.15, help="high-signal pairs: |Cliff's delta| >= this (default 0.15)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default RUN_DIR/validation)")
     p.add_argument("--level-cuts", default="0.4,0.7", help="prescreening fraction cut points NOVICE_BELOW,ADVANCED_FROM (default 0.4,0.7)")
@@ -43,8 +47,33 @@ def _metric_map(text: str) -> dict[str, str]:
     return out
 
 
-def run(args: argparse.Namespace) -> int:
+def inspect(args: argparse.Namespace) -> int:
     from ray_knowsim.validate.conditions import LevelCuts
+    from ray_knowsim.validate.inspection import inspect_folder
+    from ray_knowsim.validate.layout import LayoutError, load_layout
+
+    try:
+        layout = load_layout(args.layout)
+        cuts = LevelCuts.parse(args.level_cuts)
+    except (LayoutError, ValueError) as exc:
+        print(f"validate: {exc}", file=sys.stderr)
+        return 2
+    label = f"{layout.name}, from {args.layout}" if args.layout else f"{layout.name}, built in"
+    result = inspect_folder(args.human, cuts, layout, label)
+    print(result.text())
+    for problem in result.problems:
+        print(f"validate: {problem}", file=sys.stderr)
+    return 2 if result.problems else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.inspect:
+        return inspect(args)
+    if args.sim is None:
+        print("validate: --sim RUN_DIR is required (or --inspect to check the human data alone)", file=sys.stderr)
+        return 2
+    from ray_knowsim.validate.conditions import LevelCuts
+    from ray_knowsim.validate.layout import LayoutError, load_layout
     from ray_knowsim.validate.coverage import load_tagger
     from ray_knowsim.validate.knowchat import KnowChatFormatError
     from ray_knowsim.validate.mapping import MappingError, load_sim_map
@@ -55,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         opts = ValidateOptions(
             human=args.human,
+            layout=load_layout(args.layout),
             sim=args.sim,
             threshold=args.threshold,
             cuts=LevelCuts.parse(args.level_cuts),
@@ -65,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             tagger=load_tagger(args.tagger) if args.tagger else None,
         )
         result = run_validation(opts)
-    except (KnowChatFormatError, MappingError, SimDataError, ValueError, OSError) as exc:
+    except (KnowChatFormatError, LayoutError, MappingError, SimDataError, ValueError, OSError) as exc:
         print(f"validate: {exc}", file=sys.stderr)
         return 2
     out = args.out or (args.sim / "validation")

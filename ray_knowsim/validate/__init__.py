@@ -1,8 +1,10 @@
 """Human validation (KnowChat format): does the simulator rank conditions the way people do?
 
 conditions  arms, condition codes, levels (LevelCuts), metric directions, math KG
-xlsx        strict sheet reading with file/sheet/row/column errors
-knowchat    the release layout (documented there) -> HumanDataset
+layout      the data layout as one pydantic object; knowchat_layout.yaml is the card's (default)
+xlsx        sheet reading with file/sheet/row/column errors, names matched through the layout
+knowchat    KnowChat files (layout in words there) -> HumanDataset, with a PairReport per (arm, task)
+inspection  `validate --inspect`: what was read, per (arm, task)
 simdata     streaming reads of RUN_DIR/sessions and RUN_DIR/turns
 mapping     sim sessions -> human (arm, condition): convention or --sim-map
 stats       Cliff's delta, one-sided binomial, Spearman, z-scores, Jaccard (pure)

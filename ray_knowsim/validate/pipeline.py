@@ -11,6 +11,7 @@ from ray_knowsim.validate import agreement as ag
 from ray_knowsim.validate.conditions import DEFAULT_SIM_COLUMNS, METRICS, LevelCuts
 from ray_knowsim.validate.coverage import CELL_COLS, IUTagger, LexicalTagger, coverage_summary, coverage_table, tag_texts
 from ray_knowsim.validate.knowchat import HumanDataset, load_knowchat
+from ray_knowsim.validate.layout import KnowChatLayout
 from ray_knowsim.validate.mapping import Triple, resolve
 from ray_knowsim.validate.simdata import aggregate_metrics, item_graphs, iter_turn_texts, open_table, session_index
 
@@ -26,6 +27,7 @@ class ValidateOptions:
     simulators: list[str] | None = None  # None: every simulator in the run
     coverage: bool = True
     tagger: IUTagger | None = None
+    layout: KnowChatLayout | None = None  # None: the built-in card layout
 
 
 @dataclass
@@ -39,7 +41,7 @@ def run_validation(opts: ValidateOptions) -> ValidationResult:
     unknown = sorted(set(opts.metric_columns) - set(METRICS))
     if unknown:
         raise ValueError(f"unknown human metric(s) in the metric map: {', '.join(unknown)} (expected {', '.join(METRICS)})")
-    human = load_knowchat(opts.human, opts.cuts)
+    human = load_knowchat(opts.human, opts.cuts, opts.layout)
     hframe = human.frame()
     sessions = open_table(opts.sim, "sessions")
     agg = aggregate_metrics(sessions, list(opts.metric_columns.values()))
@@ -76,6 +78,7 @@ def run_validation(opts: ValidateOptions) -> ValidationResult:
         human=str(opts.human), sim=str(opts.sim), threshold=opts.threshold,
         level_cuts=opts.cuts.model_dump(), metric_columns=opts.metric_columns,
         simulators=opts.simulators, sim_map=opts.sim_map,
+        layout=(opts.layout.name if opts.layout else "knowchat-card"),
     )
     return ValidationResult(tables=tables, notes=notes, params=params)
 

@@ -40,3 +40,4 @@ def test_wheel_contains_namespaced_kernels_and_templates(tmp_path):
     assert any(n.startswith("ray_knowsim/prompts/templates/") and n.endswith(".txt") for n in names)
     assert "ray_knowsim/prompts/templates/manifest.txt" in names
     assert any(n.startswith("ray_knowsim/demo/") and n.endswith(".jsonl") for n in names)
+    assert "ray_knowsim/validate/knowchat_layout.yaml" in names  # the built-in KnowChat layout

@@ -37,9 +37,26 @@ def synthetic(synth, tmp_path_factory):
     return human, run, json.loads((human / "planted.json").read_text())
 
 
+@pytest.fixture(scope="session")
+def synthetic_legacy(synth, tmp_path_factory):
+    """The same planting written in the older layout (human dir, planted answer)."""
+    human = tmp_path_factory.mktemp("knowchat_legacy") / "human"
+    assert synth.main(["--out", str(human), "--agreement", "0.75", "--baseline-agreement", "0.5", "--seed", "3",
+                       "--format", "legacy"]) == 0
+    return human, json.loads((human / "planted.json").read_text())
+
+
 @pytest.fixture
 def human_copy(synthetic, tmp_path):
-    """A private copy of the synthetic human folder, for tests that break it."""
+    """A private copy of the synthetic human folder (card layout), for tests that break it."""
     dst = tmp_path / "human"
     shutil.copytree(synthetic[0], dst)
+    return dst
+
+
+@pytest.fixture
+def legacy_copy(synthetic_legacy, tmp_path):
+    """A private copy of the synthetic human folder in the older layout."""
+    dst = tmp_path / "legacy"
+    shutil.copytree(synthetic_legacy[0], dst)
     return dst

@@ -127,3 +127,74 @@ def test_synthetic_run_follows_the_results_contract(synthetic):
         assert len(rows) == 5
         for row in rows:
             model.model_validate(row)
+
+
+def inspect(capsys, human, *extra):
+    rc = main(["validate", "--human", str(human), "--inspect", *extra])
+    return rc, capsys.readouterr()
+
+
+def test_inspect_card_layout_reads_every_session(synthetic, capsys):
+    rc, cap = inspect(capsys, synthetic[0])
+    assert rc == 0, cap.err
+    out = cap.out
+    assert "layout: knowchat-card, built in" in out
+    for arm, task in (("strategy", "math"), ("strategy", "expertqa"), ("model", "math"), ("model", "expertqa")):
+        assert f"{arm} / {task}: 27 sessions, 9 participants (3 sessions each)" in out
+        assert f"files       {task}_{arm}_conversations.jsonl + {task}_{arm}.xlsx" in out
+    assert out.count("participants novice 3 (9 sessions), intermediate 3 (9 sessions), advanced 3 (9 sessions)") == 4
+    assert "[prescreening: items Q1..Q10 summed, max 10]" in out
+    assert out.count("conditions  Socratic 9, Adaptive 9, Comprehensive 9") == 2
+    assert out.count("conditions  GPT-5.4 9, Gemini 3 Pro 9, Claude Opus 4.7 9") == 2
+    assert out.count("pretest items Q1..Q7 summed, max 7; posttest items Q1..Q7 summed, max 7; KG for 27 of 27") == 2
+    assert out.count("DC from 'survey' column 'Delivery Calibration': 27 values") == 4
+    assert "arm strategy: 18 participants (math 9, expertqa 9, in both tasks 0)" in out
+    assert out.rstrip().endswith("total: 108 sessions, 36 participants (ids counted per arm), 4 of 4 (arm, task) pairs loaded")
+
+
+def test_inspect_legacy_layout_and_subfolders(synthetic_legacy, tmp_path, capsys):
+    import shutil
+
+    nested = tmp_path / "release" / "data"
+    shutil.copytree(synthetic_legacy[0], nested)
+    (tmp_path / "release" / "README.xlsx").write_bytes(b"not read")
+    rc, cap = inspect(capsys, tmp_path / "release")
+    assert rc == 0, cap.err
+    assert "strategy / math: 27 sessions" in cap.out and "[prescreening: column 'score' of column 'max score']" in cap.out
+    assert "ignored (no arm and task in the name): README.xlsx" in cap.out
+    assert "total: 108 sessions" in cap.out
+
+
+def test_inspect_names_the_problem_and_exits_2(human_copy, tmp_path, capsys):
+    import openpyxl
+
+    wb = openpyxl.load_workbook(human_copy / "math_model.xlsx")
+    wb["posttest"].cell(5, 4).value = "n/a"
+    wb.save(human_copy / "math_model.xlsx")
+    rc, cap = inspect(capsys, human_copy)
+    assert rc == 2
+    assert "math_model.xlsx, sheet 'posttest', row 5, column 'Q2': expected an item score (a number), got 'n/a'" in cap.err
+    assert "model / math: NOT LOADED" in cap.out and "strategy / math: 27 sessions" in cap.out
+    assert "total: 81 sessions" in cap.out and "3 of 4 (arm, task) pairs loaded" in cap.out
+    rc, cap = inspect(capsys, tmp_path / "nowhere")
+    assert rc == 2 and "not a folder" in cap.err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sheets: {mian: {names: [x]}}\n")
+    rc, cap = inspect(capsys, human_copy, "--layout", str(bad))
+    assert rc == 2 and "bad.yaml" in cap.err and "mian" in cap.err
+
+
+def test_validate_needs_sim_unless_inspect(synthetic, capsys):
+    rc = main(["validate", "--human", str(synthetic[0])])
+    assert rc == 2 and "--sim RUN_DIR is required" in capsys.readouterr().err
+
+
+def test_legacy_layout_recovers_the_planted_agreement(synthetic, synthetic_legacy, tmp_path, capsys):
+    _, run, planted = synthetic
+    human, planted_legacy = synthetic_legacy
+    assert planted_legacy["agreement"] == planted["agreement"]  # same seed: same planting
+    rc, cap = run_validate(capsys, human, run, tmp_path / "v", "--no-coverage")
+    assert rc == 0, cap.err
+    agreement = pd.read_parquet(tmp_path / "v" / "agreement.parquet")
+    for simulator in ("structured", "zero-shot-cot"):
+        assert got_rows(agreement, simulator) == planted_rows(planted, simulator)
