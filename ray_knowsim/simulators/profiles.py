@@ -54,7 +54,7 @@ def level_profile(knowledge_level: str, seed: int) -> str:
     level = knowledge_level if knowledge_level in ATTRIBUTES["communication"] else "intermediate"
     digest = hashlib.sha256(f"profile:{seed}:{level}".encode()).digest()
     rng = random.Random(int.from_bytes(digest[:8], "big"))
-    parts = [f"A {level} student who"]
+    parts = [f"{'An' if level[0] in 'aeiou' else 'A'} {level} student who"]
     clauses = [rng.choice(options[level]) for options in ATTRIBUTES.values()]
     parts.append("; ".join(clauses[:-1]) + f"; and {clauses[-1]}.")
     return " ".join(parts)

@@ -118,6 +118,6 @@ def _baseline_turn(ctx: Mapping[str, Any], rng: random.Random) -> dict[str, Any]
         gist = " ".join(content.lstrip("*").split()[:14]).rstrip(".,;:*")
         follow = rng.choice(("What should I do next?", "Can you show me the next step?", "Why does that work?"))
         out = {"message": f"Okay, so {_lc(gist)}. {follow}" if gist else follow, "terminate": False}
-    if ctx.get("thinks", ctx.get("method") != "zero-shot"):
+    if ctx.get("thinks"):
         out = {"thought": f"Turn {turn}: respond to the tutor and decide whether I'm done.", **out}
     return out
