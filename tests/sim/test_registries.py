@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 
 import pytest
 
@@ -64,3 +65,18 @@ def test_the_profile_baseline_records_its_profile():
     profile = results[0].session.user_profile
     assert profile.startswith("An advanced student who") and profile.endswith(".")
     assert results[1].session.user_profile == ""
+
+
+def test_a_run_can_choose_the_prompt_set_and_the_connectable_definition():
+    from dataclasses import replace
+
+    item = demo_items("math")[0]
+    specs = [session(item, "novice", "minimal"), session(item, "novice", "socratic", "zero-shot")]
+    for prompts in ("v1", "v2"):
+        ctx = replace(context(max_turns=2), prompts=prompts, connectable="paper")
+        results = run(shard_of(specs), offline_models(), ctx)
+        assert all(r.session.status == "ok" for r in results)
+        versions = json.loads(results[0].session.prompt_versions)
+        assert versions["user_turn"] == prompts and versions["extractor"] == prompts
+        assert versions.get("assistant_simple" if prompts == "v2" else "assistant_minimal") == prompts
+        assert json.loads(results[1].session.prompt_versions)["baseline_zero_shot"] == prompts
