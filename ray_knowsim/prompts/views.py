@@ -11,7 +11,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from ray_knowsim.model.graph import GraphIndex, IUGraph
 from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STATE_NAMES, STRUGGLING, UNAWARE, state_value
-from ray_knowsim.rules.prerequisites import articulation_mode, ceiling, density_band
+from ray_knowsim.rules.prerequisites import articulation_mode, ceiling, density_band  # articulation_mode: re-exported
 
 #: a conversation as (speaker, text) pairs, speaker "user" or "assistant" (the record's ``conversation``)
 Transcript = Sequence[Sequence[str]]

@@ -34,7 +34,6 @@ import asyncio
 import hashlib
 import json
 import math
-import os
 import sys
 import time
 from collections import defaultdict
