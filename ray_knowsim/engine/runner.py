@@ -76,6 +76,9 @@ def make_context(cfg: RunConfig, run_id: str, config_hash: str) -> ShardContext:
         early_stop=cfg.early_stop,
         graph_mode=cfg.graph_mode,
         roles=roles,
+        prompts=cfg.prompts.version,
+        connectable=cfg.prompts.connectable,
+        plugins=tuple(cfg.plugins),
     )
 
 

@@ -35,6 +35,7 @@ from ray_knowsim.model.graph import build_index, capacity
 from ray_knowsim.model.results import SessionRow, TurnRow
 from ray_knowsim.model.states import state_value
 from ray_knowsim.sim.types import RoleModels, SessionResult, SessionSpec, ShardContext, ShardSpec
+from ray_knowsim.simulators import SIMULATORS
 
 
 async def run_shard(
@@ -140,7 +141,7 @@ def _result(shard: ShardSpec, s: SessionSpec, ctx: ShardContext, n_turns: int, e
     tau = capacity(index.size, ctx.rules.capacity_ratio, ctx.rules.capacity_floor)
     ok = error is None
     metrics = {}
-    if ok and s.simulator == "structured":
+    if ok and SIMULATORS.get(s.simulator).structured:
         for m in ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience"):
             metrics[m] = float(rng.uniform(0, 1))
             metrics[f"{m}_es"] = float(rng.uniform(0, 1))

@@ -87,6 +87,7 @@ class SessionRow(BaseModel):
     tokens_extractor: int = 0
     tokens_judge: int = 0
     prompt_versions: str = "{}"  # JSON {template: version}
+    user_profile: str = ""  # the learner profile a profile baseline was given (drawn from the seed)
 
 
 class TurnRow(BaseModel):

@@ -1,39 +1,66 @@
-"""Renderers for the three baseline learner simulators (no knowledge state is tracked).
+"""Renderers for the baseline learner simulators (no knowledge state is tracked).
 
-``zero-shot``: act as a learner. ``zero-shot-cot``: think first, then write. ``zero-shot-cot-user-
-profile``: also given a learner profile and the starting knowledge (spec §1.6 baseline records).
-Baselines may end the conversation themselves; a judge later places the stop (spec §8.1).
+Which baselines exist is the simulator registry's business (:mod:`ray_knowsim.simulators`): each
+baseline module registers a simulator with a :class:`BaselinePrompt` saying which template it uses
+and what the template is given. ZS: a learner at a stated knowledge level. ZS-CoT: no level, a
+thought-process section and a private ``thought``. ZS-CoT-Prof: ZS-CoT plus a level-matched
+learner profile and the starting knowledge (spec §1.6, §12.7). Baselines may end the conversation
+themselves; a judge later places the stop (spec §8.1).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
 
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.outputs import BaselineCoTTurn, BaselineTurn
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.items import Item
-from ray_knowsim.prompts.templates import load_template
+from ray_knowsim.prompts.request import build_request, section_or
+from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import (
     StatesLike,
     Transcript,
     format_transcript,
     pretty_json,
+    learner_names,
     state_codes,
-    states_by_label,
+    states_by_name,
     transcript_pairs,
 )
 
-BaselineMethod = Literal["zero-shot", "zero-shot-cot", "zero-shot-cot-user-profile"]
-BASELINE_METHODS: dict[str, str] = {
-    "zero-shot": "baseline_zero_shot",
-    "zero-shot-cot": "baseline_zero_shot_cot",
-    "zero-shot-cot-user-profile": "baseline_cot_profile",
-}
 BASELINE_TEMPERATURE = 0.7
 BASELINE_MAX_TOKENS = 3000
 NO_TRANSCRIPT = "(No messages yet: write the learner's opening message, which must state the problem.)"
 NO_PROFILE = "(No particular profile.)"
+NO_LEVEL = "(not stated)"
+
+
+@dataclass(frozen=True)
+class BaselinePrompt:
+    """What a baseline simulator's template is given."""
+
+    template: str  # template name in the manifest
+    thinks: bool  # the reply carries a private "thought" (BaselineCoTTurn) before the message
+    with_profile: bool = False  # a learner profile and the starting knowledge state
+
+
+def __getattr__(name: str):  # BASELINE_METHODS: {name: template} of the registered baselines
+    if name == "BASELINE_METHODS":
+        from ray_knowsim.simulators import SIMULATORS
+
+        return {n: SIMULATORS.get(n).prompt.template for n in SIMULATORS.names() if SIMULATORS.get(n).prompt is not None}
+    raise AttributeError(name)
+
+
+def baseline_prompt(method: str) -> BaselinePrompt:
+    from ray_knowsim.simulators import SIMULATORS
+
+    spec = SIMULATORS.get(method).prompt if method in SIMULATORS else None
+    if spec is None:
+        baselines = sorted(n for n in SIMULATORS.names() if SIMULATORS.get(n).prompt is not None)
+        raise ValueError(f"unknown baseline method {method!r}; choose one of {baselines}")
+    return spec
 
 
 def render_baseline_user(
@@ -44,56 +71,81 @@ def render_baseline_user(
     profile: str = "",
     graph: IUGraph | None = None,
     initial_states: StatesLike | None = None,
+    knowledge_level: str | None = None,
     allow_terminate: bool = True,
     index: GraphIndex | None = None,
     seed: int | None = None,
     request_id: str = "",
+    prompts: str = DEFAULT_PROMPTS,
 ) -> ChatRequest:
-    """The baseline learner's next message. The profile method needs ``graph`` and ``initial_states``."""
-    if method not in BASELINE_METHODS:
-        raise ValueError(f"unknown baseline method {method!r}; choose one of {sorted(BASELINE_METHODS)}")
+    """The baseline learner's next message. Profile baselines need ``graph`` and ``initial_states``."""
+    return render_baseline(
+        item, baseline_prompt(method), transcript, method=method, profile=profile, graph=graph,
+        initial_states=initial_states, knowledge_level=knowledge_level, allow_terminate=allow_terminate,
+        index=index, seed=seed, request_id=request_id, prompts=prompts,
+    )  # fmt: skip
+
+
+def render_baseline(
+    item: Item,
+    spec: BaselinePrompt,
+    transcript: Transcript = (),
+    *,
+    method: str = "",
+    profile: str = "",
+    graph: IUGraph | None = None,
+    initial_states: StatesLike | None = None,
+    knowledge_level: str | None = None,
+    allow_terminate: bool = True,
+    index: GraphIndex | None = None,
+    seed: int | None = None,
+    request_id: str = "",
+    prompts: str = DEFAULT_PROMPTS,
+) -> ChatRequest:
     pairs = transcript_pairs(transcript)
-    tpl = load_template(BASELINE_METHODS[method])
+    tpl = load_template(spec.template, prompts)
     facts = {
-        "template": tpl.name,
-        "version": tpl.version,
-        "role": "user_sim",
         "method": method,
+        "thinks": spec.thinks,
         "task": item.task,
         "item_id": item.id,
         "problem": item.question,
         "turn": sum(1 for s, _ in pairs if s == "user") + 1,
         "transcript": pairs,
         "allow_terminate": allow_terminate,
+        "knowledge_level": knowledge_level,
     }
     values = {
         "terminate_rule": tpl.section("terminate_allowed" if allow_terminate else "terminate_forbidden"),
         "problem": item.question,
         "transcript": format_transcript(pairs, NO_TRANSCRIPT),
+        "task_heading": section_or(tpl, f"heading_{item.task}", "Problem"),
+        "level_descriptor": section_or(tpl, f"level_{knowledge_level}", NO_LEVEL),
+        "context": "",  # v1 templates keep the slot; the facts travel out of band
     }
-    if method == "zero-shot-cot-user-profile":
+    if spec.with_profile:
         if graph is None or initial_states is None:
             raise ValueError("the user-profile baseline needs the IU graph and the initial knowledge state")
         index = index if index is not None else build_index(graph, item.id)
-        by_label = states_by_label(index, state_codes(index, initial_states))
+        names = learner_names(index, graph, with_ids=tpl.version == "v1")  # v2: no IU ids
+        by_label = states_by_name(index, names, state_codes(index, initial_states))
         values["profile"] = profile or NO_PROFILE
         values["state_json"] = pretty_json(by_label)
         facts["profile"] = profile
         facts["initial_state"] = by_label
-    values["context"] = ""  # v1 templates keep the slot; the facts travel out of band
-    schema_model = BaselineTurn if method == "zero-shot" else BaselineCoTTurn
-    return ChatRequest(
-        messages=(
-            {"role": "system", "content": tpl.fill("system", values)},
-            {"role": "user", "content": tpl.fill("user", values)},
-        ),
+    schema_model = BaselineCoTTurn if spec.thinks else BaselineTurn
+    return build_request(
+        tpl,
+        values,
+        facts,
         role="user_sim",
         temperature=BASELINE_TEMPERATURE,
         max_tokens=BASELINE_MAX_TOKENS,
         seed=seed,
-        json_schema=schema_model.json_schema(),
-        schema_name=schema_model.__name__,
-        prompt_version=tpl.prompt_version,
         request_id=request_id,
-        offline_facts=facts,
+        schema=schema_model.json_schema(),
+        schema_name=schema_model.__name__,
     )
+
+
+__all__ = ["BaselinePrompt", "baseline_prompt", "render_baseline", "render_baseline_user"]

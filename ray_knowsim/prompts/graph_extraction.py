@@ -12,7 +12,8 @@ from typing import Literal
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.outputs import GraphExtraction
 from ray_knowsim.model.items import Item
-from ray_knowsim.prompts.templates import load_template
+from ray_knowsim.prompts.request import build_request
+from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 
 GraphAttempt = Literal["normal", "json_only", "compact"]
 GRAPH_TEMPERATURE = 0.2
@@ -42,17 +43,15 @@ def render_graph_extraction(
     max_tokens: int = GRAPH_MAX_TOKENS,
     seed: int | None = None,
     request_id: str = "",
+    prompts: str = DEFAULT_PROMPTS,
 ) -> ChatRequest:
     """Ask for the item's IU graph in the spec §1.2 format (math or open-ended variant)."""
     if attempt not in ("normal", "json_only", "compact"):
         raise ValueError(f"unknown graph extraction attempt {attempt!r}")
-    tpl = load_template(graph_template_name(item.task))
+    tpl = load_template(graph_template_name(item.task), prompts)
     meta = item.metadata or {}
     field = " / ".join(str(x) for x in (meta.get("field"), meta.get("specific_field")) if x) or "(not stated)"
     facts = {
-        "template": tpl.name,
-        "version": tpl.version,
-        "role": "graph_extractor",
         "task": item.task,
         "item_id": item.id,
         "question": item.question,
@@ -69,18 +68,15 @@ def render_graph_extraction(
     }
     if temperature is None:
         temperature = GRAPH_TEMPERATURE if attempt == "normal" else GRAPH_RETRY_TEMPERATURE
-    return ChatRequest(
-        messages=(
-            {"role": "system", "content": tpl.fill("system", values)},
-            {"role": "user", "content": tpl.fill("user", values)},
-        ),
+    return build_request(
+        tpl,
+        values,
+        facts,
         role="graph_extractor",
         temperature=temperature,
         max_tokens=max_tokens,
         seed=seed,
-        json_schema=GraphExtraction.json_schema(),
-        schema_name="GraphExtraction",
-        prompt_version=tpl.prompt_version,
         request_id=request_id,
-        offline_facts=facts,
+        schema=GraphExtraction.json_schema(),
+        schema_name="GraphExtraction",
     )

@@ -9,7 +9,8 @@ from __future__ import annotations
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.outputs import InteractionRating, TerminationJudgement, termination_reasons
 from ray_knowsim.model.items import Item
-from ray_knowsim.prompts.templates import load_template
+from ray_knowsim.prompts.request import build_request
+from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import Transcript, format_numbered_transcript, format_transcript, transcript_pairs
 
 JUDGE_TEMPERATURE = 0.0
@@ -34,16 +35,14 @@ def render_rater(
     exchanges: int | None = None,
     seed: int | None = None,
     request_id: str = "",
+    prompts: str = DEFAULT_PROMPTS,
 ) -> ChatRequest:
     """Interaction Quality: calibration, overload, quality 1-10, perceived learning 1-10 + rationales."""
     pairs = truncate_exchanges(transcript_pairs(transcript), exchanges)
     if not pairs:
         raise ValueError("the rater needs a non-empty conversation")
-    tpl = load_template("rater")
+    tpl = load_template("rater", prompts)
     facts = {
-        "template": tpl.name,
-        "version": tpl.version,
-        "role": "judge",
         "task": item.task,
         "item_id": item.id,
         "problem": item.question,
@@ -56,20 +55,17 @@ def render_rater(
         "transcript": format_transcript(pairs, ""),
         "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
-    return ChatRequest(
-        messages=(
-            {"role": "system", "content": tpl.fill("system", values)},
-            {"role": "user", "content": tpl.fill("user", values)},
-        ),
+    return build_request(
+        tpl,
+        values,
+        facts,
         role="judge",
         temperature=JUDGE_TEMPERATURE,
         max_tokens=JUDGE_MAX_TOKENS,
         seed=seed,
-        json_schema=InteractionRating.json_schema(),
-        schema_name="InteractionRating",
-        prompt_version=tpl.prompt_version,
         request_id=request_id,
-        offline_facts=facts,
+        schema=InteractionRating.json_schema(),
+        schema_name="InteractionRating",
     )
 
 
@@ -79,17 +75,15 @@ def render_termination_judge(
     *,
     seed: int | None = None,
     request_id: str = "",
+    prompts: str = DEFAULT_PROMPTS,
 ) -> ChatRequest:
     """Where a baseline learner would have stopped, with the task's reason list (spec §8.1)."""
     pairs = transcript_pairs(transcript)
     numbered, n_turns = format_numbered_transcript(pairs)
     if n_turns == 0:
         raise ValueError("the termination judge needs at least one learner message")
-    tpl = load_template("termination_judge")
+    tpl = load_template("termination_judge", prompts)
     facts = {
-        "template": tpl.name,
-        "version": tpl.version,
-        "role": "judge",
         "task": item.task,
         "item_id": item.id,
         "problem": item.question,
@@ -104,18 +98,15 @@ def render_termination_judge(
         "numbered_transcript": numbered,
         "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
-    return ChatRequest(
-        messages=(
-            {"role": "system", "content": tpl.fill("system", values)},
-            {"role": "user", "content": tpl.fill("user", values)},
-        ),
+    return build_request(
+        tpl,
+        values,
+        facts,
         role="judge",
         temperature=JUDGE_TEMPERATURE,
         max_tokens=JUDGE_MAX_TOKENS,
         seed=seed,
-        json_schema=TerminationJudgement.json_schema_for(item.task),
-        schema_name="TerminationJudgement",
-        prompt_version=tpl.prompt_version,
         request_id=request_id,
-        offline_facts=facts,
+        schema=TerminationJudgement.json_schema_for(item.task),
+        schema_name="TerminationJudgement",
     )

@@ -2,7 +2,9 @@
 
 Every renderer is a pure function from session facts to a :class:`ChatRequest` carrying the
 messages, the role, the output schema, the sampling temperature of the spec (user simulator 0.7,
-assistant 0, extractor 0 / 0.4 on retry) and ``prompt_version`` ("name@v1"). Each prompt puts its
+assistant 0, extractor 0 / 0.4 on retry) and ``prompt_version`` ("name@v2"). ``prompts`` picks
+the prompt set (default :data:`~ray_knowsim.prompts.templates.DEFAULT_PROMPTS`; "v1" re-renders
+the prompts of earlier runs). Each prompt puts its
 static instructions first (system message), then per-session facts, then the append-only
 transcript, then per-turn facts, and hands the offline test double its facts out of band (``ChatRequest.offline_facts``), so prefix
 caches reuse as much as possible.
@@ -14,34 +16,36 @@ Judges, baselines and graph extraction live in :mod:`.judges`, :mod:`.baselines`
 from __future__ import annotations
 
 import json
-from typing import Iterable, Literal
+from typing import Iterable
 
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.outputs import SignalReport, UserTurn
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.items import Item
 from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
-from ray_knowsim.prompts.templates import load_template
+from ray_knowsim.prompts.request import build_request, section_or
+from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import (
+    ConnectableMode,
     StatesLike,
     Transcript,
-    bullet_labels,
+    articulation_mode,
     bullet_list,
+    bullet_names,
     connectable_unknowns,
     density_line,
+    explained_names,
     format_transcript,
     graph_for_prompt,
     ids_at,
+    learner_names,
     pretty_json,
     state_codes,
     states_by_id,
-    states_by_label,
+    states_by_name,
     transcript_pairs,
 )
 from ray_knowsim.rules.prerequisites import density
-
-Strategy = Literal["minimal", "socratic", "adaptive", "comprehensive"]
-STRATEGIES: tuple[str, ...] = ("minimal", "socratic", "adaptive", "comprehensive")
 
 USER_SIM_TEMPERATURE = 0.7
 ASSISTANT_TEMPERATURE = 0.0
@@ -57,13 +61,20 @@ NO_TRANSCRIPT_USER = "(This is the first exchange; nothing has been said before.
 NO_TRANSCRIPT_EXTRACTOR = "(This is the first exchange of the conversation.)"
 NO_REFERENCE = "(No reference answer provided.)"
 
+#: articulation mode (spec §5) -> template fragment holding that mode's guidance
+_MODE_SECTION = {"Explicit": "mode_explicit", "Vague": "mode_vague", "Compliant": "mode_deferential"}
+
+
+def __getattr__(name: str):  # STRATEGIES: the registered names (kept for callers of the old tuple)
+    if name == "STRATEGIES":
+        from ray_knowsim.strategies import STRATEGIES as registry
+
+        return tuple(registry.names())
+    raise AttributeError(name)
+
 
 def _index(graph: IUGraph, index: GraphIndex | None, item: Item) -> GraphIndex:
     return index if index is not None else build_index(graph, item.id)
-
-
-def _schema(model) -> tuple[dict, str]:
-    return model.json_schema(), model.__name__
 
 
 def _iu_rows(index: GraphIndex, graph: IUGraph, codes: dict[str, int]) -> list[dict]:
@@ -73,22 +84,18 @@ def _iu_rows(index: GraphIndex, graph: IUGraph, codes: dict[str, int]) -> list[d
 
 
 def _user_sim_request(tpl, values: dict, facts: dict, seed: int | None, request_id: str) -> ChatRequest:  # noqa: ANN001
-    """The simulator's request: static system text, per-turn user text, the UserTurn schema."""
-    schema, name = _schema(UserTurn)
-    return ChatRequest(
-        messages=(
-            {"role": "system", "content": tpl.fill("system", values)},
-            {"role": "user", "content": tpl.fill("user", values)},
-        ),
+    """The simulator's request: static system text, per-session then per-turn user text, the UserTurn schema."""
+    return build_request(
+        tpl,
+        {"context": "", **values},  # v1 templates keep the slot of the old in-prompt block, left empty
+        facts,
         role="user_sim",
         temperature=USER_SIM_TEMPERATURE,
         max_tokens=USER_SIM_MAX_TOKENS,
         seed=seed,
-        json_schema=schema,
-        schema_name=name,
-        prompt_version=tpl.prompt_version,
         request_id=request_id,
-        offline_facts=facts,
+        schema=UserTurn.json_schema(),
+        schema_name=UserTurn.__name__,
     )
 
 
@@ -100,23 +107,23 @@ def render_user_first(
     index: GraphIndex | None = None,
     seed: int | None = None,
     request_id: str = "",
+    prompts: str = DEFAULT_PROMPTS,
+    connectable: ConnectableMode = "reference",
 ) -> ChatRequest:
-    """The simulator's opening message: the four state lists and the density line (spec §12.3)."""
+    """The simulator's opening message: the four state groups and the density line (spec §12.3, §12.7)."""
     index = _index(graph, index, item)
     codes = state_codes(index, states)
     dens = density(index, codes)
-    tpl = load_template("user_first")
+    tpl = load_template("user_first", prompts)
+    names = learner_names(index, graph, with_ids=tpl.version == "v1")
     facts = {
-        "template": tpl.name,
-        "version": tpl.version,
-        "role": "user_sim",
         "task": item.task,
         "item_id": item.id,
         "problem": item.question,
         "turn": 1,
         "density": dens,
         "ius": _iu_rows(index, graph, codes),
-        "connectable": connectable_unknowns(index, codes, ()),
+        "connectable": connectable_unknowns(index, codes, (), mode=connectable),
         "unaware": ids_at(index, codes, UNAWARE),
         "explained": [],
         "transcript": [],
@@ -125,11 +132,10 @@ def render_user_first(
     values = {
         "problem": item.question,
         "density_line": density_line(dens),
-        "known_well": bullet_labels(index, ids_at(index, codes, KNOWS_WELL)),
-        "partial": bullet_labels(index, ids_at(index, codes, PARTIAL)),
-        "struggling": bullet_labels(index, ids_at(index, codes, STRUGGLING)),
-        "unaware": bullet_labels(index, ids_at(index, codes, UNAWARE)),
-        "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
+        "known_well": bullet_names(names, ids_at(index, codes, KNOWS_WELL)),
+        "partial": bullet_names(names, ids_at(index, codes, PARTIAL)),
+        "struggling": bullet_names(names, ids_at(index, codes, STRUGGLING)),
+        "unaware": bullet_names(names, ids_at(index, codes, UNAWARE)),
     }
     return _user_sim_request(tpl, values, facts, seed, request_id)
 
@@ -147,38 +153,41 @@ def render_user_turn(
     index: GraphIndex | None = None,
     seed: int | None = None,
     request_id: str = "",
+    prompts: str = DEFAULT_PROMPTS,
+    connectable: ConnectableMode = "reference",
 ) -> ChatRequest:
-    """A follow-up message (spec §12.3, §5).
+    """A follow-up message (spec §12.3, §12.7, §5).
 
     ``states`` is the state after the previous turn; ``explained`` the record's
     ``explained_concepts`` (labels). The prompt shows the state as ``{label: state}``, the
-    connectable unknowns (struggling + partial not yet explained), the unaware list, the density
-    line and the explained concepts.
+    connectable unknowns (``connectable="reference"``: struggling + partial not yet explained;
+    ``"paper"``: prerequisites in place but not yet learned), the unaware list, the density line,
+    the guidance of the current articulation mode (v2) and the explained concepts.
     """
     index = _index(graph, index, item)
     codes = state_codes(index, states)
     pairs = transcript_pairs(transcript)
     explained_list = sorted(set(explained))
-    connectable = connectable_unknowns(index, codes, explained_list)
+    ready = connectable_unknowns(index, codes, explained_list, mode=connectable)
     unaware = ids_at(index, codes, UNAWARE)
     dens = density(index, codes)
-    tpl = load_template("user_turn")
+    mode = articulation_mode(dens)
+    tpl = load_template("user_turn", prompts)
+    names = learner_names(index, graph, with_ids=tpl.version == "v1")
     hints = []
     if stuck_hint:
         hints.append(tpl.section("hint_stuck"))
     if stop_hint:
         hints.append(tpl.section("hint_stop"))
     facts = {
-        "template": tpl.name,
-        "version": tpl.version,
-        "role": "user_sim",
         "task": item.task,
         "item_id": item.id,
         "problem": item.question,
         "turn": sum(1 for s, _ in pairs if s == "user") + 1,
         "density": dens,
+        "articulation_mode": mode,
         "ius": _iu_rows(index, graph, codes),
-        "connectable": connectable,
+        "connectable": ready,
         "unaware": unaware,
         "explained": explained_list,
         "transcript": pairs,
@@ -191,12 +200,13 @@ def render_user_turn(
         "problem": item.question,
         "transcript": format_transcript(pairs, NO_TRANSCRIPT_USER),
         "density_line": density_line(dens),
-        "state_json": pretty_json(states_by_label(index, codes)),
-        "connectable": bullet_labels(index, connectable),
-        "unaware": bullet_labels(index, unaware),
-        "explained": bullet_list(explained_list),
+        "mode_text": section_or(tpl, _MODE_SECTION[mode], mode),
+        "state_json": pretty_json(states_by_name(index, names, codes)),
+        "connectable_heading": section_or(tpl, f"connectable_{connectable}", ""),
+        "connectable": bullet_names(names, ready),
+        "unaware": bullet_names(names, unaware),
+        "explained": bullet_list(explained_names(index, names, explained_list)),
         "hints": ("\n" + "\n".join(hints) + "\n") if hints else "",
-        "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
     return _user_sim_request(tpl, values, facts, seed, request_id)
 
@@ -206,7 +216,7 @@ def render_user_sim(
 ) -> ChatRequest:
     """Opening template for an empty transcript, follow-up template otherwise."""
     if not transcript:
-        kwargs = {k: v for k, v in kwargs.items() if k in ("index", "seed", "request_id")}
+        kwargs = {k: v for k, v in kwargs.items() if k in ("index", "seed", "request_id", "prompts", "connectable")}
         return render_user_first(item, graph, states, **kwargs)
     return render_user_turn(item, graph, states, transcript, **kwargs)
 
@@ -218,40 +228,36 @@ def render_assistant(
     *,
     seed: int | None = None,
     request_id: str = "",
+    prompts: str = DEFAULT_PROMPTS,
 ) -> ChatRequest:
-    """The assistant under evaluation: strategy system prompt + the chat so far (spec §12.4).
+    """The tutor under test: its strategy's system prompt + the chat so far (spec §12.4, §12.7).
 
-    The transcript must end with the learner's message. The assistant sees neither the reference
-    answer nor the IU graph nor the learner's state; its offline facts name only the item.
+    ``strategy`` is a name in :data:`ray_knowsim.strategies.STRATEGIES`. The transcript must end
+    with the learner's message. The tutor sees neither the reference answer nor the IU graph nor
+    the learner's state, and is never told it is being assessed; its offline facts name only the
+    item and the strategy.
     """
+    from ray_knowsim.strategies import STRATEGIES
+
     if strategy not in STRATEGIES:
-        raise ValueError(f"unknown assistant strategy {strategy!r}; choose one of {STRATEGIES}")
+        raise ValueError(f"unknown assistant strategy {strategy!r}; choose one of {STRATEGIES.names()}")
     pairs = transcript_pairs(transcript)
     if not pairs or pairs[-1][0] != "user":
         raise ValueError("the assistant's transcript must end with a user message")
-    tpl = load_template(f"assistant_{strategy}")
-    facts = {
-        "template": tpl.name,
-        "version": tpl.version,
-        "role": "assistant",
-        "strategy": strategy,
-        "task": item.task,
-        "item_id": item.id,
-    }
+    tpl = STRATEGIES.get(strategy).template_for(prompts)
     values = {"context": ""}  # v1 slot of the old in-prompt block; facts travel out of band
     if "task_intro" in tpl.placeholders("system"):
         values["task_intro"] = tpl.section(f"task_{item.task}")
-    messages = [{"role": "system", "content": tpl.fill("system", values)}]
-    messages.extend({"role": speaker, "content": text} for speaker, text in pairs)
-    return ChatRequest(
-        messages=tuple(messages),
+    return build_request(
+        tpl,
+        values,
+        {"strategy": strategy, "task": item.task, "item_id": item.id},
         role="assistant",
         temperature=ASSISTANT_TEMPERATURE,
         max_tokens=ASSISTANT_MAX_TOKENS,
         seed=seed,
-        prompt_version=tpl.prompt_version,
         request_id=request_id,
-        offline_facts=facts,
+        chat=({"role": speaker, "content": text} for speaker, text in pairs),
     )
 
 
@@ -267,8 +273,9 @@ def render_extractor(
     index: GraphIndex | None = None,
     seed: int | None = None,
     request_id: str = "",
+    prompts: str = DEFAULT_PROMPTS,
 ) -> ChatRequest:
-    """Per-turn signal extraction (spec §12.5).
+    """Per-turn signal extraction (spec §12.5, §12.7).
 
     ``states`` is the pre-turn state; ``prior`` the conversation before this exchange;
     ``retry`` > 0 asks again at the retry temperature (the spec retries only on an empty list).
@@ -276,11 +283,8 @@ def render_extractor(
     index = _index(graph, index, item)
     codes = state_codes(index, states)
     pairs = transcript_pairs(prior)
-    tpl = load_template("extractor")
+    tpl = load_template("extractor", prompts)
     facts = {
-        "template": tpl.name,
-        "version": tpl.version,
-        "role": "extractor",
         "task": item.task,
         "item_id": item.id,
         "graph": graph.to_json_dict(),
@@ -292,29 +296,26 @@ def render_extractor(
     }
     values = {
         "graph_json": json.dumps(graph_for_prompt(graph), ensure_ascii=False, indent=1),
-        "reference_answer": item.reference_answer or NO_REFERENCE,
-        "transcript": format_transcript(pairs, NO_TRANSCRIPT_EXTRACTOR),
+        "reference_answer": item.reference_answer or section_or(tpl, "no_reference", NO_REFERENCE),
+        "transcript": format_transcript(pairs, section_or(tpl, "no_transcript", NO_TRANSCRIPT_EXTRACTOR)),
         "state_json": pretty_json(states_by_id(index, codes)),
         "user_message": user_message,
         "assistant_message": assistant_message,
         "n_concepts": index.size,
         "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
-    schema, name = _schema(SignalReport)
-    return ChatRequest(
-        messages=(
-            {"role": "system", "content": tpl.fill("system", values)},
-            {"role": "user", "content": tpl.fill("user", values)},
-        ),
+    schema, name = SignalReport.json_schema(), SignalReport.__name__
+    return build_request(
+        tpl,
+        values,
+        facts,
         role="extractor",
         temperature=EXTRACTOR_RETRY_TEMPERATURE if retry > 0 else EXTRACTOR_TEMPERATURE,
         max_tokens=EXTRACTOR_MAX_TOKENS,
         seed=seed,
-        json_schema=schema,
-        schema_name=name,
-        prompt_version=tpl.prompt_version,
         request_id=request_id,
-        offline_facts=facts,
+        schema=schema,
+        schema_name=name,
     )
 
 
@@ -326,7 +327,6 @@ __all__ = [
     "ASSISTANT_TEMPERATURE",
     "EXTRACTOR_RETRY_TEMPERATURE",
     "EXTRACTOR_TEMPERATURE",
-    "STRATEGIES",
     "USER_SIM_TEMPERATURE",
     "render_assistant",
     "render_baseline_user",

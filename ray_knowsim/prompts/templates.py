@@ -5,6 +5,9 @@ template's wording changed while its version stayed the same, cached answers to 
 would be served for the new one. The manifest records each (name, version) with the SHA-256 of its
 file; loading a template whose file no longer matches raises, so a wording change forces a new
 version file (``<name>.v2.txt`` plus a manifest line) instead of silently reusing the old label.
+Every pinned version stays loadable: a run picks a prompt *set* (``prompts: {version: v2}``), and
+each template is then served at the newest pinned version not newer than the set, so runs made
+with older prompts can be re-rendered and compared.
 
 File format: optional ``#`` comment lines at the top, then sections introduced by ``@@ <section>``
 lines (``system``, ``user``, or any fragment name). Placeholders are ``{{name}}``; filling is one
@@ -65,9 +68,20 @@ def file_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_manifest() -> dict[str, tuple[str, str]]:
-    """``{name: (version, sha256)}`` from the manifest (one ``name version sha256`` per line)."""
-    pinned: dict[str, tuple[str, str]] = {}
+#: the prompt sets a run can choose (``prompts: {version: ...}``); the newest is the default
+PROMPT_SETS: tuple[str, ...] = ("v1", "v2")
+DEFAULT_PROMPTS = "v2"
+
+
+def _vnum(version: str) -> int:
+    if not re.fullmatch(r"v[0-9]+", version):
+        raise TemplateError(f"a prompt version looks like 'v2', got {version!r}")
+    return int(version[1:])
+
+
+def read_pins() -> dict[str, dict[str, str]]:
+    """``{name: {version: sha256}}``: every pinned version of every template (one line each)."""
+    pinned: dict[str, dict[str, str]] = {}
     text = _templates_dir().joinpath(MANIFEST).read_text(encoding="utf-8")
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.strip()
@@ -77,10 +91,34 @@ def read_manifest() -> dict[str, tuple[str, str]]:
         if len(parts) != 3:
             raise TemplateError(f"manifest line {lineno} must be 'name version sha256': {line!r}")
         name, version, digest = parts
-        if name in pinned:
-            raise TemplateError(f"manifest pins {name!r} twice (line {lineno})")
-        pinned[name] = (version, digest)
+        _vnum(version)
+        if version in pinned.get(name, {}):
+            raise TemplateError(f"manifest pins {name}@{version} twice (line {lineno})")
+        pinned.setdefault(name, {})[version] = digest
     return pinned
+
+
+def read_manifest() -> dict[str, tuple[str, str]]:
+    """``{name: (newest pinned version, sha256)}``."""
+    out = {}
+    for name, versions in read_pins().items():
+        newest = max(versions, key=_vnum)
+        out[name] = (newest, versions[newest])
+    return out
+
+
+def resolve_version(name: str, prompts: str | None = None) -> str:
+    """The version of ``name`` that prompt set ``prompts`` uses: the newest pinned one not newer
+    than ``prompts`` (templates that did not change keep their older file); None = newest."""
+    versions = read_pins().get(name)
+    if not versions:
+        raise TemplateError(f"no template {name!r} in the prompt manifest (known: {sorted(read_pins())})")
+    if prompts is None:
+        return max(versions, key=_vnum)
+    fit = [v for v in versions if _vnum(v) <= _vnum(prompts)]
+    if not fit:
+        raise TemplateError(f"template {name!r} has no version in prompt set {prompts} (pinned: {sorted(versions)})")
+    return max(fit, key=_vnum)
 
 
 def parse_sections(text: str, label: str) -> dict[str, str]:
@@ -102,12 +140,11 @@ def parse_sections(text: str, label: str) -> dict[str, str]:
 
 
 @lru_cache(maxsize=None)
-def load_template(name: str) -> Template:
-    """The manifest-pinned version of template ``name``, verified against its recorded digest."""
-    pinned = read_manifest()
-    if name not in pinned:
-        raise TemplateError(f"no template {name!r} in the prompt manifest (known: {sorted(pinned)})")
-    version, digest = pinned[name]
+def load_template(name: str, prompts: str | None = None) -> Template:
+    """Template ``name`` as prompt set ``prompts`` pins it (None: its newest pinned version),
+    verified against the digest recorded in the manifest."""
+    version = resolve_version(name, prompts)
+    digest = read_pins()[name][version]
     path = _templates_dir().joinpath(f"{name}.{version}.txt")
     try:
         data = path.read_bytes()
@@ -143,19 +180,23 @@ def check_manifest() -> list[str]:
     """Problems with the manifest: unpinned files, missing files, digests that no longer match."""
     files = template_files()
     problems = []
-    pinned = read_manifest()
-    for name, (version, digest) in sorted(pinned.items()):
-        actual = files.get((name, version))
-        if actual is None:
-            problems.append(f"{name}@{version}: pinned but {name}.{version}.txt is missing")
-        elif actual != digest:
-            problems.append(f"{name}@{version}: file changed since it was pinned; add {name}.v<next>.txt instead")
-    pinned_pairs = {(n, v) for n, (v, _) in pinned.items()}
+    pins = read_pins()
+    for name, versions in sorted(pins.items()):
+        for version, digest in sorted(versions.items(), key=lambda kv: _vnum(kv[0])):
+            actual = files.get((name, version))
+            if actual is None:
+                problems.append(f"{name}@{version}: pinned but {name}.{version}.txt is missing")
+            elif actual != digest:
+                problems.append(f"{name}@{version}: file changed since it was pinned; add {name}.v<next>.txt instead")
     for name, version in sorted(files):
-        if name not in pinned:
+        if name not in pins:
             problems.append(f"{name}@{version}: not in the manifest")
-        elif (name, version) not in pinned_pairs and int(version[1:]) > int(pinned[name][0][1:]):
-            problems.append(f"{name}@{version}: newer than the pinned {pinned[name][0]}; pin it or remove it")
+        elif version not in pins[name]:
+            newest = max(pins[name], key=_vnum)
+            if _vnum(version) > _vnum(newest):
+                problems.append(f"{name}@{version}: newer than the pinned {newest}; pin it or remove it")
+            else:
+                problems.append(f"{name}@{version}: not in the manifest; pin it or remove it")
     return problems
 
 

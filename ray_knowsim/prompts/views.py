@@ -7,11 +7,11 @@ the simulator's view (spec §5, §12.3) and the extractor's view (spec §12.5) l
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from ray_knowsim.model.graph import GraphIndex, IUGraph
 from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STATE_NAMES, STRUGGLING, UNAWARE, state_value
-from ray_knowsim.rules.prerequisites import density_band
+from ray_knowsim.rules.prerequisites import articulation_mode, ceiling, density_band  # articulation_mode: re-exported
 
 #: a conversation as (speaker, text) pairs, speaker "user" or "assistant" (the record's ``conversation``)
 Transcript = Sequence[Sequence[str]]
@@ -62,14 +62,52 @@ def ids_at(index: GraphIndex, codes: Mapping[str, int], level: int) -> list[str]
     return [i for i in index.ids if codes[i] == level]
 
 
-def connectable_unknowns(index: GraphIndex, codes: Mapping[str, int], explained: Iterable[str]) -> list[str]:
-    """Struggling IUs, plus partial IUs not yet in ``explained_concepts`` (labels), in node order."""
+#: which definition of "connectable unknowns" the learner is shown (spec §12.7): "reference" (the
+#: reference code, default) = all struggling IUs + partial IUs not yet explained; "paper" = IUs
+#: whose prerequisites are met (the weakest prerequisite at partial or above, spec §3.1) but which
+#: are not learned yet (struggling or partial; unaware IUs are never shown, the learner must not
+#: name them)
+ConnectableMode = Literal["reference", "paper"]
+CONNECTABLE_MODES: tuple[str, ...] = ("reference", "paper")
+
+
+def connectable_unknowns(
+    index: GraphIndex, codes: Mapping[str, int], explained: Iterable[str], *, mode: str = "reference"
+) -> list[str]:
+    """The learner's connectable unknowns in node order, by ``mode`` (see :data:`ConnectableMode`)."""
+    if mode == "paper":
+        return [i for i in index.ids if codes[i] in (STRUGGLING, PARTIAL) and ceiling(index, i, codes) >= PARTIAL]
+    if mode != "reference":
+        raise ValueError(f"connectable mode must be one of {CONNECTABLE_MODES}, got {mode!r}")
     explained = set(explained)
     return [
         i
         for i, label in zip(index.ids, index.labels)
         if codes[i] == STRUGGLING or (codes[i] == PARTIAL and label not in explained)
     ]
+
+
+def learner_names(index: GraphIndex, graph: IUGraph, *, with_ids: bool) -> dict[str, str]:
+    """How the learner's prompt names each IU: its concept name (prompt set v2: the learner never
+    sees IU ids), or its ``"IUk: concept"`` label (v1 re-renders)."""
+    if with_ids:
+        return {i: index.label_of(i) for i in index.ids}
+    concepts = {n.id: n.concept for n in graph.nodes}
+    return {i: concepts[i] for i in index.ids}
+
+
+def bullet_names(names: Mapping[str, str], ids: Sequence[str]) -> str:
+    return "\n".join(f"- {names[i]}" for i in ids) if ids else NONE_LISTED
+
+
+def states_by_name(index: GraphIndex, names: Mapping[str, str], codes: Mapping[str, int]) -> dict[str, str]:
+    return {names[i]: STATE_NAMES[codes[i]] for i in index.ids}
+
+
+def explained_names(index: GraphIndex, names: Mapping[str, str], explained: Sequence[str]) -> list[str]:
+    """``explained_concepts`` (labels) as the learner's prompt names them, in the same order."""
+    by_label = {label: names[i] for i, label in zip(index.ids, index.labels)}
+    return [by_label.get(label, label) for label in explained]
 
 
 def density_line(value: float) -> str:

@@ -22,6 +22,7 @@ from ray_knowsim.rules.trajectory import Trajectory
 from ray_knowsim.rules.turn_metrics import FAILURE_MODE_VARIANTS, TurnMetrics
 from ray_knowsim.rules.update import TurnUpdate, well_explained_ids
 from ray_knowsim.sim.types import SessionSpec, ShardContext
+from ray_knowsim.simulators import SIMULATORS, Simulator
 
 ROLE_COLUMNS = {"user_sim": "tokens_user_sim", "assistant": "tokens_assistant", "extractor": "tokens_extractor", "judge": "tokens_judge"}
 
@@ -52,10 +53,15 @@ class LiveSession:
     prompt_versions: dict[str, str] = field(default_factory=dict)
     judged: dict[str, float] = field(default_factory=dict)
     baseline_stop: tuple[int, str] | None = None  # (1-based turn, reason) from the termination judge
+    user_profile: str = ""  # the learner profile the simulator drew at start ("" if it has none)
+
+    @property
+    def simulator(self) -> Simulator:
+        return SIMULATORS.get(self.spec.simulator)
 
     @property
     def structured(self) -> bool:
-        return self.spec.simulator == "structured"
+        return self.simulator.structured
 
     @property
     def live(self) -> bool:
@@ -187,6 +193,7 @@ class LiveSession:
             "error": self.error,
             "llm_calls": self.calls,
             "prompt_versions": json.dumps(self.prompt_versions, sort_keys=True),
+            "user_profile": self.user_profile,
         }
         for role, column in ROLE_COLUMNS.items():
             row[column] = self.usage[role].total if role in self.usage else 0
@@ -211,7 +218,10 @@ def start_session(spec: SessionSpec, item: Item, graph: IUGraph, rules: RuleConf
         initial = sample_initial_states(index, spec.knowledge_level, rules, random.Random(spec.init_seed))
     initial = {v: int(initial.get(v, 0)) for v in index.ids}
     tau = capacity(index.size, rules.capacity_ratio, rules.capacity_floor)
+    simulator = SIMULATORS.get(spec.simulator)
+    profile = simulator.make_profile(spec.knowledge_level, spec.seed) if simulator.make_profile else ""
     return LiveSession(
+        user_profile=profile,
         spec=spec,
         item=item,
         graph=graph,

@@ -18,11 +18,12 @@ import numpy as np
 from ray_knowsim.kernels.batch import BatchState
 from ray_knowsim.llm.parse import ParseResult, parse_rating, parse_signal_report, parse_termination, parse_user_turn
 from ray_knowsim.model.chat import ChatRequest
-from ray_knowsim.prompts.baselines import render_baseline_user
 from ray_knowsim.prompts.judges import render_rater, render_termination_judge
-from ray_knowsim.prompts.render import render_assistant, render_extractor, render_user_sim
+from ray_knowsim.prompts.render import render_assistant, render_extractor
+from ray_knowsim.registry import import_plugins
 from ray_knowsim.rules.termination import early_stop
 from ray_knowsim.sim.ask import Answer, ask_batch
+from ray_knowsim.simulators import LearnerView
 from ray_knowsim.sim.session import LiveSession, start_session
 from ray_knowsim.sim.types import RoleModels, RoleSettings, SessionResult, ShardContext, ShardSpec
 
@@ -53,30 +54,23 @@ def _with_settings(request: ChatRequest, ctx: ShardContext, role: str) -> ChatRe
 async def _user_turns(lives: list[LiveSession], models: RoleModels, ctx: ShardContext, turn: int) -> None:
     requests = []
     for live in lives:
-        if live.structured:
-            req = render_user_sim(
-                live.item,
-                live.graph,
-                live.states,
-                live.transcript,
-                explained=sorted(live.explained),
-                stop_hint=live.stop_hint,
-                index=live.index,
-                seed=_seed(live, "user_sim", turn),
-                request_id=_rid(live, "user_sim", turn),
-            )
-        else:
-            req = render_baseline_user(
-                live.item,
-                live.spec.simulator,
-                live.transcript,
-                graph=live.graph,
-                initial_states=[live.initial[v] for v in live.index.ids],
-                allow_terminate=True,
-                index=live.index,
-                seed=_seed(live, "user_sim", turn),
-                request_id=_rid(live, "user_sim", turn),
-            )
+        view = LearnerView(
+            item=live.item,
+            graph=live.graph,
+            index=live.index,
+            states=live.states,
+            initial=live.initial,
+            transcript=live.transcript,
+            knowledge_level=live.spec.knowledge_level,
+            explained=sorted(live.explained),
+            stop_hint=live.stop_hint,
+            profile=live.user_profile,
+            prompts=ctx.prompts,
+            connectable=ctx.connectable,
+            seed=_seed(live, "user_sim", turn),
+            request_id=_rid(live, "user_sim", turn),
+        )
+        req = live.simulator.render(view)
         requests.append(_with_settings(req, ctx, "user_sim"))
     answers = await ask_batch(
         models.user_sim, requests, lambda text, i: parse_user_turn(text), attempts=_settings(ctx, "user_sim").attempts
@@ -112,6 +106,7 @@ async def _assistant_turns(lives: list[LiveSession], models: RoleModels, ctx: Sh
                     live.transcript,
                     seed=_seed(live, "assistant", turn),
                     request_id=_rid(live, "assistant", turn),
+                    prompts=ctx.prompts,
                 ),
                 ctx,
                 "assistant",
@@ -147,6 +142,7 @@ async def _extract(lives: list[LiveSession], models: RoleModels, ctx: ShardConte
                 index=live.index,
                 seed=_seed(live, "extractor", turn),
                 request_id=_rid(live, "extractor", turn),
+                prompts=ctx.prompts,
             ),
             ctx,
             "extractor",
@@ -172,7 +168,7 @@ async def _judge(sessions: list[LiveSession], models: RoleModels, ctx: ShardCont
     rated = [s for s in sessions if s.status != "failed" and s.transcript]
     requests = [
         _with_settings(
-            render_rater(s.item, s.transcript, knowledge_level=s.spec.knowledge_level, seed=_seed(s, "judge", 0), request_id=_rid(s, "judge", 0)),
+            render_rater(s.item, s.transcript, knowledge_level=s.spec.knowledge_level, seed=_seed(s, "judge", 0), request_id=_rid(s, "judge", 0), prompts=ctx.prompts),
             ctx,
             "judge",
         )
@@ -193,7 +189,7 @@ async def _judge(sessions: list[LiveSession], models: RoleModels, ctx: ShardCont
         }
     baselines = [s for s in sessions if not s.structured and s.status != "failed" and any(sp == "user" for sp, _ in s.transcript)]
     requests = [
-        _with_settings(render_termination_judge(s.item, s.transcript, seed=_seed(s, "judge", 1), request_id=_rid(s, "judge", 1)), ctx, "judge")
+        _with_settings(render_termination_judge(s.item, s.transcript, seed=_seed(s, "judge", 1), request_id=_rid(s, "judge", 1), prompts=ctx.prompts), ctx, "judge")
         for s in baselines
     ]
     n_user = [sum(1 for sp, _ in s.transcript if sp == "user") for s in baselines]
@@ -214,6 +210,7 @@ async def _judge(sessions: list[LiveSession], models: RoleModels, ctx: ShardCont
 
 
 async def run_shard(shard: ShardSpec, models: RoleModels, ctx: ShardContext) -> AsyncIterator[SessionResult]:
+    import_plugins(list(ctx.plugins))
     sessions: list[LiveSession] = []
     for spec in shard.sessions:
         sessions.append(start_session(spec, shard.item_of(spec), shard.graph_of(spec), ctx.rules))

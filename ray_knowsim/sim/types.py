@@ -25,8 +25,10 @@ from ray_knowsim.model.items import Item
 from ray_knowsim.model.results import SessionRow, TurnRow
 from ray_knowsim.rules.config import RuleConfig
 
-Simulator = Literal["structured", "zero-shot", "zero-shot-cot", "zero-shot-cot-user-profile"]
-Strategy = Literal["minimal", "adaptive", "comprehensive", "socratic"]
+#: a name in :data:`ray_knowsim.simulators.SIMULATORS` ("structured", "zero-shot", ...)
+Simulator = str
+#: a name in :data:`ray_knowsim.strategies.STRATEGIES` ("simple"/"minimal", "socratic", ...)
+Strategy = str
 EarlyStopMode = Literal["virtual", "stop"]
 
 
@@ -100,6 +102,9 @@ class ShardContext:
     early_stop: EarlyStopMode  # "virtual": always run max_turns, record the stop; "stop": end there
     graph_mode: Literal["strict", "reference"]
     roles: Mapping[str, RoleSettings]  # "user_sim", "assistant", "extractor", "judge" (if judged)
+    prompts: str = "v2"  # prompt set (templates at the newest pinned version not newer than this)
+    connectable: str = "reference"  # definition of connectable unknowns shown to the learner (spec §12.7)
+    plugins: tuple[str, ...] = ()  # modules the worker imports first (they register strategies, simulators)
     # Optional hook the loop may call after each turn's kernel call with
     # {"turn": t, "live": n_live_sessions}; the engine forwards it to the progress display.
     on_turn: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)

@@ -170,8 +170,8 @@ class FlakyModel:
         out = []
         for r in requests:
             text = "\n".join(m["content"] for m in r.messages)
-            item = (r.offline_facts or {}).get("item_id")  # our own server's out-of-band facts
-            key = f"{r.role}|{r.seed}|{text}"
+            item = (r.offline_facts or {}).get("item_id")  # prompts name no item: the facts do
+            key = f"{item}|{r.role}|{r.seed}|{text}"
             self.seen[key] = self.seen.get(key, 0) + 1
             if self.broken and item == "demo_math_03" and r.role == "user_sim":
                 out.append(ChatResponse(text="", error="overloaded: try later"))

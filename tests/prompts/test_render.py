@@ -1,4 +1,8 @@
-"""What each role's prompt shows (spec §5, §12.3-§12.6), and the request settings it carries."""
+"""What each role's prompt shows (spec §5, §12.3-§12.6), and the request settings it carries.
+
+These tests pin the v1 prompt set (still loadable, so earlier runs can be re-rendered); the v2
+set is checked element by element against spec §12.7 in ``test_elements.py``.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +13,21 @@ import pytest
 from ray_knowsim.demo import demo_graphs, demo_items
 from ray_knowsim.model.graph import build_index
 from ray_knowsim.prompts.graph_extraction import graph_extraction_plan
-from ray_knowsim.prompts.render import (
-    render_assistant,
-    render_baseline_user,
-    render_extractor,
-    render_graph_extraction,
-    render_rater,
-    render_termination_judge,
-    render_user_first,
-    render_user_sim,
-    render_user_turn,
-)
+from functools import partial
+
+from ray_knowsim.prompts import render as R
 from ray_knowsim.prompts.views import density_line
 from ray_knowsim.rules.prerequisites import density
+
+render_assistant = partial(R.render_assistant, prompts="v1")
+render_baseline_user = partial(R.render_baseline_user, prompts="v1")
+render_extractor = partial(R.render_extractor, prompts="v1")
+render_graph_extraction = partial(R.render_graph_extraction, prompts="v1")
+render_rater = partial(R.render_rater, prompts="v1")
+render_termination_judge = partial(R.render_termination_judge, prompts="v1")
+render_user_first = partial(R.render_user_first, prompts="v1")
+render_user_sim = partial(R.render_user_sim, prompts="v1")
+render_user_turn = partial(R.render_user_turn, prompts="v1")
 
 ITEM = demo_items("math")[0]  # rectangle problem, 14 IUs
 GRAPH = demo_graphs("math")[ITEM.id]

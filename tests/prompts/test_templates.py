@@ -11,7 +11,7 @@ from ray_knowsim.prompts import templates as T
 EXPECTED = {
     "user_first", "user_turn", "extractor", "assistant_minimal", "assistant_socratic", "assistant_adaptive",
     "assistant_comprehensive", "graph_math", "graph_open", "rater", "termination_judge", "baseline_zero_shot",
-    "baseline_zero_shot_cot", "baseline_cot_profile", "repair",
+    "baseline_zero_shot_cot", "baseline_cot_profile", "repair", "assistant_simple",
 }
 
 
@@ -58,9 +58,21 @@ def test_an_edited_pinned_template_refuses_to_load(tmp_path, monkeypatch):
     T.load_template.cache_clear()
     try:
         with pytest.raises(T.TemplateError, match="changed after it was pinned"):
-            T.load_template("rater")
+            T.load_template("rater", "v1")
         assert any("rater@v1" in p for p in T.check_manifest())
-        (folder / "rater.v2.txt").write_text(path.read_text())
-        assert any("rater@v2: newer than the pinned v1" in p for p in T.check_manifest())
+        (folder / "rater.v3.txt").write_text(path.read_text())
+        assert any("rater@v3: newer than the pinned v2" in p for p in T.check_manifest())
     finally:
         T.load_template.cache_clear()
+
+
+def test_every_pinned_version_stays_loadable_and_prompt_sets_fall_back():
+    pins = T.read_pins()
+    for name, versions in pins.items():
+        for version in versions:
+            assert T.load_template(name, version).version == version
+    assert T.load_template("user_turn", "v1").version == "v1" and T.load_template("user_turn").version == "v2"
+    assert T.load_template("repair", "v2").version == "v1"  # unchanged templates keep their file
+    assert T.DEFAULT_PROMPTS == "v2" and T.DEFAULT_PROMPTS in T.PROMPT_SETS
+    with pytest.raises(T.TemplateError, match="no version in prompt set"):
+        T.load_template("assistant_simple", "v1")

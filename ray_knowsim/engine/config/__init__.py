@@ -6,7 +6,7 @@ an environment variable (an unset one is an error) and ``pkg:demo/x.json`` names
 inside the package. Model sections hold no secrets, only the NAMES of environment variables.
 
 Modules: :mod:`.base` (strict base, errors), :mod:`.models` (one entry per backend),
-:mod:`.sections` (tasks, roles, conditions, rules, engine), :mod:`.run` (RunConfig),
+:mod:`.sections` (tasks, roles, conditions, rules, engine, prompts), :mod:`.run` (RunConfig),
 :mod:`.loading` (YAML, overrides, paths).
 """
 
@@ -18,6 +18,7 @@ from ray_knowsim.engine.config.sections import (
     DEFAULT_SHARD_FN,
     ConditionConfig,
     EngineConfig,
+    PromptsConfig,
     RoleConfig,
     RolesConfig,
     RulesSection,
@@ -29,6 +30,7 @@ __all__ = [
     "ConditionConfig",
     "ConfigError",
     "EngineConfig",
+    "PromptsConfig",
     "HTTPModelEntry",
     "Level",
     "ModelEntry",

@@ -13,7 +13,15 @@ from ray_knowsim.engine.config.base import NAME as _NAME
 from ray_knowsim.engine.config.base import Strict
 from ray_knowsim.engine.config.loading import file_digest, resolve_path
 from ray_knowsim.engine.config.models import OPERATIONAL, ModelEntry
-from ray_knowsim.engine.config.sections import ConditionConfig, EngineConfig, RolesConfig, RulesSection, TaskConfig
+from ray_knowsim.engine.config.sections import (
+    ConditionConfig,
+    EngineConfig,
+    PromptsConfig,
+    RolesConfig,
+    RulesSection,
+    TaskConfig,
+)
+from ray_knowsim.registry import import_plugins
 from ray_knowsim.model.states import KNOWLEDGE_LEVELS
 from ray_knowsim.rules.config import RuleConfig
 
@@ -37,6 +45,9 @@ class RunConfig(Strict):
     early_stop: Literal["virtual", "stop"] = "virtual"
     output_dir: str = "runs/{name}"  # relative to the config file; {name} is replaced
     engine: EngineConfig = Field(default_factory=EngineConfig)
+    prompts: PromptsConfig = Field(default_factory=PromptsConfig)
+    #: modules imported before validation and in every worker: they register strategies/simulators
+    plugins: list[str] = Field(default_factory=list)
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
 
@@ -46,6 +57,13 @@ class RunConfig(Strict):
         if not _NAME.match(v):
             raise ValueError("name may use letters, digits and _ . : + - (no spaces or slashes)")
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _import_plugins(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("plugins"), list):
+            import_plugins([str(m) for m in data["plugins"]])
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> "RunConfig":
@@ -84,7 +102,7 @@ class RunConfig(Strict):
     def condition_name(self, cond: ConditionConfig) -> str:
         if cond.name:
             return cond.name
-        if cond.simulator != "structured":
+        if not cond.structured:
             return f"baseline:{cond.simulator}"
         return f"{cond.assistant or self.roles.assistant.model}:{cond.strategy}"
 

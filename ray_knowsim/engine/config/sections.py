@@ -79,8 +79,39 @@ class ConditionConfig(Strict):
 
     name: str | None = None  # default "<assistant>:<strategy>", baselines "baseline:<simulator>"
     assistant: str | None = None  # model key; default roles.assistant.model
-    strategy: Literal["minimal", "adaptive", "comprehensive", "socratic"] = "minimal"
-    simulator: Literal["structured", "zero-shot", "zero-shot-cot", "zero-shot-cot-user-profile"] = "structured"
+    strategy: str = "minimal"  # a registered tutor strategy (ray_knowsim.strategies); "minimal" = Simple
+    simulator: str = "structured"  # a registered simulator (ray_knowsim.simulators)
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, v: str) -> str:
+        from ray_knowsim.strategies import STRATEGIES
+
+        if v not in STRATEGIES:
+            raise ValueError(f"unknown strategy {v!r}; registered: {STRATEGIES.names()} (plugins register more)")
+        return v
+
+    @field_validator("simulator")
+    @classmethod
+    def _known_simulator(cls, v: str) -> str:
+        from ray_knowsim.simulators import SIMULATORS
+
+        if v not in SIMULATORS:
+            raise ValueError(f"unknown simulator {v!r}; registered: {SIMULATORS.names()} (plugins register more)")
+        return v
+
+    @property
+    def structured(self) -> bool:
+        from ray_knowsim.simulators import SIMULATORS
+
+        return SIMULATORS.get(self.simulator).structured
+
+
+class PromptsConfig(Strict):
+    """Which prompt set the roles get, and which definition of connectable unknowns (spec §12.7)."""
+
+    version: Literal["v1", "v2"] = "v2"  # v1 re-renders the prompts of earlier runs
+    connectable: Literal["reference", "paper"] = "reference"
 
 
 class RulesSection(Strict):

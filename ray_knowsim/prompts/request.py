@@ -1,0 +1,59 @@
+"""The one place a rendered template becomes a :class:`ChatRequest`.
+
+Every renderer fills a template's ``system`` section (static instructions) and, when the template
+has one, its ``user`` section (per-session facts, then the transcript, then per-turn facts), and
+hands the offline test double its facts out of band. The facts always name the template, its
+version and the role, so the offline model can answer any prompt set.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.prompts.templates import Template
+
+
+def build_request(
+    tpl: Template,
+    values: Mapping[str, Any],
+    facts: Mapping[str, Any],
+    *,
+    role: str,
+    temperature: float,
+    max_tokens: int,
+    seed: int | None = None,
+    request_id: str = "",
+    schema: Mapping[str, Any] | None = None,
+    schema_name: str | None = None,
+    chat: Iterable[Mapping[str, str]] = (),
+) -> ChatRequest:
+    """System message, then the ``user`` section if the template has one, then ``chat`` messages.
+
+    ``values`` may hold more names than the template uses (one renderer serves every prompt set);
+    a name the template needs and ``values`` lacks is an error.
+    """
+    messages = [{"role": "system", "content": tpl.fill("system", values)}]
+    if "user" in tpl.sections:
+        messages.append({"role": "user", "content": tpl.fill("user", values)})
+    messages.extend({"role": m["role"], "content": m["content"]} for m in chat)
+    return ChatRequest(
+        messages=tuple(messages),
+        role=role,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        seed=seed,
+        json_schema=dict(schema) if schema is not None else None,
+        schema_name=schema_name,
+        prompt_version=tpl.prompt_version,
+        request_id=request_id,
+        offline_facts={"template": tpl.name, "version": tpl.version, "role": role, **facts},
+    )
+
+
+def section_or(tpl: Template, key: str, default: str) -> str:
+    """A template fragment when this version has it, else ``default`` (older prompt sets)."""
+    return tpl.sections.get(key, default)
+
+
+__all__ = ["build_request", "section_or"]

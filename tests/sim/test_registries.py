@@ -1,0 +1,82 @@
+"""Strategies and simulators come from registries: built-ins, aliases, and plugins from outside."""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+
+from ray_knowsim.demo import demo_items
+from ray_knowsim.engine.config import parse_run_config
+from ray_knowsim.prompts.render import render_assistant
+from ray_knowsim.registry import RegistryError
+from ray_knowsim.simulators import SIMULATORS
+from ray_knowsim.strategies import STRATEGIES
+
+from sim_helpers import context, offline_models, run, session, shard_of
+
+
+def test_builtins_are_registered_with_their_templates():
+    assert {"simple", "minimal", "socratic", "adaptive", "comprehensive"} <= set(STRATEGIES.names())
+    assert STRATEGIES.get("minimal") is STRATEGIES.get("simple")
+    assert STRATEGIES.get("minimal").template_for("v1").prompt_version == "assistant_minimal@v1"
+    assert STRATEGIES.get("simple").template_for("v2").prompt_version == "assistant_simple@v2"
+    assert {"structured", "zero-shot", "zero-shot-cot", "zero-shot-cot-user-profile"} <= set(SIMULATORS.names())
+    assert SIMULATORS.get("structured").structured and not SIMULATORS.get("zero-shot").structured
+    with pytest.raises(RegistryError, match="registered"):
+        STRATEGIES.get("lecture")
+
+
+def test_a_strategy_and_a_simulator_from_outside_the_package_run_offline():
+    importlib.import_module("tests.plugins.checklist_strategy")
+    importlib.import_module("tests.plugins.echo_simulator")
+    item = demo_items("math")[0]
+    req = render_assistant(item, "checklist", [["user", "Help?"]])
+    assert "short checklists" in req.messages[0]["content"] and req.prompt_version == "assistant_checklist@v1"
+    specs = [session(item, "novice", "checklist"), session(item, "novice", "checklist", "plain-cot")]
+    ctx = context(max_turns=2)
+    results = run(shard_of(specs), offline_models(), ctx)
+    assert [r.session.status for r in results] == ["ok", "ok"], [r.session.error for r in results]
+    structured = results[0]
+    assert structured.turns[0].assistant_message.startswith("Check these next:")
+    assert structured.session.kg is not None  # the structured learner kept a state
+    assert results[1].session.kg is None and results[1].session.simulator == "plain-cot"
+
+
+def test_configs_accept_only_registered_names_and_plugins_register_more(tmp_path):
+    from tests.engine.conftest import small_config
+
+    raw = small_config()
+    raw["conditions"] = [{"strategy": "lecture"}]
+    with pytest.raises(Exception, match="unknown strategy 'lecture'"):
+        parse_run_config(raw)
+    raw["conditions"] = [{"strategy": "checklist"}, {"simulator": "plain-cot"}]
+    raw["plugins"] = ["tests.plugins.checklist_strategy", "tests.plugins.echo_simulator"]
+    cfg = parse_run_config(raw)
+    assert cfg.condition_names()[1] == "baseline:plain-cot"
+    assert cfg.prompts.version == "v2" and cfg.prompts.connectable == "reference"
+
+
+def test_the_profile_baseline_records_its_profile():
+    item = demo_items("math")[0]
+    specs = [session(item, "advanced", "socratic", "zero-shot-cot-user-profile"), session(item, "advanced", "socratic")]
+    results = run(shard_of(specs), offline_models(), context(max_turns=2))
+    profile = results[0].session.user_profile
+    assert profile.startswith("An advanced student who") and profile.endswith(".")
+    assert results[1].session.user_profile == ""
+
+
+def test_a_run_can_choose_the_prompt_set_and_the_connectable_definition():
+    from dataclasses import replace
+
+    item = demo_items("math")[0]
+    specs = [session(item, "novice", "minimal"), session(item, "novice", "socratic", "zero-shot")]
+    for prompts in ("v1", "v2"):
+        ctx = replace(context(max_turns=2), prompts=prompts, connectable="paper")
+        results = run(shard_of(specs), offline_models(), ctx)
+        assert all(r.session.status == "ok" for r in results)
+        versions = json.loads(results[0].session.prompt_versions)
+        assert versions["user_turn"] == prompts and versions["extractor"] == prompts
+        assert versions.get("assistant_simple" if prompts == "v2" else "assistant_minimal") == prompts
+        assert json.loads(results[1].session.prompt_versions)["baseline_zero_shot"] == prompts
