@@ -17,7 +17,7 @@ import json
 from typing import Iterable, Literal
 
 from ray_knowsim.model.chat import ChatRequest
-from ray_knowsim.model.outputs import SignalReport, UserTurn
+from ray_knowsim.model.outputs import SignalReport, UserTurn, signal_report_schema
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.items import Item
 from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
@@ -300,7 +300,7 @@ def render_extractor(
         "n_concepts": index.size,
         "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
-    schema, name = _schema(SignalReport)
+    schema, name = signal_report_schema(graph), SignalReport.__name__  # strict, per request
     return ChatRequest(
         messages=(
             {"role": "system", "content": tpl.fill("system", values)},
