@@ -170,11 +170,12 @@ class FlakyModel:
         out = []
         for r in requests:
             text = "\n".join(m["content"] for m in r.messages)
-            key = f"{r.role}|{r.seed}|{text}"
+            item = (r.offline_facts or {}).get("item_id", "")  # ids never enter a prompt: read the facts
+            key = f"{r.role}|{r.seed}|{item}|{text}"
             self.seen[key] = self.seen.get(key, 0) + 1
-            if self.broken and "demo_math_03" in text and r.role == "user_sim":
+            if self.broken and item == "demo_math_03" and r.role == "user_sim":
                 out.append(ChatResponse(text="", error="overloaded: try later"))
-            elif "demo_math_01" in text and self.seen[key] == 1:
+            elif item == "demo_math_01" and self.seen[key] == 1:
                 out.append(ChatResponse(text="", error="transient: once"))
             else:
                 out.extend(await self.inner.complete([r]))
