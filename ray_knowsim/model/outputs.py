@@ -250,7 +250,41 @@ class TerminationJudgement(StructuredOutput):
         return schema
 
 
+#: keywords outside the strictest subset that hosted providers share (OpenAI's strict mode, Gemini):
+#: length and count bounds, and per-slot array schemas
+_NON_PORTABLE = frozenset({"maxLength", "minLength", "minItems", "maxItems"})
+
+
+def portable_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` within the strictest common subset of hosted structured-output APIs, for
+    endpoints that reject the rest (OpenAI's ``strict`` mode rejects length bounds and
+    ``prefixItems``): length and count bounds are dropped, and an array with per-slot schemas
+    (``prefixItems``) becomes one ``items`` schema whose ``const`` fields become enums of the
+    slots' values. The constraint is looser, never different: the parser still checks every
+    fact the full schema states (each IU exactly once, known labels)."""
+    return _portable(copy.deepcopy(schema))
+
+
+def _portable(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_portable(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    if "prefixItems" in node:
+        slots = node.pop("prefixItems")
+        node.pop("items", None)
+        merged = copy.deepcopy(slots[0]) if slots else {}
+        for name, prop in merged.get("properties", {}).items():
+            if "const" in prop:
+                values = [slot["properties"][name]["const"] for slot in slots]
+                prop.pop("const")
+                prop["enum"] = list(dict.fromkeys(values))
+        node["items"] = merged
+    return {k: _portable(v) for k, v in node.items() if k not in _NON_PORTABLE}
+
+
 __all__ = [
+    "portable_schema",
     "ATTEMPT_TYPES",
     "MESSAGE_MAX_CHARS",
     "REASONING_MAX_CHARS",

@@ -135,3 +135,21 @@ def test_learner_schemas_bound_the_free_text():
         props = model.json_schema()["properties"]
         assert props["message"]["maxLength"] == MESSAGE_MAX_CHARS and props["thought"]["maxLength"] == THOUGHT_MAX_CHARS
     assert BaselineTurn.json_schema()["properties"]["message"]["maxLength"] == MESSAGE_MAX_CHARS
+
+
+def test_portable_schema_keeps_the_facts_within_the_common_subset():
+    from ray_knowsim.demo import demo_graphs
+    from ray_knowsim.model.outputs import portable_schema, signal_report_schema
+
+    graph = next(iter(demo_graphs("math").values()))
+    full = signal_report_schema(graph)
+    portable = portable_schema(full)
+    text = json.dumps(portable)
+    for banned in ("prefixItems", "maxLength", "minItems", "maxItems", '"const"'):
+        assert banned not in text, banned
+    entry = portable["properties"]["iu_analysis"]["items"]
+    assert entry["properties"]["id"]["enum"] == [n.id for n in graph.nodes]
+    assert entry["properties"]["teaching_quality"]["enum"] == ["well_explained", "shallow", "not_mentioned"]
+    assert entry["additionalProperties"] is False and entry["required"] == list(entry["properties"])
+    assert "maxLength" in json.dumps(full) and full == signal_report_schema(graph)  # the input is untouched
+    assert "maxLength" not in json.dumps(portable_schema(UserTurn.json_schema()))
