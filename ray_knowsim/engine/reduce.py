@@ -15,6 +15,11 @@ few cells:
   shapes of the paper's Table 4 / Table 16;
 * ``failure_modes``: per (task, condition, level) the count and share of each failure mode
   (plus task "all" when a run has several tasks).
+
+``level_means`` and ``marginal`` also carry how often the models drifted, summed over all sessions
+of the cell (failed ones included): ``extractor_repairs`` (harmless drift normalised, e.g. ``iu1``
+for ``IU1``), ``extractor_refusals`` (answers refused and re-asked or failed) and
+``llm_truncations`` (answers cut by max_tokens).
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ METRICS: tuple[str, ...] = (
 RANK_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "iq")
 RANK_METRICS_ES: tuple[str, ...] = ("kg_es", "nkg_es", "dc_es", "ic_es", "co_es", "po_es", "engagement_es")
 FM_COLUMNS: tuple[str, ...] = tuple(f"fm_{m}" for m in FAILURE_MODES)
+#: per-session counts of how often the models drifted (summed over every session, failed ones too:
+#: a session that failed on its extractor is exactly where the drift was)
+DRIFT_COLUMNS: tuple[str, ...] = ("extractor_repairs", "extractor_refusals", "llm_truncations")
 MARGINAL = "marginal"
 TABLE_NAMES = ("level_means", "marginal", "ranks", "failure_modes")
 
@@ -64,6 +72,9 @@ def partial_moments(batch: pa.Table) -> pa.Table:
         cols[f"{m}__s2"] = pc.multiply(v, v)
     for f in FM_COLUMNS:
         cols[f] = pc.if_else(ok, pc.cast(batch.column(f), pa.int64()), pa.scalar(0, pa.int64()))
+    for d in DRIFT_COLUMNS:  # runs written before these columns existed read as 0
+        cols[d] = (pc.cast(batch.column(d), pa.int64()) if d in batch.column_names
+                   else pa.array([0] * batch.num_rows, pa.int64()))
     table = pa.table(cols)
     sums = [c for c in table.column_names if c not in KEYS]
     grouped = table.group_by(list(KEYS)).aggregate([(c, "sum") for c in sums])
@@ -72,6 +83,7 @@ def partial_moments(batch: pa.Table) -> pa.Table:
 
 SUM_COLUMNS: tuple[str, ...] = (
     "n_sessions", "n_ok", "n_failed", *(f"{m}__{p}" for m in METRICS for p in ("n", "s1", "s2")), *FM_COLUMNS,
+    *DRIFT_COLUMNS,
 )
 
 
@@ -92,7 +104,9 @@ def aggregate_cells(session_files: Sequence[str], num_partitions: int | None = N
     saved = ctx._shuffle_strategy
     ctx._shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
     try:
-        ds = ray.data.read_parquet(list(session_files)).select_columns([*KEYS, "status", *METRICS, *FM_COLUMNS])
+        ds = ray.data.read_parquet(list(session_files))
+        drift = [d for d in DRIFT_COLUMNS if d in ds.schema().names]
+        ds = ds.select_columns([*KEYS, "status", *METRICS, *FM_COLUMNS, *drift])
         ds = ds.map_batches(partial_moments, batch_format="pyarrow")
         grouped = ds.groupby(list(KEYS), num_partitions=num_partitions)
         sums = grouped.aggregate(*(Sum(c, alias_name=c) for c in SUM_COLUMNS)).to_pandas()
@@ -104,7 +118,7 @@ def aggregate_cells(session_files: Sequence[str], num_partitions: int | None = N
 def cells_from_sums(sums: pd.DataFrame) -> pd.DataFrame:
     """Means and sample standard deviations from the summed moments."""
     cells = sums[list(KEYS)].copy()
-    for c in ("n_sessions", "n_ok", "n_failed", *FM_COLUMNS):
+    for c in ("n_sessions", "n_ok", "n_failed", *FM_COLUMNS, *DRIFT_COLUMNS):
         cells[c] = sums[c]
     for m in METRICS:
         n = pd.to_numeric(sums[f"{m}__n"]).fillna(0).astype("int64")
@@ -121,7 +135,10 @@ def cells_from_sums(sums: pd.DataFrame) -> pd.DataFrame:
 def normalise_cells(cells: pd.DataFrame) -> pd.DataFrame:
     """Consistent dtypes and order; a mean/sd without enough values is NaN, never 0."""
     cells = cells.copy()
-    for c in ("n_sessions", "n_ok", "n_failed", *FM_COLUMNS, *(f"{m}__n" for m in METRICS)):
+    for c in DRIFT_COLUMNS:
+        if c not in cells:
+            cells[c] = 0
+    for c in ("n_sessions", "n_ok", "n_failed", *FM_COLUMNS, *DRIFT_COLUMNS, *(f"{m}__n" for m in METRICS)):
         cells[c] = pd.to_numeric(cells[c]).fillna(0).astype("int64")
     for m in METRICS:
         n = cells[f"{m}__n"]
@@ -157,7 +174,7 @@ def t_half_width(sd: float, n: int) -> float:
 
 
 def level_means(cells: pd.DataFrame) -> pd.DataFrame:
-    out = cells[[*KEYS, "n_sessions", "n_ok", "n_failed"]].copy()
+    out = cells[[*KEYS, "n_sessions", "n_ok", "n_failed", *DRIFT_COLUMNS]].copy()
     for m in METRICS:
         mean, sd, n = cells[f"{m}__mean"], cells[f"{m}__sd"], cells[f"{m}__n"]
         half = np.array([t_half_width(s, k) for s, k in zip(sd, n)], dtype=float)
@@ -173,7 +190,8 @@ def marginal(cells: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (task, cond), g in cells.groupby(["task", "condition"], sort=True):
         row = {"task": task, "condition": cond, "n_levels": len(g), "n_sessions": int(g["n_sessions"].sum()),
-               "n_ok": int(g["n_ok"].sum()), "n_failed": int(g["n_failed"].sum())}
+               "n_ok": int(g["n_ok"].sum()), "n_failed": int(g["n_failed"].sum()),
+               **{d: int(g[d].sum()) for d in DRIFT_COLUMNS}}
         for m in METRICS:
             means = g[f"{m}__mean"].to_numpy(dtype=float)
             have = ~np.isnan(means)
@@ -284,12 +302,14 @@ def print_tables(tables: dict[str, pd.DataFrame], console=None) -> None:
         add_metric_columns(table)
         table.add_column("mean rank", justify="right")
         table.add_column("ok/failed", justify="right")
+        table.add_column("extractor repaired/refused", justify="right")
         rows = mg[mg["task"] == task].set_index("condition")
         for cond in (ranks_here.index.tolist() or rows.index.tolist()):
             r = rows.loc[cond]
             table.add_row(cond, *[_fmt(r[m], 2 if m == "iq" else 3) for m in shown],
                           _fmt(ranks_here.loc[cond, "mean_rank"], 2) if cond in ranks_here.index else "-",
-                          f"{int(r['n_ok'])}/{int(r['n_failed'])}")
+                          f"{int(r['n_ok'])}/{int(r['n_failed'])}",
+                          f"{int(r['extractor_repairs'])}/{int(r['extractor_refusals'])}")
         console.print(table)
         per = Table(title=f"{task}: means per knowledge level", title_justify="left")
         per.add_column("condition", no_wrap=True)

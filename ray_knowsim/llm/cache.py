@@ -6,8 +6,11 @@ locks; every reader indexes all files and picks up other writers' new lines on a
 short by a crash is ignored. Only the request fingerprint (a sha256) and the answer are stored:
 no messages, no headers, no keys.
 
-What is cached: successful, non-empty answers to requests that are reproducible, i.e.
-temperature 0 or an explicit seed. Everything that decides the answer is in the key: the model's
+What is cached: answers the reader accepted, to requests that are reproducible, i.e.
+temperature 0 or an explicit seed. :class:`CachedModel` does not write an answer when it arrives:
+it attaches ``ChatResponse.commit`` to every successful, non-empty, untruncated answer, and the
+reader (:func:`ray_knowsim.sim.ask.ask_batch`) calls it once the answer parsed. Unparsable,
+truncated (``finish_reason == "length"``) and failed answers therefore never enter the cache. Everything that decides the answer is in the key: the model's
 identity (``cache_identity`` if the model has one, else its name), sampling parameters, messages,
 schema, role and prompt version.
 """
@@ -24,7 +27,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Sequence
+from typing import Any, BinaryIO, Callable, Iterable, Sequence
 
 from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.protocol import ChatModel
@@ -156,7 +159,7 @@ class ResponseCache:
 
     def put(self, key: str, response: ChatResponse, *, model: str = "", prompt_version: str = "") -> bool:
         """Store a successful, non-empty answer; returns False (and stores nothing) otherwise."""
-        if response.error is not None or not response.text or response.cached:
+        if not storable(response):
             return False
         entry = {
             "key": key,
@@ -189,6 +192,11 @@ class ResponseCache:
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
+
+
+def storable(response: ChatResponse) -> bool:
+    """A fresh, successful, non-empty answer that was not cut by max_tokens."""
+    return response.error is None and bool(response.text) and not response.cached and response.finish_reason != "length"
 
 
 def _entry_to_response(entry: dict[str, Any]) -> ChatResponse:
@@ -246,11 +254,10 @@ class CachedModel:
                     f"model {self.name!r} returned {len(answers)} responses for {len(to_send)} requests"
                 )
             for i, answer in zip(to_send, answers):
+                key = keys[i]
+                if key is not None and storable(answer):
+                    answer = replace(answer, commit=self._committer(key, answer, requests[i].prompt_version))
                 out[i] = answer
-                if keys[i] is not None:
-                    self.cache.put(
-                        keys[i], answer, model=self.name, prompt_version=requests[i].prompt_version
-                    )
         for i, twin in duplicates:
             src = out[twin]
             assert src is not None
@@ -265,6 +272,12 @@ class CachedModel:
         if missing:  # pragma: no cover - would be a bug above
             raise RuntimeError(f"internal error: no response for requests {missing}")
         return out  # type: ignore[return-value]
+
+    def _committer(self, key: str, answer: ChatResponse, prompt_version: str) -> Callable[[], bool]:
+        def commit() -> bool:
+            return self.cache.put(key, answer, model=self.name, prompt_version=prompt_version)
+
+        return commit
 
     async def aclose(self) -> None:
         close = getattr(self.inner, "aclose", None)

@@ -7,7 +7,7 @@ them) import these types from here, so neither layer imports the other.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 ROLES = ("user_sim", "assistant", "extractor", "judge", "graph_extractor")
 
@@ -53,6 +53,9 @@ class ChatResponse:
     finish_reason: str | None = None
     # On a cache hit ``usage`` is zero (no new spend); this keeps what the original call cost.
     original_usage: Usage | None = None
+    # Set by a response cache on an answer it may store: the reader calls it once it accepted the
+    # answer (parsed, not truncated), so refused answers never enter the cache. In-process only.
+    commit: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
 
 
 __all__ = ["ROLES", "ChatRequest", "ChatResponse", "Usage"]

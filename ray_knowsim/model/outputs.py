@@ -3,6 +3,9 @@
 ``Model.json_schema()`` is the schema sent with a request: references inlined, every property
 required, no extra properties, and no keywords that some constrained decoders reject (numeric and
 length bounds, titles, defaults). The bounds still apply when :mod:`.parse` validates a reply.
+Two deliberate exceptions: the learner replies carry ``maxLength`` decoding budgets on their free
+text, and the extractor's schema is built per request from the item's graph
+(:func:`signal_report_schema`: ids fixed slot by slot, labels as enums, bounded reasoning).
 """
 
 from __future__ import annotations
@@ -10,11 +13,20 @@ from __future__ import annotations
 import copy
 import json
 from functools import lru_cache
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ray_knowsim.model.graph import IUGraph
 from ray_knowsim.model.signals import AttemptType, ResponseRole, TeachingQuality
+
+#: Decoding budgets for free text, in characters. A constrained decoder may not write more, so a
+#: model that rambles inside a string (small models do: "1.1.1.1...") stops at the bound instead
+#: of running into max_tokens. They are budgets for decoding, not validity rules: the parser does
+#: not refuse a longer text from a model that was not constrained.
+REASONING_MAX_CHARS = 240  # the extractor's two reasoning fields: a sentence or two each
+MESSAGE_MAX_CHARS = 300  # the learner's message: 1-2 sentences (spec §12.7)
+THOUGHT_MAX_CHARS = 300  # the learner's private thought
 
 _DROP_KEYS = frozenset(
     {"title", "default", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems", "maxItems"}
@@ -68,7 +80,22 @@ class StructuredOutput(BaseModel):
 # --- learner simulators ---------------------------------------------------------------------
 
 
-class UserTurn(StructuredOutput):
+def _bounded_text(schema: dict[str, Any], bounds: dict[str, int]) -> dict[str, Any]:
+    for name, limit in bounds.items():
+        if name in schema.get("properties", {}):
+            schema["properties"][name]["maxLength"] = limit
+    return schema
+
+
+class _LearnerTurn(StructuredOutput):
+    """Learner replies: the decoding schema bounds the free text (see ``MESSAGE_MAX_CHARS``)."""
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        return _bounded_text(decoding_schema(cls), {"thought": THOUGHT_MAX_CHARS, "message": MESSAGE_MAX_CHARS})
+
+
+class UserTurn(_LearnerTurn):
     """The KnowSim simulator's reply; only ``message`` reaches the assistant (spec §12.3)."""
 
     thought: str = Field("", description="private reasoning, never shown to the assistant")
@@ -77,14 +104,14 @@ class UserTurn(StructuredOutput):
     terminate: bool = Field(False, description="the learner ends the conversation")
 
 
-class BaselineTurn(StructuredOutput):
+class BaselineTurn(_LearnerTurn):
     """Zero-shot baseline simulator."""
 
     message: str
     terminate: bool = False
 
 
-class BaselineCoTTurn(StructuredOutput):
+class BaselineCoTTurn(_LearnerTurn):
     """Baseline simulators that think first (zero-shot CoT, and CoT with a profile)."""
 
     thought: str = ""
@@ -110,6 +137,40 @@ class SignalEntryOut(StructuredOutput):
 
 class SignalReport(StructuredOutput):
     iu_analysis: list[SignalEntryOut]
+
+
+TEACHING_QUALITIES: tuple[str, ...] = get_args(TeachingQuality)
+ATTEMPT_TYPES: tuple[str, ...] = get_args(AttemptType)
+RESPONSE_ROLES: tuple[str, ...] = get_args(ResponseRole)
+
+
+def signal_report_schema(graph: IUGraph) -> dict[str, Any]:
+    """The extractor's decoding schema for one item's graph: exactly one entry per IU, in graph
+    order (array slot k is fixed to node k's ``id`` and ``concept`` through ``prefixItems`` with
+    ``const``; ``minItems`` = ``maxItems`` = n and no further items), labels as enums, and the two
+    reasoning fields bounded (``REASONING_MAX_CHARS``). xgrammar, vLLM's default structured-output
+    backend, accepts every keyword used here. The parser checks the same facts on every reply
+    (:func:`ray_knowsim.llm.parse.signals.parse_signal_report`), so a decoder that ignores the
+    schema cannot slip drift through.
+    """
+    base = SignalReport.json_schema()
+    listing = base["properties"]["iu_analysis"]
+    entry = listing.pop("items")
+    props = entry["properties"]
+    props["teaching_quality"] = {"type": "string", "enum": list(TEACHING_QUALITIES)}
+    props["user_attempt_type"] = {"type": "string", "enum": list(ATTEMPT_TYPES)}
+    props["assistant_response_role"] = {"type": "string", "enum": list(RESPONSE_ROLES)}
+    for name in ("teaching_quality_reasoning", "user_attempt_reasoning"):
+        props[name] = {"type": "string", "maxLength": REASONING_MAX_CHARS}
+    slots = []
+    for node in graph.nodes:
+        slot = copy.deepcopy(entry)
+        slot["properties"]["id"] = {"type": "string", "const": node.id}
+        slot["properties"]["concept"] = {"type": "string", "const": node.concept}
+        slots.append(slot)
+    n = len(slots)
+    listing.update(prefixItems=slots, items=False, minItems=n, maxItems=n)
+    return base
 
 
 # --- IU-graph extraction --------------------------------------------------------------------
@@ -189,7 +250,48 @@ class TerminationJudgement(StructuredOutput):
         return schema
 
 
+#: keywords outside the strictest subset that hosted providers share (OpenAI's strict mode, Gemini):
+#: length and count bounds, and per-slot array schemas
+_NON_PORTABLE = frozenset({"maxLength", "minLength", "minItems", "maxItems"})
+
+
+def portable_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` within the strictest common subset of hosted structured-output APIs, for
+    endpoints that reject the rest (OpenAI's ``strict`` mode rejects length bounds and
+    ``prefixItems``): length and count bounds are dropped, and an array with per-slot schemas
+    (``prefixItems``) becomes one ``items`` schema whose ``const`` fields become enums of the
+    slots' values. The constraint is looser, never different: the parser still checks every
+    fact the full schema states (each IU exactly once, known labels)."""
+    return _portable(copy.deepcopy(schema))
+
+
+def _portable(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_portable(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    if "prefixItems" in node:
+        slots = node.pop("prefixItems")
+        node.pop("items", None)
+        merged = copy.deepcopy(slots[0]) if slots else {}
+        for name, prop in merged.get("properties", {}).items():
+            if "const" in prop:
+                values = [slot["properties"][name]["const"] for slot in slots]
+                prop.pop("const")
+                prop["enum"] = list(dict.fromkeys(values))
+        node["items"] = merged
+    return {k: _portable(v) for k, v in node.items() if k not in _NON_PORTABLE}
+
+
 __all__ = [
+    "portable_schema",
+    "ATTEMPT_TYPES",
+    "MESSAGE_MAX_CHARS",
+    "REASONING_MAX_CHARS",
+    "RESPONSE_ROLES",
+    "TEACHING_QUALITIES",
+    "THOUGHT_MAX_CHARS",
+    "signal_report_schema",
     "BaselineCoTTurn",
     "BaselineTurn",
     "GraphEdgeOut",

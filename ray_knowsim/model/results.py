@@ -81,7 +81,12 @@ class SessionRow(BaseModel):
     fm_overload_wasted: int = 0
     fm_under_absorbed: int = 0
     # cost
-    llm_calls: int = 0
+    llm_calls: int = 0  # answers that came from a model (cache hits and failed transport calls excluded)
+    llm_cache_hits: int = 0  # answers served by the response cache
+    llm_truncations: int = 0  # answers cut by max_tokens (each is retried once with the role's whole budget)
+    # extractor drift (live runs): normalised (e.g. "iu1" -> "IU1") and refused answers, summed over turns
+    extractor_repairs: int = 0
+    extractor_refusals: int = 0
     tokens_user_sim: int = 0
     tokens_assistant: int = 0
     tokens_extractor: int = 0
@@ -122,3 +127,7 @@ class TurnRow(BaseModel):
     fm_effective: int = 0
     fm_overload_wasted: int = 0
     fm_under_absorbed: int = 0
+    # the extractor's drift this turn: what was normalised to read the accepted answer, and why
+    # each refused answer was refused (JSON lists of strings; "[]" for baselines and replays)
+    extractor_repairs: str = "[]"
+    extractor_refusals: str = "[]"

@@ -19,7 +19,7 @@ import json
 from typing import Iterable
 
 from ray_knowsim.model.chat import ChatRequest
-from ray_knowsim.model.outputs import SignalReport, UserTurn
+from ray_knowsim.model.outputs import SignalReport, UserTurn, signal_report_schema
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.items import Item
 from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
@@ -304,7 +304,7 @@ def render_extractor(
         "n_concepts": index.size,
         "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
-    schema, name = SignalReport.json_schema(), SignalReport.__name__
+    schema, name = signal_report_schema(graph), SignalReport.__name__  # strict, per request
     return build_request(
         tpl,
         values,

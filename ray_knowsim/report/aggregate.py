@@ -95,12 +95,16 @@ class RunSummary:
     facts: dict[str, Counter] = field(default_factory=dict)  # column -> value counts (small columns)
     _candidates: dict[Cell, list[tuple[int, str]]] = field(default_factory=dict)  # max-heaps by -key
     rows: int = 0
+    drift: Counter = field(default_factory=Counter)  # run totals of DRIFT_COLUMNS, every session
+
+    DRIFT_COLUMNS = ("extractor_repairs", "extractor_refusals", "llm_truncations")
 
     FACT_COLUMNS = ("run_id", "task", "simulator", "rules_preset", "stop_reason")
 
     def columns(self) -> list[str]:
         return sorted(
-            {"session_id", "condition", "knowledge_level", "status", "early_stop_turn", *self.metric_columns, *FM_COLUMNS, *self.FACT_COLUMNS}
+            {"session_id", "condition", "knowledge_level", "status", "early_stop_turn", *self.metric_columns, *FM_COLUMNS,
+             *self.FACT_COLUMNS, *self.DRIFT_COLUMNS}
         )
 
     def add(self, batch: pa.RecordBatch | pa.Table) -> None:
@@ -111,6 +115,9 @@ class RunSummary:
                 counts = self.facts.setdefault(col, Counter())
                 for entry in pc.value_counts(batch.column(col)).to_pylist():
                     counts[entry["values"]] += entry["counts"]
+        for col in self.DRIFT_COLUMNS:
+            if col in names:
+                self.drift[col] += int(np.nansum(_floats(batch, col)))
         cond = batch.column("condition").to_pylist()
         level = batch.column("knowledge_level").to_pylist()
         status = batch.column("status").to_pylist()

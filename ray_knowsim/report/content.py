@@ -50,4 +50,6 @@ class ReportContent:
             ("run", values("run_id")),
             ("metrics", self.variant_text),
             ("virtual early stops", f"{early:,} of {ok:,}" if ok else "–"),
+            ("extractor drift", f"{s.drift['extractor_repairs']:,} repaired, {s.drift['extractor_refusals']:,} refused; "
+                                f"{s.drift['llm_truncations']:,} answers truncated"),
         ]

@@ -1,33 +1,74 @@
-"""Send one role's requests for many sessions as one batch, with bounded retries and parsing.
+"""Send one role's requests for many sessions as one batch; read, repair and account the answers.
 
-A reply that fails is retried: a transport error resends the same request, an unreadable reply is
-asked again once with the validation error (``build_retry``), and what still fails after the
-role's attempts is returned as an explicit, named failure — never replaced by a default.
+This is the only retry layer above the model clients, and it retries only what a new call can fix:
+
+* **an unreadable answer** (the role's parser refuses it) is asked again ONCE, with the refused
+  reply and the parser's precise complaint appended (:func:`ray_knowsim.prompts.repair.build_retry`);
+* **a truncated answer** (``finish_reason == "length"``) is asked again ONCE with the role's whole
+  token budget. The first call gets :func:`first_budget` tokens (half the role's ``max_tokens``,
+  at least :data:`MIN_BUDGET`, or a caller's estimate such as the extractor's per-graph one), the
+  retry the role's ``max_tokens`` (the cap). A truncated answer that still parses is accepted
+  (a plain-text reply cut at the cap is still a reply) and counted in ``truncations``;
+* **a transport failure** is NOT resent: the HTTP client already retried 429/5xx/timeouts with
+  backoff, so what reaches us is final and becomes a named failure (``<role>_<reason>``).
+
+``attempts`` (the role's setting) caps the model calls per request; with 1 nothing is retried.
+Every attempt gets its own sampling seed, derived from the request's seed and the attempt number
+(:func:`attempt_seed`), so a retry can differ from the refused answer and runs stay reproducible.
+
+Counting: ``calls`` are answers that came from a model, ``cache_hits`` answers served by the
+response cache (no model involved), failed transport calls are neither. An answer is written to
+the response cache (``ChatResponse.commit``) only once it was accepted untruncated here: refused,
+truncated and failed answers never are.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from ray_knowsim.llm.parse import ParseResult
-from ray_knowsim.prompts.repair import build_retry
-from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.protocol import ChatModel
+from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.prompts.repair import build_retry
 
 T = TypeVar("T")
+
+#: the smallest first-attempt budget (tokens) when it is derived from the cap
+MIN_BUDGET = 256
+_SEED_MODULUS = 2**31 - 1
+_SEED_STEP = 0x9E3779B1  # odd, far from small multiples: attempt seeds never collide with turn seeds
+
+
+def attempt_seed(seed: int | None, attempt: int) -> int | None:
+    """Seed of attempt ``attempt`` (0-based) of a request seeded ``seed``: the request's own for the
+    first attempt (so cache keys of first answers stay put), a deterministic derivation after."""
+    if seed is None or attempt == 0:
+        return seed
+    return (seed + attempt * _SEED_STEP) % _SEED_MODULUS
+
+
+def first_budget(cap: int, estimate: int | None = None) -> int:
+    """Tokens for the first attempt: ``estimate`` when given, else half of ``cap`` (at least
+    :data:`MIN_BUDGET`); never above ``cap`` (the role's ``max_tokens``)."""
+    wanted = estimate if estimate is not None else max(MIN_BUDGET, cap // 2)
+    return max(1, min(cap, wanted))
 
 
 @dataclass
 class Answer(Generic[T]):
-    """The outcome of one request after retries."""
+    """The outcome of one request after at most one repair and one truncation retry."""
 
     value: T | None = None
     text: str = ""
-    error: str | None = None  # named failure, e.g. "extractor_invalid_json", "user_sim_http_503"
+    error: str | None = None  # named failure, e.g. "extractor_invalid_signals", "user_sim_http_503"
     detail: str = ""
     usage: Usage = field(default_factory=Usage)
-    calls: int = 0
+    calls: int = 0  # answers from a model
+    cache_hits: int = 0  # answers from the response cache
+    truncations: int = 0  # answers cut by max_tokens
+    refusals: list[str] = field(default_factory=list)  # "<error>: <detail>" per refused answer
+    repairs: tuple[str, ...] = ()  # what the parser normalised to read the accepted answer
     prompt_version: str = ""
 
     @property
@@ -35,9 +76,18 @@ class Answer(Generic[T]):
         return self.error is None
 
 
-def _transport_error(role: str, response: ChatResponse) -> str:
+def transport_error(role: str, response: ChatResponse) -> str:
     reason = (response.error or "error").split(":")[0].strip().replace(" ", "_")
     return reason if reason.startswith(role) else f"{role}_{reason}"
+
+
+@dataclass
+class _Pending:
+    request: ChatRequest  # what is sent next
+    cap: int
+    attempt: int = 0
+    repaired: bool = False
+    bumped: bool = False
 
 
 async def ask_batch(
@@ -46,33 +96,68 @@ async def ask_batch(
     parse: Callable[[str, int], ParseResult[Any]],
     *,
     attempts: int,
+    estimates: Sequence[int | None] | None = None,
 ) -> list[Answer[Any]]:
-    """Answer every request (same order). ``parse(text, index)`` reads reply ``index``."""
+    """Answer every request (same order). ``parse(text, index)`` reads reply ``index``. Each
+    request's ``max_tokens`` is its cap; ``estimates[i]`` (optional) its first-attempt budget."""
     answers = [Answer(prompt_version=r.prompt_version) for r in requests]
-    current = list(requests)
+    state = {
+        i: _Pending(
+            request=replace(r, max_tokens=first_budget(r.max_tokens, estimates[i] if estimates else None)),
+            cap=r.max_tokens,
+        )
+        for i, r in enumerate(requests)
+    }
+    limit = max(1, attempts)
     pending = list(range(len(requests)))
-    repaired: set[int] = set()
-    for attempt in range(max(1, attempts)):
-        if not pending:
-            break
-        responses = await model.complete([current[i] for i in pending])
-        retry: list[int] = []
-        for i, response in zip(pending, responses):
-            a = answers[i]
-            a.calls += 1
-            a.usage.add(response.usage)
-            if response.error is not None:
-                a.error, a.detail = _transport_error(requests[i].role, response), response.error
-                retry.append(i)
-                continue
-            result = parse(response.text, i)
-            if result.ok:
-                a.value, a.text, a.error, a.detail = result.value, response.text, None, ""
-                continue
-            a.error, a.detail, a.text = result.error, result.detail, response.text
-            if i not in repaired:  # one repair round trip carrying the validation error
-                current[i] = build_retry(requests[i], response.text, result.detail or result.error or "")
-                repaired.add(i)
-            retry.append(i)
-        pending = retry
+    while pending:
+        sent = [replace(state[i].request, seed=attempt_seed(state[i].request.seed, state[i].attempt)) for i in pending]
+        responses = await model.complete(sent)
+        again: list[int] = []
+        for i, req, response in zip(pending, sent, responses):
+            if _settle(answers[i], state[i], req, response, parse(response.text, i) if response.error is None else None, limit):
+                again.append(i)
+        pending = again
     return answers
+
+
+def _settle(
+    a: Answer[Any], p: _Pending, sent: ChatRequest, response: ChatResponse, result: ParseResult[Any] | None, limit: int
+) -> bool:
+    """Book one response into ``a``; True when the request goes out again (``p`` updated)."""
+    a.usage.add(response.usage)
+    p.attempt += 1
+    if result is None:  # the client already retried what a retry can fix
+        a.error, a.detail = transport_error(sent.role, response), response.error or ""
+        return False
+    if response.cached:
+        a.cache_hits += 1
+    else:
+        a.calls += 1
+    can_retry = p.attempt < limit
+    if response.finish_reason == "length":
+        a.truncations += 1
+        if not p.bumped and sent.max_tokens < p.cap and can_retry:
+            p.bumped = True
+            p.request = replace(p.request, max_tokens=p.cap)
+            return True
+        if not result.ok:
+            a.error = f"{sent.role}_truncated"
+            a.detail = f"the answer was cut at max_tokens={sent.max_tokens} ({result.error}: {result.detail})"
+            a.text = response.text
+            return False
+    if result.ok:
+        a.value, a.text, a.error, a.detail, a.repairs = result.value, response.text, None, "", result.repairs
+        if response.finish_reason != "length" and response.commit is not None:
+            response.commit()
+        return False
+    a.refusals.append(f"{result.error}: {result.detail}")
+    a.error, a.detail, a.text = result.error, result.detail, response.text
+    if not p.repaired and can_retry:
+        p.repaired = True
+        p.request = build_retry(p.request, response.text, result.detail or result.error or "")
+        return True
+    return False
+
+
+__all__ = ["MIN_BUDGET", "Answer", "ask_batch", "attempt_seed", "first_budget", "transport_error"]

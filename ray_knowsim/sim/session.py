@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -49,7 +49,11 @@ class LiveSession:
     error: str | None = None
     stop_hint: bool = False
     usage: dict[str, Usage] = field(default_factory=dict)
-    calls: int = 0
+    calls: int = 0  # answers from a model
+    cache_hits: int = 0
+    truncations: int = 0
+    extractor_repairs: int = 0
+    extractor_refusals: int = 0
     prompt_versions: dict[str, str] = field(default_factory=dict)
     judged: dict[str, float] = field(default_factory=dict)
     baseline_stop: tuple[int, str] | None = None  # (1-based turn, reason) from the termination judge
@@ -74,17 +78,32 @@ class LiveSession:
     def fail(self, error: str) -> None:
         self.status, self.error, self.stop_reason = "failed", error, "error"
 
-    def charge(self, role: str, usage: Usage, calls: int, prompt_version: str) -> None:
+    def charge(
+        self, role: str, usage: Usage, calls: int, prompt_version: str, *, cache_hits: int = 0, truncations: int = 0
+    ) -> None:
         self.usage.setdefault(role, Usage()).add(usage)
         self.calls += calls
+        self.cache_hits += cache_hits
+        self.truncations += truncations
         if prompt_version:
             name, _, version = prompt_version.partition("@")
             self.prompt_versions[name] = version or prompt_version
 
     # -- the state side -----------------------------------------------------------------------
 
-    def record_turn(self, turn: int, entries: list[SignalEntry], counters: np.ndarray, post: dict[str, int], carries: dict[str, float]) -> None:
-        """Store one kernel step as the rules' TurnUpdate/TurnMetrics twins plus a TurnRow."""
+    def record_turn(
+        self,
+        turn: int,
+        entries: list[SignalEntry],
+        counters: np.ndarray,
+        post: dict[str, int],
+        carries: dict[str, float],
+        *,
+        repairs: Sequence[str] = (),
+        refusals: Sequence[str] = (),
+    ) -> None:
+        """Store one kernel step as the rules' TurnUpdate/TurnMetrics twins plus a TurnRow
+        (``repairs`` / ``refusals``: the extractor's drift this turn, see :mod:`ray_knowsim.sim.ask`)."""
         update = TurnUpdate(
             post=post,
             carries=carries,
@@ -147,6 +166,8 @@ class LiveSession:
                 novelty=metrics.novelty,
                 engagement=metrics.engagement,
                 density=density(self.index, post),
+                extractor_repairs=json.dumps(list(repairs), ensure_ascii=False),
+                extractor_refusals=json.dumps(list(refusals), ensure_ascii=False),
                 **{f"fm_{m}": modes[m] for m in FAILURE_MODES},
             )
         )
@@ -192,6 +213,10 @@ class LiveSession:
             "stop_reason": self.stop_reason,
             "error": self.error,
             "llm_calls": self.calls,
+            "llm_cache_hits": self.cache_hits,
+            "llm_truncations": self.truncations,
+            "extractor_repairs": self.extractor_repairs,
+            "extractor_refusals": self.extractor_refusals,
             "prompt_versions": json.dumps(self.prompt_versions, sort_keys=True),
             "user_profile": self.user_profile,
         }

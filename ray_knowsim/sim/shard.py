@@ -35,6 +35,20 @@ def _seed(live: LiveSession, role: str, turn: int) -> int:
     return (live.spec.seed * 1_000_003 + turn * 16 + _ROLE_SEED[role]) % (2**31 - 1)
 
 
+def _charge(live: LiveSession, role: str, answer: Answer) -> None:
+    live.charge(role, answer.usage, answer.calls, answer.prompt_version, cache_hits=answer.cache_hits, truncations=answer.truncations)
+
+
+#: first-attempt token budget of the extractor: a report needs roughly this per IU (two bounded
+#: reasoning texts and the labels) plus the envelope; a truncated report is retried at the cap
+EXTRACTOR_TOKENS_PER_IU = 256
+EXTRACTOR_TOKENS_BASE = 512
+
+
+def extractor_budget(n_ius: int) -> int:
+    return EXTRACTOR_TOKENS_BASE + EXTRACTOR_TOKENS_PER_IU * n_ius
+
+
 def _rid(live: LiveSession, role: str, turn: int) -> str:
     return f"{live.spec.session_id}#{turn}:{role}"
 
@@ -76,7 +90,7 @@ async def _user_turns(lives: list[LiveSession], models: RoleModels, ctx: ShardCo
         models.user_sim, requests, lambda text, i: parse_user_turn(text), attempts=_settings(ctx, "user_sim").attempts
     )
     for live, answer in zip(lives, answers):
-        live.charge("user_sim", answer.usage, answer.calls, answer.prompt_version)
+        _charge(live, "user_sim", answer)
         if not answer.ok:
             live.fail(answer.error or "user_sim_failed")
             continue
@@ -117,7 +131,7 @@ async def _assistant_turns(lives: list[LiveSession], models: RoleModels, ctx: Sh
             models.assistant(key), requests, _plain_text, attempts=_settings(ctx, "assistant").attempts
         )
         for live, answer in zip(group, answers):
-            live.charge("assistant", answer.usage, answer.calls, answer.prompt_version)
+            _charge(live, "assistant", answer)
             if not answer.ok:
                 live.fail(answer.error or "assistant_failed")
             else:
@@ -152,11 +166,15 @@ async def _extract(lives: list[LiveSession], models: RoleModels, ctx: ShardConte
     answers = await ask_batch(
         models.extractor,
         requests,
-        lambda text, i: parse_signal_report(text, lives[i].index),
+        lambda text, i: parse_signal_report(text, lives[i].graph),
         attempts=_settings(ctx, "extractor").attempts,
+        estimates=[extractor_budget(live.index.size) for live in lives],
     )
     for live, answer in zip(lives, answers):
-        live.charge("extractor", answer.usage, answer.calls, answer.prompt_version)
+        _charge(live, "extractor", answer)
+        live.extractor_refusals += len(answer.refusals)
+        if answer.ok:
+            live.extractor_repairs += len(answer.repairs)
         if not answer.ok:
             live.fail(answer.error or "extractor_failed")
     return answers
@@ -176,7 +194,7 @@ async def _judge(sessions: list[LiveSession], models: RoleModels, ctx: ShardCont
     ]
     answers = await ask_batch(models.judge, requests, lambda text, i: parse_rating(text), attempts=_settings(ctx, "judge").attempts)
     for s, answer in zip(rated, answers):
-        s.charge("judge", answer.usage, answer.calls, answer.prompt_version)
+        _charge(s, "judge", answer)
         if not answer.ok:
             s.fail(answer.error or "judge_failed")
             continue
@@ -200,7 +218,7 @@ async def _judge(sessions: list[LiveSession], models: RoleModels, ctx: ShardCont
         attempts=_settings(ctx, "judge").attempts,
     )
     for s, n, answer in zip(baselines, n_user, answers):
-        s.charge("judge", answer.usage, answer.calls, answer.prompt_version)
+        _charge(s, "judge", answer)
         if not answer.ok:
             s.fail(answer.error or "judge_failed")
             continue
@@ -247,7 +265,7 @@ async def run_shard(shard: ShardSpec, models: RoleModels, ctx: ShardContext) -> 
             for s, a in ok:
                 k = slot[id(s)]
                 post, carries = batch.session(k)
-                s.record_turn(turn, signals[k], counters[k], post, carries)
+                s.record_turn(turn, signals[k], counters[k], post, carries, repairs=a.repairs, refusals=a.refusals)
                 _apply_early_stop(s, ctx)
         if ctx.on_turn is not None:
             ctx.on_turn({"turn": turn, "live": sum(1 for s in sessions if s.live)})

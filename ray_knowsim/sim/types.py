@@ -85,8 +85,9 @@ class RoleSettings:
     model: str  # model key from the run config ("" for the assistant: it comes per session)
     temperature: float
     max_tokens: int
-    # Total tries of one request (a backend error or an unparsable answer) before the session is
-    # failed with the error named. The HTTP backend's own transport retries come on top.
+    # Most model calls for one request: the first, one repair round for an unreadable answer, one
+    # retry with the whole max_tokens for a truncated one (sim/ask.py); 1 = no retry. Transport
+    # errors are retried by the HTTP client only, never here.
     attempts: int = 3
 
 

@@ -59,3 +59,18 @@ def test_ranks_min_ties_and_direction():
     assert marg.loc["c", "mean_rank"] == 1.0 and marg.loc["a", "mean_rank"] == 2.5
     assert rk["condition"].tolist()[:3] == ["c", "b", "a"]  # sorted by mean rank
     assert set(rk["scope"]) == {"marginal", "novice"}
+
+
+def test_drift_counts_are_summed_over_every_session_per_cell_and_condition():
+    rows = [
+        session("a", "novice", kg=1.0, extractor_repairs=2, extractor_refusals=1, llm_truncations=0),
+        session("a", "novice", status="failed", extractor_repairs=0, extractor_refusals=2, llm_truncations=1),
+        session("a", "advanced", kg=2.0, extractor_repairs=5, extractor_refusals=0, llm_truncations=0),
+        session("b", "novice", kg=1.0),  # a run written before the columns existed: nulls read as 0
+    ]
+    t = tables_of(rows)
+    lm = t["level_means"].set_index(["condition", "knowledge_level"])
+    assert lm.loc[("a", "novice"), ["extractor_repairs", "extractor_refusals", "llm_truncations"]].tolist() == [2, 3, 1]
+    mg = t["marginal"].set_index("condition")
+    assert mg.loc["a", ["extractor_repairs", "extractor_refusals", "llm_truncations"]].tolist() == [7, 3, 1]
+    assert mg.loc["b", ["extractor_repairs", "extractor_refusals"]].tolist() == [0, 0]

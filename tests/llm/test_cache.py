@@ -40,12 +40,20 @@ def req(text: str = "hi", **kw) -> ChatRequest:
     return ChatRequest(messages=({"role": "user", "content": text},), **kw)
 
 
+def accept(responses: list[ChatResponse]) -> list[ChatResponse]:
+    """What a reader does with answers it parsed: let the cache store them."""
+    for r in responses:
+        if r.commit is not None:
+            r.commit()
+    return responses
+
+
 def test_repeated_request_is_served_from_disk_over_http(tmp_path: Path):
     backend = CountingModel()
     with serve_model_in_thread(backend) as server:
         http = OpenAICompatibleModel(HTTPModelConfig(base_url=server.base_url, model="counting", max_attempts=1))
         model = CachedModel(http, ResponseCache(tmp_path / "cache"))
-        [first] = asyncio.run(model.complete([req(prompt_version="user_sim@1")]))
+        [first] = accept(asyncio.run(model.complete([req(prompt_version="user_sim@1")])))
         [again] = asyncio.run(model.complete([req(prompt_version="user_sim@1", request_id="other-id")]))
         # a new cache object on the same folder (another worker, or a resumed run) sees it too
         fresh = CachedModel(http, ResponseCache(tmp_path / "cache"))
@@ -86,7 +94,7 @@ def test_sampling_without_seed_is_never_cached(tmp_path: Path):
     a = asyncio.run(model.complete([hot]))[0]
     b = asyncio.run(model.complete([hot]))[0]
     assert a.text != b.text and not b.cached and inner.calls == 2
-    c = asyncio.run(model.complete([seeded]))[0]
+    c = accept(asyncio.run(model.complete([seeded])))[0]
     d = asyncio.run(model.complete([seeded]))[0]
     assert c.text == d.text and d.cached and inner.calls == 3
     assert len(ResponseCache(tmp_path)) == 1
@@ -96,7 +104,7 @@ def test_errors_and_empty_answers_are_not_stored_and_batch_twins_go_once(tmp_pat
     inner = CountingModel()
     cache = ResponseCache(tmp_path)
     model = CachedModel(inner, cache)
-    out = asyncio.run(model.complete([req("fail"), req("x"), req("x"), req("fail")]))
+    out = accept(asyncio.run(model.complete([req("fail"), req("x"), req("x"), req("fail")])))
     assert inner.calls == 2  # identical requests in one batch go out once ("fail" too)
     assert [r.error for r in out] == ["model_error", None, None, "model_error"]
     assert out[2].cached and out[2].text == out[1].text and out[2].usage == Usage()
@@ -107,9 +115,28 @@ def test_errors_and_empty_answers_are_not_stored_and_batch_twins_go_once(tmp_pat
     assert not cache.put("k", ChatResponse(text="t", error="timeout"))
 
 
+def test_only_accepted_untruncated_answers_are_stored(tmp_path: Path):
+    class Cut(CountingModel):
+        async def complete(self, requests):
+            out = await super().complete(requests)
+            return [replace(r, finish_reason="length") if q.messages[-1]["content"] == "long" else r
+                    for q, r in zip(requests, out)]
+
+    inner = Cut()
+    cache = ResponseCache(tmp_path)
+    model = CachedModel(inner, cache)
+    refused, cut = asyncio.run(model.complete([req("refused"), req("long")]))
+    assert refused.commit is not None and cut.commit is None  # a truncated answer cannot be stored
+    assert len(cache) == 0  # nothing is written before the reader accepts
+    again = asyncio.run(model.complete([req("refused")]))[0]
+    assert not again.cached and inner.calls == 3  # the refused answer was never cached: asked again
+    assert not cache.put("k", ChatResponse(text="t", finish_reason="length"))
+    assert again.commit() and len(cache) == 1
+
+
 def test_cache_files_hold_no_request_text(tmp_path: Path):
     model = CachedModel(CountingModel(), ResponseCache(tmp_path))
-    asyncio.run(model.complete([req("my private question")]))
+    accept(asyncio.run(model.complete([req("my private question")])))
     blob = b"".join(p.read_bytes() for p in tmp_path.glob("*.jsonl"))
     assert b"my private question" not in blob and b"answer #1" in blob
 
@@ -170,7 +197,7 @@ def test_accounting_counts_spend_hits_and_errors_per_role_and_merges(tmp_path: P
     from ray_knowsim.llm.accounting import AccountedModel, Accounting
 
     shard_a = AccountedModel(CachedModel(CountingModel(), ResponseCache(tmp_path)))
-    asyncio.run(shard_a.complete([req("q", role="judge"), req("fail", role="judge"), req("u", role="user_sim")]))
+    accept(asyncio.run(shard_a.complete([req("q", role="judge"), req("fail", role="judge"), req("u", role="user_sim")])))
     asyncio.run(shard_a.complete([req("q", role="judge")]))  # a hit: no new spend
     judge = shard_a.accounting.by_role["judge"]
     assert (judge.calls, judge.errors, judge.cached) == (3, 1, 1)

@@ -94,18 +94,28 @@ def test_user_turn_failures():
 def test_complete_report_parses_in_order():
     text = json.dumps({"iu_analysis": [_entry("IU2", "well_explained"), _entry("IU1"), _entry("IU3", "not_mentioned")]})
     res = parse_signal_report(text, GRAPH)
-    assert res.ok and res.warnings == () and res.value.missing_ids == ()
+    assert res.ok and res.warnings == () and res.repairs == ()
     assert [e.id for e in res.value.entries] == ["IU2", "IU1", "IU3"]
     assert [e.teaching_quality for e in res.value.entries] == ["well_explained", "shallow", "not_mentioned"]
 
 
-def test_missing_ius_are_recorded_never_silent():
-    res = parse_signal_report(json.dumps({"iu_analysis": [_entry("IU2")]}), GRAPH)
-    assert res.ok and res.value.missing_ids == ("IU1", "IU3")
-    assert any("IU1, IU3" in w and "not_mentioned" in w for w in res.warnings)
-    completed = res.value.complete()
-    assert [(e.id, e.teaching_quality, e.teaching_quality_reasoning) for e in completed[1:]] == [
-        ("IU1", "not_mentioned", ""), ("IU3", "not_mentioned", "")]
+def test_harmless_drift_is_normalised_and_recorded():
+    g = IUGraph.model_validate({"nodes": [{"id": "IU1", "concept": "Equivalent fractions"}, {"id": "IU2", "concept": "b"},
+                                          {"id": "IU3", "concept": "c"}, {"id": "IU4", "concept": "d"}], "edges": []})
+    entries = [_entry("iu1", " Well Explained "), _entry("IU 2", "SHALLOW"), _entry("IU3: c", user_attempt_type="Reasoning"),
+               _entry(4, "not-mentioned", concept="d")]
+    res = parse_signal_report(json.dumps({"iu_analysis": entries}), g)
+    assert res.ok, res.detail
+    assert [(e.id, e.teaching_quality) for e in res.value.entries] == [
+        ("IU1", "well_explained"), ("IU2", "shallow"), ("IU3", "shallow"), ("IU4", "not_mentioned")]
+    assert res.value.entries[2].user_attempt_type == "reasoning"
+    assert set(res.repairs) == {
+        "id:'iu1'->IU1", "label:IU1.teaching_quality:' Well Explained '->well_explained", "id:'IU 2'->IU2",
+        "label:IU2.teaching_quality:'SHALLOW'->shallow", "id:'IU3: c'->IU3", "label:IU3.user_attempt_type:'Reasoning'->reasoning",
+        "id:4->IU4", "label:IU4.teaching_quality:'not-mentioned'->not_mentioned"}
+    by_concept = [_entry("Equivalent Fractions"), _entry("IU2"), _entry("IU3"), _entry("IU4")]
+    res = parse_signal_report(json.dumps(by_concept), g)
+    assert res.ok and res.value.entries[0].id == "IU1" and "id:'Equivalent Fractions'->IU1" in res.repairs
 
 
 def test_field_name_drift_and_arrow_labels_are_repaired():
@@ -113,29 +123,46 @@ def test_field_name_drift_and_arrow_labels_are_repaired():
         {"id": "IU1", "teaching_quality_reasoning": "defined and motivated -> well_explained", "user_attempt": "reasoning",
          "assistant_role": "confirmed_correct"},
         {"id": "IU2", "teaching_quality": "shallow", "attempted_by_user": True, "assistant_reasoning_role": "ignored"},
-        {"id": "IU3", "teaching_quality_reasoning": "nothing here"},
-        "not an entry",
+        {"id": "IU3", "teaching_quality": "not_mentioned", "user_attempt_type": "none", "assistant_response_role": "ignored",
+         "teaching_quality_reasoning": None},
     ]
     res = parse_signal_report("```\n" + json.dumps({"analysis": raw}) + "\n```", GRAPH)
-    assert res.ok
+    assert res.ok, res.detail
     e1, e2, e3 = res.value.entries
     assert (e1.teaching_quality, e1.user_attempt_type, e1.assistant_response_role) == ("well_explained", "reasoning", "confirmed_correct")
     assert (e2.user_attempt_type, e2.assistant_response_role) == ("reasoning", "ignored")
-    assert e3.teaching_quality == "not_mentioned"
+    assert e3.teaching_quality == "not_mentioned" and e3.teaching_quality_reasoning == ""
     for r in ("renamed:analysis->iu_analysis", "renamed:assistant_role->assistant_response_role",
-              "renamed:user_attempt->user_attempt_type", "teaching_quality_from_reasoning:IU1", "fenced_block"):
+              "renamed:user_attempt->user_attempt_type", "teaching_quality_from_reasoning:IU1", "fenced_block",
+              "legacy:attempted_by_user->user_attempt_type:entry 2", "null_text:IU3.teaching_quality_reasoning"):
         assert r in res.repairs
-    assert any("non-object" in w for w in res.warnings)
 
 
-def test_irregular_entries_are_kept_and_reported():
-    entries = [_entry("IU1"), _entry("IU1", "well_explained"), _entry("IU9"), _entry(None), _entry("IU2", "excellent"), _entry("IU3")]
-    res = parse_signal_report(json.dumps(entries), GRAPH)  # a bare list is accepted too
-    v = res.value
-    assert len(v.entries) == 6 and v.duplicate_ids == ("IU1",) and v.unknown_ids == ("IU9",) and v.entries_without_id == 1
-    assert "top_level_list" in res.repairs
-    text = " | ".join(res.warnings)
-    assert "IU9" in text and "duplicate" in text and "without an id" in text and "'excellent'" in text
+def test_drift_that_is_not_harmless_is_refused_with_a_precise_detail():
+    cases = {
+        "unknown id": ([_entry("IU1"), _entry("IU2"), _entry("IU3"), _entry("IU12")], ["'IU12' is not an IU of this graph"]),
+        "missing IU": ([_entry("IU1"), _entry("IU3")], ["IU2 is missing"]),
+        "duplicate": ([_entry("IU1"), _entry("IU2"), _entry("IU2", "well_explained"), _entry("IU3")], ["IU2 appears 2 times"]),
+        "null label": ([_entry("IU1", None), _entry("IU2"), _entry("IU3")], ["IU1: teaching_quality null is not one of"]),
+        "unknown label": ([_entry("IU1"), _entry("IU2", "excellent"), _entry("IU3")], ["IU2: teaching_quality 'excellent' is not one of"]),
+        "unknown role": ([_entry("IU1", assistant_response_role="praised"), _entry("IU2"), _entry("IU3")],
+                         ["IU1: assistant_response_role 'praised'"]),
+        "missing label": ([{"id": "IU1", "teaching_quality_reasoning": "no arrow"}, _entry("IU2"), _entry("IU3")],
+                          ["IU1: teaching_quality is missing", "IU1: user_attempt_type is missing"]),
+        "no id": ([_entry(None), _entry("IU1"), _entry("IU2"), _entry("IU3")], ["entry 1 has no id"]),
+        "not an object": (["IU1", _entry("IU1"), _entry("IU2"), _entry("IU3")], ["entry 1 is not an object"]),
+        "several": ([_entry("IU1"), _entry("IU12")], ["IU2, IU3 are missing", "'IU12' is not an IU of this graph"]),
+    }
+    for name, (entries, wanted) in cases.items():
+        res = parse_signal_report(json.dumps({"iu_analysis": entries}), GRAPH)
+        assert res.error == "extractor_invalid_signals", name
+        for w in wanted:
+            assert w in res.detail, (name, res.detail)
+        assert res.detail.endswith("Write exactly one entry for each of IU1, IU2, IU3, in that order."), name
+    # an ambiguous concept name resolves to nothing
+    g = IUGraph.model_validate({"nodes": [{"id": "IU1", "concept": "x"}, {"id": "IU2", "concept": "x"}], "edges": []})
+    res = parse_signal_report(json.dumps([_entry("x"), _entry("IU2")]), g)
+    assert res.error == "extractor_invalid_signals" and "'x' is not an IU of this graph" in res.detail
 
 
 def test_signal_report_failures_are_named():
@@ -146,8 +173,9 @@ def test_signal_report_failures_are_named():
 
 
 def test_latex_inside_a_signal_report():
-    text = '{"iu_analysis": [{"id": "IU1", "teaching_quality": "well_explained", "teaching_quality_reasoning": "shows $\\binom{6}{3}$ and \\sqrt{x}"}]}'
-    res = parse_signal_report(text, GRAPH)
+    text = ('{"iu_analysis": [{"id": "IU1", "teaching_quality": "well_explained", "teaching_quality_reasoning": '
+            '"shows $\\binom{6}{3}$ and \\sqrt{x}", "user_attempt_type": "none", "assistant_response_role": "ignored"}]}')
+    res = parse_signal_report(text, IUGraph.model_validate({"nodes": [{"id": "IU1", "concept": "a"}], "edges": []}))
     assert res.ok and res.value.entries[0].teaching_quality_reasoning == "shows $\\binom{6}{3}$ and \\sqrt{x}"
 
 

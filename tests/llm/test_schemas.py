@@ -86,3 +86,70 @@ def test_user_turn_defaults_and_extra_keys():
     assert UserTurn.model_validate({"message": "x", "terminate": "true"}).terminate is True
     with pytest.raises(ValidationError):
         UserTurn.model_validate({"thought": "only"})
+
+
+def test_per_request_signal_schema_fixes_every_iu_once_with_enums_and_bounds():
+    import jsonschema
+
+    from ray_knowsim.demo import demo_graphs, demo_items
+    from ray_knowsim.model.outputs import REASONING_MAX_CHARS, signal_report_schema
+    from ray_knowsim.prompts.render import render_extractor
+
+    graph = next(iter(demo_graphs("math").values()))
+    schema = signal_report_schema(graph)
+    listing = schema["properties"]["iu_analysis"]
+    n = len(graph.nodes)
+    assert listing["minItems"] == listing["maxItems"] == n and listing["items"] is False and "items" in listing
+    assert [s["properties"]["id"]["const"] for s in listing["prefixItems"]] == [v.id for v in graph.nodes]
+    assert [s["properties"]["concept"]["const"] for s in listing["prefixItems"]] == [v.concept for v in graph.nodes]
+    for slot in listing["prefixItems"]:
+        p = slot["properties"]
+        assert slot["additionalProperties"] is False and slot["required"] == list(p)
+        assert p["teaching_quality"]["enum"] == ["well_explained", "shallow", "not_mentioned"]
+        assert p["user_attempt_reasoning"]["maxLength"] == p["teaching_quality_reasoning"]["maxLength"] == REASONING_MAX_CHARS
+    jsonschema.Draft202012Validator.check_schema(schema)
+
+    def entry(node, **kw):
+        e = {"id": node.id, "concept": node.concept, "teaching_quality_reasoning": "r", "teaching_quality": "shallow",
+             "user_attempt_reasoning": "", "user_attempt_type": "none", "assistant_response_role": "ignored"}
+        e.update(kw)
+        return e
+
+    v = jsonschema.Draft202012Validator(schema)
+    good = [entry(node) for node in graph.nodes]
+    assert not list(v.iter_errors({"iu_analysis": good}))
+    for bad in (good[1:], good + [good[0]], [entry(graph.nodes[0], id="IU99")] + good[1:],
+                [entry(graph.nodes[0], teaching_quality=None)] + good[1:], list(reversed(good)),
+                [entry(graph.nodes[0], teaching_quality_reasoning="x" * (REASONING_MAX_CHARS + 1))] + good[1:]):
+        assert list(v.iter_errors({"iu_analysis": bad}))
+    # the extractor request carries exactly this schema
+    item = next(i for i in demo_items("math") if i.id in demo_graphs("math") and demo_graphs("math")[i.id] is graph)
+    req = render_extractor(item, graph, {}, [], "hi", "hello")
+    assert req.json_schema == schema and req.schema_name == "SignalReport"
+
+
+def test_learner_schemas_bound_the_free_text():
+    from ray_knowsim.model.outputs import MESSAGE_MAX_CHARS, THOUGHT_MAX_CHARS
+
+    for model in (UserTurn, BaselineCoTTurn):
+        props = model.json_schema()["properties"]
+        assert props["message"]["maxLength"] == MESSAGE_MAX_CHARS and props["thought"]["maxLength"] == THOUGHT_MAX_CHARS
+    assert BaselineTurn.json_schema()["properties"]["message"]["maxLength"] == MESSAGE_MAX_CHARS
+
+
+def test_portable_schema_keeps_the_facts_within_the_common_subset():
+    from ray_knowsim.demo import demo_graphs
+    from ray_knowsim.model.outputs import portable_schema, signal_report_schema
+
+    graph = next(iter(demo_graphs("math").values()))
+    full = signal_report_schema(graph)
+    portable = portable_schema(full)
+    text = json.dumps(portable)
+    for banned in ("prefixItems", "maxLength", "minItems", "maxItems", '"const"'):
+        assert banned not in text, banned
+    entry = portable["properties"]["iu_analysis"]["items"]
+    assert entry["properties"]["id"]["enum"] == [n.id for n in graph.nodes]
+    assert entry["properties"]["teaching_quality"]["enum"] == ["well_explained", "shallow", "not_mentioned"]
+    assert entry["additionalProperties"] is False and entry["required"] == list(entry["properties"])
+    assert "maxLength" in json.dumps(full) and full == signal_report_schema(graph)  # the input is untouched
+    assert "maxLength" not in json.dumps(portable_schema(UserTurn.json_schema()))

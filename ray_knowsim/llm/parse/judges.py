@@ -1,0 +1,72 @@
+"""The judges' replies: the Interaction Quality rating and the baselines' termination judgement."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import ValidationError
+
+from ray_knowsim.llm.parse.json_extract import extract_json
+from ray_knowsim.llm.parse.result import ParseResult, fail, rename, validation_detail
+from ray_knowsim.model.outputs import InteractionRating, TerminationJudgement, termination_reasons
+
+_SCORE_OUT_OF = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:/\s*(\d+(?:\.\d+)?))?\s*%?\s*$")
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, str):
+        m = _SCORE_OUT_OF.match(value)
+        if m:
+            return float(m.group(1))
+    return value
+
+
+def parse_rating(text: str | None, *, role: str = "judge") -> ParseResult[InteractionRating]:
+    ext = extract_json(text)
+    if ext.error is not None or not isinstance(ext.value, dict):
+        kind = "empty" if not (text or "").strip() else "invalid_json"
+        return fail(role, kind, ext.error or "the reply is not a JSON object", ext.repairs)
+    data = dict(ext.value)
+    repairs = list(ext.repairs)
+    rename(data, "quality_score", ("interaction_quality", "quality", "iq"), repairs)
+    for key in ("information_calibration", "perceived_overload", "quality_score", "perceived_learning"):
+        if key in data:
+            data[key] = _number(data[key])
+    for key in ("information_calibration", "perceived_overload"):
+        v = data.get(key)
+        if isinstance(v, (int, float)) and 1.0 < v <= 100.0:
+            data[key] = v / 100.0
+            repairs.append(f"percent_scaled:{key}")
+    try:
+        rating = InteractionRating.model_validate(data)
+    except ValidationError as exc:
+        return fail(role, "invalid_output", validation_detail(exc), repairs, data)
+    return ParseResult(value=rating, repairs=tuple(repairs), raw=data)
+
+
+def parse_termination(
+    text: str | None, task: str, n_turns: int, *, role: str = "judge"
+) -> ParseResult[TerminationJudgement]:
+    """The baselines' stop point; an ending turn past the last learner message reads as the last."""
+    ext = extract_json(text)
+    if ext.error is not None or not isinstance(ext.value, dict):
+        kind = "empty" if not (text or "").strip() else "invalid_json"
+        return fail(role, kind, ext.error or "the reply is not a JSON object", ext.repairs)
+    data = dict(ext.value)
+    repairs = list(ext.repairs)
+    rename(data, "ending_turn", ("end_turn", "judged_end_turn", "stop_turn"), repairs)
+    rename(data, "termination_reason", ("reason", "judged_termination_reason"), repairs)
+    try:
+        judgement = TerminationJudgement.model_validate(data)
+    except ValidationError as exc:
+        return fail(role, "invalid_output", validation_detail(exc), repairs, data)
+    allowed = termination_reasons(task)
+    if judgement.termination_reason not in allowed:
+        detail = f"termination_reason {judgement.termination_reason!r} is not one of {', '.join(allowed)}"
+        return fail(role, "invalid_output", detail, repairs, data)
+    warnings: list[str] = []
+    if judgement.ending_turn > n_turns:
+        warnings.append(f"ending_turn {judgement.ending_turn} > {n_turns} learner messages; read as {n_turns}")
+        judgement = judgement.model_copy(update={"ending_turn": n_turns})
+    return ParseResult(value=judgement, repairs=tuple(repairs), warnings=tuple(warnings), raw=data)

@@ -1,0 +1,101 @@
+"""sim.ask: one repair round, one truncation retry with the role's whole budget, a seed per attempt,
+no resending of transport failures, true counts, and only accepted answers in the cache."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from ray_knowsim.llm.cache import CachedModel, ResponseCache
+from ray_knowsim.llm.parse import ParseResult
+from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.sim.ask import MIN_BUDGET, ask_batch, attempt_seed, first_budget
+
+
+class Script:
+    """Answers request k of the whole conversation with ``replies[k]`` (text, finish_reason, error)."""
+
+    name = "script"
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.sent: list[ChatRequest] = []
+
+    async def complete(self, requests):
+        out = []
+        for r in requests:
+            self.sent.append(r)
+            text, finish, error = self.replies.pop(0)
+            out.append(ChatResponse(text=text, usage=Usage(10, 2), finish_reason=finish, error=error))
+        return out
+
+
+def digits(text: str, index: int) -> ParseResult[int]:
+    return ParseResult(value=int(text)) if text.isdigit() else ParseResult(error="user_sim_invalid_output", detail=f"{text!r} is not a number")
+
+
+def req(**kw) -> ChatRequest:
+    base = dict(messages=({"role": "user", "content": "n?"},), role="user_sim", temperature=0.7, seed=41, max_tokens=1000)
+    base.update(kw)
+    return ChatRequest(**base)
+
+
+def ask(model, request, attempts=3, estimate=None):
+    return asyncio.run(ask_batch(model, [request], digits, attempts=attempts, estimates=[estimate]))[0]
+
+
+def test_budget_and_seed_policy():
+    assert first_budget(1000) == 500 and first_budget(300) == MIN_BUDGET and first_budget(100) == 100
+    assert first_budget(8192, estimate=1280) == 1280 and first_budget(1000, estimate=5000) == 1000
+    assert attempt_seed(41, 0) == 41 and attempt_seed(None, 2) is None
+    seeds = {attempt_seed(41, k) for k in range(4)}
+    assert len(seeds) == 4 and all(0 <= s < 2**31 - 1 for s in seeds)
+
+
+def test_a_refused_answer_gets_one_repair_round_with_its_own_seed():
+    model = Script([("many", "stop", None), ("7", "stop", None)])
+    a = ask(model, req())
+    assert a.ok and a.value == 7 and a.calls == 2 and a.cache_hits == 0
+    assert a.refusals == ["user_sim_invalid_output: 'many' is not a number"]
+    first, retry = model.sent
+    assert first.seed == 41 and retry.seed == attempt_seed(41, 1) != 41
+    assert retry.messages[-2] == {"role": "assistant", "content": "many"} and "'many' is not a number" in retry.messages[-1]["content"]
+    # still refused after the one repair: a named failure, never a third call
+    model = Script([("a", "stop", None), ("b", "stop", None), ("c", "stop", None)])
+    a = ask(model, req())
+    assert a.error == "user_sim_invalid_output" and a.calls == 2 and len(a.refusals) == 2 and len(model.sent) == 2
+
+
+def test_a_truncated_answer_is_retried_once_with_the_whole_budget():
+    model = Script([('{"x": "lo', "length", None), ("12", "stop", None)])
+    a = ask(model, req())
+    assert a.ok and a.value == 12 and a.truncations == 1 and a.refusals == [] and a.calls == 2
+    assert [r.max_tokens for r in model.sent] == [500, 1000]
+    assert model.sent[1].seed == attempt_seed(41, 1) and model.sent[1].messages == model.sent[0].messages
+    # truncated again at the cap: a named failure
+    model = Script([("{", "length", None), ("{", "length", None)])
+    a = ask(model, req())
+    assert a.error == "user_sim_truncated" and "max_tokens=1000" in a.detail and a.truncations == 2
+    # no room to grow (first budget == cap): no retry; a parsable cut answer is kept and counted
+    model = Script([("5", "length", None)])
+    a = ask(model, req(max_tokens=200))
+    assert a.ok and a.value == 5 and a.truncations == 1 and len(model.sent) == 1
+
+
+def test_attempts_one_means_no_retry_and_transport_failures_are_final():
+    model = Script([("x", "stop", None)])
+    assert ask(model, req(), attempts=1).error == "user_sim_invalid_output" and len(model.sent) == 1
+    model = Script([("", None, "http_503")])
+    a = ask(model, req())
+    assert a.error == "user_sim_http_503" and a.calls == 0 and len(model.sent) == 1 and a.usage == Usage(10, 2)
+
+
+def test_only_accepted_answers_reach_the_cache_and_hits_are_not_calls(tmp_path: Path):
+    cache = ResponseCache(tmp_path)
+    model = CachedModel(Script([("many", "stop", None), ("7", "stop", None)]), cache)
+    a = ask(model, req())
+    assert a.ok and len(cache) == 1  # the refused "many" was not stored, the repaired "7" was
+    again = ask(CachedModel(Script([("many", "stop", None)]), cache), req())
+    assert again.refusals and again.value == 7 and again.calls == 1 and again.cache_hits == 1
+    model = CachedModel(Script([("{", "length", None), ("3", "stop", None)]), ResponseCache(tmp_path / "t"))
+    assert ask(model, req()).value == 3 and len(model.cache) == 1  # the truncated answer was not stored
