@@ -51,7 +51,7 @@ def test_holm_family_is_the_pairs_of_one_level_and_metric():
     base = {c: float(rng.normal()) for c in cells}
     vals = {"A": base, "B": {c: v + float(rng.normal(0, 0.5)) for c, v in base.items()},
             "C": {c: v + 2.0 for c, v in base.items()}}
-    t = analyse(rows(vals), options=CompareOptions(n_boot=400))
+    t = analyse(rows(vals), options=CompareOptions(n_boot=400, family="level_metric"))
     p = t["paired"][t["paired"].knowledge_level == "novice"]
     assert len(p) == 3 and (p["family_size"] == 3).all()
     order = np.argsort(p["p_value"].to_numpy())
@@ -89,3 +89,20 @@ def test_aa_noise_is_not_flagged_and_mde_reported():
     m = t["mde"]
     assert (m["mde"] > 0).all() and (m["mde_holm"] >= m["mde"]).all()
     assert m["mde"].iloc[0] == pytest.approx(2.8015852 * m["se"].iloc[0], rel=1e-6)
+
+
+def test_run_family_spans_levels_metrics_and_pairs():
+    rng = np.random.default_rng(2)
+    cells = [(f"i{k}", lvl, 0) for k in range(8) for lvl in ("novice", "advanced")]
+    out = []
+    for cond in ("A", "B", "C"):
+        for (item, level, trial) in cells:
+            out.append({"task": "math", "item_id": item, "knowledge_level": level, "trial": trial, "match": "s",
+                        "condition": cond, "kg": float(rng.normal()), "co": float(rng.random())})
+    t = analyse(pd.DataFrame(out), options=CompareOptions(n_boot=200))
+    p = t["paired"]
+    assert len(p) == 3 * 3 * 2 and (p["family_size"] == 18).all()
+    order = np.argsort(p["p_value"].to_numpy(), kind="stable")
+    raw = p["p_value"].to_numpy()[order]
+    want = np.maximum.accumulate(np.minimum(1, raw * np.arange(18, 0, -1)))
+    assert p["p_holm"].to_numpy()[order] == pytest.approx(want)
