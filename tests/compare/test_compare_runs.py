@@ -1,0 +1,103 @@
+"""``compare`` on real offline runs: a planted difference and an A/A pair, merging two runs and
+refusing an incompatible one. One local Ray for the module (tests/engine's fixture)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from ray_knowsim.cli.main import main as cli_main
+from ray_knowsim.compare.pipeline import compare_runs
+from ray_knowsim.engine.config import parse_run_config
+from ray_knowsim.engine.runner import run
+from tests.engine.conftest import ray_local  # noqa: F401  (module-scoped local Ray)
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+
+def planted_config(**over):
+    """The same adaptive tutor under two names (A/A) and a minimal tutor (planted: clearly worse)."""
+    cfg = {
+        "name": "planted",
+        "tasks": [{"name": "math", "items": "pkg:demo/math.jsonl", "graphs": "pkg:demo/iu_math.json"}],
+        "models": {"sim": {"backend": "offline"}},
+        "roles": {"user_sim": "sim", "extractor": "sim", "judge": "sim", "assistant": {"model": "sim"}},
+        "levels": ["novice", "intermediate"],
+        "conditions": [{"name": "tutor-a", "strategy": "adaptive"}, {"name": "tutor-b", "strategy": "adaptive"},
+                       {"name": "weak", "strategy": "minimal"}],
+        "max_turns": 3,
+        "trials": 4,
+        "engine": {"shard_size": 48},
+    }
+    cfg.update(over)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "planted"
+    cfg = parse_run_config(planted_config())
+    outcome = run(cfg, output=out, quiet=True)
+    assert outcome.status == "ok"
+    return out
+
+
+@pytest.fixture(scope="module")
+def second(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "second"
+    cfg = parse_run_config(planted_config(name="second", conditions=[{"name": "comp", "strategy": "comprehensive"}]))
+    assert run(cfg, output=out, quiet=True).status == "ok"
+    return out
+
+
+def test_planted_difference_found_and_aa_pair_never_flagged(planted, tmp_path):
+    res = compare_runs([planted], tmp_path / "cmp", n_boot=1000)
+    p = res.tables["paired"]
+    assert set(p["family_size"]) == {len(p)}  # one Holm family: the whole comparison
+    aa = p[(p.condition_a == "tutor-a") & (p.condition_b == "tutor-b")]
+    assert len(aa) == 8 * 3 and not aa["significant"].any() and aa["better"].isna().all()
+    assert aa["p_holm"].min() > 0.05
+    # the minimal tutor is worse on interaction quality, level-marginal, for both names of the tutor
+    for cond in ("tutor-a", "tutor-b"):
+        r = p[(p.condition_a == cond) & (p.condition_b == "weak") & (p.metric == "iq") & (p.knowledge_level == "all")].iloc[0]
+        assert r["significant"] and r["better"] == cond and r["p_holm"] < 0.05
+        assert r["ci_low"] > 0 and r["ci_low_adj"] > 0  # the CI excludes 0, also the family-adjusted one
+    for name in ("paired", "best", "mde", "leaderboard"):
+        assert (tmp_path / "cmp" / f"{name}.parquet").is_file() and (tmp_path / "cmp" / f"{name}.csv").is_file()
+    written = pd.read_parquet(tmp_path / "cmp" / "paired.parquet")
+    for col in ("task", "knowledge_level", "metric", "condition_a", "condition_b", "n_pairs", "mean_diff", "ci_low",
+                "ci_high", "p_value", "p_holm"):
+        assert col in written.columns
+    html = (tmp_path / "cmp" / "leaderboard.html").read_text()
+    assert "<table" in html and "weak" in html and "http" not in html.replace("http-equiv", "")
+    best = res.tables["best"]
+    iq = best[(best.metric == "iq") & (best.knowledge_level == "all")].set_index("condition")
+    assert iq.loc["weak", "prob_best"] == pytest.approx(0.0) and iq.loc["weak", "rank"] == 3
+    co = best[(best.metric == "co") & (best.knowledge_level == "all")].set_index("condition")
+    assert co.loc["weak", "rank"] == 1  # lower CO is better: the minimal tutor overloads least
+
+
+def test_two_runs_merge_and_pair_across_runs(planted, second, tmp_path):
+    res = compare_runs([planted, second], tmp_path / "cmp", n_boot=500)
+    assert res.conditions == ["planted/tutor-a", "planted/tutor-b", "planted/weak", "second/comp"]
+    p = res.tables["paired"]
+    cross = p[(p.condition_a == "planted/tutor-a") & (p.condition_b == "second/comp") & (p.knowledge_level == "novice")]
+    assert (cross["n_pairs"] == 16).all()  # same seed -> same initial states -> every cell pairs
+    board = res.tables["leaderboard"]
+    assert set(board["condition"]) == set(res.conditions) and set(board["run"]) == {"planted", "second"}
+    assert board["position"].min() == 1
+
+
+def test_incompatible_run_is_refused_naming_the_difference(planted, tmp_path, capsys):
+    other = tmp_path / "softer"
+    shutil.copytree(planted, other, ignore=shutil.ignore_patterns("cache", "turns"))
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["config"]["rules"]["overrides"] = {"dropoff_softening": 1.0}
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    code = cli_main(["compare", str(planted), str(other), "--out", str(tmp_path / "cmp"), "--n-boot", "200"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"{other}: rules.dropoff_softening 1.0 != 1.3 in {planted}" in err
