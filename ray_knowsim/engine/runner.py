@@ -76,7 +76,20 @@ def make_context(cfg: RunConfig, run_id: str, config_hash: str) -> ShardContext:
         early_stop=cfg.early_stop,
         graph_mode=cfg.graph_mode,
         roles=roles,
+        prices=model_prices(cfg),
     )
+
+
+def model_prices(cfg: RunConfig) -> dict[str, Any]:
+    """Model key -> Price: the configured one; the offline model is free unless priced."""
+    from ray_knowsim.model.price import Price
+
+    out: dict[str, Any] = {}
+    for key, entry in cfg.models.items():
+        price = entry.price if entry.price is not None else (Price.free() if entry.backend == "offline" else None)
+        if price is not None:
+            out[key] = price
+    return out
 
 
 @contextmanager
@@ -208,6 +221,9 @@ def run(
                 from ray_knowsim.engine.reduce import aggregate_cells, build_tables, write_tables
 
                 outcome.tables = build_tables(aggregate_cells(files))
+                from ray_knowsim.engine.cost import cost_tables
+
+                outcome.tables.update(cost_tables(files))
                 write_tables(outcome.tables, run_dir.tables)
         status = outcome.status
     except KeyboardInterrupt:
