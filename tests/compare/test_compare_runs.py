@@ -101,3 +101,15 @@ def test_incompatible_run_is_refused_naming_the_difference(planted, tmp_path, ca
     assert code == 2
     err = capsys.readouterr().err
     assert f"{other}: rules.dropoff_softening 1.0 != 1.3 in {planted}" in err
+
+
+def test_report_shows_who_beats_whom_and_cost(planted, tmp_path):
+    from ray_knowsim.report.build import build_report
+
+    res = build_report(planted, tmp_path / "report")
+    md = res.markdown_path.read_text()
+    assert "## Who beats whom" in md and "### math, level all" in md and "## Cost" in md
+    block = md.split("### math, level all")[1].split("###")[0]
+    assert "| tutor-a | — |  | IQ" in block  # tutor-a beats weak on IQ (level-marginal)
+    html = res.html_path.read_text()
+    assert 'id="who-beats-whom"' in html and 'id="cost"' in html
