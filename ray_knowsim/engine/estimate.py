@@ -57,8 +57,8 @@ ESTIMATE_FORMAT = 1
 ROLES = ("user_sim", "assistant", "extractor", "judge")
 CHARS_PER_TOKEN = 4
 #: offline model: measured per-request completion lengths (whitespace words) on the demo items
-OFFLINE_COMPLETION = {"user_sim": 55.0, "judge": 57.0, "judge_termination": 40.0, "extractor_per_iu": 40.0,
-                      "assistant": {"minimal": 26.0, "adaptive": 75.0, "socratic": 60.0, "comprehensive": 200.0}}
+OFFLINE_COMPLETION = {"user_sim": 55.0, "judge": 60.0, "judge_termination": 40.0, "extractor_per_iu": 35.0,
+                      "assistant": {"minimal": 26.0, "adaptive": 75.0, "socratic": 55.0, "comprehensive": 210.0}}
 #: other backends: typical chat-model completion lengths (tokens), capped by the role budget
 TYPICAL_COMPLETION = {"user_sim": 150.0, "judge": 300.0, "judge_termination": 150.0, "extractor_per_iu": 60.0,
                       "assistant": {"minimal": 120.0, "adaptive": 450.0, "socratic": 300.0, "comprehensive": 900.0}}

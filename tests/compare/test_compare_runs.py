@@ -113,3 +113,66 @@ def test_report_shows_who_beats_whom_and_cost(planted, tmp_path):
     assert "| tutor-a | — |  | IQ" in block  # tutor-a beats weak on IQ (level-marginal)
     html = res.html_path.read_text()
     assert 'id="who-beats-whom"' in html and 'id="cost"' in html
+
+
+# ----------------------------------------------------------------------------- dry-run estimate
+
+ROLES = ("user_sim", "assistant", "extractor", "judge")
+
+
+def actual_tokens(run_dir) -> dict[str, tuple[int, int]]:
+    import pyarrow.dataset as ds
+
+    df = ds.dataset(run_dir / "sessions", format="parquet").to_table().to_pandas()
+    return {r: (int(df[f"prompt_tokens_{r}"].sum()), int(df[f"completion_tokens_{r}"].sum())) for r in ROLES}
+
+
+def assert_within_factor(est, actual, factor=2.0):
+    for role in ROLES:
+        e = est.per_role[role]
+        p, c = actual[role]
+        assert p / factor <= e.prompt_tokens <= p * factor, (role, "prompt", e.prompt_tokens, p)
+        assert c / factor <= e.completion_tokens <= c * factor, (role, "completion", e.completion_tokens, c)
+    tp, tc = sum(v[0] for v in actual.values()), sum(v[1] for v in actual.values())
+    assert tp / factor <= est.totals.prompt_tokens <= tp * factor
+    assert tc / factor <= est.totals.completion_tokens <= tc * factor
+
+
+def test_dry_run_estimate_matches_the_real_run_within_a_factor_of_two(planted, tmp_path, capsys):
+    from ray_knowsim.engine.estimate import Estimate
+
+    cfg_file = tmp_path / "planted.yaml"
+    import yaml
+
+    cfg_file.write_text(yaml.safe_dump(planted_config()))
+    out = tmp_path / "dry"
+    assert cli_main(["run", str(cfg_file), "--dry-run", "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["estimate.json"]  # no session, no manifest, no cache
+    raw = json.loads((out / "estimate.json").read_text())
+    assert set(raw["totals"]) >= {"requests", "prompt_tokens", "completion_tokens", "cost_usd", "minutes"}
+    est = Estimate.model_validate(raw)
+    assert est.n_sessions == 96 and est.first_turn["user_sim"].rendered == 96
+    # requests: 3 per turn x 3 turns + 1 judge per session, as the real run made (no retries there)
+    import pyarrow.dataset as ds
+
+    calls = int(ds.dataset(planted / "sessions", format="parquet").to_table(columns=["llm_calls"]).column(0).to_numpy().sum())
+    assert est.totals.requests == 96 * 10 == calls
+    assert est.totals.cost_usd == 0.0  # the offline model is free
+    assert_within_factor(est, actual_tokens(planted))
+    assert "dry run planted" in capsys.readouterr().out
+
+
+def test_dry_run_from_a_previous_run(planted, second, tmp_path):
+    from ray_knowsim.engine.estimate import dry_run
+
+    cfg = parse_run_config(planted_config(name="second", conditions=[{"name": "comp", "strategy": "comprehensive"}],
+                                          models={"sim": {"backend": "offline", "price": {"input": 1.0, "output": 4.0}}}))
+    est, path = dry_run(cfg, tmp_path / "dry", from_run=planted)
+    assert path.is_file() and est.assumptions["completion_source"].startswith("previous run")
+    # the previous run had no comprehensive tutor: the assistant falls back to its mean over strategies
+    got = actual_tokens(second)
+    for role in ("user_sim", "extractor", "judge"):
+        p, c = got[role]
+        assert p / 2 <= est.per_role[role].prompt_tokens <= p * 2 and c / 2 <= est.per_role[role].completion_tokens <= c * 2
+    want_cost = sum(e.prompt_tokens * 1.0 + e.completion_tokens * 4.0 for e in est.per_role.values()) / 1e6
+    assert est.totals.cost_usd == pytest.approx(want_cost)
