@@ -3,7 +3,7 @@
 Built from the ``best`` table's level-marginal rows (``knowledge_level == "all"``): per task and
 condition the level-marginal mean of each metric, its cluster-bootstrap CI over items, its rank
 (orientation-aware) and its probability of being best; ``mean_rank`` is the mean of the metric
-ranks, and the rows are sorted by it. ``cost_usd`` (when priced) is shown but not ranked.
+ranks; rows are sorted by the number of metrics ranked (most first), then by ``mean_rank``. ``cost_usd`` (when priced) is shown but not ranked.
 """
 
 from __future__ import annotations
@@ -37,13 +37,17 @@ def leaderboard(best: pd.DataFrame, runs_of: dict[str, str] | None = None) -> pd
             if m not in UNRANKED and not math.isnan(r["rank"]):
                 ranked.append(r["rank"])
         row["mean_rank"] = sum(ranked) / len(ranked) if ranked else math.nan
+        row["ranked_metrics"] = len(ranked)
         rows.append(row)
     df = pd.DataFrame(rows)
     if df.empty:
         return pd.DataFrame(columns=["task", "condition", "run", "mean_rank", "position"])
-    df = df.sort_values(["task", "mean_rank", "condition"], na_position="last").reset_index(drop=True)
-    df["position"] = df.groupby("task")["mean_rank"].rank(method="min")
-    return df
+    # a condition with fewer metrics (a baseline simulator has no KG/DC/CO) is ranked after those
+    # with more: a mean over one metric is no match for a mean over eight
+    df["_key"] = -df["ranked_metrics"] * 1000 + df["mean_rank"].fillna(999)
+    df = df.sort_values(["task", "_key", "condition"]).reset_index(drop=True)
+    df["position"] = df.groupby("task")["_key"].rank(method="min")
+    return df.drop(columns="_key")
 
 
 def _f(x, d: int = 3) -> str:
