@@ -302,11 +302,10 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
     first: dict[str, list[int]] = defaultdict(list)
     growth: dict[tuple, dict[str, list[int]]] = {}
     judges: dict[tuple, tuple[int, int | None]] = {}
-    lockstep_s = 0.0
+    items = {f"{task}/{it.id}": it for task, its in inputs.items.items() for it in its}
 
     for spec in plan.iter_sessions():
-        key_item = spec.item_key
-        item, graph = next(it for it in inputs.items[spec.task] if it.id == spec.item_id), inputs.graphs[key_item]
+        item, graph = items[spec.item_key], inputs.graphs[spec.item_key]
         live = start_session(spec, item, graph, cfg.rule_config)
         T = turns_for(live.structured)
         p1 = _render_turn(live, 1, comp, counters)
