@@ -8,8 +8,9 @@ Output tables (every row validated by a pydantic model below):
 
 * ``paired`` — per (task, knowledge_level, metric) and pair of conditions (a before b in the
   condition order): n_pairs matched cells, mean_diff = mean(a − b) over them, the cluster-bootstrap
-  percentile CI over items (``ci_low/ci_high``; ``ci_low_adj/ci_high_adj`` at level 1 − alpha/m,
-  Bonferroni-simultaneous over the family), the exact sign test's p and its Holm adjustment.
+  percentile CI over items (``ci_low/ci_high``; ``ci_low_adj/ci_high_adj`` at level
+  1 − (1 − ci_level)/m, Bonferroni-simultaneous over the family, from the bootstrap SE with a
+  normal quantile — a percentile bound that far out would rest on a handful of replicates), the exact sign test's p and its Holm adjustment.
   ``knowledge_level = "all"`` is the level-marginal: the mean over levels of the per-level mean
   differences (the tables' level-marginal = unweighted mean of level means); its test unit is a
   (item, trial) with the mean over levels of its cell differences; its bootstrap draws items once
@@ -81,7 +82,7 @@ class PairedRow(BaseModel):
     mean_diff: float  # a - b
     ci_low: float
     ci_high: float
-    ci_low_adj: float  # percentile CI at 1 - alpha/family_size (simultaneous over the family)
+    ci_low_adj: float  # mean_diff -/+ z(1 - (1 - ci_level) / (2 m)) * se: Bonferroni-simultaneous over the family
     ci_high_adj: float
     se: float  # bootstrap SE of mean_diff
     n_pos: int  # pairs with a > b
@@ -275,7 +276,7 @@ def _adjust(paired: list[dict], opts: CompareOptions) -> list[dict]:
         m = len(rows)
         for r, ph in zip(rows, S.holm([r["p_value"] for r in rows])):
             reps, sd = r.pop("_reps"), r.pop("_sd")
-            r["ci_low_adj"], r["ci_high_adj"] = S.percentile_ci(reps, 1.0 - (1.0 - opts.ci_level) / max(m, 1))
+            r["ci_low_adj"], r["ci_high_adj"] = S.normal_ci(r["mean_diff"], r["se"], 1.0 - (1.0 - opts.ci_level) / max(m, 1))
             r["p_holm"], r["family_size"] = float(ph), m
             r["significant"] = bool(ph < opts.alpha)
             r["better"] = _better(r, opts.alpha)

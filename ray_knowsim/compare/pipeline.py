@@ -62,7 +62,7 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
     info = {"runs": [{"path": r.path, "label": r.label, "conditions": r.conditions} for r in runs],
             "options": opts.model_dump(), "family": ("every paired row of the comparison" if family == "run" else "per (task, knowledge_level, metric): its condition pairs"),
             "test": "exact two-sided sign test on matched cells (level-marginal: per (item, trial), mean over levels)",
-            "ci": "percentile cluster bootstrap over items; *_adj at 1 - (1 - ci_level) / family_size",
+            "ci": "percentile cluster bootstrap over items; *_adj: mean_diff -/+ z(1 - (1 - ci_level) / (2 family_size)) * bootstrap SE",
             "mde": "(z(1 - alpha/2) + z(power)) * bootstrap SE; mde_holm with alpha / family_size"}
     (out / "compare.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
     return CompareResult(out, tables, conditions)

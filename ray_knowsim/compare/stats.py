@@ -98,6 +98,14 @@ def percentile_ci(replicates: np.ndarray, level: float = 0.95) -> tuple[float, f
     return float(lo), float(hi)
 
 
+def normal_ci(estimate: float, se: float, level: float = 0.95) -> tuple[float, float]:
+    """``estimate -/+ z((1 + level) / 2) * se`` (NaN, NaN when either is not finite)."""
+    if estimate is None or se is None or not (np.isfinite(estimate) and np.isfinite(se)):
+        return math.nan, math.nan
+    z = float(_st.norm.ppf(0.5 + level / 2.0))
+    return float(estimate - z * se), float(estimate + z * se)
+
+
 def bootstrap_se(replicates: np.ndarray) -> float:
     r = np.asarray(replicates, dtype=float)
     r = r[np.isfinite(r)]
@@ -126,6 +134,6 @@ def mde(se: float, alpha: float = 0.05, power: float = 0.8) -> float:
 
 
 __all__ = [
-    "bootstrap_se", "cluster_means", "cluster_sums", "holm", "item_weights", "mde", "percentile_ci",
+    "bootstrap_se", "cluster_means", "cluster_sums", "holm", "item_weights", "mde", "normal_ci", "percentile_ci",
     "prob_best", "sign_test",
 ]

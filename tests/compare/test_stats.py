@@ -92,3 +92,11 @@ def test_mde_known_answer():
     assert S.mde(0.1) == pytest.approx(0.2801585, rel=1e-5)
     assert S.mde(0.1, alpha=0.01, power=0.9) == pytest.approx((st.norm.ppf(0.995) + st.norm.ppf(0.9)) * 0.1)
     assert math.isnan(S.mde(math.nan))
+
+
+def test_normal_ci_known_answer():
+    lo, hi = S.normal_ci(1.0, 0.5, 0.95)
+    assert (lo, hi) == pytest.approx((1.0 - 1.959964 * 0.5, 1.0 + 1.959964 * 0.5), rel=1e-6)
+    lo, hi = S.normal_ci(0.0, 1.0, 1 - 0.05 / 10)
+    assert hi == pytest.approx(st.norm.ppf(1 - 0.0025))
+    assert all(math.isnan(v) for v in S.normal_ci(math.nan, 1.0))
