@@ -15,6 +15,7 @@ SUBCOMMAND_MODULES = (
     "report",
     "extract_graphs",
     "serve_offline",
+    "compare",
 )
 
 

@@ -24,6 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="override a config value (YAML value), e.g. --set trials=2 --set engine.shard_size=8")
     p.add_argument("--quiet", "-q", action="store_true", help="no live progress or tables; a final summary line only")
     p.add_argument("--overwrite", action="store_true", help="discard results already in the run directory")
+    p.add_argument("--dry-run", action="store_true",
+                   help="call no model, write no session: estimate requests, tokens, cost and wall time into RUN_DIR/estimate.json")
+    p.add_argument("--from-run", default=None, metavar="DIR",
+                   help="with --dry-run: take completion lengths, turns and latencies from this earlier run directory")
     p.set_defaults(func=main)
 
 
@@ -37,6 +41,17 @@ def main(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    if args.dry_run:
+        from ray_knowsim.engine.estimate import dry_run, summary_lines
+        from ray_knowsim.io.loaders import LoadError
+
+        try:
+            est, path = dry_run(cfg, args.output, args.from_run)
+        except (LoadError, ValueError, OSError) as exc:
+            print(f"ray-knowsim run --dry-run: {exc}", file=sys.stderr)
+            return 2
+        print("\n".join(summary_lines(est)) + f"\nestimate in {path}", flush=True)
+        return 0
     try:
         outcome = run(cfg, address=args.address, output=args.output, quiet=args.quiet,
                       overwrite=args.overwrite, config_file=str(args.config))

@@ -79,7 +79,20 @@ def make_context(cfg: RunConfig, run_id: str, config_hash: str) -> ShardContext:
         prompts=cfg.prompts.version,
         connectable=cfg.prompts.connectable,
         plugins=tuple(cfg.plugins),
+        prices=model_prices(cfg),
     )
+
+
+def model_prices(cfg: RunConfig) -> dict[str, Any]:
+    """Model key -> Price: the configured one; the offline model is free unless priced."""
+    from ray_knowsim.model.price import Price
+
+    out: dict[str, Any] = {}
+    for key, entry in cfg.models.items():
+        price = entry.price if entry.price is not None else (Price.free() if entry.backend == "offline" else None)
+        if price is not None:
+            out[key] = price
+    return out
 
 
 @contextmanager
@@ -211,6 +224,9 @@ def run(
                 from ray_knowsim.engine.reduce import aggregate_cells, build_tables, write_tables
 
                 outcome.tables = build_tables(aggregate_cells(files))
+                from ray_knowsim.engine.cost import cost_tables
+
+                outcome.tables.update(cost_tables(files))
                 write_tables(outcome.tables, run_dir.tables)
         status = outcome.status
     except KeyboardInterrupt:

@@ -489,7 +489,9 @@ class OpenAICompatibleModel:
     def _usage(self, raw: Any) -> Usage:
         if isinstance(raw, dict):
             try:
-                return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))
+                details = raw.get("prompt_tokens_details")
+                cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+                return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0), cached)
             except (TypeError, ValueError):
                 pass
         if not self._warned_no_usage:

@@ -33,6 +33,7 @@ class ChatRequest:
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
 
     @property
     def total(self) -> int:
@@ -41,6 +42,7 @@ class Usage:
     def add(self, other: "Usage") -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        self.cached_prompt_tokens += other.cached_prompt_tokens
 
 
 @dataclass

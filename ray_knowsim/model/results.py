@@ -93,6 +93,21 @@ class SessionRow(BaseModel):
     tokens_judge: int = 0
     prompt_versions: str = "{}"  # JSON {template: version}
     user_profile: str = ""  # the learner profile a profile baseline was given (drawn from the seed)
+    # per role: prompt / completion / cached-prompt tokens (new spend; cache hits of the run's own
+    # response cache are free), and the session's cost in USD (None: a model has no price)
+    prompt_tokens_user_sim: int = 0
+    completion_tokens_user_sim: int = 0
+    cached_prompt_tokens_user_sim: int = 0
+    prompt_tokens_assistant: int = 0
+    completion_tokens_assistant: int = 0
+    cached_prompt_tokens_assistant: int = 0
+    prompt_tokens_extractor: int = 0
+    completion_tokens_extractor: int = 0
+    cached_prompt_tokens_extractor: int = 0
+    prompt_tokens_judge: int = 0
+    completion_tokens_judge: int = 0
+    cached_prompt_tokens_judge: int = 0
+    cost_usd: float | None = None
 
 
 class TurnRow(BaseModel):

@@ -86,6 +86,9 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
     content.figures["overview"] = overview_plot(summary, specs)
     content.figures["failure_modes"] = failure_mode_plot(failures, summary.levels)
     content.trajectories = [trajectory_plot(v) for v in views]
+    from ray_knowsim.report.decisions import decision_sections
+
+    content.decisions_html, content.decisions_md = decision_sections(run.run_dir)
 
     out = Path(out_dir) if out_dir is not None else Path(run.run_dir) / "report"
     out.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,9 @@ class ReportContent:
     figures: dict[str, str | None] = field(default_factory=dict)  # name -> data URI
     trajectories: list[str | None] = field(default_factory=list)  # per conversation
     sample_note: str = ""
+    # decision sections (report/decisions.py): who beats whom, cost
+    decisions_html: list[str] = field(default_factory=list)
+    decisions_md: list[str] = field(default_factory=list)
 
     @property
     def variant_text(self) -> str:

@@ -130,6 +130,7 @@ def render_html(c: ReportContent) -> str:
         _marginal(c),
         _per_level(c),
         _failures(c),
+        *c.decisions_html,
         _conversations(c),
         _method(c),
         "</main>",

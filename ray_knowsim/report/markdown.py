@@ -74,6 +74,7 @@ def render_markdown(c: ReportContent) -> str:
             out.append(_row(cells))
         out.append("")
 
+    out += c.decisions_md
     if c.conversations:
         out += ["## Conversations shown in the HTML report", ""]
         for v in c.conversations:

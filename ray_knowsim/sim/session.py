@@ -21,6 +21,7 @@ from ray_knowsim.rules.prerequisites import density
 from ray_knowsim.rules.trajectory import Trajectory
 from ray_knowsim.rules.turn_metrics import FAILURE_MODE_VARIANTS, TurnMetrics
 from ray_knowsim.rules.update import TurnUpdate, well_explained_ids
+from ray_knowsim.sim.cost import session_cost
 from ray_knowsim.sim.types import SessionSpec, ShardContext
 from ray_knowsim.simulators import SIMULATORS, Simulator
 
@@ -222,6 +223,11 @@ class LiveSession:
         }
         for role, column in ROLE_COLUMNS.items():
             row[column] = self.usage[role].total if role in self.usage else 0
+            u = self.usage.get(role, Usage())
+            row[f"prompt_tokens_{role}"], row[f"completion_tokens_{role}"] = u.prompt_tokens, u.completion_tokens
+            row[f"cached_prompt_tokens_{role}"] = u.cached_prompt_tokens
+        role_models = {r: st.model for r, st in ctx.roles.items()} | {"assistant": s.assistant_model}
+        row["cost_usd"] = session_cost(self.usage, role_models, ctx.prices)
         if self.structured and self.trajectory is not None and self.trajectory.metrics and self.status != "failed":
             row.update(self.trajectory.summary(ctx.rules))
             for mode in FAILURE_MODES:

@@ -109,6 +109,9 @@ class ShardContext:
     # Optional hook the loop may call after each turn's kernel call with
     # {"turn": t, "live": n_live_sessions}; the engine forwards it to the progress display.
     on_turn: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
+    # model key -> Price (ray_knowsim.model.price) for the session's cost_usd; a key without a
+    # price leaves cost_usd empty for the sessions that used it
+    prices: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def judged(self) -> bool:

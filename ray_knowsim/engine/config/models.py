@@ -9,6 +9,7 @@ from pydantic import Field
 from ray_knowsim.engine.config.base import Strict
 from ray_knowsim.llm.http_backend import HTTPModelConfig
 from ray_knowsim.llm.vllm_backend import VLLMModelConfig
+from ray_knowsim.model.price import Price
 
 
 
@@ -18,24 +19,27 @@ class OfflineModelEntry(Strict):
     backend: Literal["offline"]
     name: str | None = None  # identity in caches / results; default: the model key
     options: dict[str, Any] = Field(default_factory=dict)  # passed to the offline model
+    price: Price | None = None  # USD per million tokens (model/price.py); offline: free when unset
 
 
 class HTTPModelEntry(HTTPModelConfig):
     """Any OpenAI-compatible endpoint (see :class:`HTTPModelConfig` for every field)."""
 
     backend: Literal["http"]
+    price: Price | None = None  # USD per million tokens (model/price.py)
 
     def http_config(self) -> HTTPModelConfig:
-        return HTTPModelConfig.model_validate(self.model_dump(exclude={"backend"}))
+        return HTTPModelConfig.model_validate(self.model_dump(exclude={"backend", "price"}))
 
 
 class VLLMModelEntry(VLLMModelConfig):
     """A pool of Ray actors each running a ``vllm.LLM`` engine (see :class:`VLLMModelConfig`)."""
 
     backend: Literal["vllm"]
+    price: Price | None = None  # USD per million tokens (model/price.py), e.g. your GPU hours per token
 
     def vllm_config(self) -> VLLMModelConfig:
-        return VLLMModelConfig.model_validate(self.model_dump(exclude={"backend"}))
+        return VLLMModelConfig.model_validate(self.model_dump(exclude={"backend", "price"}))
 
 
 ModelEntry = Annotated[Union[OfflineModelEntry, HTTPModelEntry, VLLMModelEntry], Field(discriminator="backend")]
@@ -44,7 +48,7 @@ ModelEntry = Annotated[Union[OfflineModelEntry, HTTPModelEntry, VLLMModelEntry],
 # out of the config hash, so tuning them does not invalidate a run directory for resume.
 OPERATIONAL = {
     "http": {"timeout_s", "max_attempts", "backoff", "max_in_flight", "requests_per_minute", "tokens_per_minute",
-             "max_in_flight_global", "api_key_env", "api_key_header", "send_knowsim_headers", "offline_server"},
-    "vllm": {"replicas", "lifetime", "max_batch_requests", "num_cpus", "env"},
-    "offline": set(),
+             "max_in_flight_global", "api_key_env", "api_key_header", "send_knowsim_headers", "offline_server", "price"},
+    "vllm": {"replicas", "lifetime", "max_batch_requests", "num_cpus", "env", "price"},
+    "offline": {"price"},
 }

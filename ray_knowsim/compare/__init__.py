@@ -1,0 +1,1 @@
+"""Decision-grade results: paired condition comparisons, leaderboards across runs, costs."""

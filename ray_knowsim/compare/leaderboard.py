@@ -1,0 +1,127 @@
+"""The leaderboard: every condition of every compared run, ranked per task, with CIs (pure).
+
+Built from the ``best`` table's level-marginal rows (``knowledge_level == "all"``): per task and
+condition the level-marginal mean of each metric, its cluster-bootstrap CI over items, its rank
+(orientation-aware) and its probability of being best; ``mean_rank`` is the mean of the metric
+ranks; rows are sorted by the number of metrics ranked (most first), then by ``mean_rank``. ``cost_usd`` (when priced) is shown but not ranked.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Sequence
+
+import pandas as pd
+
+from ray_knowsim.compare.paired import ALL_LEVELS, beats_matrix, level_order
+
+UNRANKED = frozenset({"cost_usd", "turns"})
+
+
+def leaderboard(best: pd.DataFrame, runs_of: dict[str, str] | None = None) -> pd.DataFrame:
+    """One row per (task, condition): ``<metric>``, ``<metric>_ci_low/_ci_high``, ``<metric>_rank``,
+    ``<metric>_prob_best`` per metric, ``mean_rank``, ``position`` (1 = best mean rank)."""
+    part = best[best["knowledge_level"] == ALL_LEVELS]
+    rows = []
+    for (task, cond), g in part.groupby(["task", "condition"], sort=False):
+        row: dict = {"task": task, "condition": cond, "run": (runs_of or {}).get(cond, "")}
+        ranked = []
+        for _, r in g.iterrows():
+            m = r["metric"]
+            row[m] = r["mean"]
+            row[f"{m}_ci_low"], row[f"{m}_ci_high"] = r["ci_low"], r["ci_high"]
+            row[f"{m}_n"] = r["n"]
+            row[f"{m}_rank"] = r["rank"]
+            row[f"{m}_prob_best"] = r["prob_best"]
+            if m not in UNRANKED and not math.isnan(r["rank"]):
+                ranked.append(r["rank"])
+        row["mean_rank"] = sum(ranked) / len(ranked) if ranked else math.nan
+        row["ranked_metrics"] = len(ranked)
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=["task", "condition", "run", "mean_rank", "position"])
+    # a condition with fewer metrics (a baseline simulator has no KG/DC/CO) is ranked after those
+    # with more: a mean over one metric is no match for a mean over eight
+    df["_key"] = -df["ranked_metrics"] * 1000 + df["mean_rank"].fillna(999)
+    df = df.sort_values(["task", "_key", "condition"]).reset_index(drop=True)
+    df["position"] = df.groupby("task")["_key"].rank(method="min")
+    return df.drop(columns="_key")
+
+
+def _f(x, d: int = 3) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{d}f}"
+
+
+CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d2330;background:#f7f8fa}
+table{border-collapse:collapse;margin:10px 0 24px;background:#fff}th,td{border:1px solid #d9dde5;padding:4px 8px}
+th{background:#eef1f6;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.ci{color:#6b7280;font-size:12px}.best{font-weight:700}.note{color:#555;max-width:70em}
+td.win{background:#e7f6ec}td.self{background:#eee}"""
+
+
+def render_html(board: pd.DataFrame, paired: pd.DataFrame, metrics: Sequence[str], title: str,
+                notes: Sequence[str] = ()) -> str:
+    """A self-contained page: per task the leaderboard (mean [95% CI], rank, P(best)) and the
+    level-marginal who-beats-whom matrix."""
+    e = html.escape
+    out = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>", f"<title>{e(title)}</title>",
+           f"<style>{CSS}</style></head><body>", f"<h1>{e(title)}</h1>"]
+    out += [f"<p class='note'>{e(n)}</p>" for n in notes]
+    for task in board["task"].unique() if not board.empty else []:
+        part = board[board["task"] == task]
+        shown = [m for m in metrics if m in part.columns]
+        out.append(f"<h2>{e(str(task))}: leaderboard (level-marginal)</h2><table><thead><tr><th>#</th><th>condition</th>")
+        out += [f"<th>{e(m.upper())}</th>" for m in shown]
+        out.append("<th>mean rank</th></tr></thead><tbody>")
+        for _, r in part.iterrows():
+            out.append(f"<tr><td class='num'>{_f(r['position'], 0)}</td><td>{e(str(r['condition']))}</td>")
+            for m in shown:
+                top = r.get(f"{m}_rank") == 1 and m not in UNRANKED
+                pb = r.get(f"{m}_prob_best")
+                out.append(f"<td class='num{' best' if top else ''}'>{_f(r[m])}<br><span class='ci'>[{_f(r[f'{m}_ci_low'])}, "
+                           f"{_f(r[f'{m}_ci_high'])}]" + (f" P(best) {_f(pb, 2)}" if m not in UNRANKED else "") + "</span></td>")
+            out.append(f"<td class='num'>{_f(r['mean_rank'], 2)}</td></tr>")
+        out.append("</tbody></table>")
+        out.append(beats_html(paired, task, ALL_LEVELS))
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def beats_html(paired: pd.DataFrame, task: str, level: str) -> str:
+    """Row beats column on the listed metrics (Holm-adjusted sign test, p < alpha)."""
+    e = html.escape
+    conds, wins = beats_matrix(paired, task, level)
+    if not conds:
+        return ""
+    head = "".join(f"<th>{e(c)}</th>" for c in conds)
+    rows = []
+    for a in conds:
+        cells = []
+        for b in conds:
+            if a == b:
+                cells.append("<td class='self'></td>")
+                continue
+            ms = wins.get((a, b), [])
+            cells.append(f"<td class='{'win' if ms else ''}'>{e(', '.join(m.upper() for m in ms))}</td>")
+        rows.append(f"<tr><th>{e(a)}</th>{''.join(cells)}</tr>")
+    return (f"<h3>Who beats whom — {e(str(task))}, level {e(level)}</h3>"
+            "<p class='note'>A cell lists the metrics on which the row's condition beats the column's: exact sign test "
+            "on matched cells, Holm-corrected (family: see compare.json / the method notes).</p>"
+            f"<table><thead><tr><th>row beats column</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def beats_markdown(paired: pd.DataFrame, task: str, level: str) -> list[str]:
+    conds, wins = beats_matrix(paired, task, level)
+    if not conds:
+        return []
+    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+    out = ["| row beats column | " + " | ".join(esc(c) for c in conds) + " |", "|---" * (len(conds) + 1) + "|"]
+    for a in conds:
+        cells = ["—" if a == b else ", ".join(m.upper() for m in wins.get((a, b), [])) for b in conds]
+        out.append(f"| {esc(a)} | " + " | ".join(cells) + " |")
+    return out
+
+
+__all__ = ["beats_html", "beats_markdown", "leaderboard", "level_order", "render_html"]

@@ -1,0 +1,178 @@
+"""``compare`` on real offline runs: a planted difference and an A/A pair, merging two runs and
+refusing an incompatible one. One local Ray for the module (tests/engine's fixture)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from ray_knowsim.cli.main import main as cli_main
+from ray_knowsim.compare.pipeline import compare_runs
+from ray_knowsim.engine.config import parse_run_config
+from ray_knowsim.engine.runner import run
+from tests.engine.conftest import ray_local  # noqa: F401  (module-scoped local Ray)
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+
+def planted_config(**over):
+    """The same adaptive tutor under two names (A/A) and a minimal tutor (planted: clearly worse)."""
+    cfg = {
+        "name": "planted",
+        "tasks": [{"name": "math", "items": "pkg:demo/math.jsonl", "graphs": "pkg:demo/iu_math.json"}],
+        "models": {"sim": {"backend": "offline"}},
+        "roles": {"user_sim": "sim", "extractor": "sim", "judge": "sim", "assistant": {"model": "sim"}},
+        "levels": ["novice", "intermediate"],
+        "conditions": [{"name": "tutor-a", "strategy": "adaptive"}, {"name": "tutor-b", "strategy": "adaptive"},
+                       {"name": "weak", "strategy": "minimal"}],
+        "max_turns": 3,
+        "trials": 4,
+        "engine": {"shard_size": 48},
+    }
+    cfg.update(over)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "planted"
+    cfg = parse_run_config(planted_config())
+    outcome = run(cfg, output=out, quiet=True)
+    assert outcome.status == "ok"
+    return out
+
+
+@pytest.fixture(scope="module")
+def second(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "second"
+    cfg = parse_run_config(planted_config(name="second", conditions=[{"name": "comp", "strategy": "comprehensive"}]))
+    assert run(cfg, output=out, quiet=True).status == "ok"
+    return out
+
+
+def test_planted_difference_found_and_aa_pair_never_flagged(planted, tmp_path):
+    res = compare_runs([planted], tmp_path / "cmp", n_boot=1000)
+    p = res.tables["paired"]
+    assert set(p["family_size"]) == {len(p)}  # one Holm family: the whole comparison
+    aa = p[(p.condition_a == "tutor-a") & (p.condition_b == "tutor-b")]
+    assert len(aa) == 8 * 3 and not aa["significant"].any() and aa["better"].isna().all()
+    assert aa["p_holm"].min() > 0.05
+    # the minimal tutor is worse on interaction quality, level-marginal, for both names of the tutor
+    for cond in ("tutor-a", "tutor-b"):
+        r = p[(p.condition_a == cond) & (p.condition_b == "weak") & (p.metric == "iq") & (p.knowledge_level == "all")].iloc[0]
+        assert r["significant"] and r["better"] == cond and r["p_holm"] < 0.05
+        assert r["ci_low"] > 0 and r["ci_low_adj"] > 0  # the CI excludes 0, also the family-adjusted one
+    for name in ("paired", "best", "mde", "leaderboard"):
+        assert (tmp_path / "cmp" / f"{name}.parquet").is_file() and (tmp_path / "cmp" / f"{name}.csv").is_file()
+    written = pd.read_parquet(tmp_path / "cmp" / "paired.parquet")
+    for col in ("task", "knowledge_level", "metric", "condition_a", "condition_b", "n_pairs", "mean_diff", "ci_low",
+                "ci_high", "p_value", "p_holm"):
+        assert col in written.columns
+    html = (tmp_path / "cmp" / "leaderboard.html").read_text()
+    assert "<table" in html and "weak" in html and "http" not in html.replace("http-equiv", "")
+    best = res.tables["best"]
+    iq = best[(best.metric == "iq") & (best.knowledge_level == "all")].set_index("condition")
+    assert iq.loc["weak", "prob_best"] == pytest.approx(0.0) and iq.loc["weak", "rank"] == 3
+    co = best[(best.metric == "co") & (best.knowledge_level == "all")].set_index("condition")
+    assert co.loc["weak", "rank"] == 1  # lower CO is better: the minimal tutor overloads least
+
+
+def test_two_runs_merge_and_pair_across_runs(planted, second, tmp_path):
+    res = compare_runs([planted, second], tmp_path / "cmp", n_boot=500)
+    assert res.conditions == ["planted/tutor-a", "planted/tutor-b", "planted/weak", "second/comp"]
+    p = res.tables["paired"]
+    cross = p[(p.condition_a == "planted/tutor-a") & (p.condition_b == "second/comp") & (p.knowledge_level == "novice")]
+    assert (cross["n_pairs"] == 16).all()  # same seed -> same initial states -> every cell pairs
+    board = res.tables["leaderboard"]
+    assert set(board["condition"]) == set(res.conditions) and set(board["run"]) == {"planted", "second"}
+    assert board["position"].min() == 1
+
+
+def test_incompatible_run_is_refused_naming_the_difference(planted, tmp_path, capsys):
+    other = tmp_path / "softer"
+    shutil.copytree(planted, other, ignore=shutil.ignore_patterns("cache", "turns"))
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["config"]["rules"]["overrides"] = {"dropoff_softening": 1.0}
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    code = cli_main(["compare", str(planted), str(other), "--out", str(tmp_path / "cmp"), "--n-boot", "200"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"{other}: rules.dropoff_softening 1.0 != 1.3 in {planted}" in err
+
+
+def test_report_shows_who_beats_whom_and_cost(planted, tmp_path):
+    from ray_knowsim.report.build import build_report
+
+    res = build_report(planted, tmp_path / "report")
+    md = res.markdown_path.read_text()
+    assert "## Who beats whom" in md and "### math, level all" in md and "## Cost" in md
+    block = md.split("### math, level all")[1].split("###")[0]
+    assert "| tutor-a | — |  | IQ" in block  # tutor-a beats weak on IQ (level-marginal)
+    html = res.html_path.read_text()
+    assert 'id="who-beats-whom"' in html and 'id="cost"' in html
+
+
+# ----------------------------------------------------------------------------- dry-run estimate
+
+ROLES = ("user_sim", "assistant", "extractor", "judge")
+
+
+def actual_tokens(run_dir) -> dict[str, tuple[int, int]]:
+    import pyarrow.dataset as ds
+
+    df = ds.dataset(run_dir / "sessions", format="parquet").to_table().to_pandas()
+    return {r: (int(df[f"prompt_tokens_{r}"].sum()), int(df[f"completion_tokens_{r}"].sum())) for r in ROLES}
+
+
+def assert_within_factor(est, actual, factor=2.0):
+    for role in ROLES:
+        e = est.per_role[role]
+        p, c = actual[role]
+        assert p / factor <= e.prompt_tokens <= p * factor, (role, "prompt", e.prompt_tokens, p)
+        assert c / factor <= e.completion_tokens <= c * factor, (role, "completion", e.completion_tokens, c)
+    tp, tc = sum(v[0] for v in actual.values()), sum(v[1] for v in actual.values())
+    assert tp / factor <= est.totals.prompt_tokens <= tp * factor
+    assert tc / factor <= est.totals.completion_tokens <= tc * factor
+
+
+def test_dry_run_estimate_matches_the_real_run_within_a_factor_of_two(planted, tmp_path, capsys):
+    from ray_knowsim.engine.estimate import Estimate
+
+    cfg_file = tmp_path / "planted.yaml"
+    import yaml
+
+    cfg_file.write_text(yaml.safe_dump(planted_config()))
+    out = tmp_path / "dry"
+    assert cli_main(["run", str(cfg_file), "--dry-run", "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["estimate.json"]  # no session, no manifest, no cache
+    raw = json.loads((out / "estimate.json").read_text())
+    assert set(raw["totals"]) >= {"requests", "prompt_tokens", "completion_tokens", "cost_usd", "minutes"}
+    est = Estimate.model_validate(raw)
+    assert est.n_sessions == 96 and est.first_turn["user_sim"].rendered == 96
+    # requests: 3 per turn x 3 turns + 1 judge per session, as the real run made (no retries there)
+    import pyarrow.dataset as ds
+
+    calls = int(ds.dataset(planted / "sessions", format="parquet").to_table(columns=["llm_calls"]).column(0).to_numpy().sum())
+    assert est.totals.requests == 96 * 10 == calls
+    assert est.totals.cost_usd == 0.0  # the offline model is free
+    assert_within_factor(est, actual_tokens(planted))
+    assert "dry run planted" in capsys.readouterr().out
+
+
+def test_dry_run_from_a_previous_run(planted, second, tmp_path):
+    from ray_knowsim.engine.estimate import dry_run
+
+    cfg = parse_run_config(planted_config(name="second", conditions=[{"name": "comp", "strategy": "comprehensive"}],
+                                          models={"sim": {"backend": "offline", "price": {"input": 1.0, "output": 4.0}}}))
+    est, path = dry_run(cfg, tmp_path / "dry", from_run=planted)
+    assert path.is_file() and est.assumptions["completion_source"].startswith("previous run")
+    # the previous run had no comprehensive tutor: the assistant falls back to its mean over strategies
+    got = actual_tokens(second)
+    for role in ("user_sim", "extractor", "judge"):
+        p, c = got[role]
+        assert p / 2 <= est.per_role[role].prompt_tokens <= p * 2 and c / 2 <= est.per_role[role].completion_tokens <= c * 2
+    want_cost = sum(e.prompt_tokens * 1.0 + e.completion_tokens * 4.0 for e in est.per_role.values()) / 1e6
+    assert est.totals.cost_usd == pytest.approx(want_cost)

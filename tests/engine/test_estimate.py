@@ -1,0 +1,52 @@
+"""``run --dry-run`` for a config of HTTP models (no server exists: nothing may be called)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ray_knowsim.engine.config import parse_run_config
+from ray_knowsim.engine.estimate import char_proxy, dry_run, filler
+from ray_knowsim.llm.offline import ntokens
+from tests.engine.conftest import small_config
+
+
+def http_config(**over):
+    api = {"backend": "http", "model": "some-model", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "NO_SUCH_KEY",
+           "requests_per_minute": 60, "price": {"input": 2.0, "cached_input": 0.5, "output": 8.0}}
+    return small_config(models={"api": api}, roles={"user_sim": "api", "extractor": "api", "judge": "api",
+                                                     "assistant": {"model": "api"}},
+                        engine={"shard_size": 4}, **over)
+
+
+def test_filler_counts_the_same_under_both_counters():
+    assert ntokens(filler(37)) == 37 and char_proxy(filler(37)) == 37
+
+
+def test_http_dry_run_counts_with_the_character_proxy_and_respects_rate_limits(tmp_path):
+    cfg = parse_run_config(http_config())
+    est, path = dry_run(cfg, tmp_path / "run")
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["estimate.json"]
+    assert est.n_sessions == 24
+    assert est.totals.requests == 24 * (3 * 3 + 1)
+    assert "character proxy" in est.per_role["extractor"].token_counter
+    # prompts grow over turns: the whole run costs more than 3 x the first turn
+    first = est.first_turn["assistant"]
+    assert est.per_role["assistant"].prompt_tokens > 3 * first.mean_prompt_tokens * 24 * 0.99
+    # cost: no cached tokens assumed without --from-run
+    want = sum(e.prompt_tokens * 2.0 + e.completion_tokens * 8.0 for e in est.per_role.values()) / 1e6
+    assert est.totals.cost_usd == pytest.approx(want)
+    assert est.upper_bound.completion_tokens > est.totals.completion_tokens
+    # 240 requests at 60 per minute on one endpoint: at least 4 minutes
+    assert est.totals.minutes >= 240 / 60
+    assert est.assumptions["wall_time"]["endpoints"]["api"]["minutes"] == pytest.approx(4.0)
+
+
+def test_unpriced_model_leaves_cost_unknown(tmp_path):
+    cfg = http_config()
+    del cfg["models"]["api"]["price"]
+    est, _ = dry_run(parse_run_config(cfg), tmp_path / "run")
+    assert est.totals.cost_usd is None and est.totals.prompt_tokens > 0
+    assert all(v.cost_usd is None for v in est.per_condition.values())
+    assert not math.isnan(est.totals.minutes)
