@@ -110,7 +110,9 @@ def test_report_shows_who_beats_whom_and_cost(planted, tmp_path):
     md = res.markdown_path.read_text()
     assert "## Who beats whom" in md and "### math, level all" in md and "## Cost" in md
     block = md.split("### math, level all")[1].split("###")[0]
-    assert "| tutor-a | — |  | IQ" in block  # tutor-a beats weak on IQ (level-marginal)
+    row = next(line for line in block.splitlines() if line.startswith("| tutor-a |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]  # tutor-a, vs tutor-a, vs tutor-b, vs weak
+    assert cells[1] == "—" and cells[2] == "" and "IQ" in cells[3].split(", ")  # beats weak on IQ, never its A/A twin
     html = res.html_path.read_text()
     assert 'id="who-beats-whom"' in html and 'id="cost"' in html
 
