@@ -50,8 +50,6 @@ class LiveSession:
     usage: dict[str, Usage] = field(default_factory=dict)
     calls: int = 0
     prompt_versions: dict[str, str] = field(default_factory=dict)
-    judged: dict[str, float] = field(default_factory=dict)
-    baseline_stop: tuple[int, str] | None = None  # (1-based turn, reason) from the termination judge
 
     @property
     def structured(self) -> bool:
@@ -196,10 +194,8 @@ class LiveSession:
             row.update(self.trajectory.summary(ctx.rules))
             for mode in FAILURE_MODES:
                 row[f"fm_{mode}"] = sum(m.failure_modes[mode] for m in self.trajectory.metrics)
-        if self.baseline_stop is not None:
-            row["early_stop_turn"], row["early_stop_reason"] = self.baseline_stop
-        for key, value in self.judged.items():
-            row[key] = value
+        if self.transcript and self.transcript[-1][0] == "user" and self.status != "failed":
+            row["final_user_message"] = self.transcript[-1][1]  # a closing message no turn row holds
         turns = [t.model_copy(update={"run_id": ctx.run_id}) for t in self.turn_rows]
         return SessionRow(**row), turns
 

@@ -30,6 +30,19 @@ Strategy = Literal["minimal", "adaptive", "comprehensive", "socratic"]
 EarlyStopMode = Literal["virtual", "stop"]
 
 
+# per-request seed offsets, so each role and turn samples independently but reproducibly
+_ROLE_SEED = {"user_sim": 1, "assistant": 2, "extractor": 3, "judge": 4}
+
+
+def request_seed(session_seed: int, role: str, turn: int) -> int:
+    """The sampling seed of one request of a session (a judge's "turn" is its slot)."""
+    return (session_seed * 1_000_003 + turn * 16 + _ROLE_SEED[role]) % (2**31 - 1)
+
+
+def request_id(session_id: str, role: str, turn: int) -> str:
+    return f"{session_id}#{turn}:{role}"
+
+
 def item_key(task: str, item_id: str) -> str:
     """Key of an item / graph in :attr:`ShardSpec.items` and :attr:`ShardSpec.graphs`."""
     return f"{task}/{item_id}"
@@ -153,4 +166,6 @@ __all__ = [
     "Simulator",
     "Strategy",
     "item_key",
+    "request_id",
+    "request_seed",
 ]
