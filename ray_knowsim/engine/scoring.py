@@ -120,8 +120,12 @@ def score_run(
         for marker in sorted(todo, key=lambda m: m.shard_id):
             sessions, turns = rd.read_shard_tables(marker)
             transcripts = transcripts_from_tables(sessions, turns, items)
+            kept = store.kept_rows(marker.shard_id)
             started = time.perf_counter()
-            rows = await judge_transcripts(transcripts, model, name=name, model_key=key, judges=judges, settings=settings)
+            fresh = await judge_transcripts([t for t in transcripts if t.session_id not in kept], model,
+                                            name=name, model_key=key, judges=judges, settings=settings)
+            by_id = {**kept, **{r.session_id: r for r in fresh}}
+            rows = [by_id[t.session_id] for t in transcripts]
             done = store.commit(marker.shard_id, marker.token, rows, {"seconds": round(time.perf_counter() - started, 3)})
             out.scored_shards += 1
             out.n_sessions += done.n_sessions

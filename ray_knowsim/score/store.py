@@ -126,6 +126,15 @@ class ScoreDir:
             (self.root / old.file).unlink(missing_ok=True)
         return marker
 
+    def kept_rows(self, shard_id: str) -> dict[str, ScoreRow]:
+        """A shard's committed scores that need no redo (no judge error), by session id: a shard
+        rerun for its failed sessions keeps the scores of the sessions it did not rerun."""
+        m = self.markers().get(shard_id)
+        if m is None:
+            return {}
+        rows = pq.read_table(self.root / m.file, schema=SCORE_SCHEMA).to_pylist()
+        return {r["session_id"]: ScoreRow(**r) for r in rows if r["judge_error"] is None}
+
     def read(self) -> pa.Table:
         files = [self.root / m.file for m in self.markers().values()]
         if not files:
@@ -189,7 +198,10 @@ class RunScores:
 def _put(table: pa.Table, name: str, values: Any) -> pa.Table:
     if name in table.column_names:
         i = table.column_names.index(name)
-        values = values.cast(table.schema.field(i).type)
+        target = table.schema.field(i)
+        values = values.cast(target.type)
+        if not target.nullable or pa.types.is_integer(target.type) and name.startswith("tokens_"):
+            values = pc.fill_null(values, pa.scalar(0, target.type))  # a count without a score is 0
         return table.set_column(i, name, values)
     return table.append_column(name, values)
 

@@ -112,14 +112,10 @@ class ShardContext:
     max_turns: int
     early_stop: EarlyStopMode  # "virtual": always run max_turns, record the stop; "stop": end there
     graph_mode: Literal["strict", "reference"]
-    roles: Mapping[str, RoleSettings]  # "user_sim", "assistant", "extractor", "judge" (if judged)
+    roles: Mapping[str, RoleSettings]  # "user_sim", "assistant", "extractor" (judges: ray_knowsim.score)
     # Optional hook the loop may call after each turn's kernel call with
     # {"turn": t, "live": n_live_sessions}; the engine forwards it to the progress display.
     on_turn: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
-
-    @property
-    def judged(self) -> bool:
-        return "judge" in self.roles
 
 
 @dataclass

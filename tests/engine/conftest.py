@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-STANDIN = "ray_knowsim.engine.standin:run_shard"
+STANDIN = "tests.doubles.standin:run_shard"
 
 
 def small_config(**overrides: Any) -> dict[str, Any]:
