@@ -90,12 +90,13 @@ def score_run(
     """Judge every committed shard of ``run_dir`` not yet scored under ``name`` (default: the
     judge's model key). Ray must be running when the judge's backend starts actors."""
     t0 = time.perf_counter()
+    config_hash = cfg.config_hash()  # of the run itself (a judge from a file is not part of it)
     cfg, key = resolve_judge(cfg, judge)
     for j in judges:
         JUDGES.get(j)  # an unknown judge is an error before any work
     name = name or key
     rd = RunDir(run_dir)
-    markers = rd.markers(cfg.config_hash())
+    markers = rd.markers(config_hash)
     if not markers:
         raise ScoreError(f"{rd.root}: no committed shards of this config to score")
     store = ScoreDir(rd.root, name)
