@@ -286,8 +286,8 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
                 last_poll = time.monotonic()
                 try:
                     snapshots = ray.get(board.snapshot.remote(), timeout=5)
-                except Exception:  # noqa: BLE001 - display only
-                    pass
+                except Exception as exc:  # noqa: BLE001 - display only: the run goes on, the numbers lag
+                    display.warn(f"progress board not reachable ({type(exc).__name__}: {exc}); the display may lag")
                 shown = Counts(totals.sessions, totals.failed, totals.turns, dict(totals.accounting))
                 live = 0
                 for sid, snap in snapshots.items():

@@ -105,7 +105,8 @@ class LiveSession:
             capacity_load=_c(counters, "capacity_load"),
             failure_modes=modes,
         )
-        assert self.trajectory is not None
+        if self.trajectory is None:
+            raise RuntimeError(f"{self.spec.session_id}: a state update for a session without a trajectory (a baseline?)")
         self.trajectory.updates.append(update)
         self.trajectory.metrics.append(metrics)
         self.trajectory.entries.append(entries)
