@@ -42,6 +42,8 @@ class Backend:
     cacheable: bool = True
     # The NAME of the environment variable holding the entry's API key (never its value).
     secret_env: Callable[[Any], str | None] = lambda entry: None
+    # A test double (answers from facts handed to it, not a real model): reports say so on top.
+    double: bool = False
 
 
 BACKENDS: Registry[Backend] = Registry("model backend", builtins=("ray_knowsim.engine.builtin_backends",))
@@ -54,13 +56,14 @@ def register_backend(
     operational: set[str] | frozenset[str] = frozenset(),
     cacheable: bool = True,
     secret_env: Callable[[Any], str | None] | None = None,
+    double: bool = False,
 ) -> Callable[[Callable[[Any, BuildContext], ChatModel]], Callable[[Any, BuildContext], ChatModel]]:
     """``@register_backend("name", MyEntry)`` on ``def build(entry, ctx) -> ChatModel``."""
 
     def add(build: Callable[[Any, BuildContext], ChatModel]) -> Callable[[Any, BuildContext], ChatModel]:
         BACKENDS.register(
             name,
-            Backend(name, entry, build, frozenset(operational), cacheable, secret_env or (lambda e: None)),
+            Backend(name, entry, build, frozenset(operational), cacheable, secret_env or (lambda e: None), double),
         )
         return build
 

@@ -7,7 +7,7 @@ from ray_knowsim.engine.config.models import HTTPModelEntry, OfflineModelEntry, 
 from ray_knowsim.llm.protocol import ChatModel
 
 
-@register_backend("offline", OfflineModelEntry, cacheable=False)
+@register_backend("offline", OfflineModelEntry, cacheable=False, double=True)
 def build_offline(entry: OfflineModelEntry, ctx: BuildContext) -> ChatModel:
     """The deterministic offline model, given the run's IU graphs so it can teach any item."""
     from ray_knowsim.llm.offline import OfflineModel

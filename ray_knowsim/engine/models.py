@@ -110,6 +110,11 @@ def model_backends(cfg: RunConfig) -> dict[str, str]:
     return out
 
 
+def test_double_roles(cfg: RunConfig) -> list[str]:
+    """The roles (as in :func:`model_backends`) served by a test-double backend, for the manifest."""
+    return sorted(role for role, backend in model_backends(cfg).items() if BACKENDS.get(backend).double)
+
+
 def build_models(
     cfg: RunConfig, graphs: Mapping[str, IUGraph], cache_dir: str | None, *, wait_s: float = 900,
     keys: Iterable[str] | None = None,
@@ -136,4 +141,4 @@ def build_models(
     return ModelSet(models, roles, assistants, cacheable if cfg.engine.llm_cache else set(), cache_dir)
 
 
-__all__ = ["ModelSet", "build_models", "check_secrets", "model_backends", "secret_env_names", "used_model_keys"]
+__all__ = ["ModelSet", "build_models", "check_secrets", "model_backends", "secret_env_names", "test_double_roles", "used_model_keys"]

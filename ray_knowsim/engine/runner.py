@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.manifest import close_manifest, open_manifest
-from ray_knowsim.engine.models import ModelSet, build_models, check_secrets, model_backends, secret_env_names
+from ray_knowsim.engine.models import ModelSet, build_models, check_secrets, model_backends, secret_env_names, test_double_roles
 from ray_knowsim.engine.plan import Plan, load_inputs
 from ray_knowsim.engine.progress import Counts, Display, progress_actor
 from ray_knowsim.engine.results import Marker, RunDir
@@ -181,7 +181,7 @@ def run(
     manifest = open_manifest(
         run_dir, run_id=run_id, name=cfg.name, config_hash=config_hash, config=cfg.public_dict(),
         config_file=config_file, secret_env=secret_env_names(cfg), run_seed=cfg.seed, plan=plan.summary(),
-        address=address or os.environ.get("RAY_ADDRESS"), backends=model_backends(cfg), base_dir=str(cfg.base_dir),
+        address=address or os.environ.get("RAY_ADDRESS"), backends=model_backends(cfg), test_doubles=test_double_roles(cfg), base_dir=str(cfg.base_dir),
     )
     committed = run_dir.markers(config_hash)
     run_dir.collect_garbage(committed.values())

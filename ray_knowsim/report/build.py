@@ -133,28 +133,36 @@ def _joined(rows: list[dict[str, Any]], scores: RunScores) -> list[dict[str, Any
 
 
 def offline_banner(run_dir: Path) -> str | None:
-    """A warning when any role of the run was served by the offline model: its numbers show that
-    the pipeline works, not how real models behave. Read from the manifest's ``backends`` (or,
-    for older manifests, from its config)."""
+    """A warning when any role of the run was answered by a test double (the offline model): its
+    numbers show that the pipeline works, not how real models behave. Read from the manifest's
+    ``test_doubles``; manifests written before it existed name the built-in ``offline`` backend
+    in their config, which is read instead."""
     path = run_dir / "manifest.json"
     if not path.is_file():
         return None
     manifest = json.loads(path.read_text(encoding="utf-8"))
-    backends = dict(manifest.get("backends") or {})
-    if not backends:
-        cfg = manifest.get("config") or {}
-        models = cfg.get("models") or {}
-        for role, rc in (cfg.get("roles") or {}).items():
-            key = rc.get("model") if isinstance(rc, dict) else rc
-            if key in models:
-                backends[role] = models[key].get("backend", "")
-        for cond in cfg.get("conditions") or []:
-            key = cond.get("assistant") or ((cfg.get("roles") or {}).get("assistant") or {}).get("model")
-            if key in models:
-                backends[f"assistant:{key}"] = models[key].get("backend", "")
-    offline = sorted(role for role, backend in backends.items() if backend == "offline")
-    if not offline:
+    if "test_doubles" in manifest:
+        doubles = sorted(manifest["test_doubles"])
+    else:
+        doubles = sorted(role for role, backend in _config_backends(manifest.get("config") or {}).items() if backend == "offline")
+    if not doubles:
         return None
-    return ("These results come from the OFFLINE model (roles: " + ", ".join(offline) + "): a deterministic test double "
+    return ("These results come from the OFFLINE model (roles: " + ", ".join(doubles) + "): a deterministic test double "
             "designed to exhibit the paper's qualitative patterns. They check the pipeline; they are not measurements "
             "of any real model.")
+
+
+def _config_backends(cfg: dict[str, Any]) -> dict[str, str]:
+    models = cfg.get("models") or {}
+    roles = cfg.get("roles") or {}
+    out = {}
+    for role, rc in roles.items():
+        key = rc.get("model") if isinstance(rc, dict) else rc
+        if key in models:
+            out[role] = models[key].get("backend", "")
+    default = (roles.get("assistant") or {}).get("model")
+    for cond in cfg.get("conditions") or []:
+        key = cond.get("assistant") or default
+        if key in models:
+            out[f"assistant:{key}"] = models[key].get("backend", "")
+    return out

@@ -44,3 +44,4 @@ def test_a_run_with_a_backend_registered_outside_the_package(tmp_path):
     assert turns and all(t["assistant_message"].startswith("[tagged] ") for t in turns)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["backends"] == {"user_sim": "offline", "extractor": "offline", "judge": "offline", "assistant:tag": "tagged"}
+    assert manifest["test_doubles"] == ["extractor", "judge", "user_sim"]

@@ -58,8 +58,17 @@ def test_the_offline_banner_follows_the_manifest(small_run, tmp_path):
     shutil.copytree(small_run.run_dir, run_dir)
     plain = build_report(run_dir, tmp_path / "plain", ReportOptions(sample=0))
     assert plain.content.banner is None and 'id="offline-banner"' not in plain.html_path.read_text()
-    (run_dir / "manifest.json").write_text(json.dumps({"backends": {"user_sim": "offline", "assistant:a": "http"}}))
+    (run_dir / "manifest.json").write_text(json.dumps({"backends": {"user_sim": "offline", "assistant:a": "http"}, "test_doubles": ["user_sim"]}))
     flagged = build_report(run_dir, tmp_path / "flagged", ReportOptions(sample=0))
     assert "OFFLINE model (roles: user_sim)" in flagged.content.banner
     assert 'id="offline-banner"' in flagged.html_path.read_text()
     assert "**Offline model.**" in flagged.markdown_path.read_text()
+
+
+def test_older_manifests_are_read_from_their_config(tmp_path, small_run):
+    from ray_knowsim.report.build import offline_banner
+
+    cfg = {"models": {"o": {"backend": "offline"}, "h": {"backend": "http"}},
+           "roles": {"user_sim": "o", "extractor": {"model": "h"}, "assistant": {"model": "h"}}, "conditions": [{}]}
+    (tmp_path / "manifest.json").write_text(json.dumps({"config": cfg}))
+    assert "(roles: user_sim)" in offline_banner(tmp_path)
