@@ -48,7 +48,6 @@ class ModelSet:
             user_sim=get(self.roles["user_sim"]),
             extractor=get(self.roles["extractor"]),
             assistants={k: get(k) for k in self.assistants},
-            judge=get(self.roles["judge"]) if "judge" in self.roles else None,
         )
 
     def model(self, key: str, accounting: Accounting) -> ChatModel:

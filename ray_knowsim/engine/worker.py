@@ -88,7 +88,7 @@ def execute_shard(
             reporter.counts.sessions += 1
             reporter.counts.failed += result.session.status != "ok"
             reporter.update(accounting)
-        for model in {id(m): m for m in (role_models.user_sim, role_models.extractor, role_models.judge,
+        for model in {id(m): m for m in (role_models.user_sim, role_models.extractor,
                                          *role_models.assistants.values()) if m is not None}.values():
             close = getattr(model, "aclose", None)
             if close is not None:

@@ -25,7 +25,7 @@ from ray_knowsim.rules.update import TurnUpdate
 from ray_knowsim.sim.rows import turn_row
 from ray_knowsim.sim.types import SessionSpec, ShardContext
 
-ROLE_COLUMNS = {"user_sim": "tokens_user_sim", "assistant": "tokens_assistant", "extractor": "tokens_extractor", "judge": "tokens_judge"}
+ROLE_COLUMNS = {"user_sim": "tokens_user_sim", "assistant": "tokens_assistant", "extractor": "tokens_extractor"}  # tokens_judge: scores/
 
 
 def _c(row: np.ndarray, name: str) -> float:

@@ -121,6 +121,7 @@ class ShardContext:
 @dataclass
 class RoleModels:
     """The ChatModels of a shard, one per role; assistants keyed by the condition's model key.
+    (The judges are not part of the simulation: see ``ray_knowsim.score``.)
 
     The same objects serve every shard of the worker: they share HTTP rate limiters (a named Ray
     actor per endpoint) and vLLM engine actors; the engine wraps them to count calls and tokens.
@@ -129,7 +130,6 @@ class RoleModels:
     user_sim: ChatModel
     extractor: ChatModel
     assistants: Mapping[str, ChatModel]
-    judge: ChatModel | None = None
 
     def assistant(self, key: str) -> ChatModel:
         try:
