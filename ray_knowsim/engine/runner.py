@@ -207,6 +207,7 @@ def run(
             if cfg.roles.judge is not None and run_dir.markers(config_hash):
                 # the judges are a stage of their own over the committed transcripts (engine/scoring.py)
                 scored = score_run(cfg, run_dir.root, models=models, inputs=inputs)
+                outcome.llm = {**outcome.llm, **scored.llm}  # the judge's calls are this invocation's too
                 outcome.scores = {"name": scored.name, "scored_shards": scored.scored_shards,
                                   "skipped_shards": scored.skipped_shards, "judge_errors": scored.n_errors, "llm": scored.llm}
             final = run_dir.markers(config_hash)

@@ -188,7 +188,7 @@ class RunScores:
             if primary:
                 for sim_col, col in (("early_stop_turn", "judge_early_stop_turn"), ("early_stop_reason", "judge_early_stop_reason")):
                     judged = scores.column(col).take(idx)
-                    if sim_col in table.column_names:
+                    if sim_col in table.column_names and not pa.types.is_null(table.schema.field(sim_col).type):
                         have = table.column(sim_col)
                         judged = pc.if_else(pc.is_valid(have), have, judged.cast(have.type))
                     table = _put(table, sim_col, judged)
@@ -199,6 +199,8 @@ def _put(table: pa.Table, name: str, values: Any) -> pa.Table:
     if name in table.column_names:
         i = table.column_names.index(name)
         target = table.schema.field(i)
+        if pa.types.is_null(target.type):  # an all-empty column read without a schema: take the scores' type
+            return table.set_column(i, name, values)
         values = values.cast(target.type)
         if not target.nullable or pa.types.is_integer(target.type) and name.startswith("tokens_"):
             values = pc.fill_null(values, pa.scalar(0, target.type))  # a count without a score is 0

@@ -49,3 +49,11 @@ def test_validation_reads_the_joined_iq(tmp_path):
     assert row["n"] == 2 and row["sum"] == 16.0
     plain = aggregate_metrics(ds.dataset(tmp_path / "s.parquet"), ["iq"])
     assert plain.empty or (plain["n"] == 0).all()
+
+
+def test_rows_read_without_a_schema_take_the_scores_types(tmp_path):
+    """Rows turned back into a table (the report's shown conversations) have all-null columns."""
+    commit(tmp_path, "first", [{"session_id": "a", "iq": 7.0}])
+    rows = pa.Table.from_pylist([{"session_id": "a", "iq": None, "early_stop_turn": None, "early_stop_reason": None}])
+    out = RunScores.load(tmp_path).attach(rows).to_pylist()
+    assert out[0]["iq"] == 7.0
