@@ -71,14 +71,8 @@ def make_context(cfg: RunConfig, run_id: str, config_hash: str) -> ShardContext:
         model, temp, max_tokens, attempts = cfg.roles.settings(role)
         roles[role] = RoleSettings(model=model if role != "assistant" else "", temperature=temp, max_tokens=max_tokens, attempts=attempts)
     return ShardContext(
-        run_id=run_id,
-        config_hash=config_hash,
-        run_seed=cfg.seed,
-        rules=cfg.rule_config,
-        max_turns=cfg.max_turns,
-        early_stop=cfg.early_stop,
-        graph_mode=cfg.graph_mode,
-        roles=roles,
+        run_id=run_id, config_hash=config_hash, run_seed=cfg.seed, rules=cfg.rule_config,
+        max_turns=cfg.max_turns, early_stop=cfg.early_stop, graph_mode=cfg.graph_mode, roles=roles,
     )
 
 

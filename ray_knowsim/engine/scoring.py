@@ -26,7 +26,7 @@ from ray_knowsim.engine.results import RunDir
 from ray_knowsim.llm.accounting import Accounting
 from ray_knowsim.score.judges import DEFAULT_JUDGES, JUDGES
 from ray_knowsim.score.stage import JudgeSettings, judge_transcripts
-from ray_knowsim.score.store import ScoreDir
+from ray_knowsim.score.store import ScoreDir, ScoreMarker
 from ray_knowsim.score.transcripts import transcripts_from_tables
 from ray_knowsim.sim.types import item_key
 
@@ -39,12 +39,22 @@ class ScoreError(RuntimeError):
 class ScoreOutcome:
     name: str
     judge_model: str
-    scored_shards: int = 0
-    skipped_shards: int = 0
-    n_sessions: int = 0
-    n_errors: int = 0
+    committed: list[ScoreMarker] = field(default_factory=list)  # the shards judged by this call
+    skipped_shards: int = 0  # committed before and left alone
     llm: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+
+    @property
+    def scored_shards(self) -> int:
+        return len(self.committed)
+
+    @property
+    def n_sessions(self) -> int:
+        return sum(m.n_sessions for m in self.committed)
+
+    @property
+    def n_errors(self) -> int:
+        return sum(m.n_errors for m in self.committed)
 
 
 def resolve_judge(cfg: RunConfig, judge: str | None) -> tuple[RunConfig, str]:
@@ -127,10 +137,9 @@ def score_run(
                                             name=name, model_key=key, judges=judges, settings=settings)
             by_id = {**kept, **{r.session_id: r for r in fresh}}
             rows = [by_id[t.session_id] for t in transcripts]
-            done = store.commit(marker.shard_id, marker.token, rows, {"seconds": round(time.perf_counter() - started, 3)})
-            out.scored_shards += 1
-            out.n_sessions += done.n_sessions
-            out.n_errors += done.n_errors
+            out.committed.append(
+                store.commit(marker.shard_id, marker.token, rows, {"seconds": round(time.perf_counter() - started, 3)})
+            )
         close = getattr(model, "aclose", None)
         if close is not None:
             await close()

@@ -170,13 +170,5 @@ def start_session(spec: SessionSpec, item: Item, graph: IUGraph, rules: RuleConf
         initial = sample_initial_states(index, spec.knowledge_level, rules, random.Random(spec.init_seed))
     initial = {v: int(initial.get(v, 0)) for v in index.ids}
     tau = capacity(index.size, rules.capacity_ratio, rules.capacity_floor)
-    return LiveSession(
-        spec=spec,
-        item=item,
-        graph=graph,
-        index=index,
-        tau=tau,
-        initial=initial,
-        states=dict(initial),
-        trajectory=Trajectory(tau=tau, initial=dict(initial)),
-    )
+    trajectory = Trajectory(tau=tau, initial=dict(initial))
+    return LiveSession(spec, item, graph, index, tau, initial, states=dict(initial), trajectory=trajectory)
