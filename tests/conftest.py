@@ -29,3 +29,41 @@ def shared_ref() -> Path:
     if not ref.is_dir():
         pytest.skip(f"reference data not found at {ref} (set RAY_KNOWSIM_SHARED to the 'shared' folder)")
     return ref
+
+
+# Fixtures that start Ray: a test using one gets the ``ray`` marker automatically, so
+# ``-m "not ray"`` runs exactly the tests that need no Ray.
+RAY_FIXTURES = frozenset({"ray_local", "ray_head", "ray_workers", "local_ray", "llm_ray"})
+
+
+# Per-test time limits (pytest-timeout; the default is ``timeout`` in pyproject): slow tests and
+# real-model tests get more unless they set their own ``@pytest.mark.timeout(N)``.
+SLOW_TIMEOUT_S = 900
+LLM_CPU_TIMEOUT_S = 1800
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if RAY_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.ray)
+        if item.get_closest_marker("timeout") is None:
+            if item.get_closest_marker("llm_cpu") is not None:
+                item.add_marker(pytest.mark.timeout(LLM_CPU_TIMEOUT_S))
+            elif item.get_closest_marker("slow") is not None:
+                item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """One local Ray (2 CPUs) for the whole module; the engine joins it and leaves it running."""
+    ray = pytest.importorskip("ray")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(address="local", num_cpus=2, object_store_memory=256 * 2**20, include_dashboard=False,
+             logging_level="WARNING", log_to_driver=False)
+    from ray.data import DataContext
+
+    DataContext.get_current().enable_progress_bars = False
+    yield ray
+    ray.shutdown()

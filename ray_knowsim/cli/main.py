@@ -16,6 +16,7 @@ SUBCOMMAND_MODULES = (
     "extract_graphs",
     "serve_offline",
     "compare",
+    "score",
 )
 
 
@@ -26,13 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"ray_knowsim.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"ray_knowsim.cli.{name}":
-                continue  # subcommand not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"ray_knowsim.cli.{name}").register(sub)  # a broken subcommand is an error
     return parser
 
 

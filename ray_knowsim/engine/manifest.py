@@ -80,6 +80,9 @@ def open_manifest(
     plan: dict[str, Any],
     address: str | None,
     argv: list[str] | None = None,
+    backends: dict[str, str] | None = None,
+    test_doubles: list[str] | None = None,
+    base_dir: str | None = None,
 ) -> dict[str, Any]:
     """Start (or, for a resume, extend) the manifest; refuses a run dir of another config/plan."""
     old = read_manifest(run_dir)
@@ -109,6 +112,9 @@ def open_manifest(
         seeds={"run_seed": run_seed, "session_seed": "sha256(run_seed, session_id) >> 33",
                "init_seed": "sha256(run_seed, 'init/task/item/level/trial') >> 33"},
         plan=plan,
+        backends=dict(backends or {}),
+        test_doubles=list(test_doubles or []),  # roles answered by a test double (the offline model)
+        base_dir=base_dir,  # what the config's relative input paths are relative to (re-reading it: score)  # role (assistants: "assistant:<model key>") -> backend name
     )
     data["invocations"].append({
         "started_at": now(),

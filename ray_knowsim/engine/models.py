@@ -1,11 +1,7 @@
 """Role models built once per run on the driver and shared by every shard.
 
-* ``http``: one :class:`OpenAICompatibleModel` per model key; when the config sets run-wide limits
-  (requests/tokens per minute, global in-flight cap) ONE named rate-limiter actor per endpoint,
-  created here on the driver so it lives as long as the run, and handed to every worker.
-* ``vllm``: a named pool of engine actors per model, started here (the engines outlive shards).
-* ``offline``: the deterministic offline model, given the run's IU graphs so its assistant can
-  teach any item of the run.
+Each model is made by its backend's registered builder (:mod:`ray_knowsim.engine.backends`;
+the built-ins are in :mod:`ray_knowsim.engine.builtin_backends`).
 
 The :class:`ModelSet` pickles (handles, not engines), is put in the object store once, and each
 shard task turns it into :class:`RoleModels` with per-shard accounting and the run's response cache.
@@ -15,15 +11,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from ray_knowsim.engine.backends import BACKENDS, BuildContext
 from ray_knowsim.llm.accounting import Accounting, AccountedModel
 from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.model.graph import IUGraph
 from ray_knowsim.sim.types import RoleModels
 
 if TYPE_CHECKING:  # the config (and the HTTP/vLLM modules it imports) stays out of shard workers
-    from ray_knowsim.engine.config import HTTPModelEntry, RunConfig
+    from ray_knowsim.engine.config import RunConfig
 
 _CACHES: dict[str, Any] = {}  # per worker process: one ResponseCache per run directory
 
@@ -44,20 +41,23 @@ class ModelSet:
 
         def get(key: str) -> ChatModel:
             if key not in wrapped:
-                model = self.models[key]
-                if self.cache_dir and key in self.cacheable:
-                    from ray_knowsim.llm.cache import CachedModel
-
-                    model = CachedModel(model, _response_cache(self.cache_dir))
-                wrapped[key] = AccountedModel(model, accounting)
+                wrapped[key] = self.model(key, accounting)
             return wrapped[key]
 
         return RoleModels(
             user_sim=get(self.roles["user_sim"]),
             extractor=get(self.roles["extractor"]),
             assistants={k: get(k) for k in self.assistants},
-            judge=get(self.roles["judge"]) if "judge" in self.roles else None,
         )
+
+    def model(self, key: str, accounting: Accounting) -> ChatModel:
+        """One model, counted into ``accounting`` and cached where configured."""
+        model = self.models[key]
+        if self.cache_dir and key in self.cacheable:
+            from ray_knowsim.llm.cache import CachedModel
+
+            model = CachedModel(model, _response_cache(self.cache_dir))
+        return AccountedModel(model, accounting)
 
 
 def _response_cache(directory: str) -> Any:
@@ -82,74 +82,62 @@ def used_model_keys(cfg: RunConfig) -> dict[str, None]:
 
 def secret_env_names(cfg: RunConfig) -> list[str]:
     """Names (never values) of the environment variables holding API keys."""
-    from ray_knowsim.engine.config import HTTPModelEntry
-
-    return sorted({m.api_key_env for m in cfg.models.values() if isinstance(m, HTTPModelEntry) and m.api_key_env})
+    names = {BACKENDS.get(m.backend).secret_env(m) for m in cfg.models.values()}
+    return sorted(n for n in names if n)
 
 
 def check_secrets(cfg: RunConfig) -> list[str]:
     """Errors for API-key variables the used models need but this process lacks."""
-    from ray_knowsim.engine.config import HTTPModelEntry
-
     errors = []
     for key in used_model_keys(cfg):
         m = cfg.models[key]
-        if isinstance(m, HTTPModelEntry) and m.api_key_env and not os.environ.get(m.api_key_env, "").strip():
-            errors.append(f"models.{key}.api_key_env: environment variable {m.api_key_env} is not set")
+        env = BACKENDS.get(m.backend).secret_env(m)
+        if env and not os.environ.get(env, "").strip():
+            errors.append(f"models.{key}.api_key_env: environment variable {env} is not set")
     return errors
 
 
-def build_models(cfg: RunConfig, graphs: Mapping[str, IUGraph], cache_dir: str | None, *, wait_s: float = 900) -> ModelSet:
-    """Create every used model (limiters and vLLM pools included). Needs Ray for limiters/pools."""
-    from ray_knowsim.engine.config import HTTPModelEntry, OfflineModelEntry, VLLMModelEntry
+def model_backends(cfg: RunConfig) -> dict[str, str]:
+    """Which backend serves each role (assistants: ``assistant:<model key>``), for the manifest."""
+    out = {}
+    for role in ("user_sim", "extractor", "judge"):
+        rc = getattr(cfg.roles, role)
+        if rc is not None and rc.model:
+            out[role] = cfg.models[rc.model].backend
+    for key in sorted({c.assistant or cfg.roles.assistant.model or "" for c in cfg.conditions}):
+        out[f"assistant:{key}"] = cfg.models[key].backend
+    return out
 
+
+def test_double_roles(cfg: RunConfig) -> list[str]:
+    """The roles (as in :func:`model_backends`) served by a test-double backend, for the manifest."""
+    return sorted(role for role, backend in model_backends(cfg).items() if BACKENDS.get(backend).double)
+
+
+def build_models(
+    cfg: RunConfig, graphs: Mapping[str, IUGraph], cache_dir: str | None, *, wait_s: float = 900,
+    keys: Iterable[str] | None = None,
+) -> ModelSet:
+    """Create the used models (or only ``keys``) with their registered backends' builders.
+    Needs Ray for backends that start actors (limiters, engine pools)."""
     models: dict[str, ChatModel] = {}
     cacheable: set[str] = set()
-    pools: list[Any] = []
-    for key in used_model_keys(cfg):
+    after: list = []
+    for key in (used_model_keys(cfg) if keys is None else keys):
         entry = cfg.models[key]
-        if isinstance(entry, OfflineModelEntry):
-            from ray_knowsim.llm.offline import OfflineModel
-
-            model = OfflineModel(name=entry.name or key, **entry.options)
-            model.register_graphs(dict(graphs))
-            models[key] = model
-        elif isinstance(entry, HTTPModelEntry):
-            models[key] = _http_model(entry)
+        backend = BACKENDS.get(entry.backend)
+        ctx = BuildContext(key=key, graphs=graphs, wait_s=wait_s, after=after)
+        models[key] = backend.build(entry, ctx)
+        if backend.cacheable:
             cacheable.add(key)
-        elif isinstance(entry, VLLMModelEntry):
-            from ray_knowsim.llm.vllm_backend import VLLMActorModel, get_or_create_vllm_pool
-
-            vcfg = entry.vllm_config()
-            actors = get_or_create_vllm_pool(vcfg)
-            pools.append(actors)
-            models[key] = VLLMActorModel(vcfg, actors)
-            cacheable.add(key)
-        else:  # pragma: no cover - the config's union is closed
-            raise TypeError(f"unknown model entry {entry!r}")
-    if pools:
-        from ray_knowsim.llm.vllm_backend import wait_pool_ready
-
-        for actors in pools:
-            wait_pool_ready(actors, timeout_s=wait_s)
+    for wait in after:
+        wait()
     roles = {"user_sim": cfg.roles.user_sim.model or "", "extractor": cfg.roles.extractor.model or ""}
     if cfg.roles.judge is not None and cfg.roles.judge.model:
         roles["judge"] = cfg.roles.judge.model
-    assistants = sorted({c.assistant or cfg.roles.assistant.model or "" for c in cfg.conditions})
+    roles = {role: key for role, key in roles.items() if key in models}
+    assistants = sorted(k for k in {c.assistant or cfg.roles.assistant.model or "" for c in cfg.conditions} if k in models)
     return ModelSet(models, roles, assistants, cacheable if cfg.engine.llm_cache else set(), cache_dir)
 
 
-def _http_model(entry: HTTPModelEntry) -> ChatModel:
-    from ray_knowsim.llm.http_backend import OpenAICompatibleModel
-    from ray_knowsim.llm.rate_limit import get_or_create_limiter
-
-    hcfg = entry.http_config()
-    limiter = None
-    limits = hcfg.rate_limits()
-    if limits.enabled:
-        # one budget per endpoint for the whole run, owned by the driver
-        limiter = get_or_create_limiter(f"ray_knowsim.limiter.{hcfg.endpoint_key}", limits)
-    return OpenAICompatibleModel(hcfg, limiter=limiter)
-
-
-__all__ = ["ModelSet", "build_models", "check_secrets", "secret_env_names", "used_model_keys"]
+__all__ = ["ModelSet", "build_models", "check_secrets", "model_backends", "secret_env_names", "test_double_roles", "used_model_keys"]

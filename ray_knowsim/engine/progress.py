@@ -10,6 +10,8 @@ non-terminal stdout gets a plain line every ``PLAIN_EVERY_S`` instead of a live 
 
 from __future__ import annotations
 
+import logging
+
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +22,7 @@ from rich.table import Table
 
 from ray_knowsim.llm.accounting import Accounting
 
+log = logging.getLogger(__name__)
 REPORT_EVERY_S = 0.5
 PLAIN_EVERY_S = 10.0
 
@@ -91,8 +94,8 @@ class Reporter:
         snap = self.counts.to_dict() | {"live": self.live}
         try:
             self.board.report.remote(self.shard_id, snap)
-        except Exception:  # progress must never break a shard
-            pass
+        except Exception as exc:  # noqa: BLE001 - progress must never break a shard; say why it is missing
+            log.warning("progress report of %s not sent (%s: %s); the display may lag", self.shard_id, type(exc).__name__, exc)
 
 
 class Display:

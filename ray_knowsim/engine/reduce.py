@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -87,11 +87,12 @@ SUM_COLUMNS: tuple[str, ...] = (
 )
 
 
-def aggregate_cells(session_files: Sequence[str], num_partitions: int | None = None) -> pd.DataFrame:
+def aggregate_cells(session_files: Sequence[str], num_partitions: int | None = None, scores: Any = None) -> pd.DataFrame:
     """One row per (task, condition, level): n_sessions, n_ok, n_failed, ``<m>__n/__mean/__sd``
     per metric and ``fm_*`` sums. ONE Ray Data groupby (over per-block partial sums, with the
     sort-based shuffle: the hash shuffle's 200 aggregator partitions cost minutes on small
-    machines). Ray must be initialised."""
+    machines). ``scores`` (a :class:`~ray_knowsim.score.store.RunScores`) joins the judges'
+    columns (``iq`` & co.) onto the session rows first. Ray must be initialised."""
     import ray
     import ray.data
     from ray.data import DataContext
@@ -106,7 +107,9 @@ def aggregate_cells(session_files: Sequence[str], num_partitions: int | None = N
     try:
         ds = ray.data.read_parquet(list(session_files))
         drift = [d for d in DRIFT_COLUMNS if d in ds.schema().names]
-        ds = ds.select_columns([*KEYS, "status", *METRICS, *FM_COLUMNS, *drift])
+        ds = ds.select_columns(["session_id", *KEYS, "status", *METRICS, *FM_COLUMNS, *drift])
+        if scores is not None and scores.sets:
+            ds = ds.map_batches(scores.attach, batch_format="pyarrow")
         ds = ds.map_batches(partial_moments, batch_format="pyarrow")
         grouped = ds.groupby(list(KEYS), num_partitions=num_partitions)
         sums = grouped.aggregate(*(Sum(c, alias_name=c) for c in SUM_COLUMNS)).to_pandas()

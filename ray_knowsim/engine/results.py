@@ -20,16 +20,14 @@ import json
 import os
 import secrets
 import time
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel
 
+from ray_knowsim.io.parquet import arrow_schema, atomic_write_text, fsync_dir, rows_table, write_parquet
 from ray_knowsim.model.results import SessionRow, TurnRow
 
 MARKER_FORMAT = 1
@@ -38,74 +36,8 @@ TABLES = ("sessions", "turns")
 
 # ----------------------------------------------------------------------------- schemas
 
-
-def _arrow_type(annotation: Any) -> tuple[pa.DataType, bool]:
-    """(Arrow type, nullable) of a pydantic field annotation of the result rows."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(args) != 1:
-            raise TypeError(f"unsupported union {annotation}")
-        return _arrow_type(args[0])[0], True
-    if origin is list:
-        (inner,) = typing.get_args(annotation)
-        return pa.list_(_arrow_type(inner)[0]), False
-    simple = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
-    if annotation in simple:
-        return simple[annotation], False
-    raise TypeError(f"no Arrow type for {annotation}")
-
-
-def arrow_schema(model: type[BaseModel]) -> pa.Schema:
-    """The Parquet schema of a row model, field for field, in declaration order."""
-    fields = []
-    for name, info in model.model_fields.items():
-        typ, nullable = _arrow_type(info.annotation)
-        fields.append(pa.field(name, typ, nullable=nullable))
-    return pa.schema(fields, metadata={b"ray_knowsim.row": model.__name__.encode()})
-
-
 SESSION_SCHEMA = arrow_schema(SessionRow)
 TURN_SCHEMA = arrow_schema(TurnRow)
-
-
-def rows_table(rows: Sequence[BaseModel], schema: pa.Schema) -> pa.Table:
-    return pa.Table.from_pylist([r.model_dump() for r in rows], schema=schema)
-
-
-# ----------------------------------------------------------------------------- atomic files
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
-def _write_parquet(table: pa.Table, path: Path) -> None:
-    with open(path, "wb") as fh:
-        pq.write_table(table, fh, compression="zstd")
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def atomic_write_text(path: Path, text: str, tmp_dir: Path) -> None:
-    """Write ``text`` to ``path`` so readers see the old file or the whole new one, never half."""
-    tmp_dir.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_dir / f"{path.name}.{secrets.token_hex(4)}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 # ----------------------------------------------------------------------------- markers
@@ -263,12 +195,12 @@ class RunDir:
         staged = []
         for name, table in (("sessions", sessions), ("turns", turns)):
             tmp = self.tmp / f"{shard_id}.{token}.{name}.parquet"
-            _write_parquet(table, tmp)
+            write_parquet(table, tmp)
             staged.append((tmp, self.root / marker.files()[name]))
         for tmp, final in staged:
             os.replace(tmp, final)
         for table in TABLES:
-            _fsync_dir(self.table_dir(table))
+            fsync_dir(self.table_dir(table))
         atomic_write_text(self.marker_path(shard_id), marker.to_json(), self.tmp)
         if previous is not None and previous.token != token:
             for f in previous.files().values():

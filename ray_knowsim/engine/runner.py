@@ -25,10 +25,12 @@ from typing import Any, Iterator
 
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.manifest import close_manifest, open_manifest
-from ray_knowsim.engine.models import ModelSet, build_models, check_secrets, secret_env_names
+from ray_knowsim.engine.models import ModelSet, build_models, check_secrets, model_backends, secret_env_names, test_double_roles
 from ray_knowsim.engine.plan import Plan, load_inputs
 from ray_knowsim.engine.progress import Counts, Display, progress_actor
 from ray_knowsim.engine.results import Marker, RunDir
+from ray_knowsim.engine.scoring import score_run
+from ray_knowsim.score.store import RunScores
 from ray_knowsim.sim.types import RoleSettings, ShardContext
 
 ROLE_NAMES = ("user_sim", "assistant", "extractor", "judge")
@@ -51,6 +53,7 @@ class RunOutcome:
     incomplete: dict[str, str] = field(default_factory=dict)  # shard id -> why it did not finish
     tables: dict[str, Any] = field(default_factory=dict)
     llm: dict[str, Any] = field(default_factory=dict)  # this invocation's calls/tokens per role (Accounting.to_dict)
+    scores: dict[str, Any] = field(default_factory=dict)  # the scoring stage of this invocation
     seconds: float = 0.0
 
     @property
@@ -63,8 +66,8 @@ class RunOutcome:
 def make_context(cfg: RunConfig, run_id: str, config_hash: str) -> ShardContext:
     roles = {}
     for role in ROLE_NAMES:
-        if role == "judge" and cfg.roles.judge is None:
-            continue
+        if role == "judge":
+            continue  # judges are not part of the simulation (engine/scoring.py)
         model, temp, max_tokens, attempts = cfg.roles.settings(role)
         roles[role] = RoleSettings(model=model if role != "assistant" else "", temperature=temp, max_tokens=max_tokens, attempts=attempts)
     return ShardContext(
@@ -147,7 +150,7 @@ def prepare(cfg: RunConfig, output: str | Path | None = None, overwrite: bool = 
     if overwrite and run_dir.root.exists():
         import shutil
 
-        for sub in ("sessions", "turns", "shards", "tables", ".tmp"):  # the content-keyed LLM cache stays
+        for sub in ("sessions", "turns", "shards", "tables", "scores", ".tmp"):  # the content-keyed LLM cache stays
             shutil.rmtree(run_dir.root / sub, ignore_errors=True)
         run_dir.manifest.unlink(missing_ok=True)
     return plan, run_dir, run_id, config_hash, inputs
@@ -194,7 +197,7 @@ def run(
     manifest = open_manifest(
         run_dir, run_id=run_id, name=cfg.name, config_hash=config_hash, config=cfg.public_dict(),
         config_file=config_file, secret_env=secret_env_names(cfg), run_seed=cfg.seed, plan=plan.summary(),
-        address=address or os.environ.get("RAY_ADDRESS"),
+        address=address or os.environ.get("RAY_ADDRESS"), backends=model_backends(cfg), test_doubles=test_double_roles(cfg), base_dir=str(cfg.base_dir),
     )
     committed = run_dir.markers(config_hash)
     run_dir.collect_garbage(committed.values())
@@ -215,7 +218,14 @@ def run(
                 models = build_models(cfg, inputs.graphs, str(run_dir.cache), wait_s=900)
                 outcome.incomplete, outcome.llm = _fan_out(cfg, plan, run_dir, models, make_context(cfg, run_id, config_hash), todo, display)
             else:
+                models = None
                 display.log(f"run {run_id}: all {plan.n_shards} shards already committed -> {run_dir.root}")
+            if cfg.roles.judge is not None and run_dir.markers(config_hash):
+                # the judges are a stage of their own over the committed transcripts (engine/scoring.py)
+                scored = score_run(cfg, run_dir.root, models=models, inputs=inputs)
+                outcome.llm = {**outcome.llm, **scored.llm}  # the judge's calls are this invocation's too
+                outcome.scores = {"name": scored.name, "scored_shards": scored.scored_shards,
+                                  "skipped_shards": scored.skipped_shards, "judge_errors": scored.n_errors, "llm": scored.llm}
             final = run_dir.markers(config_hash)
             outcome.n_ok = sum(m.n_ok for m in final.values())
             outcome.n_failed = sum(len(m.failed) for m in final.values())
@@ -223,7 +233,7 @@ def run(
             if files and tables:
                 from ray_knowsim.engine.reduce import aggregate_cells, build_tables, write_tables
 
-                outcome.tables = build_tables(aggregate_cells(files))
+                outcome.tables = build_tables(aggregate_cells(files, scores=RunScores.load(run_dir.root)))
                 from ray_knowsim.engine.cost import cost_tables
 
                 outcome.tables.update(cost_tables(files))
@@ -237,6 +247,7 @@ def run(
         close_manifest(run_dir, manifest, status, {
             "sessions": outcome.n_sessions, "ok": outcome.n_ok, "failed": outcome.n_failed,
             "incomplete_shards": sorted(outcome.incomplete), "seconds": round(outcome.seconds, 2), "llm": outcome.llm,
+            "scores": outcome.scores,
         })
     if outcome.tables and print_tables and not quiet:
         from ray_knowsim.engine.reduce import print_tables as show
@@ -295,8 +306,8 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
                 last_poll = time.monotonic()
                 try:
                     snapshots = ray.get(board.snapshot.remote(), timeout=5)
-                except Exception:  # noqa: BLE001 - display only
-                    pass
+                except Exception as exc:  # noqa: BLE001 - display only: the run goes on, the numbers lag
+                    display.warn(f"progress board not reachable ({type(exc).__name__}: {exc}); the display may lag")
                 shown = Counts(totals.sessions, totals.failed, totals.turns, dict(totals.accounting))
                 live = 0
                 for sid, snap in snapshots.items():

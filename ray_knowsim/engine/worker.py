@@ -88,7 +88,7 @@ def execute_shard(
             reporter.counts.sessions += 1
             reporter.counts.failed += result.session.status != "ok"
             reporter.update(accounting)
-        for model in {id(m): m for m in (role_models.user_sim, role_models.extractor, role_models.judge,
+        for model in {id(m): m for m in (role_models.user_sim, role_models.extractor,
                                          *role_models.assistants.values()) if m is not None}.values():
             close = getattr(model, "aclose", None)
             if close is not None:
@@ -129,12 +129,9 @@ def _check_contract(shard: ShardSpec, ctx: ShardContext, results: list[SessionRe
     missing = sorted(set(planned) - set(got))
     extra = sorted(set(got) - set(planned))
     repeated = sorted({sid for sid in got if got.count(sid) > 1})
-    if missing:
-        problems.append(f"missing sessions {missing[:5]}{' ...' if len(missing) > 5 else ''}")
-    if extra:
-        problems.append(f"unplanned sessions {extra[:5]}")
-    if repeated:
-        problems.append(f"sessions returned twice {repeated[:5]}")
+    for ids, what in ((missing, "missing sessions"), (extra, "unplanned sessions"), (repeated, "sessions returned twice")):
+        if ids:
+            problems.append(f"{what} {ids[:5]}{' ...' if len(ids) > 5 else ''}")
     for r in results:
         if r.session.config_hash != ctx.config_hash or r.session.run_id != ctx.run_id:
             problems.append(f"session {r.session.session_id} carries run {r.session.run_id}/{r.session.config_hash}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from pydantic import ValidationError
 
@@ -53,15 +53,20 @@ def _read_text(path: Path) -> str:
         raise LoadError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
 
 
-def _read_json(path: Path, expected: type, what: str) -> Any:
-    text = _read_text(path)
+def _decode(text: str, where: str, expected: type, what: str, malformed: Callable[[json.JSONDecodeError], str]) -> Any:
+    """``text`` as JSON of type ``expected``, else a LoadError naming ``where`` and what was wrong."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise LoadError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from exc
+        raise LoadError(f"{where}: {malformed(exc)}") from exc
     if not isinstance(data, expected):
-        raise LoadError(f"{path}: expected {what} at the top level, found a JSON {_json_type(data)}")
+        raise LoadError(f"{where}: expected {what}, found a JSON {_json_type(data)}")
     return data
+
+
+def _read_json(path: Path, expected: type, what: str) -> Any:
+    return _decode(_read_text(path), str(path), expected, f"{what} at the top level",
+                   lambda exc: f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})")
 
 
 def _json_type(value: Any) -> str:
@@ -72,12 +77,8 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise LoadError(f"{path}:{lineno}: malformed JSON line ({exc.msg} at column {exc.colno})") from exc
-        if not isinstance(row, dict):
-            raise LoadError(f"{path}:{lineno}: expected a JSON object, found a JSON {_json_type(row)}")
+        row = _decode(line, f"{path}:{lineno}", dict, "a JSON object",
+                      lambda exc: f"malformed JSON line ({exc.msg} at column {exc.colno})")
         yield lineno, row
 
 

@@ -257,7 +257,7 @@ def serve_app_in_thread(app: web.Application, host: str = "127.0.0.1", port: int
                 result["handle"] = handle
                 ready.set()
                 await stop.wait()
-        except BaseException as exc:  # startup failure: hand it to the caller
+        except (Exception, asyncio.CancelledError) as exc:  # startup failure: hand it to the caller
             result["error"] = exc
             ready.set()
 

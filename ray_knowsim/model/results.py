@@ -47,6 +47,8 @@ class SessionRow(BaseModel):
     early_stop_turn: int | None = None  # 1-based turn of the virtual early stop (None: none)
     early_stop_reason: str | None = None  # "mastery" | "cognitive_overload" | judge reason
     error: str | None = None
+    # a baseline learner's closing message that got no reply (no turn row holds it); judges read it
+    final_user_message: str | None = None
     # final metrics (None for baselines, which carry no state)
     kg: float | None = None
     nkg: float | None = None
@@ -69,7 +71,8 @@ class SessionRow(BaseModel):
     po_es: float | None = None
     engagement_es: float | None = None
     learning_experience_es: float | None = None
-    # LLM judge (Interaction Quality 1-10 and friends)
+    # LLM judge (Interaction Quality 1-10 and friends): empty as the simulation writes them; the
+    # scoring stage writes RUN_DIR/scores/ and readers join it in (ray_knowsim.score.store)
     iq: float | None = None
     judge_information_calibration: float | None = None
     judge_perceived_overload: float | None = None

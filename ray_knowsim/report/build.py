@@ -3,11 +3,16 @@ draw, render HTML and Markdown, write both. The one entry point the CLI calls.""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ray_knowsim.report.aggregate import RunSummary, pick_sample
 from ray_knowsim.report.content import ReportContent
@@ -18,6 +23,7 @@ from ray_knowsim.report.metrics import Gain, Variant, metric_specs
 from ray_knowsim.report.plots import failure_mode_plot, overview_plot, trajectory_plot
 from ray_knowsim.report.reader import RunDirError, open_run, read_rows, scan
 from ray_knowsim.report.tables import failure_table, marginal_table, per_level_table
+from ray_knowsim.score.store import RunScores
 
 
 @dataclass
@@ -41,11 +47,21 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
     opts = options or ReportOptions()
     run = open_run(run_dir)
     specs = metric_specs(opts.variant, opts.gain)
-    summary = RunSummary(tuple(s.column for s in specs), sample_per_cell=0 if opts.sessions else max(0, opts.sample), seed=opts.seed)
-    for batch in scan(run.sessions, summary.columns()):
-        summary.add(batch)
+    scores = RunScores.load(run.run_dir)
+
+    def summarise(task: str | None, sample: int) -> RunSummary:
+        summary = RunSummary(tuple(s.column for s in specs), sample_per_cell=sample, seed=opts.seed)
+        where = pc.field("task") == task if task is not None else None
+        for batch in scan(run.sessions, summary.columns(), where):
+            if batch.num_rows == 0:  # a filtered-out block
+                continue
+            summary.add(scores.attach(batch) if scores.sets else batch)
+        return summary
+
+    summary = summarise(None, 0 if opts.sessions else max(0, opts.sample))
     if summary.rows == 0:
         raise RunDirError(f"{run.run_dir}/sessions holds no rows")
+    tasks = sorted(str(t) for t in summary.facts.get("task", {}) if t is not None)
 
     if opts.sessions:
         ids = list(dict.fromkeys(opts.sessions))
@@ -56,7 +72,7 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
             f"{len(ids)} conversation(s) sampled (seed {opts.seed}), spread over levels and conditions; "
             "choose others with --sessions or --sample/--seed."
         )
-    session_rows = {r["session_id"]: r for r in read_rows(run.sessions, ids)}
+    session_rows = {r["session_id"]: r for r in _joined(read_rows(run.sessions, ids), scores)}
     unknown = [i for i in ids if i not in session_rows]
     if unknown and opts.sessions:
         raise RunDirError(f"session id(s) not in {run.run_dir}/sessions: {', '.join(unknown[:5])}")
@@ -83,8 +99,20 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
         generated=_dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         sample_note=note,
     )
-    content.figures["overview"] = overview_plot(summary, specs)
-    content.figures["failure_modes"] = failure_mode_plot(failures, summary.levels)
+    content.banner = offline_banner(Path(run.run_dir))
+    for task in tasks or [None]:
+        part = summarise(task, 0) if len(tasks) > 1 else summary
+        part_failures = failure_table(part)
+        section = dataclasses.replace(
+            content, task=task, summary=part, per_level=per_level_table(part, specs), marginal=marginal_table(part, specs),
+            failures=part_failures, conversations=[], figures={}, sections=[],
+        )  # fmt: skip
+        section.figures["overview"] = overview_plot(part, specs)
+        section.figures["failure_modes"] = failure_mode_plot(part_failures, part.levels)
+        content.sections.append(section)
+    first = content.sections[0]
+    content.per_level, content.marginal, content.failures = first.per_level, first.marginal, first.failures
+    content.figures = dict(first.figures)
     content.trajectories = [trajectory_plot(v) for v in views]
     from ray_knowsim.report.decisions import decision_sections
 
@@ -98,3 +126,46 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
     html_path.write_text(render_html(content), encoding="utf-8")
     md_path.write_text(render_markdown(content), encoding="utf-8")
     return ReportResult(html_path.resolve(), md_path.resolve(), content)
+
+
+def _joined(rows: list[dict[str, Any]], scores: RunScores) -> list[dict[str, Any]]:
+    """Session rows with the judges' scores joined in (``scores/``; see ray_knowsim.score.store)."""
+    if not rows or not scores.sets:
+        return rows
+    return scores.attach(pa.Table.from_pylist(rows)).to_pylist()
+
+
+def offline_banner(run_dir: Path) -> str | None:
+    """A warning when any role of the run was answered by a test double (the offline model): its
+    numbers show that the pipeline works, not how real models behave. Read from the manifest's
+    ``test_doubles``; manifests written before it existed name the built-in ``offline`` backend
+    in their config, which is read instead."""
+    path = run_dir / "manifest.json"
+    if not path.is_file():
+        return None
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    if "test_doubles" in manifest:
+        doubles = sorted(manifest["test_doubles"])
+    else:
+        doubles = sorted(role for role, backend in _config_backends(manifest.get("config") or {}).items() if backend == "offline")
+    if not doubles:
+        return None
+    return ("These results come from the OFFLINE model (roles: " + ", ".join(doubles) + "): a deterministic test double "
+            "designed to exhibit the paper's qualitative patterns. They check the pipeline; they are not measurements "
+            "of any real model.")
+
+
+def _config_backends(cfg: dict[str, Any]) -> dict[str, str]:
+    models = cfg.get("models") or {}
+    roles = cfg.get("roles") or {}
+    out = {}
+    for role, rc in roles.items():
+        key = rc.get("model") if isinstance(rc, dict) else rc
+        if key in models:
+            out[role] = models[key].get("backend", "")
+    default = (roles.get("assistant") or {}).get("model")
+    for cond in cfg.get("conditions") or []:
+        key = cond.get("assistant") or default
+        if key in models:
+            out[f"assistant:{key}"] = models[key].get("backend", "")
+    return out

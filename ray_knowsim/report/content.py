@@ -25,10 +25,14 @@ class ReportContent:
     generated: str
     figures: dict[str, str | None] = field(default_factory=dict)  # name -> data URI
     trajectories: list[str | None] = field(default_factory=list)  # per conversation
-    sample_note: str = ""
-    # decision sections (report/decisions.py): who beats whom, cost
+    sample_note: str = ""    # decision sections (report/decisions.py): who beats whom, cost
     decisions_html: list[str] = field(default_factory=list)
     decisions_md: list[str] = field(default_factory=list)
+    task: str | None = None  # the task this content's tables cover (None: the whole run)
+    # One content per task: math and ExpertQA are never pooled in a table or chart.
+    sections: list["ReportContent"] = field(default_factory=list)
+    # Shown on top when the numbers came from the offline model (a wiring check, not a measurement).
+    banner: str | None = None
 
     @property
     def variant_text(self) -> str:

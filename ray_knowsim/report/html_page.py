@@ -43,6 +43,8 @@ h2 { margin:0 0 6px; font-size:18px; }
 p.lead { color:var(--muted); margin:0 0 12px; }
 .callouts { display:flex; flex-wrap:wrap; gap:10px; margin:6px 0 14px; }
 .callout { border-left:4px solid var(--accent); background:#eef4fa; padding:6px 12px; border-radius:4px; }
+.banner { border:2px solid #b45309; background:#fff7ed; color:#7c2d12; padding:10px 14px; border-radius:6px; margin:10px 0 16px; }
+.task-title { border-bottom:2px solid var(--accent); padding-bottom:4px; }
 .callout .k { color:var(--muted); font-size:12px; display:block; }
 figure { margin:8px 0; text-align:center; }
 figure img { max-width:100%; height:auto; }
@@ -123,13 +125,9 @@ def render_html(c: ReportContent) -> str:
         '<link rel="icon" href="data:,">',
         f"<title>{e(c.title)}</title><style>{CSS}</style></head><body>",
         _header(c),
-        '<nav><a href="#glance">At a glance</a><a href="#marginal">Marginal table</a><a href="#per-level">Per level</a>'
-        '<a href="#failure-modes">Failure modes</a><a href="#conversations">Conversations</a><a href="#method">Method</a></nav>',
-        "<main>",
-        _glance(c),
-        _marginal(c),
-        _per_level(c),
-        _failures(c),
+        _nav(c),
+        "<main>",        _banner(c),
+        *_task_sections(c),
         *c.decisions_html,
         _conversations(c),
         _method(c),
@@ -138,6 +136,38 @@ def render_html(c: ReportContent) -> str:
         "</body></html>",
     ]
     return "\n".join(parts)
+
+
+_SECTION_IDS = ("glance", "marginal", "per-level", "failure-modes", "overview-plot", "marginal-table",
+                "per-level-table", "failure-mode-plot")
+
+
+def _nav(c: ReportContent) -> str:
+    if len(c.sections) <= 1:
+        return ('<nav><a href="#glance">At a glance</a><a href="#marginal">Marginal table</a><a href="#per-level">Per level</a>'
+                '<a href="#failure-modes">Failure modes</a><a href="#conversations">Conversations</a><a href="#method">Method</a></nav>')
+    tasks = "".join(f'<a href="#task-{e(t.task)}">Task: {e(t.task)}</a>' for t in c.sections)
+    return f'<nav>{tasks}<a href="#conversations">Conversations</a><a href="#method">Method</a></nav>'
+
+
+def _banner(c: ReportContent) -> str:
+    return f'<div class="banner" id="offline-banner" role="note"><b>Offline model.</b> {e(c.banner)}</div>' if c.banner else ""
+
+
+def _task_sections(c: ReportContent) -> list[str]:
+    """The results, one block per task (tasks are never pooled). With one task the page keeps
+    its plain section ids; with several, each block's ids end in ``-<task>``."""
+    sections = c.sections or [c]
+    if len(sections) == 1:
+        s = sections[0]
+        return [_glance(s), _marginal(s), _per_level(s), _failures(s)]
+    out = []
+    for s in sections:
+        body = "".join((_glance(s), _marginal(s), _per_level(s), _failures(s)))
+        for ident in _SECTION_IDS:
+            body = body.replace(f'id="{ident}"', f'id="{ident}-{e(s.task)}"')
+        out.append(f'<div class="task" id="task-{e(s.task)}"><h2 class="task-title">Task: {e(s.task)}</h2>{body}</div>')
+    return out
 
 
 def _header(c: ReportContent) -> str:

@@ -29,10 +29,30 @@ def _row(cells: list[str]) -> str:
 
 def render_markdown(c: ReportContent) -> str:
     out = [f"# {_md(c.title)}", ""]
+    if c.banner:
+        out += [f"> **Offline model.** {_md(c.banner)}", ""]
     out += [f"- **{_md(k)}**: {_md(v)}" for k, v in c.facts()]
     out += [f"- **run directory**: `{c.run_dir}`", f"- **generated**: {c.generated}", ""]
+    sections = c.sections or [c]
+    for section in sections:
+        if len(sections) > 1:
+            out += [f"## Task: {_md(section.task)}", ""]
+        out += _results(section, "#" if len(sections) > 1 else "")
+    out += c.decisions_md  # who beats whom (per task and level) and cost
+    if c.conversations:
+        out += ["## Conversations shown in the HTML report", ""]
+        for v in c.conversations:
+            s = v.session
+            out.append(f"- `{s.get('session_id')}` ({_md(s.get('condition'))}, {_md(s.get('knowledge_level'))}, {s.get('turns')} turns)")
+        out.append("")
+    out += ["## Metrics", ""] + [f"- **{s.label}** (`{s.column}`): {_md(s.description)}" for s in c.specs] + [""]
+    return "\n".join(out)
 
-    out += ["## Level-marginalised results", "", "Unweighted mean of the level means; rank in parentheses (ties share the best rank); **bold** = best.", ""]
+
+def _results(c: ReportContent, deeper: str) -> list[str]:
+    """One task's tables (``deeper`` adds a heading level under a task heading)."""
+    out: list[str] = []
+    out += [f"{deeper}## Level-marginalised results", "", "Unweighted mean of the level means; rank in parentheses (ties share the best rank); **bold** = best.", ""]
     heads = ["#", "Condition", "n"] + [f"{s.label} {s.arrow}" for s in c.specs] + ["Mean rank"]
     out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
     for pos, r in enumerate(c.marginal, start=1):
@@ -44,7 +64,7 @@ def render_markdown(c: ReportContent) -> str:
         out.append(_row(cells))
     out += ["", "† no data for at least one level: the marginal averages the levels present.", ""]
 
-    out += ["## Results per knowledge level", "", "Mean [95% t-interval] (rank within the level); **bold** = best in the level.", ""]
+    out += [f"{deeper}## Results per knowledge level", "", "Mean [95% t-interval] (rank within the level); **bold** = best in the level.", ""]
     heads = ["Level", "Condition", "n"] + [f"{s.label} {s.arrow}" for s in c.specs] + ["Mean rank"]
     out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
     for block in c.per_level:
@@ -64,7 +84,7 @@ def render_markdown(c: ReportContent) -> str:
     out.append("")
 
     if c.failures:
-        out += ["## Failure modes", "", "Share of explained-IU events (%), summed over conversations.", ""]
+        out += [f"{deeper}## Failure modes", "", "Share of explained-IU events (%), summed over conversations.", ""]
         heads = ["Level", "Condition"] + [FM_LABELS[m] for m in FM_ORDER] + ["events"]
         out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
         for r in c.failures:
@@ -73,13 +93,4 @@ def render_markdown(c: ReportContent) -> str:
             cells.append(f"{r.total:,}")
             out.append(_row(cells))
         out.append("")
-
-    out += c.decisions_md
-    if c.conversations:
-        out += ["## Conversations shown in the HTML report", ""]
-        for v in c.conversations:
-            s = v.session
-            out.append(f"- `{s.get('session_id')}` ({_md(s.get('condition'))}, {_md(s.get('knowledge_level'))}, {s.get('turns')} turns)")
-        out.append("")
-    out += ["## Metrics", ""] + [f"- **{s.label}** (`{s.column}`): {_md(s.description)}" for s in c.specs] + [""]
-    return "\n".join(out)
+    return out

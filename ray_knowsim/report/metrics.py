@@ -50,7 +50,8 @@ def metric_specs(variant: Variant = "final", gain: Gain = "kg") -> tuple[MetricS
         MetricSpec("iq", "IQ", "iq", False, 2, "interaction quality: LLM judge score 1-10 of the whole conversation"),
     )
     for s in specs:
-        assert s.lower_is_better == (s.column in LOWER_IS_BETTER), s  # keep the contract's direction
+        if s.lower_is_better != (s.column in LOWER_IS_BETTER):  # keep the contract's direction
+            raise RuntimeError(f"metric {s.column}: direction disagrees with model.results.LOWER_IS_BETTER")
     return specs
 
 

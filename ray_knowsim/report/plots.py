@@ -40,7 +40,8 @@ FM_LABELS = {
     "redundant": "redundant",
 }
 FM_ORDER = ("effective", "under_absorbed", "overload_wasted", "prereq_blocked", "redundant")
-assert set(FM_ORDER) == set(FAILURE_MODES)
+if set(FM_ORDER) != set(FAILURE_MODES):  # the chart must show exactly the contract's modes
+    raise RuntimeError(f"FM_ORDER {FM_ORDER} does not match FAILURE_MODES {FAILURE_MODES}")
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 
 plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.spines.right": False})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from dataclasses import dataclass, field
@@ -22,14 +23,28 @@ from ray_knowsim.rules.trajectory import Trajectory
 from ray_knowsim.rules.turn_metrics import FAILURE_MODE_VARIANTS, TurnMetrics
 from ray_knowsim.rules.update import TurnUpdate, well_explained_ids
 from ray_knowsim.sim.cost import session_cost
+from ray_knowsim.sim.rows import turn_row
 from ray_knowsim.sim.types import SessionSpec, ShardContext
 from ray_knowsim.simulators import SIMULATORS, Simulator
 
-ROLE_COLUMNS = {"user_sim": "tokens_user_sim", "assistant": "tokens_assistant", "extractor": "tokens_extractor", "judge": "tokens_judge"}
+ROLE_COLUMNS = {"user_sim": "tokens_user_sim", "assistant": "tokens_assistant", "extractor": "tokens_extractor"}  # tokens_judge: scores/
 
 
 def _c(row: np.ndarray, name: str) -> float:
     return float(row[COUNTER_INDEX[name]])
+
+
+_CASTS = {"int": int, "bool": bool, "float": float, int: int, bool: bool, float: float}
+
+
+def _from_counters(cls: type, counters: np.ndarray, **given: Any) -> Any:
+    """A rules dataclass (TurnUpdate, TurnMetrics) from the kernel's counter row: every scalar
+    field named like a counter is read from it (cast to the field's type); the rest is ``given``."""
+    values = dict(given)
+    for f in dataclasses.fields(cls):
+        if f.name not in values and f.name in COUNTER_INDEX:
+            values[f.name] = _CASTS[f.type](_c(counters, f.name))
+    return cls(**values)
 
 
 @dataclass
@@ -56,8 +71,6 @@ class LiveSession:
     extractor_repairs: int = 0
     extractor_refusals: int = 0
     prompt_versions: dict[str, str] = field(default_factory=dict)
-    judged: dict[str, float] = field(default_factory=dict)
-    baseline_stop: tuple[int, str] | None = None  # (1-based turn, reason) from the termination judge
     user_profile: str = ""  # the learner profile the simulator drew at start ("" if it has none)
 
     @property
@@ -105,35 +118,11 @@ class LiveSession:
     ) -> None:
         """Store one kernel step as the rules' TurnUpdate/TurnMetrics twins plus a TurnRow
         (``repairs`` / ``refusals``: the extractor's drift this turn, see :mod:`ray_knowsim.sim.ask`)."""
-        update = TurnUpdate(
-            post=post,
-            carries=carries,
-            comprehension_load=_c(counters, "comprehension_load"),
-            attempt_load=_c(counters, "attempt_load"),
-            effective_load=_c(counters, "effective_load"),
-            overload=bool(_c(counters, "overload")),
-            dropoff_active=bool(_c(counters, "dropoff_active")),
-            eta=_c(counters, "eta"),
-        )
+        update = _from_counters(TurnUpdate, counters, post=post, carries=carries)
         modes = {name: int(_c(counters, name)) for name in FAILURE_MODES + FAILURE_MODE_VARIANTS}
-        metrics = TurnMetrics(
-            ic_numerator=int(_c(counters, "ic_numerator")),
-            ic_denominator=int(_c(counters, "ic_denominator")),
-            zpd_size=int(_c(counters, "zpd_size")),
-            absorbed_ic_numerator=int(_c(counters, "absorbed_ic_numerator")),
-            absorbed_ic_numerator_any_partial=int(_c(counters, "absorbed_ic_numerator_any_partial")),
-            n_upward_transitions=int(_c(counters, "n_upward_transitions")),
-            absorbed_gain=_c(counters, "absorbed_gain"),
-            new_ius=int(_c(counters, "new_ius")),
-            disallowed=int(_c(counters, "disallowed")),
-            familiarity=_c(counters, "familiarity"),
-            novelty=_c(counters, "novelty"),
-            engagement=_c(counters, "engagement"),
-            perceived_overload=_c(counters, "perceived_overload"),
-            capacity_load=_c(counters, "capacity_load"),
-            failure_modes=modes,
-        )
-        assert self.trajectory is not None
+        metrics = _from_counters(TurnMetrics, counters, failure_modes=modes)
+        if self.trajectory is None:
+            raise RuntimeError(f"{self.spec.session_id}: a state update for a session without a trajectory (a baseline?)")
         self.trajectory.updates.append(update)
         self.trajectory.metrics.append(metrics)
         self.trajectory.entries.append(entries)
@@ -141,50 +130,20 @@ class LiveSession:
         self.explained.update(self.index.label_of(v) for v in well_explained_ids(self.index, entries))
         user, assistant = self.transcript[-2][1], self.transcript[-1][1]
         self.turn_rows.append(
-            TurnRow(
-                run_id="",
-                session_id=self.spec.session_id,
-                turn=turn,
-                user_message=user,
-                assistant_message=assistant,
-                signals_json=json.dumps([e.model_dump(mode="json") for e in entries], ensure_ascii=False),
-                states=[post[v] for v in self.index.ids],
-                carries=[carries[v] for v in self.index.ids],
-                comprehension_load=update.comprehension_load,
-                attempt_load=update.attempt_load,
-                effective_load=update.effective_load,
-                overload=update.overload,
-                eta=update.eta,
-                n_upward_transitions=metrics.n_upward_transitions,
-                absorbed_gain=metrics.absorbed_gain,
-                ic_numerator=metrics.ic_numerator,
-                ic_denominator=metrics.ic_denominator,
-                zpd_size=metrics.zpd_size,
-                absorbed_ic_numerator=metrics.absorbed_ic_numerator,
-                new_ius=metrics.new_ius,
-                disallowed=metrics.disallowed,
-                familiarity=metrics.familiarity,
-                novelty=metrics.novelty,
-                engagement=metrics.engagement,
+            turn_row(
+                self.spec.session_id, turn, user, assistant, entries=entries, update=update, metrics=metrics,
+                states=[post[v] for v in self.index.ids], carries=[carries[v] for v in self.index.ids],
                 density=density(self.index, post),
-                extractor_repairs=json.dumps(list(repairs), ensure_ascii=False),
-                extractor_refusals=json.dumps(list(refusals), ensure_ascii=False),
-                **{f"fm_{m}": modes[m] for m in FAILURE_MODES},
+                extractor_repairs=repairs,
+                extractor_refusals=refusals,
             )
         )
 
     def record_baseline_turn(self, turn: int) -> None:
         user, assistant = self.transcript[-2][1], self.transcript[-1][1]
-        zeros = [0] * self.index.size
         self.turn_rows.append(
-            TurnRow(
-                run_id="", session_id=self.spec.session_id, turn=turn, user_message=user, assistant_message=assistant,
-                signals_json="[]", states=zeros, carries=[0.0] * self.index.size, comprehension_load=0.0,
-                attempt_load=0.0, effective_load=0.0, overload=False, eta=1.0, n_upward_transitions=0,
-                absorbed_gain=0.0, ic_numerator=0, ic_denominator=0, zpd_size=0, absorbed_ic_numerator=0,
-                new_ius=0, disallowed=0, familiarity=0.0, novelty=0.0, engagement=0.0, density=0.0,
-            )
-        )  # fmt: skip
+            turn_row(self.spec.session_id, turn, user, assistant, states=[0] * self.index.size, carries=[0.0] * self.index.size)
+        )
 
     # -- result rows --------------------------------------------------------------------------
 
@@ -232,10 +191,8 @@ class LiveSession:
             row.update(self.trajectory.summary(ctx.rules))
             for mode in FAILURE_MODES:
                 row[f"fm_{mode}"] = sum(m.failure_modes[mode] for m in self.trajectory.metrics)
-        if self.baseline_stop is not None:
-            row["early_stop_turn"], row["early_stop_reason"] = self.baseline_stop
-        for key, value in self.judged.items():
-            row[key] = value
+        if self.transcript and self.transcript[-1][0] == "user" and self.status != "failed":
+            row["final_user_message"] = self.transcript[-1][1]  # a closing message no turn row holds
         turns = [t.model_copy(update={"run_id": ctx.run_id}) for t in self.turn_rows]
         return SessionRow(**row), turns
 

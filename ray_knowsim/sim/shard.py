@@ -2,8 +2,8 @@
 
 Per turn, for every live session of the shard at once: the learner simulator's requests go out as
 one batch, then the assistants' (grouped by model), then the signal extractor's; then ONE kernel
-call advances every structured session's knowledge state. After the last turn the judges run,
-again as batches. A session that cannot continue (a model failing past its retries, an empty
+call advances every structured session's knowledge state. The judges are not part of this loop:
+they are a stage of their own over the finished transcripts (``ray_knowsim.score``). A session that cannot continue (a model failing past its retries, an empty
 message) ends as an explicit failure naming why; the others carry on.
 """
 
@@ -16,23 +16,18 @@ from typing import AsyncIterator
 import numpy as np
 
 from ray_knowsim.kernels.batch import BatchState
-from ray_knowsim.llm.parse import ParseResult, parse_rating, parse_signal_report, parse_termination, parse_user_turn
+from ray_knowsim.llm.parse import ParseResult, parse_signal_report, parse_user_turn
 from ray_knowsim.model.chat import ChatRequest
-from ray_knowsim.prompts.judges import render_rater, render_termination_judge
 from ray_knowsim.prompts.render import render_assistant, render_extractor
 from ray_knowsim.registry import import_plugins
 from ray_knowsim.rules.termination import early_stop
 from ray_knowsim.sim.ask import Answer, ask_batch
 from ray_knowsim.simulators import LearnerView
 from ray_knowsim.sim.session import LiveSession, start_session
-from ray_knowsim.sim.types import RoleModels, RoleSettings, SessionResult, ShardContext, ShardSpec
-
-# per-request seed offsets, so each role and turn samples independently but reproducibly
-_ROLE_SEED = {"user_sim": 1, "assistant": 2, "extractor": 3, "judge": 4}
-
+from ray_knowsim.sim.types import RoleModels, RoleSettings, SessionResult, ShardContext, ShardSpec, request_id, request_seed
 
 def _seed(live: LiveSession, role: str, turn: int) -> int:
-    return (live.spec.seed * 1_000_003 + turn * 16 + _ROLE_SEED[role]) % (2**31 - 1)
+    return request_seed(live.spec.seed, role, turn)
 
 
 def _charge(live: LiveSession, role: str, answer: Answer) -> None:
@@ -50,7 +45,7 @@ def extractor_budget(n_ius: int) -> int:
 
 
 def _rid(live: LiveSession, role: str, turn: int) -> str:
-    return f"{live.spec.session_id}#{turn}:{role}"
+    return request_id(live.spec.session_id, role, turn)
 
 
 def _settings(ctx: ShardContext, role: str) -> RoleSettings:
@@ -180,53 +175,6 @@ async def _extract(lives: list[LiveSession], models: RoleModels, ctx: ShardConte
     return answers
 
 
-async def _judge(sessions: list[LiveSession], models: RoleModels, ctx: ShardContext) -> None:
-    if models.judge is None or not ctx.judged:
-        return
-    rated = [s for s in sessions if s.status != "failed" and s.transcript]
-    requests = [
-        _with_settings(
-            render_rater(s.item, s.transcript, knowledge_level=s.spec.knowledge_level, seed=_seed(s, "judge", 0), request_id=_rid(s, "judge", 0), prompts=ctx.prompts),
-            ctx,
-            "judge",
-        )
-        for s in rated
-    ]
-    answers = await ask_batch(models.judge, requests, lambda text, i: parse_rating(text), attempts=_settings(ctx, "judge").attempts)
-    for s, answer in zip(rated, answers):
-        _charge(s, "judge", answer)
-        if not answer.ok:
-            s.fail(answer.error or "judge_failed")
-            continue
-        r = answer.value
-        s.judged = {
-            "iq": r.quality_score,
-            "judge_information_calibration": r.information_calibration,
-            "judge_perceived_overload": r.perceived_overload,
-            "judge_perceived_learning": r.perceived_learning,
-        }
-    baselines = [s for s in sessions if not s.structured and s.status != "failed" and any(sp == "user" for sp, _ in s.transcript)]
-    requests = [
-        _with_settings(render_termination_judge(s.item, s.transcript, seed=_seed(s, "judge", 1), request_id=_rid(s, "judge", 1), prompts=ctx.prompts), ctx, "judge")
-        for s in baselines
-    ]
-    n_user = [sum(1 for sp, _ in s.transcript if sp == "user") for s in baselines]
-    answers = await ask_batch(
-        models.judge,
-        requests,
-        lambda text, i: parse_termination(text, baselines[i].item.task, n_user[i]),
-        attempts=_settings(ctx, "judge").attempts,
-    )
-    for s, n, answer in zip(baselines, n_user, answers):
-        _charge(s, "judge", answer)
-        if not answer.ok:
-            s.fail(answer.error or "judge_failed")
-            continue
-        end = int(answer.value.ending_turn)
-        if end < n:
-            s.baseline_stop = (end, answer.value.termination_reason)
-
-
 async def run_shard(shard: ShardSpec, models: RoleModels, ctx: ShardContext) -> AsyncIterator[SessionResult]:
     import_plugins(list(ctx.plugins))
     sessions: list[LiveSession] = []
@@ -273,7 +221,6 @@ async def run_shard(shard: ShardSpec, models: RoleModels, ctx: ShardContext) -> 
     for s in sessions:
         if s.live:
             s.status = "done"
-    await _judge(sessions, models, ctx)
     for s in sessions:
         row, turns = s.rows(ctx)
         yield SessionResult(session=row, turns=turns)

@@ -32,6 +32,19 @@ Strategy = str
 EarlyStopMode = Literal["virtual", "stop"]
 
 
+# per-request seed offsets, so each role and turn samples independently but reproducibly
+_ROLE_SEED = {"user_sim": 1, "assistant": 2, "extractor": 3, "judge": 4}
+
+
+def request_seed(session_seed: int, role: str, turn: int) -> int:
+    """The sampling seed of one request of a session (a judge's "turn" is its slot)."""
+    return (session_seed * 1_000_003 + turn * 16 + _ROLE_SEED[role]) % (2**31 - 1)
+
+
+def request_id(session_id: str, role: str, turn: int) -> str:
+    return f"{session_id}#{turn}:{role}"
+
+
 def item_key(task: str, item_id: str) -> str:
     """Key of an item / graph in :attr:`ShardSpec.items` and :attr:`ShardSpec.graphs`."""
     return f"{task}/{item_id}"
@@ -102,7 +115,7 @@ class ShardContext:
     max_turns: int
     early_stop: EarlyStopMode  # "virtual": always run max_turns, record the stop; "stop": end there
     graph_mode: Literal["strict", "reference"]
-    roles: Mapping[str, RoleSettings]  # "user_sim", "assistant", "extractor", "judge" (if judged)
+    roles: Mapping[str, RoleSettings]  # "user_sim", "assistant", "extractor" (judges: ray_knowsim.score)
     prompts: str = "v2"  # prompt set (templates at the newest pinned version not newer than this)
     connectable: str = "reference"  # definition of connectable unknowns shown to the learner (spec §12.7)
     plugins: tuple[str, ...] = ()  # modules the worker imports first (they register strategies, simulators)
@@ -113,14 +126,11 @@ class ShardContext:
     # price leaves cost_usd empty for the sessions that used it
     prices: Mapping[str, Any] = field(default_factory=dict)
 
-    @property
-    def judged(self) -> bool:
-        return "judge" in self.roles
-
 
 @dataclass
 class RoleModels:
     """The ChatModels of a shard, one per role; assistants keyed by the condition's model key.
+    (The judges are not part of the simulation: see ``ray_knowsim.score``.)
 
     The same objects serve every shard of the worker: they share HTTP rate limiters (a named Ray
     actor per endpoint) and vLLM engine actors; the engine wraps them to count calls and tokens.
@@ -129,7 +139,6 @@ class RoleModels:
     user_sim: ChatModel
     extractor: ChatModel
     assistants: Mapping[str, ChatModel]
-    judge: ChatModel | None = None
 
     def assistant(self, key: str) -> ChatModel:
         try:
@@ -162,4 +171,6 @@ __all__ = [
     "Simulator",
     "Strategy",
     "item_key",
+    "request_id",
+    "request_seed",
 ]

@@ -15,6 +15,8 @@ same initial-state rules start every conversation from the same state.
 
 from __future__ import annotations
 
+import logging
+
 import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -32,23 +34,35 @@ from ray_knowsim.sweep.conversation import META_COLUMNS, Conversation
 from ray_knowsim.sweep.metrics import FLOAT_COLUMNS, FM_COLUMNS, INT_COLUMNS, NULLABLE_INT, STOP_REASONS, Termination, summarize
 from ray_knowsim.sweep.space import Setting, changes_init, init_key
 
+log = logging.getLogger(__name__)
+
 #: sessions per kernel call (bounds the [S, T, counters] float64 array to tens of MB)
 KERNEL_SESSIONS_PER_CALL = 8192
 
 
 def kernel_available() -> bool:
+    """Whether the numba kernel imports here. numba is a dependency, so False means a broken
+    install; the reason is logged."""
     try:
         from ray_knowsim.kernels import batch  # noqa: F401
-    except Exception:  # noqa: BLE001 - any import failure means "not usable here"
+    except ImportError as exc:
+        log.warning("the numba kernel cannot be imported (%s): a broken install", exc)
         return False
     return hasattr(batch, "run_packed")
 
 
 def pick_backend(backend: str) -> str:
-    if backend == "auto":
-        return "kernel" if kernel_available() else "python"
-    if backend == "kernel" and not kernel_available():
-        raise RuntimeError("backend 'kernel' requested but ray_knowsim.kernels.batch cannot be imported")
+    """``auto`` is the kernel: the sweep never switches to the Python loop quietly. A kernel that
+    cannot be imported is an error naming why; ``python`` must be asked for."""
+    if backend in ("auto", "kernel"):
+        try:
+            from ray_knowsim.kernels import batch
+        except ImportError as exc:
+            raise RuntimeError(f"the sweep's numba kernel cannot be imported ({exc}); fix the install, or "
+                               "ask for execution.backend: python explicitly") from exc
+        if not hasattr(batch, "run_packed"):
+            raise RuntimeError("ray_knowsim.kernels.batch has no run_packed: a stale or broken install")
+        return "kernel"
     return backend
 
 

@@ -285,7 +285,8 @@ def _load_records(cfg: SweepConfig, src: RecordsSource) -> SourceData:
             if rec.problem_id not in indexes:
                 indexes[rec.problem_id] = build_index(caches[rec.problem_id], rec.problem_id)
             g = indexes[rec.problem_id]
-            assert isinstance(rec.initial_knowledge_state, dict)
+            if not isinstance(rec.initial_knowledge_state, dict):
+                raise SweepConfigError(f"{path}: record {k} ({rec.problem_id}) has no initial knowledge state")
             initial, carries = initial_from_ks(g, rec.initial_knowledge_state)
             turns = [compact_turn(t) for t in rec.iu_analysis_history or []]
             meta = {c: "" for c in META_COLUMNS}

@@ -143,7 +143,8 @@ def _draw(dist: ParamDist, rng: np.random.Generator) -> Any:
         return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
     if dist.integer is not None:
         return int(rng.integers(dist.integer[0], dist.integer[1] + 1))
-    assert dist.choice is not None
+    if dist.choice is None:
+        raise ValueError(f"distribution {dist!r} names no range, integer range or choices")
     return copy.deepcopy(dist.choice[int(rng.integers(len(dist.choice)))])
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ray_knowsim.score.store import RunScores
 from ray_knowsim.validate import agreement as ag
 from ray_knowsim.validate.conditions import DEFAULT_SIM_COLUMNS, METRICS, LevelCuts
 from ray_knowsim.validate.coverage import CELL_COLS, IUTagger, LexicalTagger, coverage_summary, coverage_table, tag_texts
@@ -44,7 +45,7 @@ def run_validation(opts: ValidateOptions) -> ValidationResult:
     human = load_knowchat(opts.human, opts.cuts, opts.layout)
     hframe = human.frame()
     sessions = open_table(opts.sim, "sessions")
-    agg = aggregate_metrics(sessions, list(opts.metric_columns.values()))
+    agg = aggregate_metrics(sessions, list(opts.metric_columns.values()), scores=RunScores.load(opts.sim))
     if opts.simulators:
         agg = agg[agg["simulator"].isin(opts.simulators)]
     triples = set(map(tuple, agg[["condition", "assistant_model", "assistant_strategy"]].drop_duplicates().itertuples(index=False)))

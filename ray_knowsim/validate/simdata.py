@@ -9,6 +9,7 @@ run never sits in memory as a whole (the test keeps the peak under 1 GB).
 from __future__ import annotations
 
 import json
+from typing import Any
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,22 +49,27 @@ def _need(dataset: ds.Dataset, columns: list[str], what: str) -> None:
         raise SimDataError(f"{what}: missing column(s) {', '.join(missing)}")
 
 
-def aggregate_metrics(dataset: ds.Dataset, columns: list[str]) -> pd.DataFrame:
+def aggregate_metrics(dataset: ds.Dataset, columns: list[str], scores: Any = None) -> pd.DataFrame:
     """Per (KEY_COLUMNS, column): n, sum, sum of squares over finished sessions (status 'ok').
+    ``scores`` (a ``ray_knowsim.score.store.RunScores``) joins the judges' columns (``iq``) in.
 
     Returns a long frame with columns KEY_COLUMNS + [column, n, sum, sumsq]; nulls are skipped.
     """
     cols = list(dict.fromkeys(columns))
-    _need(dataset, [*KEY_COLUMNS, "status", *cols], "sessions table")
+    joined = scores is not None and bool(scores.sets)
+    _need(dataset, [*KEY_COLUMNS, "status", *cols] + (["session_id"] if joined else []), "sessions table")
     parts: list[pd.DataFrame] = []
     scanner = dataset.scanner(
-        columns=[*KEY_COLUMNS, *cols], filter=pc.field("status") == "ok", batch_size=_BATCH, use_threads=False
+        columns=[*KEY_COLUMNS, *cols] + (["session_id"] if joined else []), filter=pc.field("status") == "ok",
+        batch_size=_BATCH, use_threads=False,
     )
     for batch in scanner.to_batches():
         if batch.num_rows == 0:
             continue
+        if joined:
+            batch = scores.attach(batch)
         # reduce in Arrow (C++): string keys never become Python objects per row
-        tbl = pa.Table.from_batches([batch]).select(list(KEY_COLUMNS))
+        tbl = (batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])).select(list(KEY_COLUMNS))
         aggs = []
         for i, c in enumerate(cols):
             try:

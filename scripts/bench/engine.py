@@ -17,9 +17,8 @@ Parquet commits, the Ray Data reduction), each figure against a baseline measure
 (c) driver memory: peak RSS of the driver process (``ray-knowsim run`` in a subprocess) at
     1,000 vs 10,000 sessions: ``driver_memory_10k_vs_1k_ratio`` (target ~1: flat).
 
-The shard function is the real simulation loop (``ray_knowsim.sim.shard:run_shard``) when it is
-installed, else the engine's stand-in (synthetic rows, real LLM batches): the JSON says which.
-The last line is one JSON object with the figures.
+Every figure measures the real simulation loop (``ray_knowsim.sim.shard:run_shard``); the judges
+run after it as the scoring stage (``ray_knowsim.score``), as in any run. The last line is one JSON object with the figures.
 
 Run: ``source scripts/_venv.sh && python scripts/bench/engine.py`` (``--quick`` for a smoke run).
 """
@@ -28,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import math
 import os
@@ -42,13 +40,12 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-STANDIN = "ray_knowsim.engine.standin:run_shard"
 REAL = "ray_knowsim.sim.shard:run_shard"
 DEMO_ITEMS = 7  # 4 math + 3 expertqa demo items
 
 
 def shard_fn() -> str:
-    return REAL if importlib.util.find_spec("ray_knowsim.sim.shard") is not None else STANDIN
+    return REAL
 
 
 def base_config(trials: int, conditions: int, max_turns: int, shard_size: int, **engine) -> dict:
@@ -63,8 +60,7 @@ def base_config(trials: int, conditions: int, max_turns: int, shard_size: int, *
         "conditions": [{"strategy": s} for s in strategies],
         "trials": trials,
         "max_turns": max_turns,
-        "engine": {"shard_size": shard_size, "shard_fn": fn,
-                   "shard_fn_options": {"call_models": True} if fn == STANDIN else {}, **engine},
+        "engine": {"shard_size": shard_size, "shard_fn": fn, **engine},
     }
 
 
@@ -224,8 +220,6 @@ sys.exit(rc)
 
 def driver_peak_mb(args, workdir: Path, sessions: int) -> tuple[float, float]:
     data = base_config(trials_for(sessions, 4), 4, 2, 100)
-    data["engine"]["shard_fn"] = STANDIN  # the driver's footprint, not the loop's
-    data["engine"]["shard_fn_options"] = {}
     data["engine"]["num_cpus"] = args.cpus
     path = workdir / f"c{sessions}.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -244,7 +238,7 @@ def bench_c(args, workdir: Path) -> dict:
     small, small_s = driver_peak_mb(args, workdir, args.sessions_c_small)
     big, big_s = driver_peak_mb(args, workdir, args.sessions_c_big)
     n_small, n_big = (trials_for(k, 4) * DEMO_ITEMS * 3 * 4 for k in (args.sessions_c_small, args.sessions_c_big))
-    res = {"driver_peak_mb_small": round(small, 1), "driver_peak_mb_big": round(big, 1), "c_shard_fn": STANDIN,
+    res = {"driver_peak_mb_small": round(small, 1), "driver_peak_mb_big": round(big, 1), "c_shard_fn": REAL,
            "c_sessions_small": n_small, "c_sessions_big": n_big,
            "driver_memory_10k_vs_1k_ratio": round(big / small, 3)}
     print(f"(c) driver peak RSS: {small:.0f} MB at {n_small} sessions ({small_s:.0f}s), "

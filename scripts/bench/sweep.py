@@ -1,7 +1,7 @@
 """Benchmark: counterfactual re-scoring through the kernel vs the plain-Python rules, and a whole
 sweep of 1,000 settings x 1,000 conversations end to end.
 
-Workload: a synthetic run directory in the results contract (report.synthetic; conversations of
+Workload: a synthetic run directory in the results contract (tests/doubles/synthetic.py; conversations of
 15 turns over 8-13-IU graphs, three conditions, three levels) and random rule settings drawn over
 capacity ratio, softening, hinge, weights and termination window.
 
@@ -82,7 +82,10 @@ def main() -> int:
     args = parse_args()
     import ray
 
-    from ray_knowsim.report.synthetic import write_synthetic_run
+    # The workload (conversations to re-score) is made by the synthetic-run writer of the tests:
+    # random signals pushed through the real rules. What is measured is the real re-scoring code.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.doubles.synthetic import write_synthetic_run
     from ray_knowsim.sweep.config import parse_sweep_config
     from ray_knowsim.sweep.report import write_report
     from ray_knowsim.sweep.rescore import kernel_available, prepare

@@ -1,16 +1,15 @@
-"""Engine test helpers: a small run config over the package's demo items, and one local Ray per
-test module (Ray starts in seconds here, and a module's tests share it)."""
+"""Engine test helpers: a small run config over the package's demo items (``ray_local``, one local
+Ray per test module, is in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-STANDIN = "ray_knowsim.engine.standin:run_shard"
+STANDIN = "tests.doubles.standin:run_shard"
 
 
 def small_config(**overrides: Any) -> dict[str, Any]:
@@ -37,19 +36,3 @@ def write_config(folder: Path, data: dict[str, Any], name: str = "run.yaml") -> 
     path = folder / name
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
-
-
-@pytest.fixture(scope="module")
-def ray_local():
-    """One local Ray (2 CPUs) for the whole module; the engine joins it and leaves it running."""
-    ray = pytest.importorskip("ray")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(address="local", num_cpus=2, object_store_memory=256 * 2**20, include_dashboard=False,
-             logging_level="WARNING", log_to_driver=False)
-    from ray.data import DataContext
-
-    DataContext.get_current().enable_progress_bars = False
-    yield ray
-    ray.shutdown()

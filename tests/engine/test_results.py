@@ -11,7 +11,7 @@ from ray_knowsim.engine.config import parse_run_config
 from ray_knowsim.engine.plan import Plan, load_inputs
 from ray_knowsim.engine.results import SESSION_SCHEMA, TURN_SCHEMA, RunDir, merge_rerun, rows_table, sort_tables
 from ray_knowsim.engine.runner import make_context
-from ray_knowsim.engine.standin import run_shard
+from tests.doubles.standin import run_shard
 from ray_knowsim.engine.worker import with_initial_states
 from ray_knowsim.model.results import SessionRow, TurnRow
 from tests.engine.conftest import small_config

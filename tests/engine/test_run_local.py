@@ -1,11 +1,13 @@
 """End to end on one local Ray (2 CPUs): tables against a plain pandas reduction of the same rows,
 resume after a worker dies, and an LLM endpoint that fails some requests.
 
-Runs use the stand-in shard function (``ray_knowsim.engine.standin``), so they test the engine
+Runs use the stand-in shard function (``tests.doubles.standin``), so they test the engine
 alone; the same checks apply unchanged once ``engine.shard_fn`` is the real simulation loop.
 """
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -16,14 +18,17 @@ from ray_knowsim.engine.reduce import FM_COLUMNS, METRICS, RANK_METRICS
 from ray_knowsim.engine.results import RunDir
 from ray_knowsim.engine.runner import run
 from ray_knowsim.model.results import LOWER_IS_BETTER
+from ray_knowsim.score.store import RunScores
 from tests.engine.conftest import small_config
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
 
-def rows(run_dir, table: str) -> pd.DataFrame:
+def rows(run_dir, table: str, scores: bool = True) -> pd.DataFrame:
+    """A table's committed rows; sessions with the judges' scores joined in (as tables see them)."""
     rd = RunDir(run_dir)
-    frames = [pq.read_table(f).to_pandas() for f in rd.data_files(table)]
+    join = RunScores.load(run_dir) if table == "sessions" and scores else None
+    frames = [(join.attach(pq.read_table(f)) if join else pq.read_table(f)).to_pandas() for f in rd.data_files(table)]
     df = pd.concat(frames, ignore_index=True)
     keys = ["session_id", "turn"] if table == "turns" else ["session_id"]
     return df.sort_values(keys).reset_index(drop=True)

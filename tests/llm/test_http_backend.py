@@ -121,10 +121,10 @@ def test_timeout_is_retried_then_reported():
 
 
 def test_connection_refused_is_reported():
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
+    with socket.socket() as s:  # a port held bound but never listening: connects are refused, and
+        s.bind(("127.0.0.1", 0))  # nothing else can take it while the test runs
         port = s.getsockname()[1]
-    [resp] = run(OpenAICompatibleModel(config(f"http://127.0.0.1:{port}/v1", max_attempts=2)), [req()])
+        [resp] = run(OpenAICompatibleModel(config(f"http://127.0.0.1:{port}/v1", max_attempts=2)), [req()])
     assert resp.error == "connection"
 
 

@@ -85,11 +85,11 @@ def test_key_never_leaks(key: str, tmp_path: Path, caplog):
     assert out[-1].cached
 
     # a dead endpoint: connection errors
-    with socket.socket() as s:
+    with socket.socket() as s:  # held bound, never listening: refused, and no one else can take it
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    dead = OpenAICompatibleModel(cfg.model_copy(update={"base_url": f"http://127.0.0.1:{port}/v1"}))
-    texts += [repr(r) for r in asyncio.run(dead.complete([req("ok")]))]
+        dead = OpenAICompatibleModel(cfg.model_copy(update={"base_url": f"http://127.0.0.1:{port}/v1"}))
+        texts += [repr(r) for r in asyncio.run(dead.complete([req("ok")]))]
 
     # exception texts: the key where a name belongs, the key in a URL, a missing variable
     for bad in (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ray_knowsim.report.synthetic import write_synthetic_run
+from tests.doubles.synthetic import write_synthetic_run
 
 
 @pytest.fixture(scope="session")

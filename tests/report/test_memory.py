@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from ray_knowsim.report.synthetic import write_synthetic_run
+from tests.doubles.synthetic import write_synthetic_run
 
 LIMIT_BYTES = 1 << 30
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from report_expect import expected_tables, formatted, page_cells
 
 from ray_knowsim.cli.main import main
-from ray_knowsim.report.synthetic import HTML_PROBE
+from tests.doubles.synthetic import HTML_PROBE
 
 
 def _check_tables(page: str, run_dir: Path, variant: str) -> int:

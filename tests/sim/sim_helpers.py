@@ -40,7 +40,7 @@ def context(max_turns=3, early_stop="virtual", attempts=3, rules=None):
 
 def offline_models(model=None):
     m = model or OfflineModel()
-    return RoleModels(user_sim=m, extractor=m, assistants={"off": m}, judge=m)
+    return RoleModels(user_sim=m, extractor=m, assistants={"off": m})
 
 
 def run(shard, models, ctx):

@@ -37,7 +37,7 @@ def test_every_session_comes_back_once_with_its_turns(mixed_run):
         assert r.session.status == "ok", r.session.error
         assert len(r.turns) == r.session.turns and 1 <= r.session.turns <= 3
         assert r.session.llm_calls > 0 and r.session.tokens_user_sim > 0 and r.session.tokens_assistant > 0
-        assert r.session.iq is not None and 1 <= r.session.iq <= 10
+        assert r.session.iq is None  # the judges are a stage of their own (ray_knowsim.score), not part of the loop
     structured = [r for r in results if r.session.simulator == "structured"]
     assert all(r.session.tokens_extractor > 0 and r.session.kg is not None for r in structured)
     baseline = results[-1].session

@@ -158,13 +158,10 @@ def test_shipped_configs_load_and_plan(shared_ref):
 
 def test_demo_config_runs_quickly_on_a_small_run(run_dir, tmp_path):
     """configs/sweep_demo.yaml's space over a run of the demo's size (the real demo run needs the engine)."""
-    import time
 
     demo = load_sweep_config(CONFIGS / "sweep_demo.yaml", output=str(tmp_path / "out"))
     cfg = demo.model_copy(update={"source": demo.source.model_copy(update={"run_dir": str(run_dir)})})
-    t0 = time.perf_counter()
-    result = run_sweep(cfg, progress=quiet)
-    assert time.perf_counter() - t0 < 120
+    result = run_sweep(cfg, progress=quiet)  # (its speed is the sweep benchmark's business, not a test's)
     assert result.identity["mismatching_conversations"] == 0
     assert len(list((result.out_dir / "report").glob("*.png"))) >= 3
 

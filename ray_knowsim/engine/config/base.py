@@ -24,9 +24,9 @@ class Strict(BaseModel):
 
 
 def _backend_tags() -> set[str]:
-    from ray_knowsim.engine.config.models import OPERATIONAL
+    from ray_knowsim.engine.backends import BACKENDS
 
-    return set(OPERATIONAL)
+    return set(BACKENDS.names())
 
 
 def _loc(err: dict) -> str:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, TypeAdapter
 
 from ray_knowsim.engine.config.base import Strict
 from ray_knowsim.llm.http_backend import HTTPModelConfig
 from ray_knowsim.llm.vllm_backend import VLLMModelConfig
 from ray_knowsim.model.price import Price
-
 
 
 class OfflineModelEntry(Strict):
@@ -42,13 +41,35 @@ class VLLMModelEntry(VLLMModelConfig):
         return VLLMModelConfig.model_validate(self.model_dump(exclude={"backend", "price"}))
 
 
-ModelEntry = Annotated[Union[OfflineModelEntry, HTTPModelEntry, VLLMModelEntry], Field(discriminator="backend")]
+def model_entry_type() -> Any:
+    """The discriminated union of every registered backend's entry class (built-ins and plugins)."""
+    from ray_knowsim.engine.backends import BACKENDS
 
-# Fields that change how fast or how safely a model is reached, not what it answers: they stay
-# out of the config hash, so tuning them does not invalidate a run directory for resume.
-OPERATIONAL = {
-    "http": {"timeout_s", "max_attempts", "backoff", "max_in_flight", "requests_per_minute", "tokens_per_minute",
-             "max_in_flight_global", "api_key_env", "api_key_header", "send_knowsim_headers", "offline_server", "price"},
-    "vllm": {"replicas", "lifetime", "max_batch_requests", "num_cpus", "env", "price"},
-    "offline": {"price"},
-}
+    entries = tuple(BACKENDS.get(name).entry for name in BACKENDS.names())
+    return Annotated[Union[entries], Field(discriminator="backend")]  # type: ignore[valid-type]
+
+
+_ADAPTERS: dict[tuple[type, ...], TypeAdapter] = {}
+
+
+def validate_model_entries(raw: Any) -> dict[str, Any]:
+    """``models:`` of a run config validated against the backends registered now. Errors carry
+    the key path (``models.<key>.<backend>.<field>``; the tag is dropped when formatting)."""
+    from ray_knowsim.engine.backends import BACKENDS
+
+    key = tuple(BACKENDS.get(name).entry for name in BACKENDS.names())
+    adapter = _ADAPTERS.get(key)
+    if adapter is None:
+        adapter = _ADAPTERS[key] = TypeAdapter(dict[str, model_entry_type()])  # type: ignore[misc]
+    return adapter.validate_python(raw)
+
+
+# A type for annotations and documentation; validation goes through :func:`validate_model_entries`.
+ModelEntry = Union[OfflineModelEntry, HTTPModelEntry, VLLMModelEntry]
+
+
+def operational_fields(backend: str) -> frozenset[str]:
+    """Fields of ``backend``'s entries that stay out of the config hash (see :class:`Backend`)."""
+    from ray_knowsim.engine.backends import BACKENDS
+
+    return BACKENDS.get(backend).operational

@@ -12,7 +12,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from ray_knowsim.engine.config.base import NAME as _NAME
 from ray_knowsim.engine.config.base import Strict
 from ray_knowsim.engine.config.loading import file_digest, resolve_path
-from ray_knowsim.engine.config.models import OPERATIONAL, ModelEntry
+from ray_knowsim.engine.config.models import operational_fields, validate_model_entries
 from ray_knowsim.engine.config.sections import (
     ConditionConfig,
     EngineConfig,
@@ -21,12 +21,11 @@ from ray_knowsim.engine.config.sections import (
     RulesSection,
     TaskConfig,
 )
-from ray_knowsim.registry import import_plugins
 from ray_knowsim.model.states import KNOWLEDGE_LEVELS
+from ray_knowsim.registry import import_plugins
 from ray_knowsim.rules.config import RuleConfig
 
 Level = Literal["novice", "intermediate", "advanced"]
-
 
 
 class RunConfig(Strict):
@@ -35,7 +34,10 @@ class RunConfig(Strict):
     init_cache: str | None = None  # initial-state cache (spec §1.3); missing states are sampled
     graph_mode: Literal["strict", "reference"] = "strict"
     levels: list[Level] = Field(default_factory=lambda: list(KNOWLEDGE_LEVELS), min_length=1)
-    models: dict[str, ModelEntry] = Field(min_length=1)
+    # Modules imported before anything else is validated, and in every worker: they register
+    # backends, judges, strategies and simulators (docs/extending.md)
+    plugins: list[str] = Field(default_factory=list)
+    models: dict[str, Any] = Field(min_length=1)  # key -> a registered backend's entry (validated below)
     roles: RolesConfig
     conditions: list[ConditionConfig] = Field(min_length=1)
     rules: RulesSection = Field(default_factory=RulesSection)
@@ -46,8 +48,6 @@ class RunConfig(Strict):
     output_dir: str = "runs/{name}"  # relative to the config file; {name} is replaced
     engine: EngineConfig = Field(default_factory=EngineConfig)
     prompts: PromptsConfig = Field(default_factory=PromptsConfig)
-    #: modules imported before validation and in every worker: they register strategies/simulators
-    plugins: list[str] = Field(default_factory=list)
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
 
@@ -64,6 +64,11 @@ class RunConfig(Strict):
         if isinstance(data, dict) and isinstance(data.get("plugins"), list):
             import_plugins([str(m) for m in data["plugins"]])
         return data
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _models(cls, v: Any) -> Any:
+        return validate_model_entries(v)
 
     @model_validator(mode="after")
     def _check(self) -> "RunConfig":
@@ -157,8 +162,10 @@ class RunConfig(Strict):
         """What decides the results: the config minus output/engine settings, minus operational
         model knobs, plus the content of every input file. Equal hash = resumable run dir."""
         data = self.model_dump(mode="json", exclude={"output_dir", "engine"})
+        if not data["plugins"]:
+            del data["plugins"]  # configs without plugins keep the hashes they always had
         for key, model in data["models"].items():
-            for field in OPERATIONAL[model["backend"]]:
+            for field in operational_fields(model["backend"]):
                 model.pop(field, None)
         data["engine"] = {"shard_fn": self.engine.shard_fn, "shard_fn_options": self.engine.shard_fn_options}
         data["rules"] = self.rule_config.model_dump(mode="json")

@@ -133,7 +133,8 @@ class RulesSection(Strict):
 
     @property
     def config(self) -> RuleConfig:
-        assert self._rules is not None
+        if self._rules is None:  # set by the validator; only a bypassed validation leaves it empty
+            raise RuntimeError("rules section used before validation")
         return self._rules
 
 

@@ -1,13 +1,13 @@
-"""A stand-in shard function with ``run_shard``'s signature: synthetic rows, optional LLM traffic.
+"""A TEST DOUBLE shard function with ``run_shard``'s signature: synthetic rows, optional LLM traffic.
 
 Why it exists: the engine (planning, Ray scheduling, commits, resume, reductions, benchmarks) must
 be testable without the real simulation loop, and its overhead measurable apart from it. Select
-it with ``engine.shard_fn: ray_knowsim.engine.standin:run_shard``. Rows are a deterministic
+it with ``engine.shard_fn: tests.doubles.standin:run_shard``. Rows are a deterministic
 function of each session's seed; the numbers mean nothing.
 
 Options (``engine.shard_fn_options``):
 * ``call_models``: per turn, send one lockstep batch per role (user simulator, assistant per
-  model, extractor) and a judge batch at the end, retrying a failed request up to the role's
+  model, extractor), retrying a failed request up to the role's
   ``attempts``; a session whose request still fails ends ``status="failed"`` naming role and error.
 * ``turn_delay_s``: sleep per turn; ``start_delay_s``: sleep once per shard (slow enough to interrupt).
 * ``delegate``: ``"module:function"`` of a real shard function: after the delay and crash hooks,
@@ -80,8 +80,6 @@ async def run_shard(
             turns_done[sid] = turn
         if ctx.on_turn is not None:
             ctx.on_turn({"turn": turn, "live": len(live)})
-    if call_models and models.judge is not None and live:
-        await _ask(models.judge, "judge", ctx.max_turns + 1, list(live.values()), ctx, errors, tokens, calls)
     injected = set(fail_sessions)
     for s in shard.sessions:
         error = errors.get(s.session_id) or ("standin: injected failure" if s.session_id in injected else None)
@@ -145,8 +143,6 @@ def _result(shard: ShardSpec, s: SessionSpec, ctx: ShardContext, n_turns: int, e
         for m in ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience"):
             metrics[m] = float(rng.uniform(0, 1))
             metrics[f"{m}_es"] = float(rng.uniform(0, 1))
-    if ok and ctx.judged:
-        metrics["iq"] = float(rng.integers(1, 11))
     fm = {f"fm_{m}": int(rng.integers(0, 4)) for m in ("redundant", "prereq_blocked", "effective", "overload_wasted", "under_absorbed")}
     es_turn = int(rng.integers(1, ctx.max_turns + 1)) if ok and rng.uniform() < 0.5 else None
     row = SessionRow(

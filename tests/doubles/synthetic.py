@@ -1,4 +1,7 @@
-"""A synthetic run directory in the results contract (``model/results.py``), for tests and demos.
+"""A synthetic run directory in the results contract (``model/results.py``): a TEST DOUBLE.
+
+It lives under ``tests/`` because its numbers come from random draws, not a simulation: it must
+never be mistaken for results. Tests and the sweep benchmark's workload use it.
 
 Why: the report (and later the engine's own tests) need run directories of any size without an
 LLM. Conversations are made by drawing per-turn signals at random (how many IUs the assistant
@@ -14,15 +17,13 @@ from __future__ import annotations
 
 import json
 import random
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel
 
+from ray_knowsim.io.parquet import arrow_schema
 from ray_knowsim.model.graph import IUGraph, build_index, capacity
 from ray_knowsim.model.results import SessionRow, TurnRow
 from ray_knowsim.model.signals import SignalEntry
@@ -55,23 +56,6 @@ _FILLER = (
     "This matters because the later steps build on it. Here is a common mistake to avoid. "
     "If that felt fast, we can slow down and revisit it. Think about what stays the same. "
 ).rstrip(". ").split(". ")
-
-
-def arrow_schema(model: type[BaseModel]) -> pa.Schema:
-    """Arrow schema of a results-contract row model (field order kept, Optional -> nullable)."""
-    simple = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
-    fields = []
-    for name, info in model.model_fields.items():
-        ann, nullable = info.annotation, False
-        if isinstance(ann, types.UnionType) or typing.get_origin(ann) is typing.Union:
-            args = [a for a in typing.get_args(ann) if a is not type(None)]
-            ann, nullable = args[0], True
-        if typing.get_origin(ann) is list:
-            typ = pa.list_(simple[typing.get_args(ann)[0]])
-        else:
-            typ = simple[ann]
-        fields.append(pa.field(name, typ, nullable=nullable))
-    return pa.schema(fields)
 
 
 SESSION_SCHEMA = arrow_schema(SessionRow)

@@ -3,7 +3,7 @@ import json
 
 from ray_knowsim.cli.main import main
 from ray_knowsim.demo import demo_items
-from ray_knowsim.llm.extract_graphs import bridging_warnings, extract_graphs
+from ray_knowsim.sim.extract_graphs import bridging_warnings, extract_graphs
 from ray_knowsim.model.chat import ChatResponse, Usage
 from ray_knowsim.model.graph import parse_graph
 

@@ -3,6 +3,9 @@
 Each item walks the spec's retry ladder (normal prompt, then "JSON only", then a compact
 variant, with growing token budgets) until a reply parses into a valid acyclic graph. Existing
 cache entries are never touched; items that still fail are reported, never filled with defaults.
+
+It lives in sim/, the layer that renders prompts (prompts/), sends them through a model client
+(llm/) and parses the answers: it needs both, so it sits above both.
 """
 
 from __future__ import annotations

@@ -1,0 +1,62 @@
+"""`ray-knowsim score RUN_DIR [--judge MODEL_KEY_OR_FILE] [--name NAME]`: re-judge a finished run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ray_knowsim.score.judges import DEFAULT_JUDGES
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "score",
+        help="judge (or re-judge) a run's finished transcripts into scores/<name>/ without re-simulating",
+        description="Apply the judges (Interaction Quality rater, baseline termination judge) to the committed "
+        "transcripts of RUN_DIR. Results go to RUN_DIR/scores/<name>/ (sessions and turns stay untouched); "
+        "re-running resumes: committed shards are skipped.",
+    )
+    p.add_argument("run_dir")
+    p.add_argument("--judge", default=None, help="a model key of the run's config, or a YAML file with one model entry "
+                   "({backend: ..., ...}; its key is the file name); default: the run's roles.judge")
+    p.add_argument("--name", default=None, help="name of the score set (default: the judge's model key)")
+    p.add_argument("--judges", default=",".join(DEFAULT_JUDGES), help="comma-separated registered judges to apply")
+    p.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else a local Ray)")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from ray_knowsim.engine.config import ConfigError, parse_run_config
+    from ray_knowsim.engine.manifest import read_manifest
+    from ray_knowsim.engine.results import RunDir
+    from ray_knowsim.engine.runner import ray_session
+    from ray_knowsim.engine.scoring import ScoreError, score_run
+
+    rd = RunDir(args.run_dir)
+    manifest = read_manifest(rd)
+    if manifest is None:
+        print(f"error: {rd.root} has no manifest.json (is it a run directory?)", file=sys.stderr)
+        return 2
+    try:
+        cfg = parse_run_config(manifest["config"], base_dir=_base_dir(manifest, rd))
+        with ray_session(args.address, cfg, quiet=True):
+            out = score_run(cfg, rd.root, judge=args.judge, name=args.name,
+                            judges=[j for j in args.judges.split(",") if j])
+    except (ConfigError, ScoreError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({"name": out.name, "judge_model": out.judge_model, "scored_shards": out.scored_shards,
+                      "skipped_shards": out.skipped_shards, "sessions": out.n_sessions, "judge_errors": out.n_errors,
+                      "seconds": round(out.seconds, 2)}))
+    return 0
+
+
+def _base_dir(manifest: dict, rd: Any) -> Any:
+    from pathlib import Path
+
+    if manifest.get("base_dir"):
+        return Path(manifest["base_dir"])
+    cf = manifest.get("config_file")
+    return Path(cf).resolve().parent if cf else Path.cwd()

@@ -1,0 +1,77 @@
+"""The model-backend registry: a backend is its config-entry class plus a builder of its ChatModel.
+
+A run config's ``models.<key>: {backend: NAME, ...}`` is validated by the entry class registered
+under NAME, and :func:`ray_knowsim.engine.models.build_models` makes the model with its builder.
+Nothing else branches on backend names. The built-ins (``offline``, ``http``, ``vllm``) register
+in :mod:`ray_knowsim.engine.builtin_backends`; code outside the package registers the same way
+(``docs/extending.md``) and is imported through the run config's ``plugins`` list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from pydantic import BaseModel
+
+from ray_knowsim.llm.protocol import ChatModel
+from ray_knowsim.model.graph import IUGraph
+from ray_knowsim.registry import Registry
+
+
+@dataclass
+class BuildContext:
+    """What a builder may use: the model key, the run's IU graphs, and a place to defer waits."""
+
+    key: str
+    graphs: Mapping[str, IUGraph]
+    wait_s: float = 900
+    # Called after every model is built (e.g. wait for engine pools that start in parallel).
+    after: list[Callable[[], None]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    entry: type[BaseModel]  # pydantic class with ``backend: Literal[name]``; forbids unknown keys
+    build: Callable[[Any, BuildContext], ChatModel]
+    # Entry fields that change how fast or how safely a model is reached, not what it answers:
+    # they stay out of the config hash, so tuning them keeps a run directory resumable.
+    operational: frozenset[str] = frozenset()
+    # Whether identical requests may be answered from the run's response cache.
+    cacheable: bool = True
+    # The NAME of the environment variable holding the entry's API key (never its value).
+    secret_env: Callable[[Any], str | None] = lambda entry: None
+    # A test double (answers from facts handed to it, not a real model): reports say so on top.
+    double: bool = False
+
+
+ALWAYS_OPERATIONAL = frozenset({"price"})
+
+BACKENDS: Registry[Backend] = Registry("model backend", builtins=("ray_knowsim.engine.builtin_backends",))
+
+
+def register_backend(
+    name: str,
+    entry: type[BaseModel],
+    *,
+    operational: set[str] | frozenset[str] = frozenset(),
+    cacheable: bool = True,
+    secret_env: Callable[[Any], str | None] | None = None,
+    double: bool = False,
+) -> Callable[[Callable[[Any, BuildContext], ChatModel]], Callable[[Any, BuildContext], ChatModel]]:
+    """``@register_backend("name", MyEntry)`` on ``def build(entry, ctx) -> ChatModel``."""
+
+    def add(build: Callable[[Any, BuildContext], ChatModel]) -> Callable[[Any, BuildContext], ChatModel]:
+        BACKENDS.register(
+            name,
+            # a price changes what a run costs, never what it answers: always out of the hash
+            Backend(name, entry, build, frozenset(operational) | ALWAYS_OPERATIONAL, cacheable,
+                    secret_env or (lambda e: None), double),
+        )
+        return build
+
+    return add
+
+
+__all__ = ["BACKENDS", "Backend", "BuildContext", "register_backend"]

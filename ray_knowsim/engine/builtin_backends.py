@@ -1,0 +1,49 @@
+"""The built-in model backends: ``offline``, ``http``, ``vllm`` (see :mod:`.backends`)."""
+
+from __future__ import annotations
+
+from ray_knowsim.engine.backends import BuildContext, register_backend
+from ray_knowsim.engine.config.models import HTTPModelEntry, OfflineModelEntry, VLLMModelEntry
+from ray_knowsim.llm.protocol import ChatModel
+
+
+@register_backend("offline", OfflineModelEntry, cacheable=False, double=True)
+def build_offline(entry: OfflineModelEntry, ctx: BuildContext) -> ChatModel:
+    """The deterministic offline model, given the run's IU graphs so it can teach any item."""
+    from ray_knowsim.llm.offline import OfflineModel
+
+    model = OfflineModel(name=entry.name or ctx.key, **entry.options)
+    model.register_graphs(dict(ctx.graphs))
+    return model
+
+
+@register_backend(
+    "http",
+    HTTPModelEntry,
+    operational={"timeout_s", "max_attempts", "backoff", "max_in_flight", "requests_per_minute", "tokens_per_minute",
+                 "max_in_flight_global", "api_key_env", "api_key_header", "send_knowsim_headers", "offline_server"},
+    secret_env=lambda entry: entry.api_key_env,
+)  # fmt: skip
+def build_http(entry: HTTPModelEntry, ctx: BuildContext) -> ChatModel:
+    """An OpenAI-compatible endpoint; with run-wide limits, ONE named limiter actor per endpoint,
+    created on the driver so it lives as long as the run, shared by every worker."""
+    from ray_knowsim.llm.http_backend import OpenAICompatibleModel
+    from ray_knowsim.llm.rate_limit import get_or_create_limiter
+
+    hcfg = entry.http_config()
+    limiter = None
+    limits = hcfg.rate_limits()
+    if limits.enabled:
+        limiter = get_or_create_limiter(f"ray_knowsim.limiter.{hcfg.endpoint_key}", limits)
+    return OpenAICompatibleModel(hcfg, limiter=limiter)
+
+
+@register_backend("vllm", VLLMModelEntry, operational={"replicas", "lifetime", "max_batch_requests", "num_cpus", "env"})
+def build_vllm(entry: VLLMModelEntry, ctx: BuildContext) -> ChatModel:
+    """A named pool of vLLM engine actors (started here; every pool is awaited after all start)."""
+    from ray_knowsim.llm.vllm_backend import VLLMActorModel, get_or_create_vllm_pool, wait_pool_ready
+
+    vcfg = entry.vllm_config()
+    actors = get_or_create_vllm_pool(vcfg)
+    ctx.after.append(lambda: wait_pool_ready(actors, timeout_s=ctx.wait_s))
+    return VLLMActorModel(vcfg, actors)

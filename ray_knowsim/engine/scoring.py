@@ -1,0 +1,153 @@
+"""Score a run directory: the judges as a stage over committed shards, resumable like a run.
+
+``run`` calls :func:`score_run` after the simulation with the config's judge; ``ray-knowsim
+score RUN_DIR --judge ...`` calls it later with another judge into another score set. Shards are
+judged one after the other on the driver, each committed on its own (``scores/<name>/``), so an
+interrupted pass resumes where it stopped; shards whose scores are committed are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+from pydantic import ValidationError
+
+from ray_knowsim.engine.config import RunConfig
+from ray_knowsim.engine.config.base import ConfigError, format_errors
+from ray_knowsim.engine.config.models import validate_model_entries
+from ray_knowsim.engine.models import ModelSet, build_models
+from ray_knowsim.engine.plan import load_inputs
+from ray_knowsim.engine.results import RunDir
+from ray_knowsim.llm.accounting import Accounting
+from ray_knowsim.score.judges import DEFAULT_JUDGES, JUDGES
+from ray_knowsim.score.stage import JudgeSettings, judge_transcripts
+from ray_knowsim.score.store import ScoreDir, ScoreMarker
+from ray_knowsim.score.transcripts import transcripts_from_tables
+from ray_knowsim.sim.types import item_key
+
+
+class ScoreError(RuntimeError):
+    """Scoring cannot start (no such judge model, no committed shards, a bad judge file)."""
+
+
+@dataclass
+class ScoreOutcome:
+    name: str
+    judge_model: str
+    committed: list[ScoreMarker] = field(default_factory=list)  # the shards judged by this call
+    skipped_shards: int = 0  # committed before and left alone
+    llm: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def scored_shards(self) -> int:
+        return len(self.committed)
+
+    @property
+    def n_sessions(self) -> int:
+        return sum(m.n_sessions for m in self.committed)
+
+    @property
+    def n_errors(self) -> int:
+        return sum(m.n_errors for m in self.committed)
+
+
+def resolve_judge(cfg: RunConfig, judge: str | None) -> tuple[RunConfig, str]:
+    """(config holding the judge model, its key). ``judge``: a model key of the run's config, a
+    YAML/JSON file holding ONE model entry (``{backend: ..., ...}``; its key is the file stem), or
+    None for the config's own ``roles.judge``."""
+    if judge is None:
+        if cfg.roles.judge is None or not cfg.roles.judge.model:
+            raise ScoreError("the run config has no judge (roles.judge); name one with --judge MODEL_KEY_OR_FILE")
+        return cfg, cfg.roles.judge.model
+    if judge in cfg.models:
+        return cfg, judge
+    path = Path(judge)
+    if not path.is_file():
+        raise ScoreError(f"--judge {judge!r}: neither a model key of the run ({sorted(cfg.models)}) nor a file")
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    key = path.stem
+    try:
+        entries = validate_model_entries({key: raw})
+    except ValidationError as exc:
+        raise ConfigError(format_errors(exc), str(path)) from exc
+    merged = cfg.model_copy(update={"models": {**cfg.models, key: entries[key]}})
+    return merged, key
+
+
+def judge_settings(cfg: RunConfig) -> JudgeSettings:
+    if cfg.roles.judge is None:
+        return JudgeSettings()
+    _, temperature, max_tokens, attempts = cfg.roles.settings("judge")
+    return JudgeSettings(temperature=temperature, max_tokens=max_tokens, attempts=attempts)
+
+
+def score_run(
+    cfg: RunConfig,
+    run_dir: str | Path,
+    *,
+    judge: str | None = None,
+    name: str | None = None,
+    judges: Sequence[str] = DEFAULT_JUDGES,
+    models: ModelSet | None = None,
+    inputs: Any = None,
+) -> ScoreOutcome:
+    """Judge every committed shard of ``run_dir`` not yet scored under ``name`` (default: the
+    judge's model key). Ray must be running when the judge's backend starts actors."""
+    t0 = time.perf_counter()
+    config_hash = cfg.config_hash()  # of the run itself (a judge from a file is not part of it)
+    cfg, key = resolve_judge(cfg, judge)
+    for j in judges:
+        JUDGES.get(j)  # an unknown judge is an error before any work
+    name = name or key
+    rd = RunDir(run_dir)
+    markers = rd.markers(config_hash)
+    if not markers:
+        raise ScoreError(f"{rd.root}: no committed shards of this config to score")
+    store = ScoreDir(rd.root, name)
+    entry = cfg.models[key]
+    store.write_info({"name": name, "judge_model": key, "backend": entry.backend,
+                      "entry": entry.model_dump(mode="json"), "judges": list(judges)})
+    out = ScoreOutcome(name=name, judge_model=key)
+    todo = [m for m in markers.values() if not store.is_done(m.shard_id, m.token)]
+    out.skipped_shards = len(markers) - len(todo)
+    if not todo:
+        out.seconds = time.perf_counter() - t0
+        return out
+    inputs = inputs if inputs is not None else load_inputs(cfg)
+    if models is None or key not in models.models:
+        models = build_models(cfg, inputs.graphs, str(rd.cache), keys=[key])
+    items = {item_key(task, it.id): it for task, its in inputs.items.items() for it in its}
+    accounting = Accounting()
+    model = models.model(key, accounting)
+    settings = judge_settings(cfg)
+
+    async def judge_all() -> None:
+        for marker in sorted(todo, key=lambda m: m.shard_id):
+            sessions, turns = rd.read_shard_tables(marker)
+            transcripts = transcripts_from_tables(sessions, turns, items)
+            kept = store.kept_rows(marker.shard_id)
+            started = time.perf_counter()
+            fresh = await judge_transcripts([t for t in transcripts if t.session_id not in kept], model,
+                                            name=name, model_key=key, judges=judges, settings=settings)
+            by_id = {**kept, **{r.session_id: r for r in fresh}}
+            rows = [by_id[t.session_id] for t in transcripts]
+            out.committed.append(
+                store.commit(marker.shard_id, marker.token, rows, {"seconds": round(time.perf_counter() - started, 3)})
+            )
+        close = getattr(model, "aclose", None)
+        if close is not None:
+            await close()
+
+    asyncio.run(judge_all())
+    out.llm = accounting.to_dict()
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+__all__ = ["ScoreError", "ScoreOutcome", "judge_settings", "resolve_judge", "score_run"]

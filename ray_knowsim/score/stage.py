@@ -1,0 +1,84 @@
+"""One scoring pass: the chosen judges over many transcripts, as batches (no Ray, no I/O).
+
+A judge that fails (a transport error or an unreadable answer past its attempts) leaves its
+columns empty and names the failure in ``judge_error``; the simulation's own rows are never
+touched, so a judge failure never discards a finished conversation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+from ray_knowsim.llm.protocol import ChatModel
+from ray_knowsim.model.chat import Usage
+from ray_knowsim.score.judges import JUDGES
+from ray_knowsim.score.store import ScoreRow
+from ray_knowsim.score.transcripts import Transcript
+from ray_knowsim.sim.ask import ask_batch
+from ray_knowsim.sim.types import request_id, request_seed
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """How the judge model is asked (the run config's ``roles.judge`` or its defaults)."""
+
+    temperature: float = 0.0
+    max_tokens: int = 4096
+    attempts: int = 3
+
+
+async def judge_transcripts(
+    transcripts: Sequence[Transcript],
+    model: ChatModel,
+    *,
+    name: str,
+    model_key: str,
+    judges: Sequence[str],
+    settings: JudgeSettings,
+) -> list[ScoreRow]:
+    """One :class:`ScoreRow` per transcript (same order) under the score set ``name``."""
+    values: list[dict[str, Any]] = [{} for _ in transcripts]
+    errors: list[list[str]] = [[] for _ in transcripts]
+    usage = [Usage() for _ in transcripts]
+    calls = [0 for _ in transcripts]
+    versions: list[dict[str, str]] = [{} for _ in transcripts]
+    for judge_name in judges:
+        judge = JUDGES.get(judge_name)
+        chosen = [k for k, t in enumerate(transcripts) if judge.applies(t)]
+        requests = []
+        for k in chosen:
+            t = transcripts[k]
+            req = judge.request(t, seed=request_seed(t.seed, "judge", judge.slot), request_id=request_id(t.session_id, "judge", judge.slot))
+            requests.append(replace(req, temperature=settings.temperature, max_tokens=settings.max_tokens))
+        answers = await ask_batch(
+            model, requests, lambda text, i: judge.parse(text, transcripts[chosen[i]]), attempts=settings.attempts
+        )
+        for k, answer in zip(chosen, answers):
+            usage[k].add(answer.usage)
+            calls[k] += answer.calls
+            if answer.prompt_version:
+                template, _, version = answer.prompt_version.partition("@")
+                versions[k][template] = version or answer.prompt_version
+            if answer.ok:
+                values[k].update(judge.values(answer.value, transcripts[k]))
+            else:
+                errors[k].append(f"{judge_name}: {answer.error or 'judge_failed'}")
+    rows = []
+    known = set(ScoreRow.model_fields)
+    for k, t in enumerate(transcripts):
+        fixed = {key: v for key, v in values[k].items() if key in known}
+        extra = {key: v for key, v in values[k].items() if key not in known}
+        rows.append(
+            ScoreRow(
+                session_id=t.session_id, name=name, judge_model=model_key, judges=",".join(judges),
+                judge_error="; ".join(errors[k]) or None, judge_calls=calls[k], tokens_judge=usage[k].total,
+                judge_prompt_versions=json.dumps(versions[k], sort_keys=True),
+                extra_json=json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None, **fixed,
+            )
+        )  # fmt: skip
+    return rows
+
+
+__all__ = ["JudgeSettings", "judge_transcripts"]

@@ -1,0 +1,211 @@
+"""The ``scores/`` dataset of a run directory and the join that shows scores beside sessions.
+
+Layout::
+
+    scores/index.json                         {"primary": NAME}: the set that fills ``iq`` & co.
+    scores/<name>/judge.json                  who judged: model key, model entry, judges
+    scores/<name>/<shard>.<token>.parquet     one ScoreRow per finished session of the shard
+    scores/<name>/<shard>.json                the commit marker (which sessions file was judged)
+
+A shard's scores are committed like its simulation rows (file renamed into place, then its
+marker). A marker names the token of the sessions file it judged, so a shard whose failed
+sessions were rerun since is judged again; a marker with judge errors is judged again too.
+Session and turn files are never rewritten: re-judging leaves the simulation byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict
+
+from ray_knowsim.io.parquet import arrow_schema, atomic_write_parquet, atomic_write_text, rows_table
+
+SCORES = "scores"
+
+
+class ScoreRow(BaseModel):
+    """One session's scores from one score set (``name``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    session_id: str
+    name: str  # the score set, e.g. the judge model key
+    judge_model: str
+    judges: str  # comma-separated registered judge names applied
+    iq: float | None = None
+    judge_information_calibration: float | None = None
+    judge_perceived_overload: float | None = None
+    judge_perceived_learning: float | None = None
+    judge_early_stop_turn: int | None = None  # baselines: 1-based turn the termination judge stops at
+    judge_early_stop_reason: str | None = None
+    judge_error: str | None = None  # "<judge>: <named failure>; ..." (None: every judge answered)
+    judge_calls: int = 0
+    tokens_judge: int = 0
+    judge_prompt_versions: str = "{}"
+    extra_json: str | None = None  # values of judges from outside the built-in columns
+
+
+SCORE_SCHEMA = arrow_schema(ScoreRow)
+#: score columns that fill the session columns of the same name for the primary set
+FILLED = ("iq", "judge_information_calibration", "judge_perceived_overload", "judge_perceived_learning", "tokens_judge")
+#: columns added per score set: ``<column>`` for the primary, ``<column>@<name>`` for the others
+ADDED = ("judge_error",)
+
+
+@dataclass
+class ScoreMarker:
+    shard_id: str
+    name: str
+    token: str  # of this score file
+    sessions_token: str  # of the sessions file that was judged
+    n_sessions: int
+    n_errors: int
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def file(self) -> str:
+        return f"{self.shard_id}.{self.token}.parquet"
+
+
+class ScoreDir:
+    """``RUN_DIR/scores/<name>/``: commit, resume and read one score set."""
+
+    def __init__(self, run_root: str | Path, name: str) -> None:
+        if not name or "/" in name or name.startswith("."):
+            raise ValueError(f"score set name {name!r}: use letters, digits and _ . : + -")
+        self.run_root = Path(run_root)
+        self.name = name
+        self.root = self.run_root / SCORES / name
+        self.tmp = self.run_root / ".tmp"
+
+    def markers(self) -> dict[str, ScoreMarker]:
+        out: dict[str, ScoreMarker] = {}
+        if not self.root.is_dir():
+            return out
+        for path in sorted(self.root.glob("shard-*.json")):
+            marker = ScoreMarker(**json.loads(path.read_text(encoding="utf-8")))
+            if (self.root / marker.file).is_file():
+                out[marker.shard_id] = marker
+        return out
+
+    def is_done(self, shard_id: str, sessions_token: str) -> bool:
+        m = self.markers().get(shard_id)
+        return m is not None and m.sessions_token == sessions_token and m.n_errors == 0
+
+    def write_info(self, info: dict[str, Any]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.root / "judge.json", json.dumps(info, sort_keys=True, indent=1), self.tmp)
+        index = self.run_root / SCORES / "index.json"
+        if not index.is_file():  # the first score set of a run is the one its tables show
+            atomic_write_text(index, json.dumps({"primary": self.name}), self.tmp)
+
+    def info(self) -> dict[str, Any]:
+        path = self.root / "judge.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+    def commit(self, shard_id: str, sessions_token: str, rows: list[ScoreRow], summary: dict[str, Any]) -> ScoreMarker:
+        import secrets
+        import time
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        old = self.markers().get(shard_id)
+        marker = ScoreMarker(
+            shard_id=shard_id, name=self.name, token=f"{int(time.time())}{secrets.token_hex(4)}",
+            sessions_token=sessions_token, n_sessions=len(rows), n_errors=sum(r.judge_error is not None for r in rows),
+            summary=summary,
+        )  # fmt: skip
+        atomic_write_parquet(rows_table(rows, SCORE_SCHEMA), self.root / marker.file, self.tmp)
+        atomic_write_text(self.root / f"{shard_id}.json", json.dumps(asdict(marker), sort_keys=True, indent=1), self.tmp)
+        if old is not None and old.token != marker.token:
+            (self.root / old.file).unlink(missing_ok=True)
+        return marker
+
+    def kept_rows(self, shard_id: str) -> dict[str, ScoreRow]:
+        """A shard's committed scores that need no redo (no judge error), by session id: a shard
+        rerun for its failed sessions keeps the scores of the sessions it did not rerun."""
+        m = self.markers().get(shard_id)
+        if m is None:
+            return {}
+        rows = pq.read_table(self.root / m.file, schema=SCORE_SCHEMA).to_pylist()
+        return {r["session_id"]: ScoreRow(**r) for r in rows if r["judge_error"] is None}
+
+    def read(self) -> pa.Table:
+        files = [self.root / m.file for m in self.markers().values()]
+        if not files:
+            return SCORE_SCHEMA.empty_table()
+        return pa.concat_tables([pq.read_table(f, schema=SCORE_SCHEMA) for f in files])
+
+
+def score_names(run_root: str | Path) -> list[str]:
+    root = Path(run_root) / SCORES
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def primary_name(run_root: str | Path) -> str | None:
+    index = Path(run_root) / SCORES / "index.json"
+    return json.loads(index.read_text(encoding="utf-8"))["primary"] if index.is_file() else None
+
+
+@dataclass
+class RunScores:
+    """Every score set of a run, ready to join onto session batches."""
+
+    primary: str | None
+    sets: dict[str, pa.Table]
+
+    @classmethod
+    def load(cls, run_root: str | Path) -> "RunScores":
+        return cls(primary_name(run_root), {n: ScoreDir(run_root, n).read() for n in score_names(run_root)})
+
+    def columns(self) -> list[str]:
+        """The columns :meth:`attach` adds to (or fills in) a session batch."""
+        out = [*FILLED, "early_stop_turn", "early_stop_reason", *ADDED]
+        for name in self.sets:
+            if name != self.primary:
+                out += [f"{c}@{name}" for c in (*FILLED, *ADDED)]
+        return out
+
+    def attach(self, batch: pa.Table | pa.RecordBatch) -> pa.Table:
+        """``batch`` (session rows with a ``session_id`` column) with the scores joined in: the
+        primary set fills ``iq`` & co. (and a baseline's ``early_stop_turn``/``reason`` where the
+        simulation left them empty) and adds ``judge_error``; every other set adds
+        ``<column>@<name>``. Sessions without a score get nulls."""
+        table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+        ids = table.column("session_id")
+        for name, scores in self.sets.items():
+            idx = pc.index_in(ids, value_set=scores.column("session_id"))
+            primary = name == self.primary
+            for col in (*FILLED, *ADDED):
+                values = scores.column(col).take(idx)
+                target = col if primary else f"{col}@{name}"
+                table = _put(table, target, values)
+            if primary:
+                for sim_col, col in (("early_stop_turn", "judge_early_stop_turn"), ("early_stop_reason", "judge_early_stop_reason")):
+                    judged = scores.column(col).take(idx)
+                    if sim_col in table.column_names and not pa.types.is_null(table.schema.field(sim_col).type):
+                        have = table.column(sim_col)
+                        judged = pc.if_else(pc.is_valid(have), have, judged.cast(have.type))
+                    table = _put(table, sim_col, judged)
+        return table
+
+
+def _put(table: pa.Table, name: str, values: Any) -> pa.Table:
+    if name in table.column_names:
+        i = table.column_names.index(name)
+        target = table.schema.field(i)
+        if pa.types.is_null(target.type):  # an all-empty column read without a schema: take the scores' type
+            return table.set_column(i, name, values)
+        values = values.cast(target.type)
+        if not target.nullable or pa.types.is_integer(target.type) and name.startswith("tokens_"):
+            values = pc.fill_null(values, pa.scalar(0, target.type))  # a count without a score is 0
+        return table.set_column(i, name, values)
+    return table.append_column(name, values)
+
+
+__all__ = ["ADDED", "FILLED", "SCORES", "SCORE_SCHEMA", "RunScores", "ScoreDir", "ScoreMarker", "ScoreRow", "primary_name", "score_names"]

@@ -1,0 +1,105 @@
+"""Scoring as a stage: a finished offline run is re-judged into a second score set without touching
+its simulation files, resumably, and a judge failure never discards a finished conversation."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from ray_knowsim.cli.main import main as cli
+from ray_knowsim.engine.config import parse_run_config
+from ray_knowsim.engine.results import RunDir
+from ray_knowsim.engine.runner import run
+from ray_knowsim.engine.scoring import score_run
+from ray_knowsim.score.store import RunScores, ScoreDir
+from tests.engine.conftest import small_config, write_config
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+
+def digests(root: Path) -> dict[str, str]:
+    """sha256 of every simulation file (sessions, turns, shard markers)."""
+    out = {}
+    for sub in ("sessions", "turns", "shards"):
+        for f in sorted((root / sub).glob("*")):
+            out[f"{sub}/{f.name}"] = hashlib.sha256(f.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A small run through the real simulation loop with the offline models and a baseline."""
+    folder = tmp_path_factory.mktemp("scored")
+    data = small_config(
+        conditions=[{"strategy": "adaptive"}, {"simulator": "zero-shot-cot"}],
+        max_turns=2,
+        engine={"shard_size": 4, "shard_fn": "ray_knowsim.sim.shard:run_shard"},
+    )
+    path = write_config(folder, data)
+    from ray_knowsim.engine.config import load_run_config
+
+    cfg = load_run_config(path)
+    out = folder / "run"
+    outcome = run(cfg, output=out, quiet=True, config_file=str(path))
+    return cfg, out, outcome
+
+
+def test_run_writes_the_judges_as_their_own_score_set(finished):
+    cfg, out, outcome = finished
+    assert outcome.n_failed == 0 and outcome.scores["name"] == "sim"
+    raw = pq.read_table(RunDir(out).data_files("sessions")[0])
+    assert raw.column("iq").null_count == raw.num_rows  # the simulation leaves the judge columns empty
+    scores = ScoreDir(out, "sim").read()
+    assert scores.num_rows == outcome.n_ok and scores.column("judge_error").null_count == scores.num_rows
+    joined = RunScores.load(out).attach(raw).to_pylist()
+    assert all(1 <= r["iq"] <= 10 for r in joined)
+    lm = outcome.tables["level_means"]
+    assert (lm["iq_n"] > 0).all()  # the tables see the joined scores
+
+
+def test_score_rejudges_into_a_second_set_with_the_simulation_byte_identical(finished, tmp_path, capsys):
+    cfg, out, _ = finished
+    before = digests(out)
+    judge = tmp_path / "judge2.yaml"
+    judge.write_text(yaml.safe_dump({"backend": "offline", "name": "judge-two"}), encoding="utf-8")
+    assert cli(["score", str(out), "--judge", str(judge)]) == 0
+    assert digests(out) == before
+    second = ScoreDir(out, "judge2")
+    assert second.info()["judge_model"] == "judge2" and second.read().num_rows > 0
+    rs = RunScores.load(out)
+    assert rs.primary == "sim" and set(rs.sets) == {"sim", "judge2"}
+    table = rs.attach(pq.read_table(RunDir(out).data_files("sessions")[0]))
+    assert "iq@judge2" in table.column_names and table.column("iq@judge2").null_count == 0
+    assert table.column("iq").null_count == 0
+    # resumable: a second invocation skips every committed shard
+    again = score_run(cfg, out, judge=str(judge))
+    assert again.scored_shards == 0 and again.skipped_shards == len(RunDir(out).markers())
+    assert digests(out) == before
+
+
+class FailingJudge:
+    name = "failing"
+
+    async def complete(self, requests):
+        from ray_knowsim.model.chat import ChatResponse
+
+        return [ChatResponse(text="", error="judge_http_500: down") for _ in requests]
+
+
+def test_a_failing_judge_keeps_the_simulation_and_names_its_error(finished):
+    cfg, out, _ = finished
+    from ray_knowsim.engine.models import ModelSet
+
+    before = digests(out)
+    models = ModelSet({"sim": FailingJudge()}, {}, [])
+    result = score_run(cfg, out, name="broken", models=models)
+    assert result.n_errors == result.n_sessions > 0
+    rows = ScoreDir(out, "broken").read().to_pylist()
+    assert all(r["iq"] is None and r["judge_error"].startswith("interaction_quality: judge_http_500") for r in rows)
+    assert digests(out) == before
+    sessions = pq.read_table(RunDir(out).data_files("sessions")[0]).to_pylist()
+    assert all(s["status"] == "ok" and s["kg"] is not None for s in sessions if s["simulator"] == "structured")
