@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from ray_knowsim.compare.pipeline import compare_runs
     from ray_knowsim.compare.runs import IncompatibleRuns
-    from ray_knowsim.report.reader import RunDirError
+    from ray_knowsim.io.rundir import RunDirError
 
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     try:

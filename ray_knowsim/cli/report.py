@@ -34,7 +34,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ray_knowsim.report.build import ReportOptions, build_report
-    from ray_knowsim.report.reader import RunDirError
+    from ray_knowsim.io.rundir import RunDirError
 
     if args.sample < 0:
         print("report: --sample must be >= 0", file=sys.stderr)

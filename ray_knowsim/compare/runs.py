@@ -17,7 +17,8 @@ from typing import Any, Sequence
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
-from ray_knowsim.report.reader import RunDirError, open_run, scan
+from ray_knowsim.io.rundir import RunDirError, open_run, scan
+from ray_knowsim.score.store import RunScores
 
 #: session columns compare reads (metrics beyond these are read when asked for)
 BASE_COLUMNS = ("session_id", "task", "item_id", "knowledge_level", "trial", "condition", "status", "initial_states",
@@ -48,12 +49,12 @@ class LoadedRun(BaseModel):
 
 
 def _model_identity(models: dict[str, Any], key: str | None) -> dict[str, Any]:
-    from ray_knowsim.engine.config.models import OPERATIONAL
+    from ray_knowsim.engine.config.models import operational_fields
 
     if key is None or key not in models:
         return {"model": key}
     entry = dict(models[key])
-    for name in OPERATIONAL.get(entry.get("backend", ""), set()) | {"price"}:
+    for name in operational_fields(entry.get("backend", "")) if entry.get("backend") else {"price"}:
         entry.pop(name, None)
     return entry
 
@@ -127,7 +128,11 @@ def load_runs(paths: Sequence[str | Path], metrics: Sequence[str] = ()) -> list[
             raise RunDirError(f"{path}/sessions holds no rows")
         import pyarrow as pa
 
-        df = pa.Table.from_batches(batches).to_pandas()
+        table = pa.Table.from_batches(batches)
+        scores = RunScores.load(path)  # the judges' columns (IQ, ...) live in scores/, joined here
+        df = (scores.attach(table) if scores.sets else table).to_pandas()
+        if "judge_cost_usd" in df.columns and "cost_usd" in df.columns:  # the judge's spend is the session's too
+            df["cost_usd"] = df["cost_usd"] + df["judge_cost_usd"].fillna(0.0)
         try:
             manifest = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8"))
         except FileNotFoundError:

@@ -186,7 +186,11 @@ def completions_from_run(run_dir: str | Path) -> CompletionModel:
     missing = [c for c in need if c not in dataset.schema.names]
     if missing:
         raise ValueError(f"{path}: session rows lack {missing[:3]}... (a run written before per-role token columns)")
-    df = dataset.to_table(columns=need).to_pandas()
+    from ray_knowsim.score.store import RunScores
+
+    scores = RunScores.load(path)  # the judge's tokens live in scores/, joined onto the sessions
+    table = dataset.to_table(columns=["session_id", *need])
+    df = (scores.attach(table) if scores.sets else table).to_pandas()
     if df.empty:
         raise ValueError(f"{path}: no session rows")
     structured = df[df["simulator"] == "structured"]

@@ -233,10 +233,11 @@ def run(
             if files and tables:
                 from ray_knowsim.engine.reduce import aggregate_cells, build_tables, write_tables
 
-                outcome.tables = build_tables(aggregate_cells(files, scores=RunScores.load(run_dir.root)))
-                from ray_knowsim.engine.cost import cost_tables
+                scores = RunScores.load(run_dir.root)
+                outcome.tables = build_tables(aggregate_cells(files, scores=scores))
+                from ray_knowsim.io.cost import cost_tables
 
-                outcome.tables.update(cost_tables(files))
+                outcome.tables.update(cost_tables(files, scores.attach if scores.sets else None))
                 write_tables(outcome.tables, run_dir.tables)
         status = outcome.status
     except KeyboardInterrupt:

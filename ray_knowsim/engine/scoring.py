@@ -134,7 +134,8 @@ def score_run(
             kept = store.kept_rows(marker.shard_id)
             started = time.perf_counter()
             fresh = await judge_transcripts([t for t in transcripts if t.session_id not in kept], model,
-                                            name=name, model_key=key, judges=judges, settings=settings)
+                                            name=name, model_key=key, judges=judges, settings=settings,
+                                            price=getattr(entry, "price", None))
             by_id = {**kept, **{r.session_id: r for r in fresh}}
             rows = [by_id[t.session_id] for t in transcripts]
             out.committed.append(

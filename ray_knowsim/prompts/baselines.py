@@ -47,14 +47,14 @@ class BaselinePrompt:
 
 def __getattr__(name: str):  # BASELINE_METHODS: {name: template} of the registered baselines
     if name == "BASELINE_METHODS":
-        from ray_knowsim.simulators import SIMULATORS
+        from ray_knowsim.prompts.learners import SIMULATORS
 
         return {n: SIMULATORS.get(n).prompt.template for n in SIMULATORS.names() if SIMULATORS.get(n).prompt is not None}
     raise AttributeError(name)
 
 
 def baseline_prompt(method: str) -> BaselinePrompt:
-    from ray_knowsim.simulators import SIMULATORS
+    from ray_knowsim.prompts.learners import SIMULATORS
 
     spec = SIMULATORS.get(method).prompt if method in SIMULATORS else None
     if spec is None:

@@ -67,7 +67,7 @@ _MODE_SECTION = {"Explicit": "mode_explicit", "Vague": "mode_vague", "Compliant"
 
 def __getattr__(name: str):  # STRATEGIES: the registered names (kept for callers of the old tuple)
     if name == "STRATEGIES":
-        from ray_knowsim.strategies import STRATEGIES as registry
+        from ray_knowsim.prompts.tutors import STRATEGIES as registry
 
         return tuple(registry.names())
     raise AttributeError(name)
@@ -237,21 +237,22 @@ def render_assistant(
     the learner's state, and is never told it is being assessed; its offline facts name only the
     item and the strategy.
     """
-    from ray_knowsim.strategies import STRATEGIES
+    from ray_knowsim.prompts.tutors import STRATEGIES
 
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown assistant strategy {strategy!r}; choose one of {STRATEGIES.names()}")
     pairs = transcript_pairs(transcript)
     if not pairs or pairs[-1][0] != "user":
         raise ValueError("the assistant's transcript must end with a user message")
-    tpl = STRATEGIES.get(strategy).template_for(prompts)
+    tutor = STRATEGIES.get(strategy)
+    tpl = tutor.template_for(prompts)
     values = {"context": ""}  # v1 slot of the old in-prompt block; facts travel out of band
     if "task_intro" in tpl.placeholders("system"):
         values["task_intro"] = tpl.section(f"task_{item.task}")
     return build_request(
         tpl,
         values,
-        {"strategy": strategy, "task": item.task, "item_id": item.id},
+        {"strategy": strategy, "task": item.task, "item_id": item.id, "offline_reply": tutor.offline_path()},
         role="assistant",
         temperature=ASSISTANT_TEMPERATURE,
         max_tokens=ASSISTANT_MAX_TOKENS,

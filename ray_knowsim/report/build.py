@@ -21,7 +21,7 @@ from ray_knowsim.report.html_page import render_html
 from ray_knowsim.report.markdown import render_markdown
 from ray_knowsim.report.metrics import Gain, Variant, metric_specs
 from ray_knowsim.report.plots import failure_mode_plot, overview_plot, trajectory_plot
-from ray_knowsim.report.reader import RunDirError, open_run, read_rows, scan
+from ray_knowsim.io.rundir import RunDirError, open_run, read_rows, scan
 from ray_knowsim.report.tables import failure_table, marginal_table, per_level_table
 from ray_knowsim.score.store import RunScores
 

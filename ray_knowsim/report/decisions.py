@@ -1,7 +1,7 @@
 """The report's decision sections: "who beats whom" per level and what the run cost.
 
 Both come from the same code as ``ray-knowsim compare`` (:mod:`ray_knowsim.compare`) and the
-run's cost table (:mod:`ray_knowsim.engine.cost`), computed from the run directory's session rows.
+run's cost table (:mod:`ray_knowsim.io.cost`), computed from the run directory's session rows.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from ray_knowsim.compare.leaderboard import beats_html, beats_markdown
 from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse, level_order
 from ray_knowsim.compare.pipeline import default_metrics
 from ray_knowsim.compare.runs import load_runs
-from ray_knowsim.engine.cost import cost_table, read_cost_columns
+from ray_knowsim.io.cost import cost_table, read_cost_columns
+from ray_knowsim.score.store import RunScores
 
 NOTE = ("A cell lists the metrics on which the row's condition beats the column's condition: exact sign test on "
         "matched cells (same item, level, trial and initial state), Holm-corrected over every comparison of the run "
@@ -46,7 +47,8 @@ def decision_sections(run_dir: str | Path, n_boot: int = 1000) -> tuple[list[str
         md += ["## Who beats whom", "", NOTE, "", *md_blocks]
     files = sorted(str(p) for p in (Path(run_dir) / "sessions").glob("*.parquet"))
     if files:
-        cost = cost_table(read_cost_columns(files))
+        scores = RunScores.load(run_dir)
+        cost = cost_table(read_cost_columns(files, scores.attach if scores.sets else None))
         html_parts.append(_cost_html(cost))
         md += _cost_md(cost)
     return html_parts, md

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.model.chat import Usage
+from ray_knowsim.model.price import Price
 from ray_knowsim.score.judges import JUDGES
 from ray_knowsim.score.store import ScoreRow
 from ray_knowsim.score.transcripts import Transcript
@@ -37,6 +38,7 @@ async def judge_transcripts(
     model_key: str,
     judges: Sequence[str],
     settings: JudgeSettings,
+    price: Price | None = None,
 ) -> list[ScoreRow]:
     """One :class:`ScoreRow` per transcript (same order) under the score set ``name``."""
     values: list[dict[str, Any]] = [{} for _ in transcripts]
@@ -74,6 +76,9 @@ async def judge_transcripts(
             ScoreRow(
                 session_id=t.session_id, name=name, judge_model=model_key, judges=",".join(judges),
                 judge_error="; ".join(errors[k]) or None, judge_calls=calls[k], tokens_judge=usage[k].total,
+                prompt_tokens_judge=usage[k].prompt_tokens, completion_tokens_judge=usage[k].completion_tokens,
+                cached_prompt_tokens_judge=usage[k].cached_prompt_tokens,
+                judge_cost_usd=price.cost(usage[k].prompt_tokens, usage[k].completion_tokens, usage[k].cached_prompt_tokens) if price else None,
                 judge_prompt_versions=json.dumps(versions[k], sort_keys=True),
                 extra_json=json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None, **fixed,
             )

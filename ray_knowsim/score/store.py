@@ -47,15 +47,22 @@ class ScoreRow(BaseModel):
     judge_error: str | None = None  # "<judge>: <named failure>; ..." (None: every judge answered)
     judge_calls: int = 0
     tokens_judge: int = 0
+    prompt_tokens_judge: int = 0
+    completion_tokens_judge: int = 0
+    cached_prompt_tokens_judge: int = 0
+    judge_cost_usd: float | None = None  # None: the judge model has no price
     judge_prompt_versions: str = "{}"
     extra_json: str | None = None  # values of judges from outside the built-in columns
 
 
 SCORE_SCHEMA = arrow_schema(ScoreRow)
 #: score columns that fill the session columns of the same name for the primary set
-FILLED = ("iq", "judge_information_calibration", "judge_perceived_overload", "judge_perceived_learning", "tokens_judge")
+FILLED = (
+    "iq", "judge_information_calibration", "judge_perceived_overload", "judge_perceived_learning", "tokens_judge",
+    "prompt_tokens_judge", "completion_tokens_judge", "cached_prompt_tokens_judge",
+)  # fmt: skip
 #: columns added per score set: ``<column>`` for the primary, ``<column>@<name>`` for the others
-ADDED = ("judge_error",)
+ADDED = ("judge_error", "judge_calls", "judge_cost_usd")
 
 
 @dataclass

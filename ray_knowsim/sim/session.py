@@ -25,7 +25,7 @@ from ray_knowsim.rules.update import TurnUpdate, well_explained_ids
 from ray_knowsim.sim.cost import session_cost
 from ray_knowsim.sim.rows import turn_row
 from ray_knowsim.sim.types import SessionSpec, ShardContext
-from ray_knowsim.simulators import SIMULATORS, Simulator
+from ray_knowsim.prompts.learners import SIMULATORS, Simulator
 
 ROLE_COLUMNS = {"user_sim": "tokens_user_sim", "assistant": "tokens_assistant", "extractor": "tokens_extractor"}  # tokens_judge: scores/
 

@@ -22,7 +22,7 @@ from ray_knowsim.prompts.render import render_assistant, render_extractor
 from ray_knowsim.registry import import_plugins
 from ray_knowsim.rules.termination import early_stop
 from ray_knowsim.sim.ask import Answer, ask_batch
-from ray_knowsim.simulators import LearnerView
+from ray_knowsim.prompts.learners import LearnerView
 from ray_knowsim.sim.session import LiveSession, start_session
 from ray_knowsim.sim.types import RoleModels, RoleSettings, SessionResult, ShardContext, ShardSpec, request_id, request_seed
 

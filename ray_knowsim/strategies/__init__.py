@@ -1,78 +1,8 @@
-"""Tutor strategies: the system prompt a tutor under test gets, by name (one module each).
+"""The built-in tutor strategies, one module each, registered in
+:data:`ray_knowsim.prompts.tutors.STRATEGIES` (the registry and its types live in the prompts
+layer, so renderers can resolve a name without importing this package). Re-exported here as the
+public place plugins import from."""
 
-A strategy is a :class:`TutorStrategy` registered in :data:`STRATEGIES`: its template (a name in
-the package's prompt manifest, or a :class:`~ray_knowsim.prompts.templates.Template` a plugin
-builds itself) and how the offline test double should teach under it. Run configs name strategies
-(``conditions: [{strategy: socratic}]``); the name is checked against this registry, and nothing
-else branches on it. See ``docs/extending.md`` ("Adding a tutor strategy").
-"""
-
-from __future__ import annotations
-
-import importlib
-from dataclasses import dataclass, field
-from typing import Any, Callable
-
-from ray_knowsim.prompts.templates import Template, TemplateError, load_template
-from ray_knowsim.registry import Registry
-
-#: ``offline_reply(lesson, rng) -> str``: how the offline model teaches under this strategy; a
-#: callable or a ``"module:function"`` path resolved on first use. ``lesson`` is the offline
-#: model's reading of the chat (:class:`ray_knowsim.llm.offline.assistant.Lesson`).
-OfflineReply = Callable[[Any, Any], str]
-
-
-@dataclass(frozen=True)
-class TutorStrategy:
-    name: str
-    template: str | Template  # manifest template name, or a plugin's own Template
-    #: older template names tried when the chosen prompt set has no version of ``template``
-    #: (the Simple tutor was ``assistant_minimal`` in prompt set v1)
-    legacy_templates: tuple[str, ...] = ()
-    offline_reply: OfflineReply | str | None = None  # None: the offline model's Simple reply
-    aliases: tuple[str, ...] = field(default=())
-    description: str = ""
-
-    def template_for(self, prompts: str | None) -> Template:
-        if isinstance(self.template, Template):
-            return self.template
-        error: TemplateError | None = None
-        for name in (self.template, *self.legacy_templates):
-            try:
-                return load_template(name, prompts)
-            except TemplateError as exc:
-                error = error or exc
-        assert error is not None
-        raise error
-
-    def offline(self) -> OfflineReply | None:
-        fn = self.offline_reply
-        if isinstance(fn, str):
-            module, _, attr = fn.partition(":")
-            return getattr(importlib.import_module(module), attr)
-        return fn
-
-
-STRATEGIES: Registry[TutorStrategy] = Registry(
-    "tutor strategy",
-    builtins=(
-        "ray_knowsim.strategies.simple",
-        "ray_knowsim.strategies.socratic",
-        "ray_knowsim.strategies.adaptive",
-        "ray_knowsim.strategies.comprehensive",
-    ),
-)
-
-
-def register_strategy(strategy: TutorStrategy, *, replace: bool = False) -> TutorStrategy:
-    """Register ``strategy`` under its name and each alias."""
-    for name in (strategy.name, *strategy.aliases):
-        STRATEGIES.register(name, strategy, replace=replace)
-    return strategy
-
-
-def get_strategy(name: str) -> TutorStrategy:
-    return STRATEGIES.get(name)
-
+from ray_knowsim.prompts.tutors import STRATEGIES, TutorStrategy, get_strategy, register_strategy
 
 __all__ = ["STRATEGIES", "TutorStrategy", "get_strategy", "register_strategy"]

@@ -13,7 +13,6 @@ from ray_knowsim.cli.main import main as cli_main
 from ray_knowsim.compare.pipeline import compare_runs
 from ray_knowsim.engine.config import parse_run_config
 from ray_knowsim.engine.runner import run
-from tests.engine.conftest import ray_local  # noqa: F401  (module-scoped local Ray)
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
@@ -125,7 +124,9 @@ ROLES = ("user_sim", "assistant", "extractor", "judge")
 def actual_tokens(run_dir) -> dict[str, tuple[int, int]]:
     import pyarrow.dataset as ds
 
-    df = ds.dataset(run_dir / "sessions", format="parquet").to_table().to_pandas()
+    from ray_knowsim.score.store import RunScores
+
+    df = RunScores.load(run_dir).attach(ds.dataset(run_dir / "sessions", format="parquet").to_table()).to_pandas()
     return {r: (int(df[f"prompt_tokens_{r}"].sum()), int(df[f"completion_tokens_{r}"].sum())) for r in ROLES}
 
 
@@ -157,7 +158,11 @@ def test_dry_run_estimate_matches_the_real_run_within_a_factor_of_two(planted, t
     # requests: 3 per turn x 3 turns + 1 judge per session, as the real run made (no retries there)
     import pyarrow.dataset as ds
 
-    calls = int(ds.dataset(planted / "sessions", format="parquet").to_table(columns=["llm_calls"]).column(0).to_numpy().sum())
+    from ray_knowsim.io.cost import read_cost_columns
+    from ray_knowsim.score.store import RunScores
+
+    files = sorted(str(f) for f in (planted / "sessions").glob("*.parquet"))
+    calls = int(read_cost_columns(files, RunScores.load(planted).attach)["llm_calls"].sum())  # the judges' calls included
     assert est.totals.requests == 96 * 10 == calls
     assert est.totals.cost_usd == 0.0  # the offline model is free
     assert_within_factor(est, actual_tokens(planted))

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from ray_knowsim.engine.config import parse_run_config
-from ray_knowsim.engine.cost import cost_table
+from ray_knowsim.io.cost import cost_table
 from ray_knowsim.engine.runner import model_prices
 from ray_knowsim.model.chat import Usage
 from ray_knowsim.model.price import Price

@@ -27,15 +27,24 @@ LAYERS: dict[str, int] = {
     "prompts": 4,
     "llm": 4,
     "sim": 5,
+    # the built-in tutor strategies and learner simulators: modules that register themselves in the
+    # registries of prompts/tutors.py and prompts/learners.py (loaded by name, never imported below)
+    "strategies": 5,
+    "simulators": 5,
     "score": 6,
     "engine": 7,
     "sweep": 7,
     "validate": 7,
     "report": 7,
+    "compare": 7,
     "cli": 8,
 }
 # same-rank imports that are allowed (importer -> imported)
-PEERS = {("sweep", "engine")}  # the sweep reads run directories through engine.results
+PEERS = {
+    ("sweep", "engine"),  # the sweep reads run directories through engine.results
+    ("compare", "engine"),  # run identity: the config's operational fields and role defaults
+    ("report", "compare"),  # the report's who-beats-whom matrix is compare's analysis
+}
 RAY_ALLOWED = {"engine", "sweep", "cli"}
 # TEMPORARY: the limiter and the vLLM engine actors still live in llm/ while they move to engine/
 # (issues 11a/11b). The lead removes these two lines when those moves merge.

@@ -150,6 +150,8 @@ def test_assistant_sees_the_chat_but_not_the_answer_graph_or_state(strategy):
     assert req.offline_facts == {
         "template": f"assistant_{strategy}", "version": "v1", "role": "assistant", "strategy": strategy,
         "task": "math", "item_id": ITEM.id,
+        # how the offline double teaches under this strategy, handed to it out of band
+        "offline_reply": f"ray_knowsim.llm.offline.assistant:teach_{'simple' if strategy == 'minimal' else strategy}",
     }
     if strategy != "minimal":
         assert "mathematics tutor" in system

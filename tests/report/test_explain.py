@@ -7,7 +7,7 @@ import json
 import pyarrow.dataset as ds
 
 from ray_knowsim.report.explain import conversation_view
-from ray_knowsim.report.reader import open_run, read_rows
+from ray_knowsim.io.rundir import open_run, read_rows
 
 
 def test_derived_classes_match_recorded_counts_and_states(small_run):

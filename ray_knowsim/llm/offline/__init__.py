@@ -139,7 +139,7 @@ class OfflineModel:
         graph = self.graph_for(ctx.get("task"), ctx.get("item_id"))
         if graph is None:
             return generic_reply(latest)
-        return teach(vocabulary(graph), str(ctx.get("strategy", "simple")), chat, rng)
+        return teach(vocabulary(graph), ctx.get("offline_reply"), chat, rng)
 
 
 class OfflineError(RuntimeError):

@@ -11,6 +11,8 @@ missing prerequisites first; *simple* one sentence about what was asked.
 
 from __future__ import annotations
 
+import importlib
+
 import math
 import random
 from dataclasses import dataclass, field
@@ -161,12 +163,14 @@ def teach_simple(lesson: Lesson, rng: random.Random) -> str:
     return f"{lesson.opener}{first_sentence(iu.description)}".strip()
 
 
-def teach(vocab: GraphVocabulary, strategy: str, chat: list[tuple[str, str]], rng: random.Random) -> str:
-    """The reply under the registered ``strategy`` (its ``offline_reply``; Simple when it has none)."""
-    from ray_knowsim.strategies import STRATEGIES
-
-    reply = STRATEGIES.get(strategy).offline() if strategy in STRATEGIES else None
-    return (reply or teach_simple)(Lesson(vocab, chat), rng)
+def teach(vocab: GraphVocabulary, offline_reply: str | None, chat: list[tuple[str, str]], rng: random.Random) -> str:
+    """The reply the tutor's strategy asks for: ``offline_reply`` is the ``"module:function"`` the
+    renderer put in the facts (the strategy's ``offline_reply``); None: the Simple reply."""
+    reply = teach_simple
+    if offline_reply:
+        module, _, attr = offline_reply.partition(":")
+        reply = getattr(importlib.import_module(module), attr)
+    return reply(Lesson(vocab, chat), rng)
 
 
 def generic_reply(latest: str) -> str:

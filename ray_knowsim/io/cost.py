@@ -8,7 +8,7 @@ used a model without a price, and ``priced_sessions`` says how many were priced.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -19,18 +19,30 @@ from ray_knowsim.model.results import ROLES
 
 TOKEN_COLUMNS: tuple[str, ...] = tuple(f"{kind}_{role}" for role in ROLES for kind in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens"))
 READ = ("task", "condition", "status", "llm_calls", *TOKEN_COLUMNS, "cost_usd")
+#: what the scoring stage adds per session (the judge's calls and cost live in scores/, not sessions/)
+JUDGE_COLUMNS = ("judge_calls", "judge_cost_usd")
 ALL = "all"
 
 
-def read_cost_columns(session_files: Sequence[str]) -> pd.DataFrame:
+def read_cost_columns(session_files: Sequence[str], attach: Callable[[pa.Table], pa.Table] | None = None) -> pd.DataFrame:
+    """The cost columns of every session; ``attach`` (the run's ``RunScores.attach``) joins the
+    judge's tokens, calls and cost from the scoring stage, which count like the session's own."""
     frames = []
     for f in session_files:
         names = set(pq.read_schema(f).names)
-        frames.append(pq.read_table(f, columns=[c for c in READ if c in names]).to_pandas())
+        table = pq.read_table(f, columns=[c for c in ("session_id", *READ) if c in names])
+        if attach is not None:
+            table = attach(table)
+        frames.append(table.to_pandas())
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(READ))
     for c in READ:
         if c not in df.columns:
             df[c] = np.nan if c == "cost_usd" else 0
+    if "judge_calls" in df.columns:  # the judge's work belongs to the session it judged
+        df["llm_calls"] = df["llm_calls"] + pd.to_numeric(df["judge_calls"], errors="coerce").fillna(0).astype(int)
+        judge_cost = pd.to_numeric(df["judge_cost_usd"], errors="coerce")
+        spent = (df["prompt_tokens_judge"] + df["completion_tokens_judge"]) > 0
+        df["cost_usd"] = pd.to_numeric(df["cost_usd"], errors="coerce") + judge_cost.where(spent, 0.0)
     return df
 
 
@@ -59,8 +71,8 @@ def cost_table(sessions: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def cost_tables(session_files: Sequence[str]) -> dict[str, pd.DataFrame]:
-    return {"cost": cost_table(read_cost_columns(session_files))}
+def cost_tables(session_files: Sequence[str], attach: Callable[[pa.Table], pa.Table] | None = None) -> dict[str, pd.DataFrame]:
+    return {"cost": cost_table(read_cost_columns(session_files, attach))}
 
 
 __all__ = ["cost_table", "cost_tables", "read_cost_columns"]
