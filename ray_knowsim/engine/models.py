@@ -140,15 +140,12 @@ def build_models(cfg: RunConfig, graphs: Mapping[str, IUGraph], cache_dir: str |
 
 
 def _http_model(entry: HTTPModelEntry) -> ChatModel:
+    from ray_knowsim.engine.limiter import make_limiter
     from ray_knowsim.llm.http_backend import OpenAICompatibleModel
-    from ray_knowsim.llm.rate_limit import get_or_create_limiter
 
     hcfg = entry.http_config()
-    limiter = None
-    limits = hcfg.rate_limits()
-    if limits.enabled:
-        # one budget per endpoint for the whole run, owned by the driver
-        limiter = get_or_create_limiter(f"ray_knowsim.limiter.{hcfg.endpoint_key}", limits)
+    # one budget per endpoint for the whole run, owned by the driver (a Ray actor when Ray is up)
+    limiter = make_limiter(hcfg.limiter_name, hcfg.rate_limits())
     return OpenAICompatibleModel(hcfg, limiter=limiter)
 
 

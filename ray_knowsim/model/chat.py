@@ -33,6 +33,9 @@ class ChatRequest:
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # the part of completion_tokens a reasoning model spent thinking (reported by the server, or
+    # estimated from the reasoning text it returned); never part of the transcript
+    reasoning_tokens: int = 0
 
     @property
     def total(self) -> int:
@@ -41,6 +44,7 @@ class Usage:
     def add(self, other: "Usage") -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        self.reasoning_tokens += other.reasoning_tokens
 
 
 @dataclass
@@ -53,6 +57,10 @@ class ChatResponse:
     finish_reason: str | None = None
     # On a cache hit ``usage`` is zero (no new spend); this keeps what the original call cost.
     original_usage: Usage | None = None
+    # Whether the call reached a model (it answered; the call counts as a model call, and may be
+    # billed) and how many transport attempts it took. Backends that do not retry leave the defaults.
+    reached_model: bool = True
+    attempts: int = 1
 
 
 __all__ = ["ROLES", "ChatRequest", "ChatResponse", "Usage"]
