@@ -83,6 +83,7 @@ class ShareClient:
         self._give = 0
         self._settle = 0
         self._flush_scheduled = False
+        self._shrunk = asyncio.Event()
         self.round_trips = 0
         self.closed = False
 
@@ -180,6 +181,7 @@ class ShareClient:
             self._give += self.held - keep
             self.held = keep
             self._schedule_flush()
+            self._shrunk.set()
         if self._waiters:
             self._demand_grew()
 
@@ -200,6 +202,15 @@ class ShareClient:
                     self._flush()
                     self._server.give_back(self.id, 0, 0)  # wants nothing now: no share kept for it
                     return
+                if self.target is not None and self.held > self.target:
+                    # over our share (others arrived): our requests give slots back as they end;
+                    # wait for that (or the heartbeat) instead of asking again at once
+                    self._shrunk.clear()
+                    try:
+                        await asyncio.wait_for(self._shrunk.wait(), self._heartbeat_s)
+                        continue
+                    except asyncio.TimeoutError:
+                        pass
                 self._flush()  # give-backs first, so the budget sees what we really hold
                 self._polled_demand = demand
                 self.round_trips += 1
