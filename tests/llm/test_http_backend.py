@@ -429,3 +429,17 @@ def test_a_read_timeout_keeps_its_slot_and_backs_off_before_resending():
     assert [what for what, _ in arrivals] in (["slow", "fast", "slow"], ["slow", "slow", "fast"])
     first = arrivals[0][1]
     assert all(t - first >= 0.3 + 0.15 - 0.02 for _, t in arrivals[1:])
+
+
+def test_reasoning_tokens_are_recorded_in_the_run_accounting():
+    from ray_knowsim.llm.accounting import AccountedModel, Accounting
+
+    body = ok_body("<think>hmm</think>ok", completion=12)
+    body["usage"]["completion_tokens_details"] = {"reasoning_tokens": 9}
+    server = Scripted([(200, body, None, 0)])
+    accounting = Accounting()
+    with serve_app_in_thread(server.app()) as h:
+        model = AccountedModel(OpenAICompatibleModel(config(h.base_url)), accounting)
+        run(model, [req(role="user_sim"), req("again", role="user_sim")])
+    stats = accounting.to_dict()["user_sim"]
+    assert stats["reasoning_tokens"] == 18 and stats["completion_tokens"] == 24
