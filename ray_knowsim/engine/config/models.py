@@ -44,7 +44,14 @@ ModelEntry = Annotated[Union[OfflineModelEntry, HTTPModelEntry, VLLMModelEntry],
 # out of the config hash, so tuning them does not invalidate a run directory for resume.
 OPERATIONAL = {
     "http": {"timeout_s", "max_attempts", "backoff", "max_in_flight", "requests_per_minute", "tokens_per_minute",
-             "max_in_flight_global", "api_key_env", "api_key_header", "send_knowsim_headers", "offline_server"},
+             "max_in_flight_global", "api_key_env", "api_key_header", "send_knowsim_headers", "offline_server",
+             "connect_timeout_s"},
     "vllm": {"replicas", "lifetime", "max_batch_requests", "num_cpus", "env"},
     "offline": set(),
+}
+
+# Fields that decide answers but were added later: left out of the config hash while at these
+# defaults, so run directories made before they existed stay resumable.
+HASHED_IF_SET = {
+    "http": {"thinking": "default", "thinking_off_via": "chat_template_kwargs", "reasoning_effort_off": "minimal"},
 }

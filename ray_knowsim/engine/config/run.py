@@ -12,7 +12,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from ray_knowsim.engine.config.base import NAME as _NAME
 from ray_knowsim.engine.config.base import Strict
 from ray_knowsim.engine.config.loading import file_digest, resolve_path
-from ray_knowsim.engine.config.models import OPERATIONAL, ModelEntry
+from ray_knowsim.engine.config.models import HASHED_IF_SET, OPERATIONAL, ModelEntry
 from ray_knowsim.engine.config.sections import ConditionConfig, EngineConfig, RolesConfig, RulesSection, TaskConfig
 from ray_knowsim.model.states import KNOWLEDGE_LEVELS
 from ray_knowsim.rules.config import RuleConfig
@@ -142,6 +142,9 @@ class RunConfig(Strict):
         for key, model in data["models"].items():
             for field in OPERATIONAL[model["backend"]]:
                 model.pop(field, None)
+            for field, default in HASHED_IF_SET.get(model["backend"], {}).items():
+                if model.get(field) == default:
+                    model.pop(field, None)
         data["engine"] = {"shard_fn": self.engine.shard_fn, "shard_fn_options": self.engine.shard_fn_options}
         data["rules"] = self.rule_config.model_dump(mode="json")
         data["inputs"] = {key: file_digest(self.resolve(raw)) for key, raw in sorted(self.input_paths().items())}
