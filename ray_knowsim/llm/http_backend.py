@@ -52,8 +52,53 @@ _OWN_FIELDS = frozenset(
      "response_format"}
 )
 _CREDENTIAL_NAMES = frozenset(
-    {"api_key", "apikey", "key", "authorization", "token", "access_token", "secret", "password"}
+    {"api_key", "apikey", "key", "authorization", "token", "access_token", "secret", "password",
+     "x_api_key", "auth_token", "bearer", "bearer_token", "client_secret", "refresh_token", "private_key",
+     "credentials", "hf_token", "session_token", "passwd"}
 )
+
+
+def _credential_like(name: Any) -> bool:
+    """A field name that usually carries a secret (``api-key``, ``Authorization``, ``hf_token``, ...)."""
+    norm = str(name).lower().replace("-", "_")
+    return norm in _CREDENTIAL_NAMES or norm.endswith(("_api_key", "_secret", "_password"))
+
+
+# values shaped like well-known API tokens (OpenAI, Hugging Face, GitHub, Slack, AWS access keys)
+_TOKEN_VALUE = re.compile(r"^(sk-|sk_|hf_|ghp_|gho_|github_pat_|xox[abp]-|AKIA)[A-Za-z0-9_\-]{12,}$")
+
+
+def _secret_like(key: Any, value: Any) -> bool:
+    if not isinstance(value, str):
+        return _credential_like(key)
+    # "<hidden>": a secret-shaped value that validation replaced before checking (still refused)
+    return _credential_like(key) or value == "<hidden>" or bool(_TOKEN_VALUE.match(value.strip()))
+
+
+def _credential_paths(value: Any, path: str = "") -> list[str]:
+    """Dotted paths of credential-like keys (or token-shaped values) anywhere in a nested mapping/list."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = [(f"[{i}]", v) for i, v in enumerate(value)]
+    else:
+        return found
+    for k, v in items:
+        here = (f"{path}{k}" if str(k).startswith("[") else f"{path}.{k}") if path else str(k)
+        if _secret_like(k, v):
+            found.append(here)
+        else:
+            found += _credential_paths(v, here)
+    return found
+
+
+def _hide_credentials(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: ("<hidden>" if _secret_like(k, v) else _hide_credentials(v)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [("<hidden>" if _secret_like("", v) else _hide_credentials(v)) for v in value]
+    return value
 # Headers that tell our own server (serve-offline) which KnowSim role asks; harmless elsewhere.
 ROLE_HEADER = "X-KnowSim-Role"
 PROMPT_VERSION_HEADER = "X-KnowSim-Prompt-Version"
@@ -119,10 +164,8 @@ class HTTPModelConfig(BaseModel):
                 tail = "?***" if (parts.query or parts.fragment) else ""
                 data["base_url"] = f"{parts.scheme}://{userinfo}{host}{parts.path}{tail}"
         extra = data.get("extra_body")
-        if isinstance(extra, dict) and any(str(k).lower() in _CREDENTIAL_NAMES for k in extra):
-            data["extra_body"] = {
-                k: ("<hidden>" if str(k).lower() in _CREDENTIAL_NAMES else v) for k, v in extra.items()
-            }
+        if isinstance(extra, dict) and _credential_paths(extra):
+            data["extra_body"] = _hide_credentials(extra)
         return data
 
     @field_validator("base_url")
@@ -155,7 +198,7 @@ class HTTPModelConfig(BaseModel):
             raise ValueError(
                 f"extra_body may not set {clash}: these come from each ChatRequest / the config"
             )
-        creds = sorted(k for k in v if k.lower() in _CREDENTIAL_NAMES)
+        creds = sorted(_credential_paths(v))
         if creds:
             raise ValueError(f"extra_body may not carry credentials {creds}: use api_key_env")
         return v
