@@ -163,6 +163,8 @@ class ShareClient:
             raise
 
     def _return_slot(self) -> None:
+        if self.closed:  # everything went back when it closed
+            return
         self.in_use -= 1
         self._dispatch()
 
@@ -313,7 +315,12 @@ class PerLoopLimiter:
         return await self.client().acquire(tokens)
 
     def release(self, grant: Grant, tokens_used: int | None = None) -> None:
-        self.client().release(grant, tokens_used)
+        c = self._clients.get(asyncio.get_running_loop())
+        if c is not None and not c.closed:
+            c.release(grant, tokens_used)
+        elif grant.tokens and tokens_used is not None:
+            # this loop's share was closed meanwhile (its slot went back then): settle tokens only
+            self._server().settle(tokens_used - grant.tokens)
 
     def pause(self, seconds: float) -> None:
         if seconds > 0:
