@@ -330,3 +330,25 @@ def test_limiter_modules_below_the_actor_do_not_import_ray():
     code = ("import sys; import ray_knowsim.engine.limiter.client, ray_knowsim.llm.http_backend; "
             "assert 'ray' not in sys.modules, 'ray imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_idle_slots_linger_briefly_then_go_back():
+    limits = RateLimits(max_in_flight=4)
+
+    async def main():
+        service, [client] = _clients(limits, 1)
+        grants = [await client.acquire() for _ in range(3)]
+        for g in grants:
+            client.release(g)
+        await asyncio.sleep(0)
+        assert client.held == 3 and service.stats()["held"] == 3  # kept for the next round
+        before = client.round_trips
+        again = await client.acquire()  # ...which costs no round trip
+        trips = client.round_trips - before
+        client.release(again)
+        await asyncio.sleep(client.linger_s * 3)
+        assert client.held == 0 and service.stats()["held"] == 0  # then returned
+        await client.aclose()
+        return trips
+
+    assert asyncio.run(main()) == 0

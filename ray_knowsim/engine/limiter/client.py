@@ -5,7 +5,8 @@ hands them to its own requests with no round trip: a request takes a free held s
 queues (FIFO; a released slot wakes exactly one waiter). A background task asks the budget for
 more when the queue outgrows what is held (one outstanding long-poll, which doubles as the
 heartbeat that keeps the share alive) and gives back slots nobody here needs, so that other
-workers get their fair share. Release never waits: give-backs and token settlements go out fire
+workers get their fair share (slots within its share that fall idle are kept for ``linger_s``
+first: a lockstep shard's next round usually starts at once). Release never waits: give-backs and token settlements go out fire
 and forget, coalesced once per loop iteration. Rate reservations of all requests queued in the
 same loop iteration travel in one call.
 
@@ -65,7 +66,7 @@ class ShareClient:
     """One event loop's share of the budget; use it only from that loop."""
 
     def __init__(self, server: BudgetServer, limits: RateLimits, *, clock: Clock = time.monotonic,
-                 sleep: Sleep = asyncio.sleep) -> None:
+                 sleep: Sleep = asyncio.sleep, linger_s: float = 0.05) -> None:
         self.id = uuid.uuid4().hex
         self.limits = limits
         self._server = server
@@ -83,7 +84,10 @@ class ShareClient:
         self._give = 0
         self._settle = 0
         self._flush_scheduled = False
-        self._shrunk = asyncio.Event()
+        self._demand_dirty = False
+        self._wake = asyncio.Event()
+        self._linger: asyncio.TimerHandle | None = None
+        self.linger_s = linger_s
         self.round_trips = 0
         self.closed = False
 
@@ -125,6 +129,9 @@ class ShareClient:
         if self.closed:
             return
         self.closed = True
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         for task in (self._pump, self._rate_task):
             if task is not None and task is not asyncio.current_task():
                 task.cancel()
@@ -168,8 +175,9 @@ class ShareClient:
         self.in_use -= 1
         self._dispatch()
 
-    def _dispatch(self) -> None:
-        """Hand held slots to waiters (one each, in order); give back what nobody here needs."""
+    def _dispatch(self, linger: bool = True) -> None:
+        """Hand held slots to waiters (one each, in order); give back what nobody here needs, after
+        ``linger_s`` if within our share (a lockstep worker's next round usually comes at once)."""
         limit = self._limit()
         while self._waiters and self.in_use < limit:
             fut = self._waiters.popleft()
@@ -180,20 +188,30 @@ class ShareClient:
         want = self.in_use + len(self._waiters)
         keep = max(self.in_use, min(want, limit))
         if self.held > keep:
-            self._give += self.held - keep
-            self.held = keep
-            self._schedule_flush()
-            self._shrunk.set()
+            over_share = self.target is not None and self.held > self.target
+            if linger and not over_share and self.linger_s > 0 and not self.closed:
+                if self._linger is None:
+                    self._linger = asyncio.get_running_loop().call_later(self.linger_s, self._linger_over)
+            else:
+                self._give += self.held - keep
+                self.held = keep
+                self._schedule_flush()
+                self._wake.set()
         if self._waiters:
             self._demand_grew()
 
+    def _linger_over(self) -> None:
+        self._linger = None
+        self._dispatch(linger=False)
+
     def _demand_grew(self) -> None:
         demand = self.in_use + len(self._waiters)
+        self._wake.set()
         if self._pump is None or self._pump.done():
             self._pump = asyncio.get_running_loop().create_task(self._run_pump())
         elif demand > self._polled_demand:
-            self._polled_demand = demand  # the outstanding poll may be answered now
-            self._server.set_demand(self.id, demand)
+            self._demand_dirty = True  # the outstanding poll may be answered now: say so, once
+            self._schedule_flush()      # per loop iteration, however many requests queued
 
     async def _run_pump(self) -> None:
         """While this client holds or wants slots: one poll at a time (also the heartbeat)."""
@@ -204,17 +222,18 @@ class ShareClient:
                     self._flush()
                     self._server.give_back(self.id, 0, 0)  # wants nothing now: no share kept for it
                     return
-                if self.target is not None and self.held > self.target:
-                    # over our share (others arrived): our requests give slots back as they end;
-                    # wait for that (or the heartbeat) instead of asking again at once
-                    self._shrunk.clear()
+                over_share = self.target is not None and self.held > self.target
+                if over_share or (self._linger is not None and demand <= self.held):
+                    # over our share (others arrived; our requests give slots back as they end) or
+                    # keeping idle slots a moment: wait for that (or the heartbeat), do not ask
+                    self._wake.clear()
                     try:
-                        await asyncio.wait_for(self._shrunk.wait(), self._heartbeat_s)
+                        await asyncio.wait_for(self._wake.wait(), self._heartbeat_s)
                         continue
                     except asyncio.TimeoutError:
                         pass
-                self._flush()  # give-backs first, so the budget sees what we really hold
                 self._polled_demand = demand
+                self._flush()  # give-backs first, so the budget sees what we really hold
                 self.round_trips += 1
                 granted, target = await self._server.request(self.id, demand, self.held, self._heartbeat_s)
                 self.held += granted
@@ -224,6 +243,9 @@ class ShareClient:
             # the loop is ending (asyncio.run cancels what is left): return everything we hold
             if not self.closed:
                 self.closed = True
+                if self._linger is not None:
+                    self._linger.cancel()
+                    self._linger = None
                 self._flush()
                 self._server.forget(self.id)
             raise
@@ -285,6 +307,12 @@ class ShareClient:
         if self._settle:
             n, self._settle = self._settle, 0
             self._server.settle(n)
+        if self._demand_dirty:
+            self._demand_dirty = False
+            demand = self.in_use + len(self._waiters)
+            if demand > self._polled_demand and self._pump is not None:
+                self._polled_demand = demand
+                self._server.set_demand(self.id, demand)
 
 
 class PerLoopLimiter:
