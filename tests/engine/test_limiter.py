@@ -352,3 +352,24 @@ def test_idle_slots_linger_briefly_then_go_back():
         return trips
 
     assert asyncio.run(main()) == 0
+
+
+def test_waiting_clients_are_served_in_arrival_order():
+    limits = RateLimits(max_in_flight=2)
+
+    async def main():
+        service = BudgetService(limits)
+        assert await service.request("holder", 2, 0, 0) == (2, 2)
+        first = asyncio.create_task(service.request("first", 1, 0, 5.0))
+        await asyncio.sleep(0.01)
+        second = asyncio.create_task(service.request("second", 1, 0, 5.0))
+        await asyncio.sleep(0.01)
+        assert not first.done() and not second.done()
+        service.give_back("holder", 1, 1)  # one slot frees: the earlier waiter gets it
+        await asyncio.sleep(0.01)
+        assert first.done() and first.result()[0] == 1 and not second.done()
+        service.give_back("holder", 1, 0)
+        assert (await asyncio.wait_for(second, 1))[0] == 1
+        assert service.stats()["held"] == 2
+
+    asyncio.run(main())
