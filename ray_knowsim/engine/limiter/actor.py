@@ -15,7 +15,8 @@ import logging
 import threading
 from typing import Any, Sequence
 
-from ray_knowsim.engine.limiter.client import BudgetServer, LocalRateLimiter, PerLoopLimiter
+from ray_knowsim.engine.limiter.client import BudgetServer, PerLoopLimiter
+from ray_knowsim.engine.limiter.local import LocalRateLimiter
 from ray_knowsim.engine.limiter.service import BudgetService
 from ray_knowsim.llm.limiter import RateLimiter, RateLimits
 

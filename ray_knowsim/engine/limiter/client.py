@@ -10,7 +10,7 @@ first: a lockstep shard's next round usually starts at once). Release never wait
 and forget, coalesced once per loop iteration. Rate reservations of all requests queued in the
 same loop iteration travel in one call.
 
-The budget may be in this process (:class:`LocalRateLimiter`) or a Ray actor
+The budget may be in this process (:class:`~.local.LocalRateLimiter`) or a Ray actor
 (:class:`ray_knowsim.engine.limiter.actor.SharedLimiter`); both speak :class:`BudgetServer`.
 """
 
@@ -25,7 +25,6 @@ from collections import deque
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from ray_knowsim.engine.limiter.budget import Clock
-from ray_knowsim.engine.limiter.service import BudgetService
 from ray_knowsim.llm.limiter import Grant, RateLimits
 
 log = logging.getLogger(__name__)
@@ -360,51 +359,4 @@ class PerLoopLimiter:
             await c.aclose()
 
 
-class _InProcessServer:
-    """A :class:`BudgetService` in this process as a :class:`BudgetServer`."""
-
-    def __init__(self, service: BudgetService) -> None:
-        self.service = service
-
-    async def request(self, client: str, demand: int, held: int, wait_s: float) -> tuple[int, int]:
-        return await self.service.request(client, demand, held, wait_s)
-
-    async def reserve(self, client: str, tokens: Sequence[int]) -> list[float]:
-        return self.service.reserve(client, tokens)
-
-    def __getattr__(self, name: str) -> Any:  # give_back, set_demand, forget, settle, unreserve, pause
-        return getattr(self.service, name)
-
-
-class LocalRateLimiter(PerLoopLimiter):
-    """The budget in this process (runs without Ray, tests). Several event loops of this process
-    share it; it cannot be sent to another process (each copy would keep its own budget)."""
-
-    def __init__(self, limits: RateLimits, clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> None:
-        super().__init__(limits, clock, sleep)
-        self.service = BudgetService(limits, clock)
-        self._in_process = _InProcessServer(self.service)
-
-    def _server(self) -> BudgetServer:
-        return self._in_process
-
-    def __repr__(self) -> str:
-        return f"LocalRateLimiter({self.limits!r})"
-
-    def __reduce__(self):
-        raise TypeError(
-            "LocalRateLimiter cannot be sent to another process (each copy would keep its own "
-            "budget); share a limiter across Ray workers with "
-            "ray_knowsim.engine.limiter.get_or_create_limiter()"
-        )
-
-    @property
-    def in_flight(self) -> int:
-        """Slots in use by requests of every loop of this process."""
-        return sum(c.in_use for c in list(self._clients.values()))
-
-    def stats(self) -> dict[str, Any]:
-        return self.service.stats()
-
-
-__all__ = ["BudgetServer", "LimiterUnavailable", "LocalRateLimiter", "PerLoopLimiter", "ShareClient"]
+__all__ = ["BudgetServer", "LimiterUnavailable", "PerLoopLimiter", "ShareClient", "heartbeat_s"]
