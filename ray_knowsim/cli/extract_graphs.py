@@ -62,7 +62,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     todo = [item for item in items if item.id not in existing]
     print(f"{len(items) - len(todo)} of {len(items)} items already in {args.out}; extracting {len(todo)}", file=sys.stderr)
-    results = asyncio.run(extract_graphs(_model(args), todo, max_tokens=args.max_tokens)) if todo else []
+    async def extract_all(model):  # noqa: ANN001, ANN202
+        try:
+            return await extract_graphs(model, todo, max_tokens=args.max_tokens)
+        finally:
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
+
+    results = asyncio.run(extract_all(_model(args))) if todo else []
     merged = dict(existing)
     failed = 0
     for res in results:

@@ -21,21 +21,19 @@ def build_offline(entry: OfflineModelEntry, ctx: BuildContext) -> ChatModel:
     "http",
     HTTPModelEntry,
     operational={"timeout_s", "max_attempts", "backoff", "max_in_flight", "requests_per_minute", "tokens_per_minute",
-                 "max_in_flight_global", "api_key_env", "api_key_header", "send_knowsim_headers", "offline_server"},
+                 "max_in_flight_global", "api_key_env", "api_key_header", "send_knowsim_headers", "offline_server",
+                 "connect_timeout_s"},
     secret_env=lambda entry: entry.api_key_env,
 )  # fmt: skip
 def build_http(entry: HTTPModelEntry, ctx: BuildContext) -> ChatModel:
     """An OpenAI-compatible endpoint; with run-wide limits, ONE named limiter actor per endpoint,
     created on the driver so it lives as long as the run, shared by every worker."""
+    from ray_knowsim.engine.limiter import make_limiter
     from ray_knowsim.llm.http_backend import OpenAICompatibleModel
-    from ray_knowsim.llm.rate_limit import get_or_create_limiter
 
     hcfg = entry.http_config()
-    limiter = None
-    limits = hcfg.rate_limits()
-    if limits.enabled:
-        limiter = get_or_create_limiter(f"ray_knowsim.limiter.{hcfg.endpoint_key}", limits)
-    return OpenAICompatibleModel(hcfg, limiter=limiter)
+    # one budget per endpoint for the whole run, owned by the driver (a Ray actor when Ray is up)
+    return OpenAICompatibleModel(hcfg, limiter=make_limiter(hcfg.limiter_name, hcfg.rate_limits()))
 
 
 @register_backend("vllm", VLLMModelEntry, operational={"replicas", "lifetime", "max_batch_requests", "num_cpus", "env"})

@@ -20,6 +20,7 @@ class RoleStats:
     cached: int = 0  # answered from cache: no new spend
     prompt_tokens: int = 0  # new spend only
     completion_tokens: int = 0
+    reasoning_tokens: int = 0  # the thinking part of completion_tokens (reasoning models)
     saved_prompt_tokens: int = 0  # what cache hits would have cost
     saved_completion_tokens: int = 0
     latency_s: float = 0.0  # sum over calls that reached a model
@@ -33,6 +34,7 @@ class RoleStats:
         self.calls += 1
         self.prompt_tokens += response.usage.prompt_tokens
         self.completion_tokens += response.usage.completion_tokens
+        self.reasoning_tokens += response.usage.reasoning_tokens
         if response.cached:
             self.cached += 1
             if response.original_usage is not None:
@@ -47,7 +49,7 @@ class RoleStats:
 
     def merge(self, other: "RoleStats") -> None:
         for name in (
-            "calls", "errors", "cached", "prompt_tokens", "completion_tokens",
+            "calls", "errors", "cached", "prompt_tokens", "completion_tokens", "reasoning_tokens",
             "saved_prompt_tokens", "saved_completion_tokens", "latency_s",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))

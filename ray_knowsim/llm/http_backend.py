@@ -1,5 +1,18 @@
 """ChatModel over any OpenAI-compatible ``/v1/chat/completions`` endpoint (OpenAI, vLLM, OpenRouter,
-our own offline server, ...), with retries, rate limits and structured output.
+our own offline server, ...), with transport retries, rate limits and structured output.
+
+Transport retries live here and only here (429/408/409/5xx honouring Retry-After, connection
+errors, timeouts, unreadable 200s); the simulation above never resends a transport failure. A
+seeded request keeps its seed on every transport retry (it is the same request). A read timeout
+means the server may still be computing (and billing) the request: the retry backs off for at
+least half the timeout while keeping the in-flight slot, so timeouts never turn into a storm of
+resends. One ``aiohttp.ClientSession`` per event loop lives as long as the model (``aclose``).
+
+Reasoning models: ``thinking="off"`` switches thinking off (``chat_template_kwargs:
+{enable_thinking: false}`` for vLLM/SGLang-served open models, or ``reasoning_effort`` for OpenAI-style
+APIs, which cannot switch it off entirely: ``reasoning_effort_off`` says how little). Whatever the
+setting, ``<think>`` blocks never reach ``ChatResponse.text``, and reasoning tokens are counted in
+``Usage.reasoning_tokens`` (a part of ``completion_tokens``).
 
 Secrets: the config holds only the NAME of the environment variable with the API key. The value
 lives in a ``_Secret`` that prints as ``***``, pickles as the variable name (a copy sent to a Ray
@@ -24,15 +37,9 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
-from ray_knowsim.llm.rate_limit import (
-    Grant,
-    RateLimiter,
-    RateLimits,
-    RayRateLimiter,
-    get_or_create_limiter,
-    make_limiter,
-)
+from ray_knowsim.llm.limiter import Grant, RateLimiter, RateLimits
 from ray_knowsim.llm.retry import BackoffConfig, backoff_delay, is_retryable_status, parse_retry_after
+from ray_knowsim.llm.thinking import strip_thinking
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +52,53 @@ _OWN_FIELDS = frozenset(
      "response_format"}
 )
 _CREDENTIAL_NAMES = frozenset(
-    {"api_key", "apikey", "key", "authorization", "token", "access_token", "secret", "password"}
+    {"api_key", "apikey", "key", "authorization", "token", "access_token", "secret", "password",
+     "x_api_key", "auth_token", "bearer", "bearer_token", "client_secret", "refresh_token", "private_key",
+     "credentials", "hf_token", "session_token", "passwd"}
 )
+
+
+def _credential_like(name: Any) -> bool:
+    """A field name that usually carries a secret (``api-key``, ``Authorization``, ``hf_token``, ...)."""
+    norm = str(name).lower().replace("-", "_")
+    return norm in _CREDENTIAL_NAMES or norm.endswith(("_api_key", "_secret", "_password"))
+
+
+# values shaped like well-known API tokens (OpenAI, Hugging Face, GitHub, Slack, AWS access keys)
+_TOKEN_VALUE = re.compile(r"^(sk-|sk_|hf_|ghp_|gho_|github_pat_|xox[abp]-|AKIA)[A-Za-z0-9_\-]{12,}$")
+
+
+def _secret_like(key: Any, value: Any) -> bool:
+    if not isinstance(value, str):
+        return _credential_like(key)
+    # "<hidden>": a secret-shaped value that validation replaced before checking (still refused)
+    return _credential_like(key) or value == "<hidden>" or bool(_TOKEN_VALUE.match(value.strip()))
+
+
+def _credential_paths(value: Any, path: str = "") -> list[str]:
+    """Dotted paths of credential-like keys (or token-shaped values) anywhere in a nested mapping/list."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = [(f"[{i}]", v) for i, v in enumerate(value)]
+    else:
+        return found
+    for k, v in items:
+        here = (f"{path}{k}" if str(k).startswith("[") else f"{path}.{k}") if path else str(k)
+        if _secret_like(k, v):
+            found.append(here)
+        else:
+            found += _credential_paths(v, here)
+    return found
+
+
+def _hide_credentials(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: ("<hidden>" if _secret_like(k, v) else _hide_credentials(v)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [("<hidden>" if _secret_like("", v) else _hide_credentials(v)) for v in value]
+    return value
 # Headers that tell our own server (serve-offline) which KnowSim role asks; harmless elsewhere.
 ROLE_HEADER = "X-KnowSim-Role"
 PROMPT_VERSION_HEADER = "X-KnowSim-Prompt-Version"
@@ -80,6 +132,16 @@ class HTTPModelConfig(BaseModel):
     # True only for our own ``serve-offline`` endpoint: each request then carries the offline test
     # double's facts as the ``knowsim_offline_facts`` body extension. Never sent to anything else.
     offline_server: bool = False
+    # Reasoning models: "off" asks the server not to think, through ``thinking_off_via``:
+    # "chat_template_kwargs" sends ``chat_template_kwargs: {enable_thinking: false}`` (vLLM, SGLang
+    # and other servers rendering an open model's chat template: Qwen3, DeepSeek-R1 distills, ...);
+    # "reasoning_effort" sends ``reasoning_effort: <reasoning_effort_off>`` (OpenAI-style APIs; o-series
+    # accept "low", GPT-5 "minimal", some newer models "none").
+    thinking: Literal["default", "off"] = "default"
+    thinking_off_via: Literal["chat_template_kwargs", "reasoning_effort"] = "chat_template_kwargs"
+    reasoning_effort_off: Literal["none", "minimal", "low"] = "minimal"
+    # Connecting must succeed within this (a request not yet sent is safe to resend at once).
+    connect_timeout_s: float = Field(10.0, gt=0)
     extra_body: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -102,10 +164,8 @@ class HTTPModelConfig(BaseModel):
                 tail = "?***" if (parts.query or parts.fragment) else ""
                 data["base_url"] = f"{parts.scheme}://{userinfo}{host}{parts.path}{tail}"
         extra = data.get("extra_body")
-        if isinstance(extra, dict) and any(str(k).lower() in _CREDENTIAL_NAMES for k in extra):
-            data["extra_body"] = {
-                k: ("<hidden>" if str(k).lower() in _CREDENTIAL_NAMES else v) for k, v in extra.items()
-            }
+        if isinstance(extra, dict) and _credential_paths(extra):
+            data["extra_body"] = _hide_credentials(extra)
         return data
 
     @field_validator("base_url")
@@ -138,7 +198,7 @@ class HTTPModelConfig(BaseModel):
             raise ValueError(
                 f"extra_body may not set {clash}: these come from each ChatRequest / the config"
             )
-        creds = sorted(k for k in v if k.lower() in _CREDENTIAL_NAMES)
+        creds = sorted(_credential_paths(v))
         if creds:
             raise ValueError(f"extra_body may not carry credentials {creds}: use api_key_env")
         return v
@@ -147,6 +207,15 @@ class HTTPModelConfig(BaseModel):
     def _check(self) -> "HTTPModelConfig":
         if not self.model:
             raise ValueError("model must be a non-empty model id")
+        if self.thinking == "off":
+            if self.thinking_off_via == "reasoning_effort" and "reasoning_effort" in self.extra_body:
+                raise ValueError("thinking='off' via reasoning_effort: do not also set extra_body.reasoning_effort")
+            ctk = self.extra_body.get("chat_template_kwargs")
+            if self.thinking_off_via == "chat_template_kwargs" and ctk is not None:
+                if not isinstance(ctk, dict):
+                    raise ValueError("extra_body.chat_template_kwargs must be a mapping")
+                if ctk.get("enable_thinking", False) is not False:
+                    raise ValueError("thinking='off' contradicts extra_body.chat_template_kwargs.enable_thinking")
         return self
 
     @property
@@ -222,22 +291,39 @@ def _schema_name(request: ChatRequest) -> str:
 
 
 class _Failure(Exception):
-    """One failed attempt, with the short reason recorded in ChatResponse.error."""
+    """One failed attempt, with the short reason recorded in ChatResponse.error.
 
-    def __init__(self, reason: str, retryable: bool, retry_after_s: float | None = None) -> None:
+    ``sent``: the server may have received the request (and may be computing or billing it);
+    ``reached``: the model answered (a 2xx came back)."""
+
+    def __init__(self, reason: str, retryable: bool, retry_after_s: float | None = None, *,
+                 sent: bool = True, reached: bool = False, usage: Usage | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retryable = retryable
         self.retry_after_s = retry_after_s
+        self.sent = sent
+        self.reached = reached
+        self.usage = usage
+
+
+class LimiterRequiredError(ValueError):
+    """The config sets run-wide limits but no limiter was given to enforce them."""
 
 
 class OpenAICompatibleModel:
     """ChatModel over HTTP. Errors come back per request in ``ChatResponse.error`` as
     ``<kind>[:<detail>]``: ``http_<status>[:<provider error code>]``
-    (``http_400:context_length_exceeded``), ``timeout``, ``connection``, ``bad_response`` (a 200
-    without a readable answer), ``bad_request`` (not serialisable), ``refusal``,
-    ``rate_limited_long`` (Retry-After beyond ``backoff.max_retry_after_s``), ``limiter_error``.
-    ``latency_s`` is the duration of the last HTTP attempt."""
+    (``http_400:context_length_exceeded``, ``http_503``), ``timeout`` (no answer within
+    ``timeout_s``), ``connection`` (could not connect, or the connection broke), ``bad_response``
+    (a 2xx without a readable answer, e.g. no ``choices``), ``bad_request`` (not serialisable),
+    ``refusal``, ``rate_limited_long`` (Retry-After beyond ``backoff.max_retry_after_s``),
+    ``limiter_error``. ``latency_s`` is the duration of the last HTTP attempt; ``attempts`` how many
+    were sent; ``reached_model`` whether any attempt got an answer from the model (2xx), i.e.
+    whether the call is a model call to count.
+
+    Rate limits: pass the run's limiter (``ray_knowsim.engine.limiter``); without one, a config
+    that sets limits is refused, so that no limit is silently ignored."""
 
     def __init__(
         self,
@@ -246,31 +332,42 @@ class OpenAICompatibleModel:
         limiter: RateLimiter | None = None,
         rng: random.Random | None = None,
     ) -> None:
+        if limiter is None and config.rate_limits().enabled:
+            raise LimiterRequiredError(
+                f"{config.model_name}: the config sets rate limits (requests/tokens per minute or "
+                "max_in_flight_global); pass limiter=ray_knowsim.engine.limiter.make_limiter("
+                "config.limiter_name, config.rate_limits()) (the engine does this for every run)"
+            )
         self.config = config
         self.name = config.model_name
         self._secret = _Secret.from_env(config.api_key_env) if config.api_key_env else None
         self._limiter = limiter
-        self._limiter_auto = limiter is None  # made on first use, in the process that uses it
-        self._limiter_resolved = limiter is not None or not config.rate_limits().enabled
         self._rng = rng or random.Random()
         self._url = config.base_url + "/chat/completions"
         self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
+        self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
+            weakref.WeakKeyDictionary()
+        )
         self._warned_no_usage = False
+        self._warned_reasoning_estimate = False
 
     # --- identity and pickling -------------------------------------------------------------
 
     @property
     def cache_identity(self) -> dict[str, Any]:
         """What besides the request decides the answer (for CachedModel keys)."""
-        return {
+        ident = {
             "name": self.name,
             "model": self.config.model,
             "structured_output": self.config.structured_output,
             "json_schema_strict": self.config.json_schema_strict,
             "extra_body": self.config.extra_body,
         }
+        if self.config.thinking != "default":  # only when set, so existing cache keys stay valid
+            ident["thinking"] = self._thinking_fields()
+        return ident
 
     def __repr__(self) -> str:
         c = self.config
@@ -282,42 +379,46 @@ class OpenAICompatibleModel:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_semaphores"] = None
-        if self._limiter_auto and not isinstance(self._limiter, RayRateLimiter):
-            # an automatic local limiter is re-made where the copy runs (under Ray: the shared one);
-            # an injected LocalRateLimiter refuses to be pickled, which is the clear error we want
-            state["_limiter"] = None
-            state["_limiter_resolved"] = not self.config.rate_limits().enabled
+        state["_sessions"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._semaphores = weakref.WeakKeyDictionary()
+        self._sessions = weakref.WeakKeyDictionary()
 
     # --- the ChatModel API ---------------------------------------------------------------
 
     async def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
         if not requests:
             return []
-        await self._resolve_limiter()
-        timeout = aiohttp.ClientTimeout(total=self.config.timeout_s)
-        limit = self.config.max_in_flight
-        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit)
-        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-            return list(await asyncio.gather(*(self._one(session, r) for r in requests)))
+        session = self._session()
+        return list(await asyncio.gather(*(self._one(session, r) for r in requests)))
 
     async def aclose(self) -> None:
-        """Nothing held between calls today; kept so callers can always close a model."""
+        """Close this event loop's HTTP session and return its share of the limiter. The model stays
+        usable (a later call opens a new session)."""
+        loop = asyncio.get_running_loop()
+        session = self._sessions.pop(loop, None)
+        if session is not None and not session.closed:
+            await session.close()
+        if self._limiter is not None:
+            await self._limiter.aclose()
 
     # --- internals ---------------------------------------------------------------------------
 
-    async def _resolve_limiter(self) -> None:
-        if self._limiter_resolved:
-            return
-        # blocks on Ray when Ray is up: keep it off the event loop
-        limiter = await asyncio.to_thread(make_limiter, self.config.limiter_name, self.config.rate_limits())
-        if not self._limiter_resolved:  # a concurrent call may have won the race: keep its limiter
-            self._limiter = limiter
-            self._limiter_resolved = True
+    def _session(self) -> aiohttp.ClientSession:
+        """One session (connection pool) per event loop, kept until ``aclose``."""
+        loop = asyncio.get_running_loop()
+        session = self._sessions.get(loop)
+        if session is None or session.closed:
+            limit = self.config.max_in_flight
+            timeout = aiohttp.ClientTimeout(
+                total=self.config.timeout_s, sock_connect=self.config.connect_timeout_s
+            )
+            connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit)
+            session = self._sessions[loop] = aiohttp.ClientSession(timeout=timeout, connector=connector)
+        return session
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -325,6 +426,16 @@ class OpenAICompatibleModel:
         if sem is None:
             sem = self._semaphores[loop] = asyncio.Semaphore(self.config.max_in_flight)
         return sem
+
+    def _thinking_fields(self) -> dict[str, Any]:
+        c = self.config
+        if c.thinking != "off":
+            return {}
+        if c.thinking_off_via == "reasoning_effort":
+            return {"reasoning_effort": c.reasoning_effort_off}
+        kwargs = dict(c.extra_body.get("chat_template_kwargs") or {})
+        kwargs["enable_thinking"] = False
+        return {"chat_template_kwargs": kwargs}
 
     def build_payload(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body for one request (public so tests and tools can inspect it)."""
@@ -350,6 +461,7 @@ class OpenAICompatibleModel:
             else:
                 body["response_format"] = {"type": "json_object", "schema": request.json_schema}
         body.update(c.extra_body)
+        body.update(self._thinking_fields())
         if c.offline_server and request.offline_facts is not None:
             body[OFFLINE_FACTS_FIELD] = dict(request.offline_facts)
         return body
@@ -373,67 +485,95 @@ class OpenAICompatibleModel:
         return self._secret.scrub(text) if self._secret is not None else text
 
     async def _one(self, session: aiohttp.ClientSession, request: ChatRequest) -> ChatResponse:
+        # One body for every attempt: a transport retry is the same request (same seed).
         body = self.build_payload(request)
         estimate = estimate_tokens(request)
         cfg = self.config
         last: _Failure | None = None
         latency = 0.0
-        for attempt in range(1, cfg.max_attempts + 1):
-            # Local slot first, then the rate grant (sleeping while holding the slot): the request
-            # leaves when its grant says, not in a bunch when slots free up later.
-            async with self._semaphore():
-                grant: Grant | None = None
-                if self._limiter is not None:
-                    try:
-                        grant = await self._limiter.acquire(estimate)
-                    except Exception as exc:  # a broken limiter fails requests, not the batch
-                        log.warning("%s: rate limiter failed: %s", self.name, self._scrub(repr(exc)))
-                        return ChatResponse(text="", error="limiter_error")
-                used: int | None = None
-                try:
+        reached = False
+        spent = Usage()  # what failed attempts that reached the model reported
+        attempt = 0
+        # Local slot first, then the run-wide grant (waiting for the rate while holding the slot):
+        # the request leaves when its grant says, not in a bunch when slots free up later.
+        async with self._semaphore():
+            grant: Grant | None = None
+            try:
+                for attempt in range(1, cfg.max_attempts + 1):
+                    if grant is None and self._limiter is not None:
+                        try:
+                            grant = await self._limiter.acquire(estimate)
+                        except Exception as exc:  # a broken limiter fails requests, not the batch
+                            log.warning("%s: rate limiter failed: %s", self.name, self._scrub(repr(exc)))
+                            last = _Failure("limiter_error", retryable=False, sent=False)
+                            break
                     t0 = time.perf_counter()
                     try:
                         response = await self._attempt(session, request, body)
-                    finally:
+                    except _Failure as failure:
+                        last = failure
+                        reached = reached or failure.reached
+                        if failure.usage is not None:
+                            spent.add(failure.usage)
+                    else:
                         latency = time.perf_counter() - t0
-                    used = response.usage.total or None
-                    response.latency_s = latency
+                        response.latency_s = latency
+                        response.attempts = attempt
+                        response.reached_model = True
+                        response.usage.add(spent)
+                        log.debug(
+                            "%s %s attempt %d ok in %.3fs (role=%s, id=%s)",
+                            self.name, self._url, attempt, latency, request.role, request.request_id,
+                        )
+                        self._release(grant, response.usage.total or None)
+                        grant = None
+                        return response
+                    latency = time.perf_counter() - t0
                     log.debug(
-                        "%s %s attempt %d ok in %.3fs (role=%s, id=%s)",
-                        self.name, self._url, attempt, latency, request.role, request.request_id,
+                        "%s attempt %d/%d failed: %s (role=%s, id=%s)",
+                        self.name, attempt, cfg.max_attempts, last.reason, request.role, request.request_id,
                     )
-                    return response
-                except _Failure as failure:
-                    last = failure
-                finally:
-                    if grant is not None:
-                        await self._release(grant, used)
-
-            log.debug(
-                "%s attempt %d/%d failed: %s (role=%s, id=%s)",
-                self.name, attempt, cfg.max_attempts, last.reason, request.role, request.request_id,
-            )
-            if not last.retryable or attempt == cfg.max_attempts:
-                break
-            if last.retry_after_s is not None and last.retry_after_s > cfg.backoff.max_retry_after_s:
-                last = _Failure("rate_limited_long", retryable=False)
-                break
-            delay = backoff_delay(attempt, cfg.backoff, self._rng, last.retry_after_s)
-            if last.reason.startswith("http_429") and self._limiter is not None:
-                await self._limiter.pause(delay)  # every worker backs off, not just this one
-            await asyncio.sleep(delay)
+                    if not last.retryable or attempt == cfg.max_attempts:
+                        break
+                    if last.retry_after_s is not None and last.retry_after_s > cfg.backoff.max_retry_after_s:
+                        last = _Failure("rate_limited_long", retryable=False, reached=reached)
+                        break
+                    delay = backoff_delay(attempt, cfg.backoff, self._rng, last.retry_after_s)
+                    timed_out = last.reason == "timeout"
+                    if timed_out:
+                        # the server may still be computing (and billing) it: no quick resend, and
+                        # its in-flight slot stays taken while we back off
+                        delay = max(delay, cfg.timeout_s / 2)
+                    else:
+                        # nothing of ours runs on the server: free the slot while we wait
+                        self._release(grant, None)
+                        grant = None
+                    if last.reason.startswith("http_429") and self._limiter is not None:
+                        self._limiter.pause(delay)  # every worker backs off, not just this one
+                    await asyncio.sleep(delay)
+                    # the next attempt is a new request for the rate limits: a fresh grant (a failed
+                    # attempt's token reservation is not refunded: it may have been billed)
+                    self._release(grant, None)
+                    grant = None
+            finally:
+                if grant is not None:
+                    self._release(grant, None)
 
         assert last is not None
         log.warning(
             "%s request failed after %d attempt(s): %s (role=%s, id=%s)",
             self.name, attempt, last.reason, request.role, request.request_id,
         )
-        return ChatResponse(text="", latency_s=latency, error=last.reason)
+        return ChatResponse(text="", usage=spent, latency_s=latency, error=last.reason,
+                            attempts=attempt if last.reason != "limiter_error" else attempt - 1,
+                            reached_model=reached)
 
-    async def _release(self, grant: Grant, used: int | None) -> None:
+    def _release(self, grant: Grant | None, used: int | None) -> None:
+        if grant is None or self._limiter is None:
+            return
         try:
-            await self._limiter.release(grant, used)  # type: ignore[union-attr]
-        except Exception as exc:  # the lease times out on its own; the answer is still good
+            self._limiter.release(grant, used)
+        except Exception as exc:  # the share is reclaimed on its own; the answer is still good
             log.warning("%s: rate limiter release failed: %s", self.name, self._scrub(repr(exc)))
 
     async def _attempt(
@@ -444,17 +584,22 @@ class OpenAICompatibleModel:
                 raw = await resp.read()
                 status = resp.status
                 retry_after = parse_retry_after(resp.headers)
+        except aiohttp.ConnectionTimeoutError:
+            raise _Failure("connection", retryable=True, sent=False) from None
         except asyncio.TimeoutError:
             raise _Failure("timeout", retryable=True) from None
+        except aiohttp.ClientConnectorError as exc:  # refused, DNS, ...: never sent
+            log.debug("%s: %s", self.name, self._scrub(f"{type(exc).__name__}: {exc}"))
+            raise _Failure("connection", retryable=True, sent=False) from None
         except aiohttp.ClientError as exc:
-            # connection refused/reset, payload cut short, ...: transient from our side
+            # reset, payload cut short, ...: transient from our side
             log.debug("%s: %s", self.name, self._scrub(f"{type(exc).__name__}: {exc}"))
             raise _Failure("connection", retryable=True) from None
         except (TypeError, ValueError) as exc:  # e.g. a message that cannot be sent as JSON
             log.warning("%s: cannot send request: %s", self.name, self._scrub(f"{type(exc).__name__}: {exc}"))
-            raise _Failure("bad_request", retryable=False) from None
+            raise _Failure("bad_request", retryable=False, sent=False) from None
 
-        if status != 200:
+        if not 200 <= status < 300:
             reason = f"http_{status}"
             code = _error_code(raw)
             if code and self._scrub(code) != code:
@@ -468,30 +613,52 @@ class OpenAICompatibleModel:
 
         try:
             data = json.loads(raw)
-            choice = data["choices"][0]
+        except ValueError:
+            data = None
+        usage = self._usage(data.get("usage")) if isinstance(data, dict) else None
+        try:
+            choice = data["choices"][0]  # type: ignore[index]
             message = choice.get("message") or {}
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            log.debug("%s: unreadable 200 body: %s", self.name, self._scrub(raw[:300].decode("utf-8", "replace")))
-            raise _Failure("bad_response", retryable=True) from None
-
-        usage = self._usage(data.get("usage"))
+            if not isinstance(message, dict):
+                raise TypeError("message is not an object")
+        except (KeyError, IndexError, TypeError, AttributeError):
+            log.debug("%s: unreadable 2xx body: %s", self.name, self._scrub(raw[:300].decode("utf-8", "replace")))
+            raise _Failure("bad_response", retryable=True, reached=True, usage=usage) from None
+        if usage is None:
+            usage = self._usage(None)
+        finish_reason = choice.get("finish_reason")
+        finish_reason = finish_reason if isinstance(finish_reason, str) else None
         content = message.get("content")
         if content is None and message.get("refusal"):
-            return ChatResponse(text="", usage=usage, error="refusal", finish_reason=choice.get("finish_reason"))
+            return ChatResponse(text="", usage=usage, error="refusal", finish_reason=finish_reason)
         if isinstance(content, list):  # content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        return ChatResponse(
-            text=content if isinstance(content, str) else "",
-            usage=usage,
-            finish_reason=choice.get("finish_reason"),
-        )
+        text, thought = strip_thinking(content if isinstance(content, str) else "")
+        for field in ("reasoning_content", "reasoning"):  # servers that split reasoning out
+            extra = message.get(field)
+            if isinstance(extra, str) and extra:
+                thought = f"{thought}\n{extra}" if thought else extra
+        if thought and not usage.reasoning_tokens:
+            # the server did not count them: estimate (~4 characters per token), never above
+            # what it says it generated
+            usage.reasoning_tokens = -(-len(thought) // 4)
+            if usage.completion_tokens:
+                usage.reasoning_tokens = min(usage.reasoning_tokens, usage.completion_tokens)
+            if not self._warned_reasoning_estimate:
+                self._warned_reasoning_estimate = True
+                log.info("%s: reasoning tokens not reported by the server; estimated from the text", self.name)
+        return ChatResponse(text=text, usage=usage, finish_reason=finish_reason)
 
     def _usage(self, raw: Any) -> Usage:
         if isinstance(raw, dict):
             try:
                 details = raw.get("prompt_tokens_details")
                 cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
-                return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0), cached)
+                usage = Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0), cached)
+                details = raw.get("completion_tokens_details")
+                if isinstance(details, dict) and details.get("reasoning_tokens") is not None:
+                    usage.reasoning_tokens = int(details["reasoning_tokens"])
+                return usage
             except (TypeError, ValueError):
                 pass
         if not self._warned_no_usage:
@@ -513,13 +680,3 @@ def _error_code(raw: bytes) -> str | None:
         if isinstance(value, str) and _ERROR_CODE.match(value):
             return value
     return None
-
-
-def create_shared_limiter(config: HTTPModelConfig) -> RateLimiter | None:
-    """Create the run-wide limiter for ``config`` in THIS process: call it in the Ray driver before
-    starting shards and keep the result until the run ends (the actor lives as long as its
-    creator holds it). Models in the workers then find it by name. None without rate limits."""
-    limits = config.rate_limits()
-    if not limits.enabled:
-        return None
-    return get_or_create_limiter(config.limiter_name, limits)

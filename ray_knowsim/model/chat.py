@@ -34,6 +34,9 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
+    # the part of completion_tokens a reasoning model spent thinking (reported by the server, or
+    # estimated from the reasoning text it returned); never part of the transcript
+    reasoning_tokens: int = 0
 
     @property
     def total(self) -> int:
@@ -43,6 +46,7 @@ class Usage:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cached_prompt_tokens += other.cached_prompt_tokens
+        self.reasoning_tokens += other.reasoning_tokens
 
 
 @dataclass
@@ -58,6 +62,10 @@ class ChatResponse:
     # Set by a response cache on an answer it may store: the reader calls it once it accepted the
     # answer (parsed, not truncated), so refused answers never enter the cache. In-process only.
     commit: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
+    # Whether the call reached a model (it answered; the call counts as a model call, and may be
+    # billed) and how many transport attempts it took. Backends that do not retry leave the defaults.
+    reached_model: bool = True
+    attempts: int = 1
 
 
 __all__ = ["ROLES", "ChatRequest", "ChatResponse", "Usage"]

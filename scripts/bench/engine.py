@@ -12,8 +12,12 @@ Parquet commits, the Ray Data reduction), each figure against a baseline measure
     assistant, extractor; no judge): ``http_wall_vs_bound_ratio`` (target <= 1.25), for the
     layout recommended for LLM-bound runs (``--shards-per-cpu`` concurrent shards per CPU, the
     cap split between them);
-    ``--limiter-variant`` adds the same cap enforced by the run-wide limiter actor over smaller
-    shards (``http_global_limiter_wall_vs_bound_ratio``).
+    ``--limiter-variant`` adds the same cap enforced by the run-wide limiter (local shares of one
+    Ray actor's budget) over smaller shards: ``limiter_vs_bound_ratio`` (target <= 1.25) and
+    ``limiter_vs_per_process_ratio`` (against the per-process cap measured in the same run).
+(d) with ``--limiter-variant``, the limiter alone: (b)'s lockstep request pattern from
+    ``--limiter-tasks`` Ray tasks with no simulation CPU, per-process semaphores (baseline) vs the
+    run-wide limiter: ``limiter_isolated_vs_bound_ratio``, ``limiter_isolated_vs_per_process_ratio``.
 (c) driver memory: peak RSS of the driver process (``ray-knowsim run`` in a subprocess) at
     1,000 vs 10,000 sessions: ``driver_memory_10k_vs_1k_ratio`` (target ~1: flat).
 
@@ -201,10 +205,88 @@ def bench_b(args, workdir: Path) -> dict:
             print(f"(b) {name}: {n} sessions x {args.turns} turns x {roles} roles at {args.delay}s, {args.concurrency} in flight "
                   f"({v['shard_size']}-session shards): wall {wall:.1f}s vs ideal lockstep bound {bound:.1f}s: "
                   f"ratio {wall / bound:.3f} (target <= 1.25); the server itself used {server_cpu:.0f} CPU-s", flush=True)
+        if "http_global_limiter_wall_s" in res:
+            # the run-wide limiter against the per-process cap measured just before (same server,
+            # same sessions): what sharing one cap across every worker costs
+            res["limiter_vs_bound_ratio"] = res["http_global_limiter_wall_vs_bound_ratio"]
+            res["limiter_vs_per_process_ratio"] = round(res["http_global_limiter_wall_s"] / res["http_wall_s"], 3)
+            print(f"(b) run-wide limiter: {res['limiter_vs_bound_ratio']} x the lockstep bound (target <= 1.25), "
+                  f"{res['limiter_vs_per_process_ratio']} x the per-process cap's wall time", flush=True)
     finally:
         server.terminate()
         server.wait(timeout=10)
     return res
+
+
+# ----------------------------------------------------------------------------- (d)
+
+
+def _lockstep_task(limits_dict, limiter, n_sessions: int, steps: int, delay: float, local_cap: int) -> float:
+    """One shard's worth of lockstep traffic without the simulation: ``steps`` rounds, each one
+    request per session held for ``delay`` s. The cap is either ``limiter`` (run-wide) or a
+    per-process semaphore of ``local_cap``. Returns the seconds it took."""
+    import asyncio as aio
+    import time as t
+
+    async def main() -> float:
+        sem = aio.Semaphore(local_cap) if limiter is None else None
+
+        async def one() -> None:
+            if sem is not None:
+                async with sem:
+                    await aio.sleep(delay)
+                return
+            grant = await limiter.acquire()
+            try:
+                await aio.sleep(delay)
+            finally:
+                limiter.release(grant)
+
+        t0 = t.perf_counter()
+        for _ in range(steps):
+            await aio.gather(*(one() for _ in range(n_sessions)))
+        if limiter is not None:
+            await limiter.aclose()
+        return t.perf_counter() - t0
+
+    return aio.run(main())
+
+
+def bench_d(args) -> dict:
+    """(d) the limiter alone: the same lockstep request pattern as (b) (sessions x 9 rounds, cap
+    ``--concurrency``) with no simulation CPU, from ``--limiter-tasks`` concurrent Ray tasks: the
+    cap as per-process semaphores (cap / tasks each; the baseline) vs the run-wide limiter."""
+    import ray
+
+    from ray_knowsim.engine.limiter import RateLimits, get_or_create_limiter
+
+    tasks = args.limiter_tasks
+    per_task = math.ceil(args.sessions_b / tasks)
+    steps = args.turns * 3
+    bound = steps * args.delay * math.ceil(per_task * tasks / args.concurrency)
+    remote = ray.remote(num_cpus=min(1.0, args.cpus / tasks))(_lockstep_task)
+    out = {"d_tasks": tasks, "d_sessions": per_task * tasks, "d_bound_s": round(bound, 2)}
+    limits = RateLimits(max_in_flight=args.concurrency)
+    owner = get_or_create_limiter("bench-limiter-d", limits)
+    # warm the worker processes first, so neither variant pays their start-up
+    ray.get([remote.remote(limits.model_dump(), None, 1, 1, 0.5, 1) for _ in range(tasks)])
+    for name, limiter in (("per_process", None), ("run_wide", owner)):
+        t0 = time.perf_counter()
+        inner = ray.get([remote.remote(limits.model_dump(), limiter, per_task, steps, args.delay,
+                                       max(1, args.concurrency // tasks)) for _ in range(tasks)])
+        wall = time.perf_counter() - t0
+        out[f"d_{name}_wall_s"] = round(wall, 2)
+        out[f"d_{name}_slowest_task_s"] = round(max(inner), 2)
+    out["limiter_isolated_vs_bound_ratio"] = round(out["d_run_wide_wall_s"] / bound, 3)
+    out["limiter_isolated_vs_per_process_ratio"] = round(out["d_run_wide_wall_s"] / out["d_per_process_wall_s"], 3)
+    # inside the tasks (from each task's start): what the cap costs, without Ray's task scheduling
+    out["limiter_isolated_task_vs_bound_ratio"] = round(out["d_run_wide_slowest_task_s"] / bound, 3)
+    out["per_process_task_vs_bound_ratio"] = round(out["d_per_process_slowest_task_s"] / bound, 3)
+    print(f"(d) limiter alone: {per_task * tasks} sessions x {steps} rounds at {args.delay}s from {tasks} tasks, "
+          f"{args.concurrency} in flight: per-process caps {out['d_per_process_wall_s']}s, run-wide limiter "
+          f"{out['d_run_wide_wall_s']}s, bound {bound:.1f}s: ratio {out['limiter_isolated_vs_bound_ratio']} "
+          f"(vs per-process {out['limiter_isolated_vs_per_process_ratio']})", flush=True)
+    return out
 
 
 # ----------------------------------------------------------------------------- (c)
@@ -262,9 +344,11 @@ def main() -> int:
                    help="(b) concurrent shards per CPU: one renders/parses while the others wait on the server")
     p.add_argument("--limiter-variant", action="store_true",
                    help="(b) also run the same cap through the run-wide limiter actor over smaller shards")
+    p.add_argument("--limiter-tasks", type=int, default=10,
+                   help="(d) concurrent Ray tasks sharing the cap in the limiter-only measurement")
     p.add_argument("--sessions-c-small", type=int, default=1000)
     p.add_argument("--sessions-c-big", type=int, default=10000)
-    p.add_argument("--skip", default="", help="comma list of parts to skip: a,b,c")
+    p.add_argument("--skip", default="", help="comma list of parts to skip: a,b,c,d")
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not a measurement)")
     args = p.parse_args()
     if args.quick:
@@ -272,10 +356,11 @@ def main() -> int:
         args.concurrency, args.sessions_c_small, args.sessions_c_big = 42, 84, 840
     skip = set(filter(None, args.skip.split(",")))
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    figures: dict = {"shard_fn": shard_fn(), "cpus": args.cpus, "turns": args.turns}
+    figures: dict = {"shard_fn": shard_fn(), "cpus": args.cpus, "turns": args.turns,
+                     "loadavg_1m_start": round(os.getloadavg()[0], 2), "machine_cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="rk-bench-") as tmp:
         workdir = Path(tmp)
-        if not {"a", "b"} <= skip:
+        if not {"a", "b", "d"} <= skip:
             import ray
             from ray.data import DataContext
 
@@ -287,10 +372,13 @@ def main() -> int:
                     figures.update(bench_a(args, workdir))
                 if "b" not in skip:
                     figures.update(bench_b(args, workdir))
+                if "d" not in skip and args.limiter_variant:
+                    figures.update(bench_d(args))
             finally:
                 ray.shutdown()
         if "c" not in skip:
             figures.update(bench_c(args, workdir))
+    figures["loadavg_1m_end"] = round(os.getloadavg()[0], 2)  # other work on the machine skews times
     print(json.dumps(figures, sort_keys=True))
     return 0
 

@@ -19,8 +19,9 @@ from ray_knowsim.llm.http_backend import (
     OpenAICompatibleModel,
     estimate_tokens,
 )
+from ray_knowsim.engine.limiter import LocalRateLimiter, RateLimits
+from ray_knowsim.llm.http_backend import LimiterRequiredError
 from ray_knowsim.model.chat import ChatRequest
-from ray_knowsim.llm.rate_limit import LocalRateLimiter, RateLimits
 from ray_knowsim.llm.retry import BackoffConfig, backoff_delay, parse_retry_after
 from ray_knowsim.llm.server import serve_app_in_thread
 
@@ -78,7 +79,13 @@ def req(text: str = "hi", **kw) -> ChatRequest:
 
 
 def run(model: OpenAICompatibleModel, requests):
-    return asyncio.run(model.complete(requests))
+    async def main():
+        try:
+            return await model.complete(requests)
+        finally:
+            await model.aclose()
+
+    return asyncio.run(main())
 
 
 def test_429_with_retry_after_is_retried_and_succeeds():
@@ -263,22 +270,24 @@ def test_estimate_tokens_counts_prompt_and_budget():
     assert estimate_tokens(r) == 100 + 4 + 100
 
 
-def test_config_rate_limit_makes_a_local_limiter_without_ray_and_pickles():
+def test_config_rate_limit_needs_a_limiter_and_the_model_pickles_with_its_handle():
     import pickle
 
+    with pytest.raises(LimiterRequiredError, match="make_limiter"):
+        OpenAICompatibleModel(config("http://h/v1", requests_per_minute=120))  # no silent no-limit
     server = Scripted([(200, ok_body(), None, 0)])
+    cfg_limited = None
     with serve_app_in_thread(server.app()) as h:
-        model = OpenAICompatibleModel(config(h.base_url, requests_per_minute=120))  # burst 2, then ~2/s
+        cfg_limited = config(h.base_url, requests_per_minute=120)  # burst 2, then ~2/s
+        model = OpenAICompatibleModel(cfg_limited, limiter=LocalRateLimiter(cfg_limited.rate_limits()))
         t0 = time.perf_counter()
         run(model, [req(str(i)) for i in range(3)])
         elapsed = time.perf_counter() - t0
     assert elapsed >= 0.45 and server.hits == 3
-    assert isinstance(model._limiter, LocalRateLimiter)
-    clone = pickle.loads(pickle.dumps(model))  # the copy re-makes its limiter where it runs
-    assert clone._limiter is None and not clone._limiter_resolved
-    injected = OpenAICompatibleModel(config("http://h/v1"), limiter=LocalRateLimiter(RateLimits(max_in_flight=1)))
+    plain = OpenAICompatibleModel(config("http://h/v1"))
+    assert pickle.loads(pickle.dumps(plain)).config == plain.config
     with pytest.raises(TypeError, match="get_or_create_limiter"):
-        pickle.dumps(injected)
+        pickle.dumps(model)  # a local limiter must not be copied into another process
 
 
 def test_per_request_failures_never_break_the_batch():
@@ -288,6 +297,9 @@ def test_per_request_failures_never_break_the_batch():
         async def acquire(self, tokens=0):
             raise RuntimeError("limiter actor unreachable")
 
+        async def aclose(self):
+            pass
+
     server = Scripted([(200, ok_body(), None, 0)])
     with serve_app_in_thread(server.app()) as h:
         unsendable = ChatRequest(messages=({"role": "user", "content": {"not", "json"}},))
@@ -296,3 +308,138 @@ def test_per_request_failures_never_break_the_batch():
     assert [r.error for r in out] == ["bad_request", None]
     assert broken[0].error == "limiter_error"
     assert server.hits == 1
+
+
+# --- reasoning models ----------------------------------------------------------------------------
+
+
+def test_think_blocks_never_reach_the_text_and_reasoning_tokens_are_counted():
+    reported = ok_body("<think>first I consider\nthe graph</think>\n\nThe answer.", completion=40)
+    reported["usage"]["completion_tokens_details"] = {"reasoning_tokens": 31}
+    split_out = ok_body("Plain answer.", completion=30)
+    split_out["choices"][0]["message"]["reasoning_content"] = "x" * 80  # a server with a reasoning parser
+    dangling = ok_body("<think>ran out of budget while thinking", completion=50)
+    dangling["choices"][0]["finish_reason"] = "length"
+    opened_in_prompt = ok_body("the template opened it</think>Answer only", completion=20)
+    server = Scripted([(200, reported, None, 0), (200, split_out, None, 0), (200, dangling, None, 0),
+                       (200, opened_in_prompt, None, 0)])
+    with serve_app_in_thread(server.app()) as h:
+        model = OpenAICompatibleModel(config(h.base_url))
+        out = [run(model, [req(str(i))])[0] for i in range(4)]
+    assert [r.text for r in out] == ["The answer.", "Plain answer.", "", "Answer only"]
+    assert [r.usage.reasoning_tokens for r in out] == [31, 20, 8, 6]  # reported; else ~4 chars/token
+    assert out[0].usage.completion_tokens == 40 and out[0].usage.total == 51  # a part, not an addition
+    assert out[2].finish_reason == "length" and out[2].error is None  # truncated: said so, not hidden
+
+
+def test_thinking_off_through_the_chat_template_or_reasoning_effort():
+    r = req()
+    vllm = OpenAICompatibleModel(config("http://h/v1", thinking="off",
+                                        extra_body={"chat_template_kwargs": {"custom": 1}}))
+    assert vllm.build_payload(r)["chat_template_kwargs"] == {"custom": 1, "enable_thinking": False}
+    api = OpenAICompatibleModel(config("http://h/v1", thinking="off", thinking_off_via="reasoning_effort",
+                                       reasoning_effort_off="low"))
+    body = api.build_payload(r)
+    assert body["reasoning_effort"] == "low" and "chat_template_kwargs" not in body
+    default = OpenAICompatibleModel(config("http://h/v1"))
+    assert "chat_template_kwargs" not in default.build_payload(r) and "thinking" not in default.cache_identity
+    assert vllm.cache_identity["thinking"] != default.cache_identity.get("thinking")
+    with pytest.raises(ValidationError, match="contradicts"):
+        config("http://h/v1", thinking="off", extra_body={"chat_template_kwargs": {"enable_thinking": True}})
+    with pytest.raises(ValidationError, match="reasoning_effort"):
+        config("http://h/v1", thinking="off", thinking_off_via="reasoning_effort",
+               extra_body={"reasoning_effort": "high"})
+
+
+# --- transport: retries, errors, session, timeouts ---------------------------------------------------
+
+
+def test_transport_retries_resend_the_same_seeded_request_and_say_so():
+    server = Scripted([(503, {}, None, 0), (502, {}, None, 0), (200, ok_body(), None, 0)])
+    with serve_app_in_thread(server.app()) as h:
+        [resp] = run(OpenAICompatibleModel(config(h.base_url, max_attempts=3)), [req(seed=1234, temperature=0.7)])
+    assert resp.error is None and resp.attempts == 3 and resp.reached_model
+    assert [b["seed"] for b in server.bodies] == [1234, 1234, 1234]
+    assert server.bodies[0] == server.bodies[2]
+
+
+def test_failures_after_the_last_attempt_are_named_and_say_whether_a_model_answered():
+    no_choices = {"id": "x", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 0}}
+    server = Scripted([(503, {}, None, 0)])
+    empty = Scripted([(200, no_choices, None, 0)])
+    with serve_app_in_thread(server.app()) as h, serve_app_in_thread(empty.app()) as h2:
+        [unavailable] = run(OpenAICompatibleModel(config(h.base_url, max_attempts=2)), [req()])
+        [bad] = run(OpenAICompatibleModel(config(h2.base_url, max_attempts=2)), [req()])
+    assert unavailable.error == "http_503" and unavailable.attempts == 2 and not unavailable.reached_model
+    assert bad.error == "bad_response" and bad.attempts == 2 and bad.reached_model
+    assert bad.usage.prompt_tokens == 18  # what the answered attempts reported is kept
+
+
+def test_one_session_per_loop_is_reused_across_calls_and_closed():
+    server = Scripted([(200, ok_body(), None, 0)])
+    peers: set = set()
+
+    async def main(h):
+        model = OpenAICompatibleModel(config(h.base_url))
+        await model.complete([req("a")])
+        first = model._session()
+        await model.complete([req("b")])
+        await model.complete([req("c")])
+        assert model._session() is first and len(model._sessions) == 1
+        await model.aclose()
+        assert first.closed and not model._sessions
+        await model.complete([req("d")])  # usable again after aclose: a new session
+        assert model._session() is not first
+        await model.aclose()
+
+    with serve_app_in_thread(server.app()) as h:
+        asyncio.run(main(h))
+    assert server.hits == 4 and not peers
+
+
+def test_a_read_timeout_keeps_its_slot_and_backs_off_before_resending():
+    arrivals: list[tuple[str, float]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        body = await request.json()
+        arrivals.append((body["messages"][0]["content"], time.perf_counter()))
+        if body["messages"][0]["content"] == "slow":
+            await asyncio.sleep(1.0)  # the server keeps computing after the client gave up
+        return web.json_response(ok_body())
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handle)
+    limiter = LocalRateLimiter(RateLimits(max_in_flight=1))
+    with serve_app_in_thread(app) as h:
+        model = OpenAICompatibleModel(config(h.base_url, timeout_s=0.3, max_attempts=2,
+                                             max_in_flight_global=1), limiter=limiter)
+
+        async def main():
+            slow = asyncio.create_task(model.complete([req("slow")]))
+            await asyncio.sleep(0.05)
+            fast = asyncio.create_task(model.complete([req("fast")]))
+            out = await asyncio.gather(slow, fast)
+            await model.aclose()
+            return out
+
+        [[slow], [fast]] = asyncio.run(main())
+    assert slow.error == "timeout" and slow.attempts == 2 and fast.error is None
+    # no resend within half the timeout after it, and meanwhile the other request did not take
+    # the slot of the request the server was still computing
+    assert [what for what, _ in arrivals] in (["slow", "fast", "slow"], ["slow", "slow", "fast"])
+    first = arrivals[0][1]
+    assert all(t - first >= 0.3 + 0.15 - 0.02 for _, t in arrivals[1:])
+
+
+def test_reasoning_tokens_are_recorded_in_the_run_accounting():
+    from ray_knowsim.llm.accounting import AccountedModel, Accounting
+
+    body = ok_body("<think>hmm</think>ok", completion=12)
+    body["usage"]["completion_tokens_details"] = {"reasoning_tokens": 9}
+    server = Scripted([(200, body, None, 0)])
+    accounting = Accounting()
+    with serve_app_in_thread(server.app()) as h:
+        model = AccountedModel(OpenAICompatibleModel(config(h.base_url)), accounting)
+        run(model, [req(role="user_sim"), req("again", role="user_sim")])
+    stats = accounting.to_dict()["user_sim"]
+    assert stats["reasoning_tokens"] == 18 and stats["completion_tokens"] == 24

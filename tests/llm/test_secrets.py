@@ -123,3 +123,19 @@ def test_key_never_leaks(key: str, tmp_path: Path, caplog):
         assert key not in t
     for b in blobs:
         assert key.encode() not in b
+
+
+def test_credentials_nested_in_extra_body_are_refused_and_never_echoed(key: str):
+    for extra in (
+        {"chat_template_kwargs": {"hf_token": key}},
+        {"metadata": [{"X-Api-Key": key}]},
+        {"provider": {"auth": {"client_secret": key}}},
+        {"user": key},  # a value shaped like an API key, whatever the field
+    ):
+        with pytest.raises(ValidationError) as info:
+            HTTPModelConfig(base_url="https://example.com/v1", model="m", extra_body=extra)
+        text = str(info.value) + repr(info.value.errors())
+        assert key not in text and "credentials" in text
+    ok = HTTPModelConfig(base_url="https://example.com/v1", model="m",
+                         extra_body={"chat_template_kwargs": {"enable_thinking": False}, "prompt_cache_key": "run-1"})
+    assert ok.extra_body["prompt_cache_key"] == "run-1"  # ordinary fields are not mistaken for secrets

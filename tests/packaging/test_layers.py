@@ -48,7 +48,7 @@ PEERS = {
 RAY_ALLOWED = {"engine", "sweep", "cli"}
 # TEMPORARY: the limiter and the vLLM engine actors still live in llm/ while they move to engine/
 # (issues 11a/11b). The lead removes these two lines when those moves merge.
-RAY_ALLOWLIST = {"ray_knowsim/llm/rate_limit.py", "ray_knowsim/llm/vllm_backend.py"}
+RAY_ALLOWLIST = {"ray_knowsim/llm/vllm_backend.py"}
 
 
 def product_modules() -> list[Path]:

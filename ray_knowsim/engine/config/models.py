@@ -73,3 +73,10 @@ def operational_fields(backend: str) -> frozenset[str]:
     from ray_knowsim.engine.backends import BACKENDS
 
     return BACKENDS.get(backend).operational
+
+
+# Fields that decide answers but were added later: left out of the config hash while at these
+# defaults, so run directories made before they existed stay resumable.
+HASHED_IF_SET = {
+    "http": {"thinking": "default", "thinking_off_via": "chat_template_kwargs", "reasoning_effort_off": "minimal"},
+}

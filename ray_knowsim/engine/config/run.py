@@ -12,7 +12,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from ray_knowsim.engine.config.base import NAME as _NAME
 from ray_knowsim.engine.config.base import Strict
 from ray_knowsim.engine.config.loading import file_digest, resolve_path
-from ray_knowsim.engine.config.models import operational_fields, validate_model_entries
+from ray_knowsim.engine.config.models import HASHED_IF_SET, operational_fields, validate_model_entries
 from ray_knowsim.engine.config.sections import (
     ConditionConfig,
     EngineConfig,
@@ -167,6 +167,9 @@ class RunConfig(Strict):
         for key, model in data["models"].items():
             for field in operational_fields(model["backend"]):
                 model.pop(field, None)
+            for field, default in HASHED_IF_SET.get(model["backend"], {}).items():
+                if model.get(field) == default:
+                    model.pop(field, None)
         data["engine"] = {"shard_fn": self.engine.shard_fn, "shard_fn_options": self.engine.shard_fn_options}
         data["rules"] = self.rule_config.model_dump(mode="json")
         data["inputs"] = {key: file_digest(self.resolve(raw)) for key, raw in sorted(self.input_paths().items())}
