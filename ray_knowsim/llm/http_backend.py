@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ray_knowsim.model.outputs import portable_schema
 from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.limiter import Grant, RateLimiter, RateLimits
 from ray_knowsim.llm.retry import BackoffConfig, backoff_delay, is_retryable_status, parse_retry_after
@@ -127,6 +128,10 @@ class HTTPModelConfig(BaseModel):
     max_in_flight_global: int | None = Field(None, ge=1)  # across all workers (self-hosted servers)
     structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
     json_schema_strict: bool = True
+    # "portable": send each schema within the subset hosted strict modes accept (no length bounds,
+    # no prefixItems; model/outputs.portable_schema). Looser, never different: the parser still
+    # checks every fact the full schema states. "full" for vLLM/SGLang-style servers.
+    schema_subset: Literal["full", "portable"] = "full"
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     send_knowsim_headers: bool = False  # role / prompt version / schema name as X-KnowSim-* headers
     # True only for our own ``serve-offline`` endpoint: each request then carries the offline test
@@ -449,17 +454,18 @@ class OpenAICompatibleModel:
         if request.seed is not None:
             body["seed"] = request.seed
         if request.json_schema is not None and c.structured_output != "none":
+            schema = portable_schema(request.json_schema) if c.schema_subset == "portable" else request.json_schema
             if c.structured_output == "json_schema":
                 body["response_format"] = {
                     "type": "json_schema",
                     "json_schema": {
                         "name": _schema_name(request),
-                        "schema": request.json_schema,
+                        "schema": schema,
                         "strict": c.json_schema_strict,
                     },
                 }
             else:
-                body["response_format"] = {"type": "json_object", "schema": request.json_schema}
+                body["response_format"] = {"type": "json_object", "schema": schema}
         body.update(c.extra_body)
         body.update(self._thinking_fields())
         if c.offline_server and request.offline_facts is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import socket
 import time
@@ -443,3 +444,19 @@ def test_reasoning_tokens_are_recorded_in_the_run_accounting():
         run(model, [req(role="user_sim"), req("again", role="user_sim")])
     stats = accounting.to_dict()["user_sim"]
     assert stats["reasoning_tokens"] == 18 and stats["completion_tokens"] == 24
+
+
+def test_portable_schema_subset_for_hosted_strict_modes():
+    from ray_knowsim.demo import demo_graphs
+    from ray_knowsim.model.outputs import signal_report_schema
+
+    graph = next(iter(demo_graphs("math").values()))
+    strict = signal_report_schema(graph)
+    r = req(json_schema=strict, schema_name="SignalReport")
+    full = OpenAICompatibleModel(config("http://h/v1")).build_payload(r)["response_format"]["json_schema"]["schema"]
+    assert full == strict  # vLLM-style servers get the whole per-request schema
+    sent = OpenAICompatibleModel(config("http://h/v1", schema_subset="portable")).build_payload(r)
+    text = json.dumps(sent["response_format"]["json_schema"]["schema"])
+    assert "prefixItems" not in text and "maxLength" not in text and "minItems" not in text
+    ids = sent["response_format"]["json_schema"]["schema"]["properties"]["iu_analysis"]["items"]["properties"]["id"]["enum"]
+    assert ids == [n.id for n in graph.nodes]  # the ids stay an enum
