@@ -24,19 +24,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="override a config value (YAML value), e.g. --set trials=2 --set engine.shard_size=8")
     p.add_argument("--quiet", "-q", action="store_true", help="no live progress or tables; a final summary line only")
     p.add_argument("--overwrite", action="store_true", help="discard results already in the run directory")
+    p.add_argument("--plan", action="store_true",
+                   help="print where the self-hosted models go and the condition-group order, then exit (starts no engine)")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     from ray_knowsim.engine.config import ConfigError, load_run_config
     from ray_knowsim.engine.manifest import ManifestMismatch
-    from ray_knowsim.engine.runner import RunError, run
+    from ray_knowsim.engine.runner import RunError, plan_only, run
 
     try:
         cfg = load_run_config(args.config, overrides=args.overrides)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    if args.plan:
+        try:
+            print(plan_only(cfg, address=args.address), flush=True)
+        except RunError as exc:
+            print(f"ray-knowsim run --plan: {exc}", file=sys.stderr)
+            return 2
+        return 0
     try:
         outcome = run(cfg, address=args.address, output=args.output, quiet=args.quiet,
                       overwrite=args.overwrite, config_file=str(args.config))

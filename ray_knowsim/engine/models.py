@@ -3,7 +3,8 @@
 * ``http``: one :class:`OpenAICompatibleModel` per model key; when the config sets run-wide limits
   (requests/tokens per minute, global in-flight cap) ONE named rate-limiter actor per endpoint,
   created here on the driver so it lives as long as the run, and handed to every worker.
-* ``vllm``: a named pool of engine actors per model, started here (the engines outlive shards).
+* ``vllm``: a pool of engine actors per model (:class:`ray_knowsim.engine.vllm.pool.VLLMPool`),
+  started here and owned by the driver, which shuts every engine down at the end of the run.
 * ``offline``: the deterministic offline model, given the run's IU graphs so its assistant can
   teach any item of the run.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Mapping
 
 from ray_knowsim.llm.accounting import Accounting, AccountedModel
 from ray_knowsim.llm.protocol import ChatModel
@@ -81,10 +82,15 @@ def used_model_keys(cfg: RunConfig) -> dict[str, None]:
 
 
 def secret_env_names(cfg: RunConfig) -> list[str]:
-    """Names (never values) of the environment variables holding API keys."""
-    from ray_knowsim.engine.config import HTTPModelEntry
+    """Names (never values) of the environment variables holding API keys, and of the secret
+    values of self-hosted model entries (``env`` variables, engine arguments)."""
+    from ray_knowsim.engine.config import HTTPModelEntry, VLLMModelEntry
 
-    return sorted({m.api_key_env for m in cfg.models.values() if isinstance(m, HTTPModelEntry) and m.api_key_env})
+    names = {m.api_key_env for m in cfg.models.values() if isinstance(m, HTTPModelEntry) and m.api_key_env}
+    for key, m in cfg.models.items():
+        if isinstance(m, VLLMModelEntry):
+            names.update(f"models.{key}.{n}" if n.startswith("engine_kwargs.") else n for n in m.secret_names())
+    return sorted(names)
 
 
 def check_secrets(cfg: RunConfig) -> list[str]:
@@ -99,14 +105,22 @@ def check_secrets(cfg: RunConfig) -> list[str]:
     return errors
 
 
-def build_models(cfg: RunConfig, graphs: Mapping[str, IUGraph], cache_dir: str | None, *, wait_s: float = 900) -> ModelSet:
-    """Create every used model (limiters and vLLM pools included). Needs Ray for limiters/pools."""
+def build_models(cfg: RunConfig, graphs: Mapping[str, IUGraph], cache_dir: str | None, *, wait_s: float = 900,
+                 keys: Collection[str] | None = None, pools: dict[str, Any] | None = None) -> ModelSet:
+    """Create the used models (limiters and vLLM pools included; needs Ray for those).
+
+    ``keys``: only these model keys (one condition group of a grouped run); ``pools``: the
+    driver's running vLLM pools by key, reused when present and filled with the ones started here
+    (the caller shuts them down, in a ``finally``)."""
     from ray_knowsim.engine.config import HTTPModelEntry, OfflineModelEntry, VLLMModelEntry
 
     models: dict[str, ChatModel] = {}
     cacheable: set[str] = set()
-    pools: list[Any] = []
+    pools = {} if pools is None else pools
+    starting: list[Any] = []
     for key in used_model_keys(cfg):
+        if keys is not None and key not in keys:
+            continue
         entry = cfg.models[key]
         if isinstance(entry, OfflineModelEntry):
             from ray_knowsim.llm.offline import OfflineModel
@@ -118,25 +132,34 @@ def build_models(cfg: RunConfig, graphs: Mapping[str, IUGraph], cache_dir: str |
             models[key] = _http_model(entry)
             cacheable.add(key)
         elif isinstance(entry, VLLMModelEntry):
-            from ray_knowsim.llm.vllm_backend import VLLMActorModel, get_or_create_vllm_pool
+            from ray_knowsim.engine.vllm.pool import VLLMPool
 
-            vcfg = entry.vllm_config()
-            actors = get_or_create_vllm_pool(vcfg)
-            pools.append(actors)
-            models[key] = VLLMActorModel(vcfg, actors)
+            if key not in pools:
+                pools[key] = VLLMPool(entry.vllm_config())
+                pools[key].start()
+                starting.append(pools[key])
+            models[key] = pools[key].model()
             cacheable.add(key)
         else:  # pragma: no cover - the config's union is closed
             raise TypeError(f"unknown model entry {entry!r}")
-    if pools:
-        from ray_knowsim.llm.vllm_backend import wait_pool_ready
-
-        for actors in pools:
-            wait_pool_ready(actors, timeout_s=wait_s)
+    for pool in starting:
+        pool.wait_ready(timeout_s=wait_s)
     roles = {"user_sim": cfg.roles.user_sim.model or "", "extractor": cfg.roles.extractor.model or ""}
     if cfg.roles.judge is not None and cfg.roles.judge.model:
         roles["judge"] = cfg.roles.judge.model
-    assistants = sorted({c.assistant or cfg.roles.assistant.model or "" for c in cfg.conditions})
+    assistants = sorted({c.assistant or cfg.roles.assistant.model or "" for c in cfg.conditions} & set(models))
     return ModelSet(models, roles, assistants, cacheable if cfg.engine.llm_cache else set(), cache_dir)
+
+
+def shutdown_pools(pools: dict[str, Any], keys: Collection[str] | None = None) -> dict[str, Any]:
+    """Shut down (and forget) the named pools, or all; never raises. Returns each one's report."""
+    reports = {}
+    for key in list(pools) if keys is None else [k for k in keys if k in pools]:
+        try:
+            reports[key] = pools.pop(key).shutdown()
+        except Exception as exc:  # noqa: BLE001 - shutting down the rest matters more
+            reports[key] = f"shutdown failed: {type(exc).__name__}"
+    return reports
 
 
 def _http_model(entry: HTTPModelEntry) -> ChatModel:
@@ -152,4 +175,4 @@ def _http_model(entry: HTTPModelEntry) -> ChatModel:
     return OpenAICompatibleModel(hcfg, limiter=limiter)
 
 
-__all__ = ["ModelSet", "build_models", "check_secrets", "secret_env_names", "used_model_keys"]
+__all__ = ["ModelSet", "build_models", "check_secrets", "secret_env_names", "shutdown_pools", "used_model_keys"]

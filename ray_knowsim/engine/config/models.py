@@ -8,7 +8,7 @@ from pydantic import Field
 
 from ray_knowsim.engine.config.base import Strict
 from ray_knowsim.llm.http_backend import HTTPModelConfig
-from ray_knowsim.llm.vllm_backend import VLLMModelConfig
+from ray_knowsim.engine.vllm.config import VLLMModelConfig
 
 
 
@@ -30,7 +30,7 @@ class HTTPModelEntry(HTTPModelConfig):
 
 
 class VLLMModelEntry(VLLMModelConfig):
-    """A pool of Ray actors each running a ``vllm.LLM`` engine (see :class:`VLLMModelConfig`)."""
+    """A pool of Ray actors each running a vLLM async engine (see :class:`VLLMModelConfig`)."""
 
     backend: Literal["vllm"]
 
@@ -45,6 +45,7 @@ ModelEntry = Annotated[Union[OfflineModelEntry, HTTPModelEntry, VLLMModelEntry],
 OPERATIONAL = {
     "http": {"timeout_s", "max_attempts", "backoff", "max_in_flight", "requests_per_minute", "tokens_per_minute",
              "max_in_flight_global", "api_key_env", "api_key_header", "send_knowsim_headers", "offline_server"},
-    "vllm": {"replicas", "lifetime", "max_batch_requests", "num_cpus", "env"},
+    "vllm": {"replicas", "num_cpus", "env", "max_restarts", "request_retries", "restart_wait_s", "max_concurrent_requests",
+             "gpu_memory_utilization", "multi_node"},
     "offline": set(),
 }
