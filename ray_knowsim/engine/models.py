@@ -97,11 +97,16 @@ def check_secrets(cfg: RunConfig) -> list[str]:
     """Errors for API-key variables the used models need but this process lacks."""
     from ray_knowsim.engine.config import HTTPModelEntry
 
+    from ray_knowsim.engine.config import VLLMModelEntry
+
     errors = []
     for key in used_model_keys(cfg):
         m = cfg.models[key]
         if isinstance(m, HTTPModelEntry) and m.api_key_env and not os.environ.get(m.api_key_env, "").strip():
             errors.append(f"models.{key}.api_key_env: environment variable {m.api_key_env} is not set")
+        if isinstance(m, VLLMModelEntry):
+            errors += [f"models.{key}.secret_env: environment variable {n} is not set" for n in m.secret_env
+                       if not os.environ.get(n, "").strip()]
     return errors
 
 

@@ -5,7 +5,6 @@ routing, restarts and retries, dead replicas dropped; then a pool on a real loca
 from __future__ import annotations
 
 import asyncio
-import sys
 
 import pytest
 
@@ -15,8 +14,8 @@ from ray_knowsim.engine.vllm.pool import VLLMActorModel, VLLMPool, pick_replica,
 from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.model.chat import ChatRequest
 
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from vllm_fakes import FakeEngine, FakeEngineActor, HandleLike, local_actor  # noqa: E402
+from tests.engine import vllm_fakes
+from tests.engine.vllm_fakes import FakeEngine, FakeEngineActor, HandleLike, local_actor
 
 
 def _req(content: str, rid: str = "s/0#1:assistant", **kw) -> dict:
@@ -215,8 +214,6 @@ def test_engine_death_is_retried_after_restart_and_then_reported():
 def test_pool_on_ray_routes_restarts_and_shuts_down(ray_local):
     import ray
     import ray.cloudpickle
-
-    import vllm_fakes
 
     ray.cloudpickle.register_pickle_by_value(vllm_fakes)
     cfg = VLLMModelConfig(model="/fake/echo", replicas=2, num_cpus=0, max_restarts=1, restart_wait_s=60)

@@ -1,7 +1,8 @@
 """How to start one self-hosted model: engine arguments, placement, replicas, chat and sampling
 options. Pure pydantic (no Ray, no vLLM), so configs validate anywhere.
 
-Secrets: ``env`` values and secret-looking ``engine_kwargs`` values (a hub token) are sent to the
+Secrets: ``secret_env`` names variables of the driver's environment whose values reach only the
+engine actor (as its constructor argument, never its runtime_env); ``env`` values and secret-looking ``engine_kwargs`` values (a hub token) are sent to the
 engine actor as constructor arguments only; every serialisation meant for people or files
 (``model_dump()`` without the ``secrets`` context: manifests, logs, ``--plan``) shows the names
 with the value replaced by :data:`REDACTED`.
@@ -64,6 +65,9 @@ class VLLMModelConfig(BaseModel):
     json_whitespace: Literal["compact", "any"] = "compact"
     structured_backend: Literal["xgrammar", "guidance"] = "xgrammar"
     env: dict[str, str] = Field(default_factory=dict)  # set in the actor before vLLM starts
+    # Names of the driver's environment variables to hand to the engine (a hub token): the values
+    # are read when the pool starts and travel only as the actor's constructor argument.
+    secret_env: list[str] = Field(default_factory=list)
     engine_kwargs: dict[str, Any] = Field(default_factory=dict)  # passed through to AsyncEngineArgs
 
     @model_validator(mode="after")
@@ -113,7 +117,7 @@ class VLLMModelConfig(BaseModel):
         return [v for v in vals if v]
 
     def secret_names(self) -> list[str]:
-        return sorted([k for k, v in self.env.items() if _secret_env(k, v)]
+        return sorted(list(self.secret_env) + [k for k, v in self.env.items() if _secret_env(k, v)]
                       + [f"engine_kwargs.{k}" for k in self.engine_kwargs if SECRET_KEY.search(k)])
 
     def engine_args(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ The model mirrors how Ray places them: a replica with ``num_gpus < 1`` takes tha
 ``multi_node`` (then vLLM's Ray executor spreads its workers). CPUs are checked per node too.
 
 When every model of the run fits at once there is one group. Otherwise the conditions are grouped
-by assistant (in config order), so that the role models (simulator, extractor, judge) plus one
+by assistant (first fit, assistants in config order), so that the role models (simulator, extractor, judge) plus one
 group's assistants fit; the run then executes group by group, starting and stopping the
 assistants' pools in between. A model that does not fit even alone is an error, with the numbers.
 """
@@ -181,28 +181,22 @@ def plan_placement(models: Mapping[str, VLLMModelConfig], shared: Sequence[str],
     by_assistant: dict[str, list[str]] = {}
     for c, a in conditions:
         by_assistant.setdefault(a, []).append(c)
-    groups: list[Group] = []
-    cur_a: list[str] = []
-    cur_c: list[str] = []
-    cur_slots: list[Slot] = []
-
-    def close() -> None:
-        if cur_c:
-            groups.append(Group(list(cur_c), list(cur_a), list(shared_models) + list(cur_a), list(cur_slots)))
-
+    groups: list[Group] = []  # first fit: an assistant joins the first group it fits into
     for a, conds in by_assistant.items():
         extra = [a] if a in models and a not in shared_models else []
-        trial = fit({**shared_models, **{k: models[k] for k in cur_a + extra}}, nodes)
-        if trial is None:
-            close()
-            cur_a, cur_c = [], []
+        for g in groups:
+            trial = fit({**shared_models, **{k: models[k] for k in g.assistants + extra}}, nodes)
+            if trial is not None:
+                g.assistants += extra
+                g.models += extra
+                g.conditions += conds
+                g.slots = trial
+                break
+        else:
             trial = fit({**shared_models, **{k: models[k] for k in extra}}, nodes)
             if trial is None:
                 raise PlacementError(f"assistant {a} does not fit next to the role models {list(shared_models)} ({_capacity(nodes)})")
-        cur_a += extra
-        cur_c += conds
-        cur_slots = trial
-    close()
+            groups.append(Group(list(conds), list(extra), list(shared_models) + extra, trial))
     return PlacementPlan(groups, list(shared_models), nodes)
 
 

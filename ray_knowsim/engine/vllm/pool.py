@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
 from typing import Any, Sequence
 
@@ -177,6 +178,10 @@ class VLLMPool:
         import ray
 
         payload = self.cfg.model_dump(context=SECRETS_CONTEXT)  # constructor argument, never runtime_env
+        missing = [n for n in self.cfg.secret_env if not os.environ.get(n)]
+        if missing:
+            raise RuntimeError(f"{self.cfg.name}: secret_env variables not set on the driver: {missing}")
+        payload["env"] = {**payload["env"], **{n: os.environ[n] for n in self.cfg.secret_env}}
         cls = ray.remote(self.actor_class)
         self.actors = [cls.options(**self._options(i)).remote(payload) for i in range(self.cfg.replicas)]
         return self.actors
