@@ -155,7 +155,13 @@ def main() -> None:
             killed_at = time.perf_counter() - t
             disturbed = [r for p in _ray.get(refs) for r in p]
             wd = time.perf_counter() - t
-            new_pid = _ray.get(victim.info.remote())["pid"]
+            new_pid = None
+            for _ in range(600):  # a restarting actor answers "unavailable" at once; poll
+                try:
+                    new_pid = _ray.get(victim.info.remote())["pid"]
+                    break
+                except _ray.exceptions.RayActorError:
+                    time.sleep(1)
             strip = lambda rows: sorted((r[0], r[1], r[2], r[4]) for r in rows)  # noqa: E731
             equal = strip(base) == strip(disturbed)
             diff = sum(1 for a, b in zip(strip(base), strip(disturbed)) if a != b)

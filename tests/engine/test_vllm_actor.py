@@ -172,6 +172,7 @@ def test_session_affine_routing_and_minimal_moves():
 def test_a_restarted_replica_gets_the_request_again():
     h = HandleLike(local_actor(), tag="0")
     h.fail_generate = 1  # the actor died under the request; Ray restarts it
+    h.restarting_info = 4  # ...which takes a while: probes meanwhile say "restarting", not "dead"
     model = _model([h])
     (out,) = asyncio.run(model.complete([_chat("a")]))
     assert out.error is None and out.text.startswith("0:") and h.calls == 2 and model.retried == 1

@@ -85,6 +85,7 @@ class HandleLike:
         self.info = _Method(self._info)
         self.fail_generate = 0  # raise a Ray actor error on the next n generate calls
         self.fail_info = 0
+        self.restarting_info = 0  # answer the next n probes "restarting" (ActorUnavailableError)
         self.calls = 0
 
     async def _generate(self, req):
@@ -98,6 +99,11 @@ class HandleLike:
         return {**out, "text": f"{self.tag}:{out['text']}"}
 
     async def _info(self):
+        if self.restarting_info:
+            self.restarting_info -= 1
+            import ray.exceptions
+
+            raise ray.exceptions.ActorUnavailableError("The actor is restarting.", None)
         if self.fail_info:
             self.fail_info -= 1
             import ray.exceptions

@@ -162,7 +162,8 @@ class VLLMEngineActor:
         if final is None:
             return error_dict("vllm_request_failed", "the engine returned no output")
         return {"text": final["text"], "prompt_tokens": n, "completion_tokens": final["completion_tokens"],
-                "finish_reason": final["finish_reason"], "latency_s": time.perf_counter() - t, "error": None}
+                "finish_reason": final["finish_reason"], "latency_s": time.perf_counter() - t, "error": None,
+                "cached_tokens": final.get("cached_tokens", 0)}  # prompt tokens served from the prefix cache
 
     def _engine_died(self, why: str) -> dict[str, Any]:
         if self._dead is None:
@@ -218,7 +219,8 @@ class VLLMEngine:
         try:
             async for out in self._llm.generate(TokensPrompt(prompt_token_ids=prompt_ids), sp, request_id):
                 c = out.outputs[0]
-                yield {"text": c.text, "completion_tokens": len(c.token_ids or ()), "finish_reason": c.finish_reason}
+                yield {"text": c.text, "completion_tokens": len(c.token_ids or ()), "finish_reason": c.finish_reason,
+                       "cached_tokens": int(getattr(out, "num_cached_tokens", 0) or 0)}
         except EngineDeadError as exc:
             raise EngineDead(f"EngineDeadError: {exc}") from exc
 

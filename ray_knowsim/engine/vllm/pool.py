@@ -56,9 +56,17 @@ def to_response(d: dict[str, Any]) -> ChatResponse:
 
 
 def _actor_gone(exc: BaseException) -> bool:
+    """The actor died under the call (it may be restarting)."""
     import ray.exceptions
 
     return isinstance(exc, ray.exceptions.RayActorError)
+
+
+def _restarting(exc: BaseException) -> bool:
+    """Ray answers calls to a restarting actor at once with ActorUnavailableError (no queueing)."""
+    import ray.exceptions
+
+    return isinstance(exc, ray.exceptions.ActorUnavailableError)
 
 
 class VLLMActorModel:
@@ -129,10 +137,11 @@ class VLLMActorModel:
             except asyncio.TimeoutError:
                 break
             except Exception as exc:  # noqa: BLE001
-                gone = gone + 1 if _actor_gone(exc) else 0
+                # restarting (or its dying engine still answering): wait; died for good: 3 in a row
+                gone = gone + 1 if _actor_gone(exc) and not _restarting(exc) else 0
                 if gone >= 3:  # dead and not coming back (restarts used up)
                     break
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(1.0)
         self._dead.add(idx)
 
 
