@@ -248,21 +248,19 @@ def _placement(cfg: RunConfig) -> Any:
     shared = [getattr(cfg.roles, r).model for r in ("user_sim", "extractor", "judge") if getattr(cfg.roles, r) is not None]
     conds = [(cfg.condition_name(c), c.assistant or cfg.roles.assistant.model or "") for c in cfg.conditions]
     try:
-        vplan = plan_placement(vmodels, [k for k in shared if k], conds, nodes_from_ray(ray.nodes()))
+        return plan_placement(vmodels, [k for k in shared if k], conds, nodes_from_ray(ray.nodes()))
     except PlacementError as exc:
         raise PlacementFailed(f"placement: {exc}") from exc
-    vplan.models = vmodels  # type: ignore[attr-defined]
-    return vplan
 
 
 def plan_only(cfg: RunConfig, address: str | None = None) -> str:
     """The placement and group order ``run`` would use, as text; starts no engine (``run --plan``)."""
-    plan, *_ , inputs = prepare(cfg)
+    plan, *_, inputs = prepare(cfg)
     with ray_session(address, cfg, quiet=True):
         vplan = _placement(cfg)
     if vplan.grouped:
         plan = Plan(cfg, inputs, vplan.condition_groups())
-    lines = [vplan.render(vplan.models)]
+    lines = [vplan.render()]
     lines.append(f"sessions {plan.n_sessions} in {plan.n_shards} shards (shard_size {plan.shard_size})")
     for g, conds in enumerate(plan.condition_groups):
         shards = [k for k in range(plan.n_shards) if plan.shard_group(k) == g]

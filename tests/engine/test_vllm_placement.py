@@ -56,7 +56,7 @@ def test_groups_when_the_assistants_do_not_fit_together():
     # conditions of one assistant stay together; every group = the role models + its assistants
     assert p.condition_groups() == [["ca", "ca2"], ["cc", "cd"], ["cb"]]
     assert [g.models for g in p.groups] == [["sim", "a"], ["sim", "c", "d"], ["sim", "b"]]
-    assert "3 groups" in p.render(models)
+    assert "3 groups" in p.render()
 
 
 def test_plan_cuts_shards_by_condition_group():

@@ -138,6 +138,7 @@ class PlacementPlan:
     groups: list[Group]
     shared: list[str]  # self-hosted role models running for the whole run
     nodes: list[Node]
+    models: dict[str, VLLMModelConfig] = field(default_factory=dict)
 
     @property
     def grouped(self) -> bool:
@@ -146,7 +147,8 @@ class PlacementPlan:
     def condition_groups(self) -> list[list[str]]:
         return [g.conditions for g in self.groups]
 
-    def render(self, models: Mapping[str, VLLMModelConfig]) -> str:
+    def render(self) -> str:
+        models = self.models
         lines = [f"cluster: {_capacity(self.nodes)}"]
         if not models:
             lines.append("no self-hosted (vllm) models: nothing to place")
@@ -174,7 +176,7 @@ def plan_placement(models: Mapping[str, VLLMModelConfig], shared: Sequence[str],
     all_slots = fit(models, nodes)
     if all_slots is not None:
         return PlacementPlan([Group([c for c, _ in conditions], sorted({a for _, a in conditions if a in models}),
-                                    list(models), all_slots)], [k for k in models if k in shared], nodes)
+                                    list(models), all_slots)], [k for k in models if k in shared], nodes, dict(models))
     shared_models = {k: models[k] for k in models if k in shared}
     if fit(shared_models, nodes) is None:
         raise PlacementError(f"the role models {_describe(shared_models)} do not fit together on this cluster ({_capacity(nodes)})")
@@ -197,7 +199,7 @@ def plan_placement(models: Mapping[str, VLLMModelConfig], shared: Sequence[str],
             if trial is None:
                 raise PlacementError(f"assistant {a} does not fit next to the role models {list(shared_models)} ({_capacity(nodes)})")
             groups.append(Group(list(conds), list(extra), list(shared_models) + extra, trial))
-    return PlacementPlan(groups, list(shared_models), nodes)
+    return PlacementPlan(groups, list(shared_models), nodes, dict(models))
 
 
 __all__ = ["Group", "Node", "PlacementError", "PlacementPlan", "Slot", "fit", "nodes_from_ray", "plan_placement"]
