@@ -174,7 +174,9 @@ class VLLMPool:
             from ray.util.placement_group import placement_group
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-            bundles = [{"CPU": cfg.num_cpus}] + [{"GPU": 1.0} for _ in range(cfg.tp)]
+            # bundle 0 hosts the engine actor (Ray refuses an empty bundle), the others one GPU
+            # worker each: vLLM's Ray executor finds them through the captured placement group
+            bundles = [{"CPU": cfg.num_cpus or 0.01}] + [{"GPU": 1.0} for _ in range(cfg.tp)]
             pg = placement_group(bundles, strategy="PACK" if cfg.multi_node else "STRICT_PACK",
                                  name=f"{cfg.actor_name(index)}-pg")
             self._pgs.append(pg)
