@@ -5,7 +5,7 @@ no engine started); secrets of a vLLM entry never in the run directory."""
 
 from __future__ import annotations
 
-import os
+import time
 from pathlib import Path
 
 import pytest
@@ -158,3 +158,36 @@ def test_secrets_of_a_vllm_entry_never_reach_the_run_directory(ray_8_gpus, tmp_p
     assert "HF_TOKEN" in manifest and "KNOWSIM_TEST_HUB_TOKEN" in manifest and "<redacted>" in manifest
     # every pool was shut down at the end of the run
     assert [a for a in ray.util.list_named_actors(all_namespaces=True) if "vllm-" in str(a)] == []
+
+
+def test_tensor_parallel_and_fractional_pools_reserve_and_release_gpus(ray_8_gpus):
+    """Placement groups for tp 2 (one CPU bundle for the actor + one GPU bundle per worker) and
+    half-GPU replicas, with the fake engine: GPUs are reserved while up and all back after shutdown."""
+    import ray.cloudpickle
+
+    from ray_knowsim.engine.vllm.pool import VLLMPool
+    from tests.engine import vllm_fakes
+
+    ray = ray_8_gpus
+    ray.cloudpickle.register_pickle_by_value(vllm_fakes)
+    pools = [VLLMPool(VLLMModelConfig(model="/fake/tp2", num_gpus=2, replicas=2, num_cpus=0)),
+             VLLMPool(VLLMModelConfig(model="/fake/half", num_gpus=0.5, replicas=2, num_cpus=0))]
+    try:
+        for p in pools:
+            p.actor_class = vllm_fakes.FakeEngineActor
+            p.start()
+        for p in pools:
+            assert len(p.wait_ready(120)) == 2
+        assert len(pools[0]._pgs) == 2 and pools[1]._pgs == []
+        deadline = time.monotonic() + 30
+        while ray.available_resources().get("GPU", 0) != 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ray.available_resources().get("GPU", 0) == 3  # 8 - 2 x 2 (tp) - 2 x 0.5
+    finally:
+        for p in pools:
+            p.shutdown()
+        ray.cloudpickle.unregister_pickle_by_value(vllm_fakes)
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get("GPU", 0) != 8 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray.available_resources().get("GPU", 0) == 8
