@@ -62,7 +62,10 @@ def main() -> None:
     fig: dict = {"load_avg_start": os.getloadavg()[0]}
     import ray
 
-    ray.init(address="local", num_cpus=2, object_store_memory=256 * 2**20, include_dashboard=False, logging_level="WARNING",
+    # 4 logical CPUs on the 2-core machine: Serve LLM's CPU mode reserves the replica's CPU on top of
+    # its engine bundle ({"CPU": 1} -> 2) and the OpenAI ingress replica takes 1 more; with 2 the
+    # app waits forever for resources (seen: no error, no log line).
+    ray.init(address="local", num_cpus=4, object_store_memory=256 * 2**20, include_dashboard=False, logging_level="WARNING",
              log_to_driver=False, runtime_env={"env_vars": ENV})
     t = time.perf_counter()
     from ray import serve
