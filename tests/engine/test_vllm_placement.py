@@ -107,8 +107,12 @@ def test_paper_benchmark_vllm_is_planned_on_8_gpus_without_starting_engines(ray_
     assert len(assistants) == 9 and all(cfg.models[a].backend == "vllm" for a in assistants)
     vplan = _placement(cfg)
     assert vplan.grouped and sorted(c for g in vplan.condition_groups() for c in g) == sorted(cfg.condition_name(c) for c in cfg.conditions)
+    role_slots = None
     for g in vplan.groups:  # each group fits on the 8 GPUs, with the simulator and the judge in it
         assert {"simulator", "judge"} <= set(g.models)
+        mine = sorted((s.model, s.gpus) for s in g.slots if s.model in ("simulator", "judge"))
+        assert role_slots in (None, mine)  # the role models keep their GPUs from group to group
+        role_slots = mine
         used: dict[int, float] = {}
         for s in g.slots:
             for gpu in s.gpus:

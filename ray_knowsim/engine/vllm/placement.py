@@ -103,11 +103,14 @@ def _place_one(key: str, r: int, cfg: VLLMModelConfig, nodes: list[Node]) -> Slo
     return None
 
 
-def fit(models: Mapping[str, VLLMModelConfig], nodes: Sequence[Node]) -> list[Slot] | None:
-    """Place every replica of ``models`` on fresh ``nodes`` (largest first); None if they do not fit."""
+def fit(models: Mapping[str, VLLMModelConfig], nodes: Sequence[Node], first: Sequence[str] = ()) -> list[Slot] | None:
+    """Place every replica of ``models`` on fresh ``nodes``; None if they do not fit. The ``first``
+    keys (the role models, up for the whole run) go first, so they land on the same GPUs in every
+    group's fit, as they do on the cluster; then the rest, largest first."""
     state = [n.fresh() for n in nodes]
     order = sorted(((k, r) for k, m in models.items() for r in range(m.replicas)),
-                   key=lambda kr: (-models[kr[0]].whole_gpus(), -models[kr[0]].num_gpus, -models[kr[0]].num_cpus, kr))
+                   key=lambda kr: (kr[0] not in first, -models[kr[0]].whole_gpus(), -models[kr[0]].num_gpus,
+                                   -models[kr[0]].num_cpus, kr))
     slots = []
     for k, r in order:
         s = _place_one(k, r, models[k], state)
@@ -173,12 +176,12 @@ def plan_placement(models: Mapping[str, VLLMModelConfig], shared: Sequence[str],
     for k, m in models.items():
         if fit({k: m}, nodes) is None:
             raise PlacementError(f"model {k} ({_describe({k: m})}) does not fit on this cluster ({_capacity(nodes)})")
-    all_slots = fit(models, nodes)
+    all_slots = fit(models, nodes, shared)
     if all_slots is not None:
         return PlacementPlan([Group([c for c, _ in conditions], sorted({a for _, a in conditions if a in models}),
                                     list(models), all_slots)], [k for k in models if k in shared], nodes, dict(models))
     shared_models = {k: models[k] for k in models if k in shared}
-    if fit(shared_models, nodes) is None:
+    if fit(shared_models, nodes, shared) is None:
         raise PlacementError(f"the role models {_describe(shared_models)} do not fit together on this cluster ({_capacity(nodes)})")
     by_assistant: dict[str, list[str]] = {}
     for c, a in conditions:
@@ -187,7 +190,7 @@ def plan_placement(models: Mapping[str, VLLMModelConfig], shared: Sequence[str],
     for a, conds in by_assistant.items():
         extra = [a] if a in models and a not in shared_models else []
         for g in groups:
-            trial = fit({**shared_models, **{k: models[k] for k in g.assistants + extra}}, nodes)
+            trial = fit({**shared_models, **{k: models[k] for k in g.assistants + extra}}, nodes, shared)
             if trial is not None:
                 g.assistants += extra
                 g.models += extra
@@ -195,7 +198,7 @@ def plan_placement(models: Mapping[str, VLLMModelConfig], shared: Sequence[str],
                 g.slots = trial
                 break
         else:
-            trial = fit({**shared_models, **{k: models[k] for k in extra}}, nodes)
+            trial = fit({**shared_models, **{k: models[k] for k in extra}}, nodes, shared)
             if trial is None:
                 raise PlacementError(f"assistant {a} does not fit next to the role models {list(shared_models)} ({_capacity(nodes)})")
             groups.append(Group(list(conds), list(extra), list(shared_models) + extra, trial))
