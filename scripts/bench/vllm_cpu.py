@@ -90,6 +90,9 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--skip-kill", action="store_true")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                    help="OMP_NUM_THREADS of the engine (vLLM otherwise drops its engine core to 1 thread; with the "
+                         "'uni' executor the model runs there)")
     ap.add_argument("--repeats", type=int, default=2, help="(a) and (b) run this many times, interleaved; best of each")
     args = ap.parse_args()
     import ray
@@ -101,9 +104,9 @@ def main() -> None:
     ray.init(address="local", num_cpus=2, object_store_memory=256 * 2**20, include_dashboard=False,
              logging_level="WARNING", log_to_driver=False)
     cfg = VLLMModelConfig(model=model_dir(), served_name="smollm2", num_cpus=1, dtype="bfloat16", max_model_len=1024,
-                          enforce_eager=True, seed=0, env=dict(CPU_ENV), engine_kwargs={"distributed_executor_backend": "uni"},
+                          enforce_eager=True, seed=0, env={**CPU_ENV, "OMP_NUM_THREADS": str(args.threads)}, engine_kwargs={"distributed_executor_backend": "uni"},
                           max_restarts=2, restart_wait_s=900)
-    figures: dict = {"load_avg_start": os.getloadavg()[0], "cpus": os.cpu_count()}
+    figures: dict = {"load_avg_start": os.getloadavg()[0], "cpus": os.cpu_count(), "engine_threads": args.threads}
     pool = VLLMPool(cfg)
     t = time.perf_counter()
     pool.start()
