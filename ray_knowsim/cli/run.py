@@ -28,13 +28,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="call no model, write no session: estimate requests, tokens, cost and wall time into RUN_DIR/estimate.json")
     p.add_argument("--from-run", default=None, metavar="DIR",
                    help="with --dry-run: take completion lengths, turns and latencies from this earlier run directory")
+    p.add_argument("--plan", action="store_true",
+                   help="print where the self-hosted models go and the condition-group order, then exit (starts no engine)")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     from ray_knowsim.engine.config import ConfigError, load_run_config
     from ray_knowsim.engine.manifest import ManifestMismatch
-    from ray_knowsim.engine.runner import RunError, run
+    from ray_knowsim.engine.runner import RunError, plan_only, run
 
     try:
         cfg = load_run_config(args.config, overrides=args.overrides)
@@ -51,6 +53,13 @@ def main(args: argparse.Namespace) -> int:
             print(f"ray-knowsim run --dry-run: {exc}", file=sys.stderr)
             return 2
         print("\n".join(summary_lines(est)) + f"\nestimate in {path}", flush=True)
+        return 0
+    if args.plan:
+        try:
+            print(plan_only(cfg, address=args.address), flush=True)
+        except RunError as exc:
+            print(f"ray-knowsim run --plan: {exc}", file=sys.stderr)
+            return 2
         return 0
     try:
         outcome = run(cfg, address=args.address, output=args.output, quiet=args.quiet,

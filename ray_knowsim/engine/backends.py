@@ -28,6 +28,9 @@ class BuildContext:
     wait_s: float = 900
     # Called after every model is built (e.g. wait for engine pools that start in parallel).
     after: list[Callable[[], None]] = field(default_factory=list)
+    # The driver's running engine pools by model key: reused across condition groups, filled by
+    # builders that start one, shut down by the runner in a ``finally``.
+    pools: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,10 @@ class Backend:
     operational: frozenset[str] = frozenset()
     # Whether identical requests may be answered from the run's response cache.
     cacheable: bool = True
-    # The NAME of the environment variable holding the entry's API key (never its value).
-    secret_env: Callable[[Any], str | None] = lambda entry: None
+    # The NAME(S) of the environment variables the entry needs (API key, hub token), never values.
+    secret_env: Callable[[Any], str | list[str] | None] = lambda entry: None
+    # Further names of secret settings to record in the manifest (``(entry, key) -> names``).
+    secret_names: Callable[[Any, str], list[str]] = lambda entry, key: []
     # A test double (answers from facts handed to it, not a real model): reports say so on top.
     double: bool = False
 
@@ -57,7 +62,8 @@ def register_backend(
     *,
     operational: set[str] | frozenset[str] = frozenset(),
     cacheable: bool = True,
-    secret_env: Callable[[Any], str | None] | None = None,
+    secret_env: Callable[[Any], str | list[str] | None] | None = None,
+    secret_names: Callable[[Any, str], list[str]] | None = None,
     double: bool = False,
 ) -> Callable[[Callable[[Any, BuildContext], ChatModel]], Callable[[Any, BuildContext], ChatModel]]:
     """``@register_backend("name", MyEntry)`` on ``def build(entry, ctx) -> ChatModel``."""
@@ -67,7 +73,7 @@ def register_backend(
             name,
             # a price changes what a run costs, never what it answers: always out of the hash
             Backend(name, entry, build, frozenset(operational) | ALWAYS_OPERATIONAL, cacheable,
-                    secret_env or (lambda e: None), double),
+                    secret_env or (lambda e: None), secret_names or (lambda e, k: []), double),
         )
         return build
 

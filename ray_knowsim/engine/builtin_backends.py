@@ -36,12 +36,22 @@ def build_http(entry: HTTPModelEntry, ctx: BuildContext) -> ChatModel:
     return OpenAICompatibleModel(hcfg, limiter=make_limiter(hcfg.limiter_name, hcfg.rate_limits()))
 
 
-@register_backend("vllm", VLLMModelEntry, operational={"replicas", "lifetime", "max_batch_requests", "num_cpus", "env"})
+@register_backend(
+    "vllm",
+    VLLMModelEntry,
+    operational={"replicas", "num_cpus", "env", "max_restarts", "request_retries", "restart_wait_s",
+                 "max_concurrent_requests", "gpu_memory_utilization", "multi_node"},
+    secret_env=lambda entry: list(entry.secret_env),
+    secret_names=lambda entry, key: [f"models.{key}.{n}" if n.startswith("engine_kwargs.") else n for n in entry.secret_names()],
+)  # fmt: skip
 def build_vllm(entry: VLLMModelEntry, ctx: BuildContext) -> ChatModel:
-    """A named pool of vLLM engine actors (started here; every pool is awaited after all start)."""
-    from ray_knowsim.llm.vllm_backend import VLLMActorModel, get_or_create_vllm_pool, wait_pool_ready
+    """A pool of vLLM async-engine actors, started here (all pools start in parallel and are
+    awaited after every model is built) or reused from the driver's running pools."""
+    from ray_knowsim.engine.vllm.pool import VLLMPool
 
-    vcfg = entry.vllm_config()
-    actors = get_or_create_vllm_pool(vcfg)
-    ctx.after.append(lambda: wait_pool_ready(actors, timeout_s=ctx.wait_s))
-    return VLLMActorModel(vcfg, actors)
+    pool = ctx.pools.get(ctx.key)
+    if pool is None:
+        pool = ctx.pools[ctx.key] = VLLMPool(entry.vllm_config())
+        pool.start()
+        ctx.after.append(lambda: pool.wait_ready(timeout_s=ctx.wait_s))
+    return pool.model()

@@ -80,10 +80,19 @@ def used_model_keys(cfg: RunConfig) -> dict[str, None]:
     return keys
 
 
+def _required_env(entry: Any) -> list[str]:
+    value = BACKENDS.get(entry.backend).secret_env(entry)
+    return [value] if isinstance(value, str) else [n for n in (value or ()) if n]
+
+
 def secret_env_names(cfg: RunConfig) -> list[str]:
-    """Names (never values) of the environment variables holding API keys."""
-    names = {BACKENDS.get(m.backend).secret_env(m) for m in cfg.models.values()}
-    return sorted(n for n in names if n)
+    """Names (never values) of the environment variables holding secrets (API keys, hub tokens)
+    and of the secret-looking settings of model entries (e.g. engine arguments), for the manifest."""
+    names: set[str] = set()
+    for key, m in cfg.models.items():
+        names.update(_required_env(m))
+        names.update(BACKENDS.get(m.backend).secret_names(m, key))
+    return sorted(names)
 
 
 def check_secrets(cfg: RunConfig) -> list[str]:
@@ -91,9 +100,9 @@ def check_secrets(cfg: RunConfig) -> list[str]:
     errors = []
     for key in used_model_keys(cfg):
         m = cfg.models[key]
-        env = BACKENDS.get(m.backend).secret_env(m)
-        if env and not os.environ.get(env, "").strip():
-            errors.append(f"models.{key}.api_key_env: environment variable {env} is not set")
+        for env in _required_env(m):
+            if not os.environ.get(env, "").strip():
+                errors.append(f"models.{key}: environment variable {env} is not set")
     return errors
 
 
@@ -116,17 +125,19 @@ def test_double_roles(cfg: RunConfig) -> list[str]:
 
 def build_models(
     cfg: RunConfig, graphs: Mapping[str, IUGraph], cache_dir: str | None, *, wait_s: float = 900,
-    keys: Iterable[str] | None = None,
+    keys: Iterable[str] | None = None, pools: dict[str, Any] | None = None,
 ) -> ModelSet:
-    """Create the used models (or only ``keys``) with their registered backends' builders.
-    Needs Ray for backends that start actors (limiters, engine pools)."""
+    """Create the used models (or only ``keys``: one condition group of a grouped run) with their
+    registered backends' builders. Needs Ray for backends that start actors (limiters, engine
+    pools). ``pools``: the driver's running engine pools by key, reused when present and filled
+    with the ones started here (the caller shuts them down, in a ``finally``)."""
     models: dict[str, ChatModel] = {}
     cacheable: set[str] = set()
     after: list = []
     for key in (used_model_keys(cfg) if keys is None else keys):
         entry = cfg.models[key]
         backend = BACKENDS.get(entry.backend)
-        ctx = BuildContext(key=key, graphs=graphs, wait_s=wait_s, after=after)
+        ctx = BuildContext(key=key, graphs=graphs, wait_s=wait_s, after=after, pools=pools if pools is not None else {})
         models[key] = backend.build(entry, ctx)
         if backend.cacheable:
             cacheable.add(key)
@@ -140,4 +151,15 @@ def build_models(
     return ModelSet(models, roles, assistants, cacheable if cfg.engine.llm_cache else set(), cache_dir)
 
 
-__all__ = ["ModelSet", "build_models", "check_secrets", "model_backends", "secret_env_names", "test_double_roles", "used_model_keys"]
+def shutdown_pools(pools: dict[str, Any], keys: Iterable[str] | None = None) -> dict[str, Any]:
+    """Shut down (and forget) the named pools, or all; never raises. Returns each one's report."""
+    reports = {}
+    for key in list(pools) if keys is None else [k for k in keys if k in pools]:
+        try:
+            reports[key] = pools.pop(key).shutdown()
+        except Exception as exc:  # noqa: BLE001 - shutting down the rest matters more than one failure
+            reports[key] = f"shutdown failed: {type(exc).__name__}"
+    return reports
+
+
+__all__ = ["ModelSet", "build_models", "check_secrets", "model_backends", "secret_env_names", "shutdown_pools", "test_double_roles", "used_model_keys"]

@@ -94,9 +94,15 @@ def load_inputs(cfg: RunConfig) -> Inputs:
 
 
 class Plan:
-    """The run's sessions and shards, computed from the config and the loaded inputs."""
+    """The run's sessions and shards, computed from the config and the loaded inputs.
 
-    def __init__(self, cfg: RunConfig, inputs: Inputs) -> None:
+    ``condition_groups`` (from the placement plan, when the run's self-hosted models do not all fit
+    on the cluster at once) orders the sessions group by group and keeps every shard inside one
+    group, so the runner can start and stop the groups' models in turn. Without it there is one
+    group of all conditions: the plain order below.
+    """
+
+    def __init__(self, cfg: RunConfig, inputs: Inputs, condition_groups: list[list[str]] | None = None) -> None:
         self.run_seed = cfg.seed
         self.levels = list(cfg.levels)
         self.conditions = [
@@ -108,24 +114,50 @@ class Plan:
         self.units: list[tuple[str, Item]] = [(t, it) for t in inputs.items for it in inputs.items[t]]
         self.graphs = inputs.graphs
         self.init_caches = inputs.init_caches
-        self._per_unit = len(self.levels) * len(self.conditions) * self.trials
+        names = [c.name for c in self.conditions]
+        groups = condition_groups or [names]
+        flat = [c for g in groups for c in g]
+        if sorted(flat) != sorted(names) or len(set(flat)) != len(flat):
+            raise ValueError(f"condition groups {groups} must list every condition {names} exactly once")
+        self.condition_groups = [list(g) for g in groups]
+        # per group: (first session, sessions, condition indexes, first shard, shards)
+        self._blocks: list[tuple[int, int, list[int], int, int]] = []
+        first_session = first_shard = 0
+        for g in groups:
+            idx = [names.index(c) for c in g]
+            n = len(self.units) * len(self.levels) * len(idx) * self.trials
+            shards = math.ceil(n / self.shard_size)
+            self._blocks.append((first_session, n, idx, first_shard, shards))
+            first_session += n
+            first_shard += shards
 
     @property
     def n_sessions(self) -> int:
-        return len(self.units) * self._per_unit
+        return sum(b[1] for b in self._blocks)
 
     @property
     def n_shards(self) -> int:
-        return math.ceil(self.n_sessions / self.shard_size)
+        return sum(b[4] for b in self._blocks)
+
+    def shard_group(self, index: int) -> int:
+        """Which condition group shard ``index`` belongs to."""
+        for g, (_, _, _, first, n) in enumerate(self._blocks):
+            if first <= index < first + n:
+                return g
+        raise IndexError(index)
 
     def _coords(self, i: int) -> tuple[str, Item, str, Condition, int]:
         if not 0 <= i < self.n_sessions:
             raise IndexError(i)
-        unit, rest = divmod(i, self._per_unit)
-        lvl, rest = divmod(rest, len(self.conditions) * self.trials)
+        for start, n, idx, _, _ in self._blocks:
+            if i < start + n:
+                break
+        per_unit = len(self.levels) * len(idx) * self.trials
+        unit, rest = divmod(i - start, per_unit)
+        lvl, rest = divmod(rest, len(idx) * self.trials)
         cnd, trial = divmod(rest, self.trials)
         task, item = self.units[unit]
-        return task, item, self.levels[lvl], self.conditions[cnd], trial
+        return task, item, self.levels[lvl], self.conditions[idx[cnd]], trial
 
     def session_id(self, i: int) -> str:
         task, item, level, cond, trial = self._coords(i)
@@ -157,8 +189,9 @@ class Plan:
         return copy.deepcopy(hit) if hit is not None else None
 
     def shard_range(self, index: int) -> range:
-        start = index * self.shard_size
-        return range(start, min(start + self.shard_size, self.n_sessions))
+        start, n, _, first, _ = self._blocks[self.shard_group(index)]
+        lo = start + (index - first) * self.shard_size
+        return range(lo, min(lo + self.shard_size, start + n))
 
     def shard_session_ids(self, index: int) -> list[str]:
         return [self.session_id(i) for i in self.shard_range(index)]
@@ -193,6 +226,7 @@ class Plan:
             "levels": self.levels,
             "conditions": [c.name for c in self.conditions],
             "trials": self.trials,
+            **({"condition_groups": self.condition_groups} if len(self.condition_groups) > 1 else {}),
         }
 
 

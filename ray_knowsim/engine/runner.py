@@ -25,7 +25,16 @@ from typing import Any, Iterator
 
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.manifest import close_manifest, open_manifest
-from ray_knowsim.engine.models import ModelSet, build_models, check_secrets, model_backends, secret_env_names, test_double_roles
+from ray_knowsim.engine.models import (
+    ModelSet,
+    build_models,
+    check_secrets,
+    model_backends,
+    secret_env_names,
+    shutdown_pools,
+    test_double_roles,
+    used_model_keys,
+)
 from ray_knowsim.engine.plan import Plan, load_inputs
 from ray_knowsim.engine.progress import Counts, Display, progress_actor
 from ray_knowsim.engine.results import Marker, RunDir
@@ -207,7 +216,13 @@ def run(
     outcome = RunOutcome(run_dir.root, run_id, config_hash, plan.n_sessions, 0, 0, skipped, len(todo))
     status = "failed"
     try:
-        with ray_session(address, cfg, quiet):
+        with ray_session(address, cfg, quiet), _pools() as pools:
+            vplan = _placement(cfg)  # before anything starts: raises when a model cannot be placed
+            if vplan.grouped:  # shards ordered and cut by condition group; pools start/stop per group
+                plan = Plan(cfg, inputs, vplan.condition_groups())
+                todo, already_ok, skipped = pending_work(plan, committed)
+                display.already, display.n_shards, display.shards_done = already_ok, plan.n_shards, skipped
+                outcome.skipped_shards, outcome.ran_shards = skipped, len(todo)
             if todo:
                 display.log(f"run {run_id}: {plan.n_sessions} sessions in {plan.n_shards} shards; "
                             f"{skipped} shards committed before, {len(todo)} to run -> {run_dir.root}")
@@ -215,14 +230,13 @@ def run(
                 if unseen:
                     raise RunError(f"the run directory {run_dir.root} is not visible from nodes {unseen}: workers write "
                                    "their results there, so it must be on storage every node mounts (see docs/cluster.md)")
-                models = build_models(cfg, inputs.graphs, str(run_dir.cache), wait_s=900)
-                outcome.incomplete, outcome.llm = _fan_out(cfg, plan, run_dir, models, make_context(cfg, run_id, config_hash), todo, display)
+                outcome.incomplete, outcome.llm = _run_groups(cfg, plan, inputs, run_dir, make_context(cfg, run_id, config_hash),
+                                                              todo, display, pools)
             else:
-                models = None
                 display.log(f"run {run_id}: all {plan.n_shards} shards already committed -> {run_dir.root}")
             if cfg.roles.judge is not None and run_dir.markers(config_hash):
                 # the judges are a stage of their own over the committed transcripts (engine/scoring.py)
-                scored = score_run(cfg, run_dir.root, models=models, inputs=inputs)
+                scored = score_run(cfg, run_dir.root, inputs=inputs, pools=pools)  # a running judge pool is reused
                 outcome.llm = {**outcome.llm, **scored.llm}  # the judge's calls are this invocation's too
                 outcome.scores = {"name": scored.name, "scored_shards": scored.scored_shards,
                                   "skipped_shards": scored.skipped_shards, "judge_errors": scored.n_errors, "llm": scored.llm}
@@ -255,6 +269,80 @@ def run(
 
         show(outcome.tables, display.console)
     return outcome
+
+
+class PlacementFailed(RunError):
+    """The run's self-hosted models cannot be placed on this cluster."""
+
+
+def _placement(cfg: RunConfig) -> Any:
+    """Place the run's vLLM models on the connected cluster (see engine/vllm/placement.py)."""
+    import ray
+
+    from ray_knowsim.engine.config import VLLMModelEntry
+    from ray_knowsim.engine.vllm.placement import PlacementError, nodes_from_ray, plan_placement
+
+    used = used_model_keys(cfg)
+    vmodels = {k: cfg.models[k].vllm_config() for k in used if isinstance(cfg.models[k], VLLMModelEntry)}
+    shared = [getattr(cfg.roles, r).model for r in ("user_sim", "extractor", "judge") if getattr(cfg.roles, r) is not None]
+    conds = [(cfg.condition_name(c), c.assistant or cfg.roles.assistant.model or "") for c in cfg.conditions]
+    try:
+        return plan_placement(vmodels, [k for k in shared if k], conds, nodes_from_ray(ray.nodes()))
+    except PlacementError as exc:
+        raise PlacementFailed(f"placement: {exc}") from exc
+
+
+def plan_only(cfg: RunConfig, address: str | None = None) -> str:
+    """The placement and group order ``run`` would use, as text; starts no engine (``run --plan``)."""
+    plan, *_, inputs = prepare(cfg)
+    with ray_session(address, cfg, quiet=True):
+        vplan = _placement(cfg)
+    if vplan.grouped:
+        plan = Plan(cfg, inputs, vplan.condition_groups())
+    lines = [vplan.render()]
+    lines.append(f"sessions {plan.n_sessions} in {plan.n_shards} shards (shard_size {plan.shard_size})")
+    for g, conds in enumerate(plan.condition_groups):
+        shards = [k for k in range(plan.n_shards) if plan.shard_group(k) == g]
+        lines.append(f"  group {g}: shards {shards[0]}..{shards[-1]} ({len(shards)}), conditions {conds}" if shards else
+                     f"  group {g}: no shards")
+    return "\n".join(lines)
+
+
+@contextmanager
+def _pools() -> Iterator[dict[str, Any]]:
+    """The driver's engine pools by model key; every one is shut down (engines, GPU memory,
+    placement groups) however the run ends."""
+    pools: dict[str, Any] = {}
+    try:
+        yield pools
+    finally:
+        shutdown_pools(pools)
+
+
+def _run_groups(cfg: RunConfig, plan: Plan, inputs: Any, run_dir: RunDir, ctx: ShardContext,
+                todo: list[tuple[int, set[str] | None, Marker | None]], display: Display,
+                pools: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+    """Run the shards group by group; the engine pools a group needs are started before it and
+    the ones it does not need are stopped (the role models' pools stay up across groups)."""
+    from ray_knowsim.llm.accounting import Accounting
+
+    incomplete: dict[str, str] = {}
+    acc = Accounting()
+    by_name = {c.name: c for c in plan.conditions}
+    roles = {getattr(cfg.roles, r).model for r in ("user_sim", "extractor", "judge") if getattr(cfg.roles, r) is not None}
+    for g, conds in enumerate(plan.condition_groups):
+        work = [t for t in todo if plan.shard_group(t[0]) == g]
+        if not work:
+            continue
+        keys = roles | {by_name[c].assistant for c in conds}
+        if len(plan.condition_groups) > 1:
+            display.log(f"group {g}/{len(plan.condition_groups)}: conditions {conds}; models {sorted(keys)}")
+            shutdown_pools(pools, [k for k in list(pools) if k not in keys])
+        models = build_models(cfg, inputs.graphs, str(run_dir.cache), wait_s=900, keys=keys, pools=pools)
+        inc, llm = _fan_out(cfg, plan, run_dir, models, ctx, work, display)
+        incomplete.update(inc)
+        acc.merge(Accounting.from_dict(llm))
+    return incomplete, acc.to_dict()
 
 
 def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx: ShardContext,

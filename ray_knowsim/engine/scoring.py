@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.config.base import ConfigError, format_errors
 from ray_knowsim.engine.config.models import validate_model_entries
-from ray_knowsim.engine.models import ModelSet, build_models
+from ray_knowsim.engine.models import ModelSet, build_models, shutdown_pools
 from ray_knowsim.engine.plan import load_inputs
 from ray_knowsim.engine.results import RunDir
 from ray_knowsim.llm.accounting import Accounting
@@ -96,6 +96,7 @@ def score_run(
     judges: Sequence[str] = DEFAULT_JUDGES,
     models: ModelSet | None = None,
     inputs: Any = None,
+    pools: dict[str, Any] | None = None,
 ) -> ScoreOutcome:
     """Judge every committed shard of ``run_dir`` not yet scored under ``name`` (default: the
     judge's model key). Ray must be running when the judge's backend starts actors."""
@@ -121,7 +122,11 @@ def score_run(
         return out
     inputs = inputs if inputs is not None else load_inputs(cfg)
     if models is None or key not in models.models:
-        models = build_models(cfg, inputs.graphs, str(rd.cache), keys=[key])
+        own_pools = pools is None  # pools this call starts are its to shut down
+        pools = {} if pools is None else pools
+        models = build_models(cfg, inputs.graphs, str(rd.cache), keys=[key], pools=pools)
+    else:
+        own_pools, pools = False, {}
     items = {item_key(task, it.id): it for task, its in inputs.items.items() for it in its}
     accounting = Accounting()
     model = models.model(key, accounting)
@@ -145,7 +150,11 @@ def score_run(
         if close is not None:
             await close()
 
-    asyncio.run(judge_all())
+    try:
+        asyncio.run(judge_all())
+    finally:
+        if own_pools:
+            shutdown_pools(pools)
     out.llm = accounting.to_dict()
     out.seconds = time.perf_counter() - t0
     return out

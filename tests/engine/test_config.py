@@ -88,7 +88,7 @@ def test_validate_config_prints_the_resolved_config(tmp_path, capsys):
 
 
 RUN_CONFIGS = ("demo.yaml", "paper_benchmark.yaml", "strategy_arm_math.yaml", "strategy_arm_expertqa.yaml",
-               "model_arm_math.yaml", "model_arm_expertqa.yaml")
+               "model_arm_math.yaml", "model_arm_expertqa.yaml", "paper_benchmark_vllm.yaml")
 
 
 def test_shipped_run_configs_validate(monkeypatch):

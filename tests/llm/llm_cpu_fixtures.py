@@ -172,31 +172,32 @@ def llm_ray() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def vllm_cpu_config(smollm2_dir: Path):
-    from ray_knowsim.llm.vllm_backend import VLLMModelConfig
+    from ray_knowsim.engine.vllm.config import VLLMModelConfig
 
     return VLLMModelConfig(
         model=str(smollm2_dir), served_name=SERVED_MODEL_NAME, num_gpus=0, num_cpus=1,
         dtype="bfloat16", max_model_len=MAX_MODEL_LEN, enforce_eager=True, seed=0,
         replicas=1,
-        # One process instead of three (actor -> engine core -> worker): starts faster on a busy
-        # 2-core machine and leaves no orphan when the actor is killed.
-        env={**CPU_ENGINE_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+        # Two processes instead of three (actor -> engine core, the model runs in the core): starts
+        # faster on a busy 2-core machine. The async engine always runs its core in a process.
+        env=dict(CPU_ENGINE_ENV),
         engine_kwargs={"distributed_executor_backend": "uni"},
     )
 
 
 @pytest.fixture(scope="session")
 def vllm_cpu_pool(llm_ray: None, vllm_cpu_config) -> Iterator[list]:
-    """The engine actor pool (one CPU replica), started and ready; killed at session end."""
-    from ray_knowsim.llm.vllm_backend import get_or_create_vllm_pool, kill_vllm_pool, wait_pool_ready
-
+    """The engine actor pool (one CPU replica), started and ready; shut down at session end."""
     import ray
 
+    from ray_knowsim.engine.vllm.pool import VLLMPool
+
     t0 = time.perf_counter()
-    actors = get_or_create_vllm_pool(vllm_cpu_config)
+    pool = VLLMPool(vllm_cpu_config)
+    actors = pool.start()
     try:
         try:
-            info = wait_pool_ready(actors, timeout_s=SERVER_READY_TIMEOUT_S)
+            info = pool.wait_ready(timeout_s=SERVER_READY_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:
             pytest.fail(f"vLLM actor not ready after {SERVER_READY_TIMEOUT_S:.0f} s "
                         "(raise RAY_KNOWSIM_VLLM_READY_TIMEOUT on a busy machine)")
@@ -204,4 +205,4 @@ def vllm_cpu_pool(llm_ray: None, vllm_cpu_config) -> Iterator[list]:
         yield actors
     finally:
         if ray.is_initialized():
-            kill_vllm_pool(vllm_cpu_config)
+            pool.shutdown()

@@ -46,9 +46,6 @@ PEERS = {
     ("report", "compare"),  # the report's who-beats-whom matrix is compare's analysis
 }
 RAY_ALLOWED = {"engine", "sweep", "cli"}
-# TEMPORARY: the limiter and the vLLM engine actors still live in llm/ while they move to engine/
-# (issues 11a/11b). The lead removes these two lines when those moves merge.
-RAY_ALLOWLIST = {"ray_knowsim/llm/vllm_backend.py"}
 
 
 def product_modules() -> list[Path]:
@@ -154,17 +151,9 @@ def test_ray_is_imported_only_by_the_orchestration():
     bad = []
     for path in all_files():
         rel = str(path.relative_to(ROOT))
-        if package_of(path) in RAY_ALLOWED or rel in RAY_ALLOWLIST:
+        if package_of(path) in RAY_ALLOWED:
             continue
         for module, line in imported(path):
             if module == "ray" or module.startswith("ray."):
                 bad.append(f"{rel}:{line} imports {module}")
     assert not bad, "Ray outside engine/sweep/cli:\n" + "\n".join(bad)
-
-
-def test_the_allowlist_is_still_needed():
-    """An allowlisted file that no longer imports Ray (or is gone) must leave the allowlist."""
-    for rel in RAY_ALLOWLIST:
-        path = ROOT / rel
-        if path.is_file():
-            assert any(m == "ray" or m.startswith("ray.") for m, _ in imported(path)), f"{rel} no longer needs the allowlist"

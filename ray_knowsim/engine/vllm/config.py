@@ -1,0 +1,176 @@
+"""How to start one self-hosted model: engine arguments, placement, replicas, chat and sampling
+options. Pure pydantic (no Ray, no vLLM), so configs validate anywhere.
+
+Secrets: ``secret_env`` names variables of the driver's environment whose values reach only the
+engine actor (as its constructor argument, never its runtime_env); ``env`` values and secret-looking ``engine_kwargs`` values (a hub token) are sent to the
+engine actor as constructor arguments only; every serialisation meant for people or files
+(``model_dump()`` without the ``secrets`` context: manifests, logs, ``--plan``) shows the names
+with the value replaced by :data:`REDACTED`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, field_serializer, model_validator
+
+REDACTED = "<redacted>"
+# engine_kwargs keys whose values are never recorded (tokens, keys, passwords)
+SECRET_KEY = re.compile(r"(token|secret|password|passwd|api[_-]?key|credential|auth)", re.IGNORECASE)
+# Environment variables that tune the engine and are safe to show (everything else is masked).
+PUBLIC_ENV = re.compile(r"^(VLLM_[A-Z0-9_]*|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE|DO_NOT_TRACK|OMP_NUM_THREADS|CUDA_VISIBLE_DEVICES|NCCL_[A-Z0-9_]*)$")
+SECRETS_CONTEXT = {"secrets": True}  # model_dump(context=SECRETS_CONTEXT): the actor's payload
+
+
+def _secret_env(name: str, value: str) -> bool:
+    return not PUBLIC_ENV.match(name) or bool(SECRET_KEY.search(name))
+
+
+class VLLMModelConfig(BaseModel):
+    """One self-hosted model: a pool of ``replicas`` Ray actors, each owning one vLLM async engine."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    model: str  # local HF model dir or a hub name (hub only where the cluster can reach it)
+    served_name: str | None = None  # name in caches/results; default "vllm:<model dir basename>"
+    # GPUs per replica. Below 1: a share of one GPU (several small models on one device; set
+    # gpu_memory_utilization to the same share). 1 or more: whole GPUs = tensor_parallel_size.
+    num_gpus: float = Field(0, ge=0)
+    tensor_parallel_size: int | None = Field(None, ge=1)  # default: max(1, num_gpus)
+    multi_node: bool = False  # tensor-parallel workers may span nodes (vLLM's Ray executor)
+    num_cpus: float = Field(1.0, ge=0)  # Ray CPUs reserved per replica (the actor)
+    max_model_len: int | None = Field(None, ge=16)  # default: the model's own context length
+    dtype: str = "auto"
+    seed: int = 0
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)  # default 0.9, or num_gpus if < 1
+    enable_prefix_caching: bool = True  # every turn re-sends the same growing conversation
+    enforce_eager: bool = False  # True on CPU / in tests: skips graph capture, starts faster
+    replicas: int = Field(1, ge=1)
+    max_restarts: int = Field(2, ge=0)  # Ray restarts of a dead engine actor
+    request_retries: int = Field(2, ge=0)  # re-sends of a request whose replica died (seeded: same answer)
+    restart_wait_s: float = Field(900, gt=0)  # how long a caller waits for a restarting replica
+    max_concurrent_requests: int = Field(4096, ge=1)  # in-flight generate calls per actor
+    # Parity with `vllm serve`: the model's generation_config.json supplies the sampling defaults
+    # (top_p, top_k, repetition_penalty, ...) a request does not set; "vllm" = vLLM's neutral ones.
+    generation_config: str = "auto"
+    # Chat template options, passed to apply_chat_template (thinking off for reasoning models).
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=lambda: {"enable_thinking": False})
+    # Structured decoding: compact JSON (no free whitespace between tokens), the guard against
+    # models that loop on whitespace inside a JSON grammar. "any" = the grammar's default.
+    json_whitespace: Literal["compact", "any"] = "compact"
+    structured_backend: Literal["xgrammar", "guidance"] = "xgrammar"
+    env: dict[str, str] = Field(default_factory=dict)  # set in the actor before vLLM starts
+    # Names of the driver's environment variables to hand to the engine (a hub token): the values
+    # are read when the pool starts and travel only as the actor's constructor argument.
+    secret_env: list[str] = Field(default_factory=list)
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict)  # passed through to AsyncEngineArgs
+
+    @model_validator(mode="after")
+    def _check_gpus(self) -> "VLLMModelConfig":
+        g = self.num_gpus
+        if g > 1 and not float(g).is_integer():
+            raise ValueError(f"num_gpus {g}: above 1 it must be a whole number (tensor-parallel workers hold whole GPUs)")
+        if self.tensor_parallel_size and self.tensor_parallel_size > 1:
+            if g < 1:
+                raise ValueError("tensor_parallel_size > 1 needs num_gpus >= 1 (one whole GPU per worker)")
+            if int(g) != self.tensor_parallel_size:
+                raise ValueError(f"num_gpus {g} != tensor_parallel_size {self.tensor_parallel_size}: each worker holds one GPU")
+        if self.multi_node and self.tp == 1:
+            raise ValueError("multi_node needs tensor_parallel_size > 1")
+        return self
+
+    @field_serializer("env")
+    def _ser_env(self, env: dict[str, str], info: SerializationInfo) -> dict[str, str]:
+        if isinstance(info.context, dict) and info.context.get("secrets"):
+            return dict(env)
+        return {k: (REDACTED if _secret_env(k, v) else v) for k, v in env.items()}
+
+    @field_serializer("engine_kwargs")
+    def _ser_kwargs(self, kwargs: dict[str, Any], info: SerializationInfo) -> dict[str, Any]:
+        if isinstance(info.context, dict) and info.context.get("secrets"):
+            return dict(kwargs)
+        return {k: (REDACTED if SECRET_KEY.search(k) else v) for k, v in kwargs.items()}
+
+    # ------------------------------------------------------------------ derived
+
+    @property
+    def name(self) -> str:
+        return self.served_name or f"vllm:{os.path.basename(self.model.rstrip('/')) or self.model}"
+
+    @property
+    def tp(self) -> int:
+        return self.tensor_parallel_size or max(1, int(self.num_gpus))
+
+    @property
+    def fractional(self) -> bool:
+        return 0 < self.num_gpus < 1
+
+    def secret_values(self) -> list[str]:
+        """Values that must never be written anywhere (for tests and log scrubbing)."""
+        vals = [v for k, v in self.env.items() if _secret_env(k, v)]
+        vals += [str(v) for k, v in self.engine_kwargs.items() if SECRET_KEY.search(k)]
+        return [v for v in vals if v]
+
+    def secret_names(self) -> list[str]:
+        return sorted(list(self.secret_env) + [k for k, v in self.env.items() if _secret_env(k, v)]
+                      + [f"engine_kwargs.{k}" for k in self.engine_kwargs if SECRET_KEY.search(k)])
+
+    def engine_args(self) -> dict[str, Any]:
+        """Keyword arguments for vLLM's ``AsyncEngineArgs`` (secrets included: actor only)."""
+        args: dict[str, Any] = dict(
+            model=self.model,
+            tensor_parallel_size=self.tp,
+            dtype=self.dtype,
+            seed=self.seed,
+            enable_prefix_caching=self.enable_prefix_caching,
+            enforce_eager=self.enforce_eager,
+            generation_config=self.generation_config,
+            structured_outputs_config={"backend": self.structured_backend,
+                                       "disable_any_whitespace": self.json_whitespace == "compact"},
+        )
+        if self.served_name:
+            args["served_model_name"] = self.served_name
+        if self.num_gpus > 0:
+            args["gpu_memory_utilization"] = self.gpu_memory_utilization or (self.num_gpus if self.fractional else 0.9)
+        if self.tp > 1:
+            args["distributed_executor_backend"] = "ray"  # workers in the actor's placement group
+        if self.max_model_len is not None:
+            args["max_model_len"] = self.max_model_len
+        args.update(self.engine_kwargs)
+        return args
+
+    def serve_flags(self) -> list[str]:
+        """The `vllm serve` flags that make an OpenAI endpoint sample like our actor (docs, smoke)."""
+        a = self.engine_args()
+        flags = [a["model"], "--dtype", str(a["dtype"]), "--seed", str(a["seed"]),
+                 "--tensor-parallel-size", str(a["tensor_parallel_size"]),
+                 "--generation-config", a["generation_config"],
+                 "--structured-outputs-config", json.dumps(a["structured_outputs_config"], separators=(",", ":"))]
+        if "max_model_len" in a:
+            flags += ["--max-model-len", str(a["max_model_len"])]
+        if self.chat_template_kwargs:
+            flags += ["--default-chat-template-kwargs", json.dumps(self.chat_template_kwargs, separators=(",", ":"))]
+        return flags
+
+    def pool_key(self) -> str:
+        """Stable id of everything that shapes an engine (not replica count or restart policy)."""
+        blob = self.model_dump(mode="json", context=SECRETS_CONTEXT,
+                               exclude={"replicas", "max_restarts", "request_retries", "restart_wait_s", "max_concurrent_requests"})
+        return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:10]
+
+    def actor_name(self, index: int) -> str:
+        return f"vllm-{self.pool_key()}-{index}"
+
+    def gpu_share(self) -> float:
+        """GPUs one replica occupies (fractions for shared GPUs)."""
+        return self.num_gpus if self.num_gpus < 1 else float(self.tp)
+
+    def whole_gpus(self) -> int:
+        return 0 if self.num_gpus < 1 else self.tp
+
+
+__all__ = ["REDACTED", "SECRETS_CONTEXT", "VLLMModelConfig"]

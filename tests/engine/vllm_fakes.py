@@ -1,0 +1,121 @@
+"""Test doubles for the vLLM engine actor: an engine with the actor's ``Engine`` shape, an actor
+class that runs it (so Ray pools can be tested without vLLM), and handle-like fake actors."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ray_knowsim.engine.vllm.actor import EngineDead, VLLMEngineActor
+
+
+class FakeEngine:
+    """One token per word (+3 for the template); answers the last message upper-cased.
+    ``TEMPLATE_BAD`` breaks the template, ``DIE`` kills the engine; ``hold`` parks requests."""
+
+    def __init__(self, max_model_len: int = 64, default_sampling: dict | None = None):
+        self.max_model_len = max_model_len
+        self.default_sampling = dict(default_sampling or {})
+        self.params: list[dict] = []
+        self.in_flight = 0
+        self.peak = 0
+        self.hold: asyncio.Event | None = None
+        self.closed = False
+
+    def render(self, messages, chat_template_kwargs):
+        text = " ".join(m["content"] for m in messages)
+        if "TEMPLATE_BAD" in text:
+            raise ValueError("template: roles must alternate")
+        return list(range(len(text.split()) + 3))
+
+    async def generate(self, prompt_ids, params, request_id):
+        self.params.append(dict(params, request_id=request_id))
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            if self.hold is not None:
+                await self.hold.wait()
+            await asyncio.sleep(0)
+            if params.get("seed") == -1:
+                raise EngineDead("EngineDeadError: engine core died")
+            yield {"text": f"ok{len(prompt_ids)}", "completion_tokens": 2, "finish_reason": "stop"}
+        finally:
+            self.in_flight -= 1
+
+    def shutdown(self):
+        self.closed = True
+
+
+class EchoEngine(FakeEngine):
+    def render(self, messages, chat_template_kwargs):
+        self._last = messages[-1]["content"]
+        return super().render(messages, chat_template_kwargs)
+
+    async def generate(self, prompt_ids, params, request_id):
+        async for out in super().generate(prompt_ids, params, request_id):
+            yield {**out, "text": request_id.split("~")[0]}
+
+
+class FakeEngineActor(VLLMEngineActor):
+    """The real actor class over :class:`EchoEngine` (answers with the request id)."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg, _engine=EchoEngine(max_model_len=4096))
+
+    async def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+
+class _Method:
+    def __init__(self, fn):
+        self._fn = fn
+
+    def remote(self, *args):
+        return self._fn(*args)
+
+
+class HandleLike:
+    """Mimics a Ray actor handle around a local actor: ``h.method.remote(...)`` is awaitable."""
+
+    def __init__(self, actor: VLLMEngineActor, tag: str = ""):
+        self.actor, self.tag = actor, tag
+        self.generate = _Method(self._generate)
+        self.info = _Method(self._info)
+        self.fail_generate = 0  # raise a Ray actor error on the next n generate calls
+        self.fail_info = 0
+        self.restarting_info = 0  # answer the next n probes "restarting" (ActorUnavailableError)
+        self.calls = 0
+
+    async def _generate(self, req):
+        self.calls += 1
+        if self.fail_generate:
+            self.fail_generate -= 1
+            import ray.exceptions
+
+            raise ray.exceptions.RayActorError()
+        out = await self.actor.generate(req)
+        return {**out, "text": f"{self.tag}:{out['text']}"}
+
+    async def _info(self):
+        if self.restarting_info:
+            self.restarting_info -= 1
+            import ray.exceptions
+
+            raise ray.exceptions.ActorUnavailableError("The actor is restarting.", None)
+        if self.fail_info:
+            self.fail_info -= 1
+            import ray.exceptions
+
+            raise ray.exceptions.RayActorError()
+        return await self.actor.info()
+
+
+def local_actor(engine: FakeEngine | None = None, **cfg: Any) -> VLLMEngineActor:
+    from ray_knowsim.engine.vllm.config import SECRETS_CONTEXT, VLLMModelConfig
+
+    actor = VLLMEngineActor(VLLMModelConfig(model="/m/x", **cfg).model_dump(context=SECRETS_CONTEXT), _engine=engine or FakeEngine())
+    actor.exits = []  # type: ignore[attr-defined]
+    actor._exit = actor.exits.append  # type: ignore[attr-defined]
+    return actor
