@@ -82,7 +82,7 @@ def run_sessions(model: Any, shard: Any, ctx: Any) -> list[Any]:
     from ray_knowsim.sim.types import RoleModels
 
     assistants = {s.assistant_model for s in shard.sessions}
-    models = RoleModels(user_sim=model, extractor=model, assistants={a: model for a in assistants}, judge=model)
+    models = RoleModels(user_sim=model, extractor=model, assistants={a: model for a in assistants})
 
     async def go():
         return [r async for r in run_shard(shard, models, ctx)]
@@ -99,15 +99,39 @@ def recorded_requests(per_role: int = 64) -> tuple[dict[str, list[Any]], dict[st
     off = OfflineModel(name="m")
     off.register_graphs(dict(shard.graphs))
     rec = Recorder(off)
-    run_sessions(rec, shard, ctx)
+    results = run_sessions(rec, shard, ctx)
     by_role: dict[str, list[Any]] = {}
     for req, _ in rec.calls:
         if req.json_schema is not None:
             by_role.setdefault(req.role, []).append(req)
+    by_role["judge"] = judge_requests(shard, results)
     out = {}
     for role, reqs in by_role.items():
         out[role] = [dataclasses.replace(reqs[i % len(reqs)], request_id=f"smoke/{role}/{i}#0:{role}") for i in range(per_role)]
     return out, dict(shard.graphs)
+
+
+def judge_requests(shard: Any, results: list[Any]) -> list[Any]:
+    """The registered judges' requests over the finished transcripts (judging is its own stage)."""
+    from ray_knowsim.score.judges import DEFAULT_JUDGES, JUDGES
+    from ray_knowsim.score.transcripts import Transcript
+    from ray_knowsim.sim.types import request_id, request_seed
+
+    specs = {sp.session_id: sp for sp in shard.sessions}
+    out = []
+    for res in results:
+        s = res.session
+        if s.status != "ok":
+            continue
+        messages = [m for t in res.turns for m in (["user", t.user_message], ["assistant", t.assistant_message])]
+        t = Transcript(session_id=s.session_id, task=s.task, item_id=s.item_id, knowledge_level=s.knowledge_level,
+                       simulator=s.simulator, seed=s.seed, item=shard.item_of(specs[s.session_id]), messages=messages)
+        for name in DEFAULT_JUDGES:
+            judge = JUDGES.get(name)
+            if judge.applies(t):
+                out.append(judge.request(t, seed=request_seed(t.seed, "judge", judge.slot),
+                                         request_id=request_id(t.session_id, "judge", judge.slot)))
+    return out
 
 
 def parses(req: Any, text: str) -> bool:
