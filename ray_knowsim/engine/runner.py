@@ -101,7 +101,9 @@ def model_prices(cfg: RunConfig) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for key, entry in cfg.models.items():
-        price = entry.price if entry.price is not None else (Price.free() if entry.backend == "offline" else None)
+        price = getattr(entry, "price", None)  # a plugin backend's entry may have no price field
+        if price is None and entry.backend == "offline":
+            price = Price.free()
         if price is not None:
             out[key] = price
     return out

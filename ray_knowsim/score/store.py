@@ -202,7 +202,13 @@ class RunScores:
         return table
 
 
+#: count columns: a session without a score spent 0 on them (others stay empty)
+COUNTS = frozenset({"tokens_judge", "prompt_tokens_judge", "completion_tokens_judge", "cached_prompt_tokens_judge", "judge_calls"})
+
+
 def _put(table: pa.Table, name: str, values: Any) -> pa.Table:
+    if name.split("@")[0] in COUNTS:
+        values = pc.fill_null(values, pa.scalar(0, values.type))
     if name in table.column_names:
         i = table.column_names.index(name)
         target = table.schema.field(i)
