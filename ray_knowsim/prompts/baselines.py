@@ -121,7 +121,6 @@ def render_baseline(
         "transcript": format_transcript(pairs, NO_TRANSCRIPT),
         "task_heading": section_or(tpl, f"heading_{item.task}", "Problem"),
         "level_descriptor": section_or(tpl, f"level_{knowledge_level}", NO_LEVEL),
-        "context": "",  # v1 templates keep the slot; the facts travel out of band
     }
     if spec.with_profile:
         if graph is None or initial_states is None:

@@ -10,7 +10,7 @@ from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.outputs import InteractionRating, TerminationJudgement, termination_reasons
 from ray_knowsim.model.items import Item
 from ray_knowsim.prompts.request import build_request
-from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
+from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, Template, load_template
 from ray_knowsim.prompts.views import Transcript, format_numbered_transcript, format_transcript, transcript_pairs
 
 JUDGE_TEMPERATURE = 0.0
@@ -25,6 +25,24 @@ def truncate_exchanges(pairs: list[list[str]], exchanges: int | None) -> list[li
     if exchanges < 1:
         raise ValueError(f"exchanges must be >= 1, got {exchanges}")
     return pairs[: 2 * exchanges]
+
+
+def _judge_request(
+    tpl: Template, values: dict, facts: dict, schema: dict, schema_name: str, seed: int | None, request_id: str
+) -> ChatRequest:
+    """Both judges ask at the same temperature and token limit for one JSON object."""
+    return build_request(
+        tpl,
+        values,
+        facts,
+        role="judge",
+        temperature=JUDGE_TEMPERATURE,
+        max_tokens=JUDGE_MAX_TOKENS,
+        seed=seed,
+        request_id=request_id,
+        schema=schema,
+        schema_name=schema_name,
+    )
 
 
 def render_rater(
@@ -53,20 +71,8 @@ def render_rater(
         "problem": item.question,
         "knowledge_level": knowledge_level or NO_LEVEL,
         "transcript": format_transcript(pairs, ""),
-        "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
-    return build_request(
-        tpl,
-        values,
-        facts,
-        role="judge",
-        temperature=JUDGE_TEMPERATURE,
-        max_tokens=JUDGE_MAX_TOKENS,
-        seed=seed,
-        request_id=request_id,
-        schema=InteractionRating.json_schema(),
-        schema_name="InteractionRating",
-    )
+    return _judge_request(tpl, values, facts, InteractionRating.json_schema(), "InteractionRating", seed, request_id)
 
 
 def render_termination_judge(
@@ -96,17 +102,5 @@ def render_termination_judge(
         "problem": item.question,
         "n_turns": n_turns,
         "numbered_transcript": numbered,
-        "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
-    return build_request(
-        tpl,
-        values,
-        facts,
-        role="judge",
-        temperature=JUDGE_TEMPERATURE,
-        max_tokens=JUDGE_MAX_TOKENS,
-        seed=seed,
-        request_id=request_id,
-        schema=TerminationJudgement.json_schema_for(item.task),
-        schema_name="TerminationJudgement",
-    )
+    return _judge_request(tpl, values, facts, TerminationJudgement.json_schema_for(item.task), "TerminationJudgement", seed, request_id)

@@ -87,7 +87,7 @@ def _user_sim_request(tpl, values: dict, facts: dict, seed: int | None, request_
     """The simulator's request: static system text, per-session then per-turn user text, the UserTurn schema."""
     return build_request(
         tpl,
-        {"context": "", **values},  # v1 templates keep the slot of the old in-prompt block, left empty
+        values,
         facts,
         role="user_sim",
         temperature=USER_SIM_TEMPERATURE,
@@ -246,7 +246,7 @@ def render_assistant(
         raise ValueError("the assistant's transcript must end with a user message")
     tutor = STRATEGIES.get(strategy)
     tpl = tutor.template_for(prompts)
-    values = {"context": ""}  # v1 slot of the old in-prompt block; facts travel out of band
+    values = {}
     if "task_intro" in tpl.placeholders("system"):
         values["task_intro"] = tpl.section(f"task_{item.task}")
     return build_request(
@@ -303,7 +303,6 @@ def render_extractor(
         "user_message": user_message,
         "assistant_message": assistant_message,
         "n_concepts": index.size,
-        "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
     schema, name = signal_report_schema(graph), SignalReport.__name__  # strict, per request
     return build_request(

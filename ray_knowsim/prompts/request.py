@@ -31,8 +31,10 @@ def build_request(
     """System message, then the ``user`` section if the template has one, then ``chat`` messages.
 
     ``values`` may hold more names than the template uses (one renderer serves every prompt set);
-    a name the template needs and ``values`` lacks is an error.
+    a name the template needs and ``values`` lacks is an error. ``context`` is filled empty unless
+    given: v1 templates keep the slot of the old in-prompt block, and the facts travel out of band.
     """
+    values = {"context": "", **values}
     messages = [{"role": "system", "content": tpl.fill("system", values)}]
     if "user" in tpl.sections:
         messages.append({"role": "user", "content": tpl.fill("user", values)})
