@@ -6,11 +6,13 @@ conversation (the first ``exchanges`` user/assistant pairs) for the at-early-sto
 
 from __future__ import annotations
 
+from functools import partial
+
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.outputs import InteractionRating, TerminationJudgement, termination_reasons
 from ray_knowsim.model.items import Item
-from ray_knowsim.prompts.request import build_request
-from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, Template, load_template
+from ray_knowsim.prompts.request import build_request, item_facts
+from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import Transcript, format_numbered_transcript, format_transcript, transcript_pairs
 
 JUDGE_TEMPERATURE = 0.0
@@ -27,22 +29,8 @@ def truncate_exchanges(pairs: list[list[str]], exchanges: int | None) -> list[li
     return pairs[: 2 * exchanges]
 
 
-def _judge_request(
-    tpl: Template, values: dict, facts: dict, schema: dict, schema_name: str, seed: int | None, request_id: str
-) -> ChatRequest:
-    """Both judges ask at the same temperature and token limit for one JSON object."""
-    return build_request(
-        tpl,
-        values,
-        facts,
-        role="judge",
-        temperature=JUDGE_TEMPERATURE,
-        max_tokens=JUDGE_MAX_TOKENS,
-        seed=seed,
-        request_id=request_id,
-        schema=schema,
-        schema_name=schema_name,
-    )
+#: both judges ask at the same temperature and token limit for one JSON object
+_judge_request = partial(build_request, role="judge", temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS)
 
 
 def render_rater(
@@ -61,9 +49,7 @@ def render_rater(
         raise ValueError("the rater needs a non-empty conversation")
     tpl = load_template("rater", prompts)
     facts = {
-        "task": item.task,
-        "item_id": item.id,
-        "problem": item.question,
+        **item_facts(item),
         "knowledge_level": knowledge_level,
         "transcript": pairs,
     }
@@ -72,7 +58,10 @@ def render_rater(
         "knowledge_level": knowledge_level or NO_LEVEL,
         "transcript": format_transcript(pairs, ""),
     }
-    return _judge_request(tpl, values, facts, InteractionRating.json_schema(), "InteractionRating", seed, request_id)
+    schema = InteractionRating.json_schema()
+    return _judge_request(
+        tpl, values, facts, seed=seed, request_id=request_id, schema=schema, schema_name="InteractionRating"
+    )
 
 
 def render_termination_judge(
@@ -90,9 +79,7 @@ def render_termination_judge(
         raise ValueError("the termination judge needs at least one learner message")
     tpl = load_template("termination_judge", prompts)
     facts = {
-        "task": item.task,
-        "item_id": item.id,
-        "problem": item.question,
+        **item_facts(item),
         "n_turns": n_turns,
         "reasons": list(termination_reasons(item.task)),
         "transcript": pairs,
@@ -103,4 +90,7 @@ def render_termination_judge(
         "n_turns": n_turns,
         "numbered_transcript": numbered,
     }
-    return _judge_request(tpl, values, facts, TerminationJudgement.json_schema_for(item.task), "TerminationJudgement", seed, request_id)
+    schema = TerminationJudgement.json_schema_for(item.task)
+    return _judge_request(
+        tpl, values, facts, seed=seed, request_id=request_id, schema=schema, schema_name="TerminationJudgement"
+    )

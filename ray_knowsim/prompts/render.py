@@ -23,7 +23,7 @@ from ray_knowsim.model.outputs import SignalReport, UserTurn, signal_report_sche
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.items import Item
 from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
-from ray_knowsim.prompts.request import build_request, section_or
+from ray_knowsim.prompts.request import build_request, item_facts, section_or
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import (
     ConnectableMode,
@@ -117,9 +117,7 @@ def render_user_first(
     tpl = load_template("user_first", prompts)
     names = learner_names(index, graph, with_ids=tpl.version == "v1")
     facts = {
-        "task": item.task,
-        "item_id": item.id,
-        "problem": item.question,
+        **item_facts(item),
         "turn": 1,
         "density": dens,
         "ius": _iu_rows(index, graph, codes),
@@ -180,9 +178,7 @@ def render_user_turn(
     if stop_hint:
         hints.append(tpl.section("hint_stop"))
     facts = {
-        "task": item.task,
-        "item_id": item.id,
-        "problem": item.question,
+        **item_facts(item),
         "turn": sum(1 for s, _ in pairs if s == "user") + 1,
         "density": dens,
         "articulation_mode": mode,

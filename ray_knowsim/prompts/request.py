@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.model.items import Item
 from ray_knowsim.prompts.templates import Template
 
 
@@ -53,9 +54,14 @@ def build_request(
     )
 
 
+def item_facts(item: Item) -> dict[str, Any]:
+    """The offline facts naming the item, which every learner and judge prompt starts with."""
+    return {"task": item.task, "item_id": item.id, "problem": item.question}
+
+
 def section_or(tpl: Template, key: str, default: str) -> str:
     """A template fragment when this version has it, else ``default`` (older prompt sets)."""
     return tpl.sections.get(key, default)
 
 
-__all__ = ["build_request", "section_or"]
+__all__ = ["build_request", "item_facts", "section_or"]
