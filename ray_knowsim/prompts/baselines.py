@@ -11,12 +11,13 @@ themselves; a judge later places the stop (spec §8.1).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.outputs import BaselineCoTTurn, BaselineTurn
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.items import Item
-from ray_knowsim.prompts.request import build_request, section_or
+from ray_knowsim.prompts.request import build_request, item_facts, section_or
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import (
     StatesLike,
@@ -63,27 +64,12 @@ def baseline_prompt(method: str) -> BaselinePrompt:
     return spec
 
 
-def render_baseline_user(
-    item: Item,
-    method: str,
-    transcript: Transcript = (),
-    *,
-    profile: str = "",
-    graph: IUGraph | None = None,
-    initial_states: StatesLike | None = None,
-    knowledge_level: str | None = None,
-    allow_terminate: bool = True,
-    index: GraphIndex | None = None,
-    seed: int | None = None,
-    request_id: str = "",
-    prompts: str = DEFAULT_PROMPTS,
-) -> ChatRequest:
-    """The baseline learner's next message. Profile baselines need ``graph`` and ``initial_states``."""
-    return render_baseline(
-        item, baseline_prompt(method), transcript, method=method, profile=profile, graph=graph,
-        initial_states=initial_states, knowledge_level=knowledge_level, allow_terminate=allow_terminate,
-        index=index, seed=seed, request_id=request_id, prompts=prompts,
-    )  # fmt: skip
+def render_baseline_user(item: Item, method: str, transcript: Transcript = (), **options: Any) -> ChatRequest:
+    """The baseline learner's next message. Profile baselines need ``graph`` and ``initial_states``.
+
+    ``options`` are :func:`render_baseline`'s keywords; this entry point only looks up the method.
+    """
+    return render_baseline(item, baseline_prompt(method), transcript, method=method, **options)
 
 
 def render_baseline(
@@ -107,9 +93,7 @@ def render_baseline(
     facts = {
         "method": method,
         "thinks": spec.thinks,
-        "task": item.task,
-        "item_id": item.id,
-        "problem": item.question,
+        **item_facts(item),
         "turn": sum(1 for s, _ in pairs if s == "user") + 1,
         "transcript": pairs,
         "allow_terminate": allow_terminate,
@@ -121,7 +105,6 @@ def render_baseline(
         "transcript": format_transcript(pairs, NO_TRANSCRIPT),
         "task_heading": section_or(tpl, f"heading_{item.task}", "Problem"),
         "level_descriptor": section_or(tpl, f"level_{knowledge_level}", NO_LEVEL),
-        "context": "",  # v1 templates keep the slot; the facts travel out of band
     }
     if spec.with_profile:
         if graph is None or initial_states is None:

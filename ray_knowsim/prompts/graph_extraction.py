@@ -64,7 +64,6 @@ def render_graph_extraction(
         "reference_answer": item.reference_answer or NO_REFERENCE,
         "field": field,
         "suffix": "" if attempt == "normal" else "\n" + tpl.section(f"suffix_{attempt}") + "\n",
-        "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
     if temperature is None:
         temperature = GRAPH_TEMPERATURE if attempt == "normal" else GRAPH_RETRY_TEMPERATURE

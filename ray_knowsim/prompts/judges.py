@@ -6,10 +6,12 @@ conversation (the first ``exchanges`` user/assistant pairs) for the at-early-sto
 
 from __future__ import annotations
 
+from functools import partial
+
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.outputs import InteractionRating, TerminationJudgement, termination_reasons
 from ray_knowsim.model.items import Item
-from ray_knowsim.prompts.request import build_request
+from ray_knowsim.prompts.request import build_request, item_facts
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import Transcript, format_numbered_transcript, format_transcript, transcript_pairs
 
@@ -25,6 +27,10 @@ def truncate_exchanges(pairs: list[list[str]], exchanges: int | None) -> list[li
     if exchanges < 1:
         raise ValueError(f"exchanges must be >= 1, got {exchanges}")
     return pairs[: 2 * exchanges]
+
+
+#: both judges ask at the same temperature and token limit for one JSON object
+_judge_request = partial(build_request, role="judge", temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS)
 
 
 def render_rater(
@@ -43,9 +49,7 @@ def render_rater(
         raise ValueError("the rater needs a non-empty conversation")
     tpl = load_template("rater", prompts)
     facts = {
-        "task": item.task,
-        "item_id": item.id,
-        "problem": item.question,
+        **item_facts(item),
         "knowledge_level": knowledge_level,
         "transcript": pairs,
     }
@@ -53,19 +57,10 @@ def render_rater(
         "problem": item.question,
         "knowledge_level": knowledge_level or NO_LEVEL,
         "transcript": format_transcript(pairs, ""),
-        "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
-    return build_request(
-        tpl,
-        values,
-        facts,
-        role="judge",
-        temperature=JUDGE_TEMPERATURE,
-        max_tokens=JUDGE_MAX_TOKENS,
-        seed=seed,
-        request_id=request_id,
-        schema=InteractionRating.json_schema(),
-        schema_name="InteractionRating",
+    schema = InteractionRating.json_schema()
+    return _judge_request(
+        tpl, values, facts, seed=seed, request_id=request_id, schema=schema, schema_name="InteractionRating"
     )
 
 
@@ -84,9 +79,7 @@ def render_termination_judge(
         raise ValueError("the termination judge needs at least one learner message")
     tpl = load_template("termination_judge", prompts)
     facts = {
-        "task": item.task,
-        "item_id": item.id,
-        "problem": item.question,
+        **item_facts(item),
         "n_turns": n_turns,
         "reasons": list(termination_reasons(item.task)),
         "transcript": pairs,
@@ -96,17 +89,8 @@ def render_termination_judge(
         "problem": item.question,
         "n_turns": n_turns,
         "numbered_transcript": numbered,
-        "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
-    return build_request(
-        tpl,
-        values,
-        facts,
-        role="judge",
-        temperature=JUDGE_TEMPERATURE,
-        max_tokens=JUDGE_MAX_TOKENS,
-        seed=seed,
-        request_id=request_id,
-        schema=TerminationJudgement.json_schema_for(item.task),
-        schema_name="TerminationJudgement",
+    schema = TerminationJudgement.json_schema_for(item.task)
+    return _judge_request(
+        tpl, values, facts, seed=seed, request_id=request_id, schema=schema, schema_name="TerminationJudgement"
     )

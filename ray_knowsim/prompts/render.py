@@ -23,7 +23,7 @@ from ray_knowsim.model.outputs import SignalReport, UserTurn, signal_report_sche
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.items import Item
 from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
-from ray_knowsim.prompts.request import build_request, section_or
+from ray_knowsim.prompts.request import build_request, item_facts, section_or
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import (
     ConnectableMode,
@@ -87,7 +87,7 @@ def _user_sim_request(tpl, values: dict, facts: dict, seed: int | None, request_
     """The simulator's request: static system text, per-session then per-turn user text, the UserTurn schema."""
     return build_request(
         tpl,
-        {"context": "", **values},  # v1 templates keep the slot of the old in-prompt block, left empty
+        values,
         facts,
         role="user_sim",
         temperature=USER_SIM_TEMPERATURE,
@@ -117,9 +117,7 @@ def render_user_first(
     tpl = load_template("user_first", prompts)
     names = learner_names(index, graph, with_ids=tpl.version == "v1")
     facts = {
-        "task": item.task,
-        "item_id": item.id,
-        "problem": item.question,
+        **item_facts(item),
         "turn": 1,
         "density": dens,
         "ius": _iu_rows(index, graph, codes),
@@ -180,9 +178,7 @@ def render_user_turn(
     if stop_hint:
         hints.append(tpl.section("hint_stop"))
     facts = {
-        "task": item.task,
-        "item_id": item.id,
-        "problem": item.question,
+        **item_facts(item),
         "turn": sum(1 for s, _ in pairs if s == "user") + 1,
         "density": dens,
         "articulation_mode": mode,
@@ -246,7 +242,7 @@ def render_assistant(
         raise ValueError("the assistant's transcript must end with a user message")
     tutor = STRATEGIES.get(strategy)
     tpl = tutor.template_for(prompts)
-    values = {"context": ""}  # v1 slot of the old in-prompt block; facts travel out of band
+    values = {}
     if "task_intro" in tpl.placeholders("system"):
         values["task_intro"] = tpl.section(f"task_{item.task}")
     return build_request(
@@ -303,7 +299,6 @@ def render_extractor(
         "user_message": user_message,
         "assistant_message": assistant_message,
         "n_concepts": index.size,
-        "context": "",  # v1 slot of the old in-prompt block; facts travel out of band
     }
     schema, name = signal_report_schema(graph), SignalReport.__name__  # strict, per request
     return build_request(

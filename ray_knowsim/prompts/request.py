@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.model.items import Item
 from ray_knowsim.prompts.templates import Template
 
 
@@ -31,8 +32,10 @@ def build_request(
     """System message, then the ``user`` section if the template has one, then ``chat`` messages.
 
     ``values`` may hold more names than the template uses (one renderer serves every prompt set);
-    a name the template needs and ``values`` lacks is an error.
+    a name the template needs and ``values`` lacks is an error. ``context`` is filled empty unless
+    given: v1 templates keep the slot of the old in-prompt block, and the facts travel out of band.
     """
+    values = {"context": "", **values}
     messages = [{"role": "system", "content": tpl.fill("system", values)}]
     if "user" in tpl.sections:
         messages.append({"role": "user", "content": tpl.fill("user", values)})
@@ -51,9 +54,14 @@ def build_request(
     )
 
 
+def item_facts(item: Item) -> dict[str, Any]:
+    """The offline facts naming the item, which every learner and judge prompt starts with."""
+    return {"task": item.task, "item_id": item.id, "problem": item.question}
+
+
 def section_or(tpl: Template, key: str, default: str) -> str:
     """A template fragment when this version has it, else ``default`` (older prompt sets)."""
     return tpl.sections.get(key, default)
 
 
-__all__ = ["build_request", "section_or"]
+__all__ = ["build_request", "item_facts", "section_or"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import replace
-from typing import AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import numpy as np
 
@@ -60,9 +60,19 @@ def _with_settings(request: ChatRequest, ctx: ShardContext, role: str) -> ChatRe
     return replace(request, temperature=settings.temperature, max_tokens=settings.max_tokens)
 
 
+async def _ask_role(
+    model: Any, lives: list[LiveSession], ctx: ShardContext, role: str, render: Callable, parse: Callable, **kwargs: Any
+) -> list[Answer]:
+    """One request per session, with the run's settings for ``role``, asked as one batch.
+
+    Every role's turn asks the same way; only what it renders and how it reads the reply differ.
+    """
+    requests = [_with_settings(render(live), ctx, role) for live in lives]
+    return await ask_batch(model, requests, parse, attempts=_settings(ctx, role).attempts, **kwargs)
+
+
 async def _user_turns(lives: list[LiveSession], models: RoleModels, ctx: ShardContext, turn: int) -> None:
-    requests = []
-    for live in lives:
+    def render(live: LiveSession) -> ChatRequest:
         view = LearnerView(
             item=live.item,
             graph=live.graph,
@@ -79,11 +89,9 @@ async def _user_turns(lives: list[LiveSession], models: RoleModels, ctx: ShardCo
             seed=_seed(live, "user_sim", turn),
             request_id=_rid(live, "user_sim", turn),
         )
-        req = live.simulator.render(view)
-        requests.append(_with_settings(req, ctx, "user_sim"))
-    answers = await ask_batch(
-        models.user_sim, requests, lambda text, i: parse_user_turn(text), attempts=_settings(ctx, "user_sim").attempts
-    )
+        return live.simulator.render(view)
+
+    answers = await _ask_role(models.user_sim, lives, ctx, "user_sim", render, lambda text, i: parse_user_turn(text))
     for live, answer in zip(lives, answers):
         _charge(live, "user_sim", answer)
         if not answer.ok:
@@ -107,23 +115,20 @@ async def _assistant_turns(lives: list[LiveSession], models: RoleModels, ctx: Sh
     for live in lives:
         by_model[live.spec.assistant_model].append(live)
     for key, group in by_model.items():
-        requests = [
-            _with_settings(
-                render_assistant(
-                    live.item,
-                    live.spec.assistant_strategy,
-                    live.transcript,
-                    seed=_seed(live, "assistant", turn),
-                    request_id=_rid(live, "assistant", turn),
-                    prompts=ctx.prompts,
-                ),
-                ctx,
-                "assistant",
-            )
-            for live in group
-        ]
-        answers = await ask_batch(
-            models.assistant(key), requests, _plain_text, attempts=_settings(ctx, "assistant").attempts
+        answers = await _ask_role(
+            models.assistant(key),
+            group,
+            ctx,
+            "assistant",
+            lambda live: render_assistant(
+                live.item,
+                live.spec.assistant_strategy,
+                live.transcript,
+                seed=_seed(live, "assistant", turn),
+                request_id=_rid(live, "assistant", turn),
+                prompts=ctx.prompts,
+            ),
+            _plain_text,
         )
         for live, answer in zip(group, answers):
             _charge(live, "assistant", answer)
@@ -139,30 +144,27 @@ def _plain_text(text: str, index: int) -> ParseResult[str]:
 
 
 async def _extract(lives: list[LiveSession], models: RoleModels, ctx: ShardContext, turn: int) -> list[Answer]:
-    requests = [
-        _with_settings(
-            render_extractor(
-                live.item,
-                live.graph,
-                live.states,
-                live.transcript[:-2],
-                live.transcript[-2][1],
-                live.transcript[-1][1],
-                index=live.index,
-                seed=_seed(live, "extractor", turn),
-                request_id=_rid(live, "extractor", turn),
-                prompts=ctx.prompts,
-            ),
-            ctx,
-            "extractor",
+    def render(live: LiveSession) -> ChatRequest:
+        return render_extractor(
+            live.item,
+            live.graph,
+            live.states,
+            live.transcript[:-2],
+            live.transcript[-2][1],
+            live.transcript[-1][1],
+            index=live.index,
+            seed=_seed(live, "extractor", turn),
+            request_id=_rid(live, "extractor", turn),
+            prompts=ctx.prompts,
         )
-        for live in lives
-    ]
-    answers = await ask_batch(
+
+    answers = await _ask_role(
         models.extractor,
-        requests,
+        lives,
+        ctx,
+        "extractor",
+        render,
         lambda text, i: parse_signal_report(text, lives[i].graph),
-        attempts=_settings(ctx, "extractor").attempts,
         estimates=[extractor_budget(live.index.size) for live in lives],
     )
     for live, answer in zip(lives, answers):

@@ -197,6 +197,13 @@ def metric_ranges(summary: pd.DataFrame, params: list[str], metrics: list[str], 
 # --- plots ---------------------------------------------------------------------------------------
 
 
+def _save(plt, fig, path: Path, dpi: int) -> bool:  # noqa: ANN001
+    """Write the figure and free it (pyplot keeps every open figure); True: the plot was drawn."""
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return True
+
+
 def _plt():
     import matplotlib
 
@@ -229,9 +236,7 @@ def plot_agreement(agree: pd.DataFrame, group_by: list[str], metric: str, path: 
     ax.set_ylim(-1.05, 1.05)
     ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path, 110)
 
 
 def plot_influence(infl: pd.DataFrame, path: Path) -> bool:
@@ -246,9 +251,7 @@ def plot_influence(infl: pd.DataFrame, path: Path) -> bool:
     ax.set_xlabel("spread of mean Kendall tau across the parameter's values")
     ax.set_title(f"what moves the rankings ({df['ranking_metric'].iloc[0]})")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path, 110)
 
 
 def plot_param(param: str, summary: pd.DataFrame, by_group: pd.DataFrame, group_by: list[str], metrics: list[str],
@@ -289,9 +292,7 @@ def plot_param(param: str, summary: pd.DataFrame, by_group: pd.DataFrame, group_
     axes.flat[min(1, len(panels) - 1)].legend(fontsize=6)
     fig.suptitle(param, fontsize=10)
     fig.subplots_adjust(left=0.06, right=0.98, bottom=0.14, top=0.80 if nrows == 1 else 0.88, wspace=0.3, hspace=0.55)
-    fig.savefig(path, dpi=72)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path, 72)
 
 
 def plot_ranges(spans: pd.DataFrame, path: Path) -> bool:
@@ -310,9 +311,7 @@ def plot_ranges(spans: pd.DataFrame, path: Path) -> bool:
     fig.colorbar(im, ax=ax, label="range of means / overall range")
     ax.set_title("metric ranges per parameter", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path, 110)
 
 
 # --- the report ----------------------------------------------------------------------------------

@@ -74,6 +74,13 @@ class RolesConfig(Strict):
         )
 
 
+def _registered(registry: Any, what: str, name: str) -> str:
+    """``name`` when the registry knows it; the error lists what is registered (plugins add more)."""
+    if name not in registry:
+        raise ValueError(f"unknown {what} {name!r}; registered: {registry.names()} (plugins register more)")
+    return name
+
+
 class ConditionConfig(Strict):
     """What is compared: an assistant model with a strategy, talking to a simulator kind."""
 
@@ -87,18 +94,14 @@ class ConditionConfig(Strict):
     def _known_strategy(cls, v: str) -> str:
         from ray_knowsim.strategies import STRATEGIES
 
-        if v not in STRATEGIES:
-            raise ValueError(f"unknown strategy {v!r}; registered: {STRATEGIES.names()} (plugins register more)")
-        return v
+        return _registered(STRATEGIES, "strategy", v)
 
     @field_validator("simulator")
     @classmethod
     def _known_simulator(cls, v: str) -> str:
         from ray_knowsim.simulators import SIMULATORS
 
-        if v not in SIMULATORS:
-            raise ValueError(f"unknown simulator {v!r}; registered: {SIMULATORS.names()} (plugins register more)")
-        return v
+        return _registered(SIMULATORS, "simulator", v)
 
     @property
     def structured(self) -> bool:

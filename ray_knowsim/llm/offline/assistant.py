@@ -93,6 +93,12 @@ class Lesson:
         return ""
 
 
+def _explain(opening: str, ius: list, line: str, closing: str) -> str:
+    """Opening, one paragraph per IU (``line`` formatted with its concept and description), closing."""
+    body = [line.format(concept=iu.concept, description=iu.description) for iu in ius]
+    return "\n\n".join([opening, *body, closing])
+
+
 def teach_comprehensive(lesson: Lesson, rng: random.Random) -> str:
     vocab, covered = lesson.vocab, lesson.covered
     pending = [v for v in vocab.topo if not covered[v]]
@@ -100,12 +106,12 @@ def teach_comprehensive(lesson: Lesson, rng: random.Random) -> str:
     chosen = list(dict.fromkeys(lesson.asked[:2] + pending))[:quota]
     if len(chosen) < 4:  # nearly everything taught: recap the whole solution path again
         chosen = list(dict.fromkeys(chosen + vocab.topo[-(4 - len(chosen)) :]))
-    parts = [lesson.opener + "Here is the complete picture, step by step, including the more advanced points."]
-    for v in chosen:
-        iu = vocab.ius[v]
-        parts.append(f"**{iu.concept}.** {iu.description}")
-    parts.append("Read through each part carefully; together they give the full solution.")
-    return "\n\n".join(parts)
+    return _explain(
+        lesson.opener + "Here is the complete picture, step by step, including the more advanced points.",
+        [vocab.ius[v] for v in chosen],
+        "**{concept}.** {description}",
+        "Read through each part carefully; together they give the full solution.",
+    )
 
 
 def teach_adaptive(lesson: Lesson, rng: random.Random) -> str:
@@ -119,12 +125,12 @@ def teach_adaptive(lesson: Lesson, rng: random.Random) -> str:
         nxt = [v for v in vocab.topo if not covered[v] and lesson.ready(v)]
         targets = nxt[:1] or [vocab.topo[-1]]
     targets = targets[:2]
-    parts = [lesson.opener.strip() or "Let's build on what you already have."]
-    for v in targets:
-        iu = vocab.ius[v]
-        parts.append(f"{iu.concept}: {iu.description}")
-    parts.append("Try the next step with that, and tell me where it stops making sense.")
-    return "\n\n".join(parts)
+    return _explain(
+        lesson.opener.strip() or "Let's build on what you already have.",
+        [vocab.ius[v] for v in targets],
+        "{concept}: {description}",
+        "Try the next step with that, and tell me where it stops making sense.",
+    )
 
 
 def teach_socratic(lesson: Lesson, rng: random.Random) -> str:

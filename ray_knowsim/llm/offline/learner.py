@@ -10,6 +10,11 @@ from typing import Any, Mapping
 from ray_knowsim.llm.offline.words import TOUCH_CONCEPT_AT, _lc, first_sentence, sentences, words
 
 
+def _turn(thought: str, message: str, *, attempt_verify: bool = False, terminate: bool = False) -> dict[str, Any]:
+    """One structured learner turn; every branch of :func:`_user_turn` answers in this shape."""
+    return {"thought": thought, "message": message, "attempt_verify": attempt_verify, "terminate": terminate}
+
+
 def _user_turn(ctx: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
     ius = {row["id"]: row for row in ctx.get("ius", [])}
     concept = {i: row.get("concept") or i for i, row in ius.items()}
@@ -23,12 +28,11 @@ def _user_turn(ctx: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
     allow_terminate = bool(ctx.get("allow_terminate"))
 
     if ctx.get("stop_hint"):
-        return {
-            "thought": "This is too much for me; I want to stop.",
-            "message": "Honestly, this is too much for me at once. I'm lost and I'd like to stop here.",
-            "attempt_verify": False,
-            "terminate": True,
-        }
+        return _turn(
+            "This is too much for me; I want to stop.",
+            "Honestly, this is too much for me at once. I'm lost and I'd like to stop here.",
+            terminate=True,
+        )
     if turn == 1:
         lines = [f"I'm working on this problem: {ctx.get('problem', '')}"]
         if known:
@@ -37,19 +41,17 @@ def _user_turn(ctx: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
             lines.append(f"But I'm confused about {_lc(concept[connectable[0]])} and don't see how to go on. Can you help?")
         else:
             lines.append("But I don't know how to start. Can you help?")
-        return {
-            "thought": f"I know {len(known)} of the ideas; I'm stuck early on.",
-            "message": " ".join(lines),
-            "attempt_verify": False,
-            "terminate": False,
-        }
+        return _turn(
+            f"I know {len(known)} of the ideas; I'm stuck early on.",
+            " ".join(lines),
+        )
     if not connectable and not unaware:
-        return {
-            "thought": "Everything fits together now.",
-            "message": "I think I've got it now: I can put all the steps together and reach the answer myself. Is that right?",
-            "attempt_verify": True,
-            "terminate": allow_terminate,
-        }
+        return _turn(
+            "Everything fits together now.",
+            "I think I've got it now: I can put all the steps together and reach the answer myself. Is that right?",
+            attempt_verify=True,
+            terminate=allow_terminate,
+        )
     lines: list[str] = []
     unaware_names = [set(words(concept[i])) for i in unaware]
 
@@ -90,12 +92,10 @@ def _user_turn(ctx: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
                 )
     else:
         lines.append("I followed that, but I don't see what comes next. I'm a bit lost.")
-    return {
-        "thought": f"Ready to work on {len(connectable)} idea(s); {len(unaware)} still unknown to me.",
-        "message": " ".join(lines),
-        "attempt_verify": False,
-        "terminate": False,
-    }
+    return _turn(
+        f"Ready to work on {len(connectable)} idea(s); {len(unaware)} still unknown to me.",
+        " ".join(lines),
+    )
 
 
 def _baseline_turn(ctx: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from ray_knowsim.llm.parse.json_extract import extract_json
 from ray_knowsim.llm.parse.result import ParseResult, fail, rename, validation_detail
 from ray_knowsim.model.outputs import InteractionRating, TerminationJudgement, termination_reasons
+
+T = TypeVar("T", InteractionRating, TerminationJudgement)
 
 _SCORE_OUT_OF = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:/\s*(\d+(?:\.\d+)?))?\s*%?\s*$")
 
@@ -22,13 +24,32 @@ def _number(value: Any) -> Any:
     return value
 
 
-def parse_rating(text: str | None, *, role: str = "judge") -> ParseResult[InteractionRating]:
+def _json_object(text: str | None, role: str) -> tuple[dict, list[str]] | ParseResult:
+    """The reply as a JSON object with the repairs made to read it, or the failure saying why not.
+
+    Both judges start the same way; only what they rename and check afterwards differs.
+    """
     ext = extract_json(text)
     if ext.error is not None or not isinstance(ext.value, dict):
         kind = "empty" if not (text or "").strip() else "invalid_json"
         return fail(role, kind, ext.error or "the reply is not a JSON object", ext.repairs)
-    data = dict(ext.value)
-    repairs = list(ext.repairs)
+    return dict(ext.value), list(ext.repairs)
+
+
+def _validated(model: type[T], data: dict, repairs: list[str], role: str) -> ParseResult[T]:
+    """``data`` read as ``model``, or ``<role>_invalid_output`` with the validation detail."""
+    try:
+        value = model.model_validate(data)
+    except ValidationError as exc:
+        return fail(role, "invalid_output", validation_detail(exc), repairs, data)
+    return ParseResult(value=value, repairs=tuple(repairs), raw=data)
+
+
+def parse_rating(text: str | None, *, role: str = "judge") -> ParseResult[InteractionRating]:
+    decoded = _json_object(text, role)
+    if isinstance(decoded, ParseResult):
+        return decoded
+    data, repairs = decoded
     rename(data, "quality_score", ("interaction_quality", "quality", "iq"), repairs)
     for key in ("information_calibration", "perceived_overload", "quality_score", "perceived_learning"):
         if key in data:
@@ -38,29 +59,23 @@ def parse_rating(text: str | None, *, role: str = "judge") -> ParseResult[Intera
         if isinstance(v, (int, float)) and 1.0 < v <= 100.0:
             data[key] = v / 100.0
             repairs.append(f"percent_scaled:{key}")
-    try:
-        rating = InteractionRating.model_validate(data)
-    except ValidationError as exc:
-        return fail(role, "invalid_output", validation_detail(exc), repairs, data)
-    return ParseResult(value=rating, repairs=tuple(repairs), raw=data)
+    return _validated(InteractionRating, data, repairs, role)
 
 
 def parse_termination(
     text: str | None, task: str, n_turns: int, *, role: str = "judge"
 ) -> ParseResult[TerminationJudgement]:
     """The baselines' stop point; an ending turn past the last learner message reads as the last."""
-    ext = extract_json(text)
-    if ext.error is not None or not isinstance(ext.value, dict):
-        kind = "empty" if not (text or "").strip() else "invalid_json"
-        return fail(role, kind, ext.error or "the reply is not a JSON object", ext.repairs)
-    data = dict(ext.value)
-    repairs = list(ext.repairs)
+    decoded = _json_object(text, role)
+    if isinstance(decoded, ParseResult):
+        return decoded
+    data, repairs = decoded
     rename(data, "ending_turn", ("end_turn", "judged_end_turn", "stop_turn"), repairs)
     rename(data, "termination_reason", ("reason", "judged_termination_reason"), repairs)
-    try:
-        judgement = TerminationJudgement.model_validate(data)
-    except ValidationError as exc:
-        return fail(role, "invalid_output", validation_detail(exc), repairs, data)
+    checked = _validated(TerminationJudgement, data, repairs, role)
+    if not checked.ok:
+        return checked
+    judgement = checked.value
     allowed = termination_reasons(task)
     if judgement.termination_reason not in allowed:
         detail = f"termination_reason {judgement.termination_reason!r} is not one of {', '.join(allowed)}"
