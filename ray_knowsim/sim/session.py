@@ -208,14 +208,5 @@ def start_session(spec: SessionSpec, item: Item, graph: IUGraph, rules: RuleConf
     tau = capacity(index.size, rules.capacity_ratio, rules.capacity_floor)
     simulator = SIMULATORS.get(spec.simulator)
     profile = simulator.make_profile(spec.knowledge_level, spec.seed) if simulator.make_profile else ""
-    return LiveSession(
-        user_profile=profile,
-        spec=spec,
-        item=item,
-        graph=graph,
-        index=index,
-        tau=tau,
-        initial=initial,
-        states=dict(initial),
-        trajectory=Trajectory(tau=tau, initial=dict(initial)),
-    )
+    trajectory = Trajectory(tau=tau, initial=dict(initial))
+    return LiveSession(spec, item, graph, index, tau, initial, states=dict(initial), trajectory=trajectory, user_profile=profile)
