@@ -179,7 +179,8 @@ class ResponseCache:
             offset = fh.seek(0, os.SEEK_END)
             fh.write(line)
             fh.flush()  # visible to other processes at once; a crash loses only the cache line
-            assert self._writer_path is not None
+            if self._writer_path is None:
+                raise RuntimeError("response cache: no writer file after opening one")
             self._index[key] = (self._writer_path, offset, len(line) - 1)
             self._offsets[self._writer_path] = offset + len(line)
         return True
@@ -260,7 +261,8 @@ class CachedModel:
                 out[i] = answer
         for i, twin in duplicates:
             src = out[twin]
-            assert src is not None
+            if src is None:
+                raise RuntimeError(f"response cache: request {twin} has no answer to share with its duplicate {i}")
             if src.error is None:
                 out[i] = replace(
                     src, usage=Usage(), latency_s=0.0, cached=True,

@@ -565,7 +565,8 @@ class OpenAICompatibleModel:
                 if grant is not None:
                     self._release(grant, None)
 
-        assert last is not None
+        if last is None:  # the loop always runs at least once; a failure here is a bug of ours
+            raise RuntimeError(f"{self.name}: no attempt was made for request {request.request_id!r}")
         log.warning(
             "%s request failed after %d attempt(s): %s (role=%s, id=%s)",
             self.name, attempt, last.reason, request.role, request.request_id,

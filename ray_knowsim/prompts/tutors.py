@@ -42,8 +42,7 @@ class TutorStrategy:
                 return load_template(name, prompts)
             except TemplateError as exc:
                 error = error or exc
-        assert error is not None
-        raise error
+        raise error or TemplateError(f"tutor strategy {self.name!r} names no template")
 
     def offline_path(self) -> str | None:
         """``"module:function"`` of the offline reply: handed to the offline test double in its

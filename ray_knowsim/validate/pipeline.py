@@ -131,5 +131,6 @@ def _coverage(human: HumanDataset, hframe: pd.DataFrame, opts: ValidateOptions, 
     simulators = sorted({k[0] for k in s_sets})
     h_by_sim = {(sim, *k): v for sim in simulators for k, v in h_sets.items()}
     table = coverage_table(h_by_sim, s_sets)
-    assert list(table.columns[: len(CELL_COLS)]) == CELL_COLS
+    if list(table.columns[: len(CELL_COLS)]) != CELL_COLS:
+        raise RuntimeError(f"coverage table columns {list(table.columns)} do not start with {CELL_COLS}")
     return table, notes
