@@ -202,13 +202,7 @@ def write_human(out: Path, plan: dict, participants: int, seed: int, fmt: str = 
             with (out / f"{stem}.jsonl").open("w", encoding="utf-8") as fh:
                 for rec in lines:
                     fh.write(json.dumps(rec) + "\n")
-            wb = openpyxl.Workbook()
-            wb.remove(wb.active)
-            for name, rows in sheets.items():
-                ws = wb.create_sheet(name)
-                for row in rows:
-                    ws.append(row)
-            wb.save(out / f"{stem}.xlsx")
+            _save(out / f"{stem}.xlsx", sheets)
 
 
 def _items_row(correct: int, n: int, rng: random.Random) -> list[int]:
