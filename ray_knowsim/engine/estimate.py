@@ -193,8 +193,11 @@ def completions_from_run(run_dir: str | Path) -> CompletionModel:
     df = (scores.attach(table) if scores.sets else table).to_pandas()
     if df.empty:
         raise ValueError(f"{path}: no session rows")
-    structured = df[df["simulator"] == "structured"]
-    baseline = df[df["simulator"] != "structured"]
+    from ray_knowsim.prompts.learners import SIMULATORS
+
+    kept_state = df["simulator"].map(lambda name: SIMULATORS.get(name).structured)  # plugin simulators too
+    structured = df[kept_state]
+    baseline = df[~kept_state]
     turns = df["turns"].clip(lower=1)
 
     def per(num, den) -> float:  # noqa: ANN001

@@ -8,6 +8,7 @@ from typing import Mapping
 import pyarrow as pa
 
 from ray_knowsim.model.items import Item
+from ray_knowsim.prompts.learners import SIMULATORS
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,8 @@ class Transcript:
 
     @property
     def structured(self) -> bool:
-        return self.simulator == "structured"
+        """Whether the session kept a knowledge state (the simulator registry says, plugins too)."""
+        return SIMULATORS.get(self.simulator).structured
 
     @property
     def n_user(self) -> int:
