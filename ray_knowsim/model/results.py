@@ -9,7 +9,9 @@ IC (the reference's ic_f1), CO (capacity), PO (excess share); ``*_es`` = at the 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, create_model
+
+from ray_knowsim.model.chat import Usage
 
 FAILURE_MODES: tuple[str, ...] = ("redundant", "prereq_blocked", "effective", "overload_wasted", "under_absorbed")
 ROLES: tuple[str, ...] = ("user_sim", "assistant", "extractor", "judge")
@@ -17,9 +19,26 @@ ROLES: tuple[str, ...] = ("user_sim", "assistant", "extractor", "judge")
 LOWER_IS_BETTER: frozenset[str] = frozenset({"co", "po", "co_es", "po_es"})
 #: the metric columns every session row carries (final, then at the early stop)
 SESSION_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience")
+#: token counters kept per role as ``<kind>_<role>`` columns: the total, then prompt / completion /
+#: cached-prompt tokens (new spend; hits of the run's own response cache are free)
+TOKEN_KINDS: tuple[str, ...] = ("tokens", "prompt_tokens", "completion_tokens", "cached_prompt_tokens")
 
 
-class SessionRow(BaseModel):
+def token_columns(role: str) -> dict[str, str]:
+    """``{kind: column}`` for one role, e.g. ``{"prompt_tokens": "prompt_tokens_judge", ...}``."""
+    return {kind: f"{kind}_{role}" for kind in TOKEN_KINDS}
+
+
+def usage_columns(role: str, usage: Usage) -> dict[str, int]:
+    """The role's token columns filled from its summed usage."""
+    values = {"tokens": usage.total, "prompt_tokens": usage.prompt_tokens,
+              "completion_tokens": usage.completion_tokens, "cached_prompt_tokens": usage.cached_prompt_tokens}
+    return {column: values[kind] for kind, column in token_columns(role).items()}
+
+
+class _SessionCore(BaseModel):
+    """Every session column but the per-role token counters, which :data:`SessionRow` adds."""
+
     model_config = ConfigDict(extra="forbid")
     # identity
     run_id: str
@@ -90,27 +109,19 @@ class SessionRow(BaseModel):
     # extractor drift (live runs): normalised (e.g. "iu1" -> "IU1") and refused answers, summed over turns
     extractor_repairs: int = 0
     extractor_refusals: int = 0
-    tokens_user_sim: int = 0
-    tokens_assistant: int = 0
-    tokens_extractor: int = 0
-    tokens_judge: int = 0
     prompt_versions: str = "{}"  # JSON {template: version}
     user_profile: str = ""  # the learner profile a profile baseline was given (drawn from the seed)
-    # per role: prompt / completion / cached-prompt tokens (new spend; cache hits of the run's own
-    # response cache are free), and the session's cost in USD (None: a model has no price)
-    prompt_tokens_user_sim: int = 0
-    completion_tokens_user_sim: int = 0
-    cached_prompt_tokens_user_sim: int = 0
-    prompt_tokens_assistant: int = 0
-    completion_tokens_assistant: int = 0
-    cached_prompt_tokens_assistant: int = 0
-    prompt_tokens_extractor: int = 0
-    completion_tokens_extractor: int = 0
-    cached_prompt_tokens_extractor: int = 0
-    prompt_tokens_judge: int = 0
-    completion_tokens_judge: int = 0
-    cached_prompt_tokens_judge: int = 0
-    cost_usd: float | None = None
+
+
+#: one row per conversation: the core columns, the token counters of every role, then its cost in
+#: USD (None: a model has no price). Generated so that a role added to ROLES gets its columns.
+SessionRow = create_model(
+    "SessionRow",
+    __base__=_SessionCore,
+    __module__=__name__,
+    **{column: (int, 0) for role in ROLES for column in token_columns(role).values()},
+    cost_usd=(float | None, None),
+)
 
 
 class TurnRow(BaseModel):

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.model.chat import Usage
 from ray_knowsim.model.price import Price
+from ray_knowsim.model.results import usage_columns
 from ray_knowsim.score.judges import JUDGES
 from ray_knowsim.score.store import ScoreRow
 from ray_knowsim.score.transcripts import Transcript
@@ -75,9 +76,7 @@ async def judge_transcripts(
         rows.append(
             ScoreRow(
                 session_id=t.session_id, name=name, judge_model=model_key, judges=",".join(judges),
-                judge_error="; ".join(errors[k]) or None, judge_calls=calls[k], tokens_judge=usage[k].total,
-                prompt_tokens_judge=usage[k].prompt_tokens, completion_tokens_judge=usage[k].completion_tokens,
-                cached_prompt_tokens_judge=usage[k].cached_prompt_tokens,
+                judge_error="; ".join(errors[k]) or None, judge_calls=calls[k], **usage_columns("judge", usage[k]),
                 judge_cost_usd=price.cost(usage[k].prompt_tokens, usage[k].completion_tokens, usage[k].cached_prompt_tokens) if price else None,
                 judge_prompt_versions=json.dumps(versions[k], sort_keys=True),
                 extra_json=json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None, **fixed,

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
 from ray_knowsim.io.parquet import arrow_schema, atomic_write_parquet, atomic_write_text, rows_table
+from ray_knowsim.model.results import token_columns
 
 SCORES = "scores"
 
@@ -58,8 +59,8 @@ class ScoreRow(BaseModel):
 SCORE_SCHEMA = arrow_schema(ScoreRow)
 #: score columns that fill the session columns of the same name for the primary set
 FILLED = (
-    "iq", "judge_information_calibration", "judge_perceived_overload", "judge_perceived_learning", "tokens_judge",
-    "prompt_tokens_judge", "completion_tokens_judge", "cached_prompt_tokens_judge",
+    "iq", "judge_information_calibration", "judge_perceived_overload", "judge_perceived_learning",
+    *token_columns("judge").values(),
 )  # fmt: skip
 #: columns added per score set: ``<column>`` for the primary, ``<column>@<name>`` for the others
 ADDED = ("judge_error", "judge_calls", "judge_cost_usd")
@@ -203,7 +204,7 @@ class RunScores:
 
 
 #: count columns: a session without a score spent 0 on them (others stay empty)
-COUNTS = frozenset({"tokens_judge", "prompt_tokens_judge", "completion_tokens_judge", "cached_prompt_tokens_judge", "judge_calls"})
+COUNTS = frozenset({*token_columns("judge").values(), "judge_calls"})
 
 
 def _put(table: pa.Table, name: str, values: Any) -> pa.Table:

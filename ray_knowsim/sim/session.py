@@ -14,7 +14,7 @@ from ray_knowsim.kernels.batch import COUNTER_INDEX
 from ray_knowsim.model.chat import Usage
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index, capacity
 from ray_knowsim.model.items import Item
-from ray_knowsim.model.results import FAILURE_MODES, SessionRow, TurnRow
+from ray_knowsim.model.results import FAILURE_MODES, SessionRow, TurnRow, usage_columns
 from ray_knowsim.model.signals import SignalEntry
 from ray_knowsim.rules.config import RuleConfig
 from ray_knowsim.rules.init_state import ks_to_states, sample_initial_states
@@ -27,7 +27,7 @@ from ray_knowsim.sim.rows import turn_row
 from ray_knowsim.sim.types import SessionSpec, ShardContext
 from ray_knowsim.prompts.learners import SIMULATORS, Simulator
 
-ROLE_COLUMNS = {"user_sim": "tokens_user_sim", "assistant": "tokens_assistant", "extractor": "tokens_extractor"}  # tokens_judge: scores/
+SIMULATION_ROLES = ("user_sim", "assistant", "extractor")  # the judge's tokens: scores/ (ray_knowsim.score)
 
 
 def _c(row: np.ndarray, name: str) -> float:
@@ -180,11 +180,8 @@ class LiveSession:
             "prompt_versions": json.dumps(self.prompt_versions, sort_keys=True),
             "user_profile": self.user_profile,
         }
-        for role, column in ROLE_COLUMNS.items():
-            row[column] = self.usage[role].total if role in self.usage else 0
-            u = self.usage.get(role, Usage())
-            row[f"prompt_tokens_{role}"], row[f"completion_tokens_{role}"] = u.prompt_tokens, u.completion_tokens
-            row[f"cached_prompt_tokens_{role}"] = u.cached_prompt_tokens
+        for role in SIMULATION_ROLES:
+            row.update(usage_columns(role, self.usage.get(role, Usage())))
         role_models = {r: st.model for r, st in ctx.roles.items()} | {"assistant": s.assistant_model}
         row["cost_usd"] = session_cost(self.usage, role_models, ctx.prices)
         if self.structured and self.trajectory is not None and self.trajectory.metrics and self.status != "failed":
