@@ -116,19 +116,8 @@ def render_baseline(
         values["state_json"] = pretty_json(by_label)
         facts["profile"] = profile
         facts["initial_state"] = by_label
-    schema_model = BaselineCoTTurn if spec.thinks else BaselineTurn
-    return build_request(
-        tpl,
-        values,
-        facts,
-        role="user_sim",
-        temperature=BASELINE_TEMPERATURE,
-        max_tokens=BASELINE_MAX_TOKENS,
-        seed=seed,
-        request_id=request_id,
-        schema=schema_model.json_schema(),
-        schema_name=schema_model.__name__,
-    )
+    return build_request(tpl, values, facts, role="user_sim", temperature=BASELINE_TEMPERATURE, max_tokens=BASELINE_MAX_TOKENS,
+                         seed=seed, request_id=request_id, output=BaselineCoTTurn if spec.thinks else BaselineTurn)
 
 
 __all__ = ["BaselinePrompt", "baseline_prompt", "render_baseline", "render_baseline_user"]

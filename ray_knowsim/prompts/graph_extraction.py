@@ -67,15 +67,5 @@ def render_graph_extraction(
     }
     if temperature is None:
         temperature = GRAPH_TEMPERATURE if attempt == "normal" else GRAPH_RETRY_TEMPERATURE
-    return build_request(
-        tpl,
-        values,
-        facts,
-        role="graph_extractor",
-        temperature=temperature,
-        max_tokens=max_tokens,
-        seed=seed,
-        request_id=request_id,
-        schema=GraphExtraction.json_schema(),
-        schema_name="GraphExtraction",
-    )
+    return build_request(tpl, values, facts, role="graph_extractor", temperature=temperature, max_tokens=max_tokens,
+                         seed=seed, request_id=request_id, output=GraphExtraction)

@@ -58,10 +58,7 @@ def render_rater(
         "knowledge_level": knowledge_level or NO_LEVEL,
         "transcript": format_transcript(pairs, ""),
     }
-    schema = InteractionRating.json_schema()
-    return _judge_request(
-        tpl, values, facts, seed=seed, request_id=request_id, schema=schema, schema_name="InteractionRating"
-    )
+    return _judge_request(tpl, values, facts, seed=seed, request_id=request_id, output=InteractionRating)
 
 
 def render_termination_judge(

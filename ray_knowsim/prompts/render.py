@@ -9,14 +9,15 @@ static instructions first (system message), then per-session facts, then the app
 transcript, then per-turn facts, and hands the offline test double its facts out of band (``ChatRequest.offline_facts``), so prefix
 caches reuse as much as possible.
 
-Judges, baselines and graph extraction live in :mod:`.judges`, :mod:`.baselines` and
-:mod:`.graph_extraction`; they are re-exported here.
+Judges, baselines and graph extraction have renderers of their own in :mod:`.judges`,
+:mod:`.baselines` and :mod:`.graph_extraction`.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from dataclasses import dataclass, fields
+from typing import Any, Iterable
 
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.outputs import SignalReport, UserTurn, signal_report_schema
@@ -65,14 +66,6 @@ NO_REFERENCE = "(No reference answer provided.)"
 _MODE_SECTION = {"Explicit": "mode_explicit", "Vague": "mode_vague", "Compliant": "mode_deferential"}
 
 
-def __getattr__(name: str):  # STRATEGIES: the registered names (kept for callers of the old tuple)
-    if name == "STRATEGIES":
-        from ray_knowsim.prompts.tutors import STRATEGIES as registry
-
-        return tuple(registry.names())
-    raise AttributeError(name)
-
-
 def _index(graph: IUGraph, index: GraphIndex | None, item: Item) -> GraphIndex:
     return index if index is not None else build_index(graph, item.id)
 
@@ -83,45 +76,43 @@ def _iu_rows(index: GraphIndex, graph: IUGraph, codes: dict[str, int]) -> list[d
     return [{"id": i, "concept": concepts[i], "state": names[i]} for i in index.ids]
 
 
-def _user_sim_request(tpl, values: dict, facts: dict, seed: int | None, request_id: str) -> ChatRequest:  # noqa: ANN001
+@dataclass(frozen=True)
+class LearnerOptions:
+    """The settings both learner templates take: the opening message and every follow-up."""
+
+    index: GraphIndex | None = None  # the graph's index, when the caller already built it
+    seed: int | None = None
+    request_id: str = ""
+    prompts: str = DEFAULT_PROMPTS  # the prompt set (v1 | v2)
+    connectable: ConnectableMode = "reference"  # which definition of connectable unknowns (spec §12.7)
+
+
+LEARNER_OPTIONS: tuple[str, ...] = tuple(f.name for f in fields(LearnerOptions))
+
+
+def _user_sim_request(tpl, values: dict, facts: dict, opts: LearnerOptions) -> ChatRequest:  # noqa: ANN001
     """The simulator's request: static system text, per-session then per-turn user text, the UserTurn schema."""
-    return build_request(
-        tpl,
-        values,
-        facts,
-        role="user_sim",
-        temperature=USER_SIM_TEMPERATURE,
-        max_tokens=USER_SIM_MAX_TOKENS,
-        seed=seed,
-        request_id=request_id,
-        schema=UserTurn.json_schema(),
-        schema_name=UserTurn.__name__,
-    )
+    return build_request(tpl, values, facts, role="user_sim", temperature=USER_SIM_TEMPERATURE,
+                         max_tokens=USER_SIM_MAX_TOKENS, seed=opts.seed, request_id=opts.request_id, output=UserTurn)
 
 
-def render_user_first(
-    item: Item,
-    graph: IUGraph,
-    states: StatesLike,
-    *,
-    index: GraphIndex | None = None,
-    seed: int | None = None,
-    request_id: str = "",
-    prompts: str = DEFAULT_PROMPTS,
-    connectable: ConnectableMode = "reference",
-) -> ChatRequest:
-    """The simulator's opening message: the four state groups and the density line (spec §12.3, §12.7)."""
-    index = _index(graph, index, item)
+def render_user_first(item: Item, graph: IUGraph, states: StatesLike, **options: Any) -> ChatRequest:
+    """The simulator's opening message: the four state groups and the density line (spec §12.3, §12.7).
+
+    ``options``: the fields of :class:`LearnerOptions`.
+    """
+    opts = LearnerOptions(**options)
+    index = _index(graph, opts.index, item)
     codes = state_codes(index, states)
     dens = density(index, codes)
-    tpl = load_template("user_first", prompts)
+    tpl = load_template("user_first", opts.prompts)
     names = learner_names(index, graph, with_ids=tpl.version == "v1")
     facts = {
         **item_facts(item),
         "turn": 1,
         "density": dens,
         "ius": _iu_rows(index, graph, codes),
-        "connectable": connectable_unknowns(index, codes, (), mode=connectable),
+        "connectable": connectable_unknowns(index, codes, (), mode=opts.connectable),
         "unaware": ids_at(index, codes, UNAWARE),
         "explained": [],
         "transcript": [],
@@ -135,7 +126,7 @@ def render_user_first(
         "struggling": bullet_names(names, ids_at(index, codes, STRUGGLING)),
         "unaware": bullet_names(names, ids_at(index, codes, UNAWARE)),
     }
-    return _user_sim_request(tpl, values, facts, seed, request_id)
+    return _user_sim_request(tpl, values, facts, opts)
 
 
 def render_user_turn(
@@ -148,13 +139,9 @@ def render_user_turn(
     allow_terminate: bool = False,
     stuck_hint: bool = False,
     stop_hint: bool = False,
-    index: GraphIndex | None = None,
-    seed: int | None = None,
-    request_id: str = "",
-    prompts: str = DEFAULT_PROMPTS,
-    connectable: ConnectableMode = "reference",
+    **options: Any,
 ) -> ChatRequest:
-    """A follow-up message (spec §12.3, §12.7, §5).
+    """A follow-up message (spec §12.3, §12.7, §5); ``options``: the fields of :class:`LearnerOptions`.
 
     ``states`` is the state after the previous turn; ``explained`` the record's
     ``explained_concepts`` (labels). The prompt shows the state as ``{label: state}``, the
@@ -162,7 +149,9 @@ def render_user_turn(
     ``"paper"``: prerequisites in place but not yet learned), the unaware list, the density line,
     the guidance of the current articulation mode (v2) and the explained concepts.
     """
-    index = _index(graph, index, item)
+    opts = LearnerOptions(**options)
+    connectable = opts.connectable
+    index = _index(graph, opts.index, item)
     codes = state_codes(index, states)
     pairs = transcript_pairs(transcript)
     explained_list = sorted(set(explained))
@@ -170,7 +159,7 @@ def render_user_turn(
     unaware = ids_at(index, codes, UNAWARE)
     dens = density(index, codes)
     mode = articulation_mode(dens)
-    tpl = load_template("user_turn", prompts)
+    tpl = load_template("user_turn", opts.prompts)
     names = learner_names(index, graph, with_ids=tpl.version == "v1")
     hints = []
     if stuck_hint:
@@ -204,7 +193,7 @@ def render_user_turn(
         "explained": bullet_list(explained_names(index, names, explained_list)),
         "hints": ("\n" + "\n".join(hints) + "\n") if hints else "",
     }
-    return _user_sim_request(tpl, values, facts, seed, request_id)
+    return _user_sim_request(tpl, values, facts, opts)
 
 
 def render_user_sim(
@@ -212,7 +201,7 @@ def render_user_sim(
 ) -> ChatRequest:
     """Opening template for an empty transcript, follow-up template otherwise."""
     if not transcript:
-        kwargs = {k: v for k, v in kwargs.items() if k in ("index", "seed", "request_id", "prompts", "connectable")}
+        kwargs = {k: v for k, v in kwargs.items() if k in LEARNER_OPTIONS}
         return render_user_first(item, graph, states, **kwargs)
     return render_user_turn(item, graph, states, transcript, **kwargs)
 
@@ -245,17 +234,10 @@ def render_assistant(
     values = {}
     if "task_intro" in tpl.placeholders("system"):
         values["task_intro"] = tpl.section(f"task_{item.task}")
-    return build_request(
-        tpl,
-        values,
-        {"strategy": strategy, "task": item.task, "item_id": item.id, "offline_reply": tutor.offline_path()},
-        role="assistant",
-        temperature=ASSISTANT_TEMPERATURE,
-        max_tokens=ASSISTANT_MAX_TOKENS,
-        seed=seed,
-        request_id=request_id,
-        chat=({"role": speaker, "content": text} for speaker, text in pairs),
-    )
+    facts = {"strategy": strategy, "task": item.task, "item_id": item.id, "offline_reply": tutor.offline_path()}
+    return build_request(tpl, values, facts, role="assistant", temperature=ASSISTANT_TEMPERATURE,
+                         max_tokens=ASSISTANT_MAX_TOKENS, seed=seed, request_id=request_id,
+                         chat=({"role": speaker, "content": text} for speaker, text in pairs))
 
 
 def render_extractor(
@@ -300,36 +282,21 @@ def render_extractor(
         "assistant_message": assistant_message,
         "n_concepts": index.size,
     }
-    schema, name = signal_report_schema(graph), SignalReport.__name__  # strict, per request
-    return build_request(
-        tpl,
-        values,
-        facts,
-        role="extractor",
-        temperature=EXTRACTOR_RETRY_TEMPERATURE if retry > 0 else EXTRACTOR_TEMPERATURE,
-        max_tokens=EXTRACTOR_MAX_TOKENS,
-        seed=seed,
-        request_id=request_id,
-        schema=schema,
-        schema_name=name,
-    )
+    temperature = EXTRACTOR_RETRY_TEMPERATURE if retry > 0 else EXTRACTOR_TEMPERATURE
+    return build_request(tpl, values, facts, role="extractor", temperature=temperature, max_tokens=EXTRACTOR_MAX_TOKENS,
+                         seed=seed, request_id=request_id,
+                         schema=signal_report_schema(graph), schema_name=SignalReport.__name__)  # strict, per request
 
-
-from ray_knowsim.prompts.baselines import render_baseline_user  # noqa: E402  (re-export)
-from ray_knowsim.prompts.graph_extraction import render_graph_extraction  # noqa: E402
-from ray_knowsim.prompts.judges import render_rater, render_termination_judge  # noqa: E402
 
 __all__ = [
     "ASSISTANT_TEMPERATURE",
+    "LEARNER_OPTIONS",
     "EXTRACTOR_RETRY_TEMPERATURE",
     "EXTRACTOR_TEMPERATURE",
+    "LearnerOptions",
     "USER_SIM_TEMPERATURE",
     "render_assistant",
-    "render_baseline_user",
     "render_extractor",
-    "render_graph_extraction",
-    "render_rater",
-    "render_termination_judge",
     "render_user_first",
     "render_user_sim",
     "render_user_turn",

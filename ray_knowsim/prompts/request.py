@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.items import Item
+from ray_knowsim.model.outputs import StructuredOutput
 from ray_knowsim.prompts.templates import Template
 
 
@@ -27,6 +28,7 @@ def build_request(
     request_id: str = "",
     schema: Mapping[str, Any] | None = None,
     schema_name: str | None = None,
+    output: type[StructuredOutput] | None = None,
     chat: Iterable[Mapping[str, str]] = (),
 ) -> ChatRequest:
     """System message, then the ``user`` section if the template has one, then ``chat`` messages.
@@ -35,6 +37,8 @@ def build_request(
     a name the template needs and ``values`` lacks is an error. ``context`` is filled empty unless
     given: v1 templates keep the slot of the old in-prompt block, and the facts travel out of band.
     """
+    if output is not None:  # a fixed output model: its schema, under its name
+        schema, schema_name = output.json_schema(), output.__name__
     values = {"context": "", **values}
     messages = [{"role": "system", "content": tpl.fill("system", values)}]
     if "user" in tpl.sections:

@@ -25,16 +25,10 @@ from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.prompts.repair import build_retry
 from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.model.graph import build_index
-from ray_knowsim.prompts.render import (
-    render_assistant,
-    render_baseline_user,
-    render_extractor,
-    render_graph_extraction,
-    render_rater,
-    render_termination_judge,
-    render_user_first,
-    render_user_turn,
-)
+from ray_knowsim.prompts.baselines import render_baseline_user
+from ray_knowsim.prompts.graph_extraction import render_graph_extraction
+from ray_knowsim.prompts.judges import render_rater, render_termination_judge
+from ray_knowsim.prompts.render import render_assistant, render_extractor, render_user_first, render_user_turn
 
 ITEMS = {it.id: it for it in demo_items()}
 GRAPHS = demo_graphs()

@@ -15,16 +15,18 @@ from ray_knowsim.model.graph import build_index
 from ray_knowsim.prompts.graph_extraction import graph_extraction_plan
 from functools import partial
 
+from ray_knowsim.prompts import baselines, judges
+from ray_knowsim.prompts import graph_extraction as G
 from ray_knowsim.prompts import render as R
 from ray_knowsim.prompts.views import density_line
 from ray_knowsim.rules.prerequisites import density
 
 render_assistant = partial(R.render_assistant, prompts="v1")
-render_baseline_user = partial(R.render_baseline_user, prompts="v1")
+render_baseline_user = partial(baselines.render_baseline_user, prompts="v1")
 render_extractor = partial(R.render_extractor, prompts="v1")
-render_graph_extraction = partial(R.render_graph_extraction, prompts="v1")
-render_rater = partial(R.render_rater, prompts="v1")
-render_termination_judge = partial(R.render_termination_judge, prompts="v1")
+render_graph_extraction = partial(G.render_graph_extraction, prompts="v1")
+render_rater = partial(judges.render_rater, prompts="v1")
+render_termination_judge = partial(judges.render_termination_judge, prompts="v1")
 render_user_first = partial(R.render_user_first, prompts="v1")
 render_user_sim = partial(R.render_user_sim, prompts="v1")
 render_user_turn = partial(R.render_user_turn, prompts="v1")
