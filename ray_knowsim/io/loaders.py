@@ -53,19 +53,26 @@ def _read_text(path: Path) -> str:
         raise LoadError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
 
 
-def _decode(text: str, where: str, expected: type, what: str, malformed: Callable[[json.JSONDecodeError], str]) -> Any:
-    """``text`` as JSON of type ``expected``, else a LoadError naming ``where`` and what was wrong."""
+def decode_json(
+    text: str,
+    where: str,
+    expected: type,
+    what: str,
+    malformed: Callable[[json.JSONDecodeError], str],
+    error: type[ValueError] = LoadError,
+) -> Any:
+    """``text`` as JSON of type ``expected``, else ``error`` naming ``where`` and what was wrong."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise LoadError(f"{where}: {malformed(exc)}") from exc
+        raise error(f"{where}: {malformed(exc)}") from exc
     if not isinstance(data, expected):
-        raise LoadError(f"{where}: expected {what}, found a JSON {_json_type(data)}")
+        raise error(f"{where}: expected {what}, found a JSON {_json_type(data)}")
     return data
 
 
 def _read_json(path: Path, expected: type, what: str) -> Any:
-    return _decode(_read_text(path), str(path), expected, f"{what} at the top level",
+    return decode_json(_read_text(path), str(path), expected, f"{what} at the top level",
                    lambda exc: f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})")
 
 
@@ -77,7 +84,7 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
-        row = _decode(line, f"{path}:{lineno}", dict, "a JSON object",
+        row = decode_json(line, f"{path}:{lineno}", dict, "a JSON object",
                       lambda exc: f"malformed JSON line ({exc.msg} at column {exc.colno})")
         yield lineno, row
 

@@ -55,6 +55,7 @@ from typing import Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
+from ray_knowsim.io.loaders import decode_json
 from ray_knowsim.validate.conditions import ARMS, CONDITION_CODES, LEVELS, TASKS, LevelCuts, condition_order, math_kg
 from ray_knowsim.validate.layout import KnowChatLayout, default_layout, name_key
 from ray_knowsim.validate.xlsx import KnowChatFormatError, Sheet, as_number, as_text, blank, read_sheets
@@ -426,12 +427,8 @@ def _read_jsonl(path: Path, ctx: _Ctx) -> list[ConversationRecord]:
             if not line.strip():
                 continue
             where = f"{path.name}, line {line_no}"
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise KnowChatFormatError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(raw, dict):
-                raise KnowChatFormatError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+            raw = decode_json(line, where, dict, "a JSON object",
+                              lambda exc: f"not valid JSON ({exc.msg} at column {exc.colno})", error=KnowChatFormatError)
             rec = _record(raw, where, line_no, ctx)
             key = (rec.prolific_id, rec.session)
             if key in first:
