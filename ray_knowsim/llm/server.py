@@ -115,9 +115,9 @@ def parse_chat_request(body: Any, headers: Any, served_name: str) -> ChatRequest
             raise _BadRequest(f"messages[{i}] needs a role in {sorted(_MESSAGE_ROLES)}", f"messages[{i}]")
         parsed.append({"role": m["role"], "content": _content_text(m.get("content"), i)})
     try:
-        temperature = float(body.get("temperature", 1.0))  # the OpenAI default when absent
-        max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 1024)
-        seed = None if body.get("seed") is None else int(body["seed"])
+        sampling = {"temperature": float(body.get("temperature", 1.0)),  # the OpenAI default when absent
+                    "max_tokens": int(body.get("max_completion_tokens") or body.get("max_tokens") or 1024),
+                    "seed": None if body.get("seed") is None else int(body["seed"])}
     except (TypeError, ValueError) as exc:
         raise _BadRequest(f"bad sampling parameter: {exc}") from None
     schema, schema_name = _schema_from(body.get("response_format"))
@@ -127,18 +127,10 @@ def parse_chat_request(body: Any, headers: Any, served_name: str) -> ChatRequest
     role = headers.get(ROLE_HEADER) or (facts or {}).get("role") or "assistant"
     if role not in ROLES:
         raise _BadRequest(f"{ROLE_HEADER} must be one of {list(ROLES)}, got {role!r}")
-    return ChatRequest(
-        messages=tuple(parsed),
-        role=role,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        seed=seed,
-        json_schema=schema,
-        schema_name=headers.get(SCHEMA_NAME_HEADER) or schema_name,
-        prompt_version=headers.get(PROMPT_VERSION_HEADER, ""),
-        request_id=f"srv-{uuid.uuid4().hex[:12]}",
-        offline_facts=facts,
-    )
+    return ChatRequest(messages=tuple(parsed), role=role, **sampling, json_schema=schema,
+                       schema_name=headers.get(SCHEMA_NAME_HEADER) or schema_name,
+                       prompt_version=headers.get(PROMPT_VERSION_HEADER, ""),
+                       request_id=f"srv-{uuid.uuid4().hex[:12]}", offline_facts=facts)
 
 
 async def _chat_completions(request: web.Request) -> web.Response:

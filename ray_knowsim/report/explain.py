@@ -173,16 +173,10 @@ def _fill_moves(view: TurnView, g, ids, labels, pre_list, post_list, carries, si
         view.signal_error = f"unreadable signals_json: {exc}"
     by_id = {e.id: e for e in entries if e.id is not None}
     explained = {e.id for e in entries if e.mentioned and e.id in pre}
-    update = TurnUpdate(
-        post=post,
-        carries=carry,
-        comprehension_load=view.comprehension_load,
-        attempt_load=view.attempt_load,
-        effective_load=view.load,
-        overload=view.overload,
-        dropoff_active=view.dropoff,
-        eta=view.eta,
-    )
+    # the turn's update as recorded (loads, flag, dropoff): failure modes are re-derived against it
+    update = TurnUpdate(post=post, carries=carry, comprehension_load=view.comprehension_load,
+                        attempt_load=view.attempt_load, effective_load=view.load, overload=view.overload,
+                        dropoff_active=view.dropoff, eta=view.eta)
     derived = dict.fromkeys(FAILURE_MODES, 0)
     label_of = dict(zip(ids, labels))
     for v in ids:

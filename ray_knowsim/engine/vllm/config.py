@@ -24,6 +24,10 @@ SECRET_KEY = re.compile(r"(token|secret|password|passwd|api[_-]?key|credential|a
 # Environment variables that tune the engine and are safe to show (everything else is masked).
 PUBLIC_ENV = re.compile(r"^(VLLM_[A-Z0-9_]*|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE|DO_NOT_TRACK|OMP_NUM_THREADS|CUDA_VISIBLE_DEVICES|NCCL_[A-Z0-9_]*)$")
 SECRETS_CONTEXT = {"secrets": True}  # model_dump(context=SECRETS_CONTEXT): the actor's payload
+#: our field -> vLLM ``AsyncEngineArgs`` keyword, for the settings passed through as they are
+_ENGINE_ARG_OF = {"model": "model", "tp": "tensor_parallel_size", "dtype": "dtype", "seed": "seed",
+                  "enable_prefix_caching": "enable_prefix_caching", "enforce_eager": "enforce_eager",
+                  "generation_config": "generation_config"}
 
 
 def _secret_env(name: str, value: str) -> bool:
@@ -121,17 +125,9 @@ class VLLMModelConfig(BaseModel):
 
     def engine_args(self) -> dict[str, Any]:
         """Keyword arguments for vLLM's ``AsyncEngineArgs`` (secrets included: actor only)."""
-        args: dict[str, Any] = dict(
-            model=self.model,
-            tensor_parallel_size=self.tp,
-            dtype=self.dtype,
-            seed=self.seed,
-            enable_prefix_caching=self.enable_prefix_caching,
-            enforce_eager=self.enforce_eager,
-            generation_config=self.generation_config,
-            structured_outputs_config={"backend": self.structured_backend,
-                                       "disable_any_whitespace": self.json_whitespace == "compact"},
-        )
+        args: dict[str, Any] = {arg: getattr(self, name) for name, arg in _ENGINE_ARG_OF.items()}
+        args["structured_outputs_config"] = {"backend": self.structured_backend,
+                                             "disable_any_whitespace": self.json_whitespace == "compact"}
         if self.served_name:
             args["served_model_name"] = self.served_name
         if self.num_gpus > 0:
