@@ -114,10 +114,15 @@ _CANONICAL = {
 }
 
 
-def normalize_signals(raw: Any) -> list[SignalEntry]:
-    """A turn's signal list: accepts ``{"iu_analysis": [...]}`` or the list; drops non-dicts."""
+def raw_entries(raw: Any) -> list[dict]:
+    """A turn's raw signal entries: ``{"iu_analysis": [...]}`` or the list itself; non-dicts dropped."""
     if isinstance(raw, dict):
         raw = raw.get("iu_analysis", [])
     if not isinstance(raw, list):
         return []
-    return [normalize_entry(e) for e in raw if isinstance(e, dict)]
+    return [e for e in raw if isinstance(e, dict)]
+
+
+def normalize_signals(raw: Any) -> list[SignalEntry]:
+    """A turn's signal list, each entry normalised (spec §1.5)."""
+    return [normalize_entry(e) for e in raw_entries(raw)]

@@ -23,6 +23,7 @@ from ray_knowsim.model.signals import (
     TQ_WELL,
     SignalEntry,
     normalize_entry,
+    raw_entries,
 )
 from ray_knowsim.rules.final_metrics import KSBasis
 from ray_knowsim.rules.update import INCORRECT_NO_EXPLANATION
@@ -93,11 +94,7 @@ def compact_raw(raw: dict[str, Any]) -> CompactSignal:
 
 def compact_turn(raw: Any) -> list[CompactSignal]:
     """A turn's raw signal list (or ``{"iu_analysis": [...]}``), non-dicts dropped (spec §1.5)."""
-    if isinstance(raw, dict):
-        raw = raw.get("iu_analysis", [])
-    if not isinstance(raw, list):
-        return []
-    return [compact_raw(e) for e in raw if isinstance(e, dict)]
+    return [compact_raw(e) for e in raw_entries(raw)]
 
 
 #: conversation columns every source provides (strings; "" when the source lacks one)
