@@ -23,6 +23,8 @@ def register(sub: Any) -> None:
                    "({backend: ..., ...}; its key is the file name); default: the run's roles.judge")
     p.add_argument("--name", default=None, help="name of the score set (default: the judge's model key)")
     p.add_argument("--judges", default=",".join(DEFAULT_JUDGES), help="comma-separated registered judges to apply")
+    p.add_argument("--shard-concurrency", type=int, default=4, metavar="N",
+                   help="shards judged at once (default 4); each commits on its own as it finishes")
     p.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else a local Ray)")
     p.set_defaults(func=main)
 
@@ -43,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
         cfg = parse_run_config(manifest["config"], base_dir=_base_dir(manifest, rd))
         with ray_session(args.address, cfg, quiet=True):
             out = score_run(cfg, rd.root, judge=args.judge, name=args.name,
-                            judges=[j for j in args.judges.split(",") if j])
+                            judges=[j for j in args.judges.split(",") if j], shard_concurrency=args.shard_concurrency)
     except (ConfigError, ScoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

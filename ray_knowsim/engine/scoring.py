@@ -1,9 +1,11 @@
 """Score a run directory: the judges as a stage over committed shards, resumable like a run.
 
 ``run`` calls :func:`score_run` after the simulation with the config's judge; ``ray-knowsim
-score RUN_DIR --judge ...`` calls it later with another judge into another score set. Shards are
-judged one after the other on the driver, each committed on its own (``scores/<name>/``), so an
-interrupted pass resumes where it stopped; shards whose scores are committed are skipped.
+score RUN_DIR --judge ...`` calls it later with another judge into another score set. A few shards
+are judged at once on the driver (their requests go through the judge model's client, so its
+limiter or engine pool batches them), each committed on its own (``scores/<name>/``) as soon as it
+is done, so an interrupted pass resumes where it stopped; shards whose scores are committed are
+skipped.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ray_knowsim.engine.config.base import ConfigError, format_errors
 from ray_knowsim.engine.config.models import validate_model_entries
 from ray_knowsim.engine.models import ModelSet, build_models, shutdown_pools
 from ray_knowsim.engine.plan import load_inputs
-from ray_knowsim.engine.results import RunDir
+from ray_knowsim.engine.results import Marker, RunDir
 from ray_knowsim.llm.accounting import Accounting
 from ray_knowsim.score.judges import DEFAULT_JUDGES, JUDGES
 from ray_knowsim.score.stage import JudgeSettings, judge_transcripts
@@ -97,9 +99,14 @@ def score_run(
     models: ModelSet | None = None,
     inputs: Any = None,
     pools: dict[str, Any] | None = None,
+    shard_concurrency: int = 4,
 ) -> ScoreOutcome:
     """Judge every committed shard of ``run_dir`` not yet scored under ``name`` (default: the
-    judge's model key). Ray must be running when the judge's backend starts actors."""
+    judge's model key). Ray must be running when the judge's backend starts actors.
+
+    ``shard_concurrency`` shards are judged at once (their requests share the judge model's client,
+    so its limiter or engine pool sees them together); each shard commits as soon as it is done.
+    """
     t0 = time.perf_counter()
     config_hash = cfg.config_hash()  # of the run itself (a judge from a file is not part of it)
     cfg, key = resolve_judge(cfg, judge)
@@ -132,8 +139,10 @@ def score_run(
     model = models.model(key, accounting)
     settings = judge_settings(cfg)
 
-    async def judge_all() -> None:
-        for marker in sorted(todo, key=lambda m: m.shard_id):
+    gate = asyncio.Semaphore(max(1, shard_concurrency))
+
+    async def judge_shard(marker: Marker) -> None:
+        async with gate:
             sessions, turns = rd.read_shard_tables(marker)
             transcripts = transcripts_from_tables(sessions, turns, items)
             kept = store.kept_rows(marker.shard_id)
@@ -146,9 +155,14 @@ def score_run(
             out.committed.append(
                 store.commit(marker.shard_id, marker.token, rows, {"seconds": round(time.perf_counter() - started, 3)})
             )
-        close = getattr(model, "aclose", None)
-        if close is not None:
-            await close()
+
+    async def judge_all() -> None:
+        try:
+            await asyncio.gather(*(judge_shard(m) for m in sorted(todo, key=lambda m: m.shard_id)))
+        finally:
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
 
     try:
         asyncio.run(judge_all())

@@ -103,3 +103,31 @@ def test_a_failing_judge_keeps_the_simulation_and_names_its_error(finished):
     assert digests(out) == before
     sessions = pq.read_table(RunDir(out).data_files("sessions")[0]).to_pylist()
     assert all(s["status"] == "ok" and s["kg"] is not None for s in sessions if s["simulator"] == "structured")
+
+
+def _values(rows: list[dict]) -> dict[str, tuple]:
+    return {r["session_id"]: (r["iq"], r["judge_information_calibration"], r["tokens_judge"], r["judge_error"])
+            for r in rows}
+
+
+def test_an_interrupted_score_pass_redoes_only_the_shards_it_had_not_committed(finished):
+    cfg, out, _ = finished
+    before = digests(out)
+    one = score_run(cfg, out, name="serial", shard_concurrency=1)
+    assert one.scored_shards == len(RunDir(out).markers()) >= 3
+    serial = ScoreDir(out, "serial")
+    # an interruption after some shards: drop two shards' commits (marker and file), as if never written
+    lost = sorted(serial.markers().values(), key=lambda m: m.shard_id)[:2]
+    for m in lost:
+        (serial.root / m.file).unlink()
+        (serial.root / f"{m.shard_id}.json").unlink()
+    kept = {m.shard_id: m.token for m in serial.markers().values()}
+    again = score_run(cfg, out, name="serial", shard_concurrency=4)
+    assert sorted(m.shard_id for m in again.committed) == sorted(m.shard_id for m in lost)
+    assert again.skipped_shards == len(kept)
+    assert {m.shard_id: m.token for m in serial.markers().values() if m.shard_id in kept} == kept  # untouched
+    # shards judged at once give the values judged one by one
+    wide = score_run(cfg, out, name="wide", shard_concurrency=8)
+    assert wide.scored_shards == one.scored_shards
+    assert _values(ScoreDir(out, "wide").read().to_pylist()) == _values(serial.read().to_pylist())
+    assert digests(out) == before
