@@ -7,6 +7,7 @@ run's cost table (:mod:`ray_knowsim.io.cost`), computed from the run directory's
 from __future__ import annotations
 
 import html
+import logging
 import math
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from ray_knowsim.compare.runs import load_runs
 from ray_knowsim.io.cost import cost_table, read_cost_columns
 from ray_knowsim.score.store import RunScores
 
+log = logging.getLogger(__name__)
 NOTE = ("A cell lists the metrics on which the row's condition beats the column's condition: exact sign test on "
         "matched cells (same item, level, trial and initial state), Holm-corrected over every comparison of the run "
         "(alpha 0.05); CO and PO count lower as better. Details with CIs: ray-knowsim compare RUN_DIR --out DIR.")
@@ -30,7 +32,11 @@ def decision_sections(run_dir: str | Path, n_boot: int = 1000) -> tuple[list[str
     md: list[str] = []
     try:
         run = load_runs([run_dir])[0]
-    except Exception:  # a run dir compare cannot read (old format): the report shows the rest
+    except Exception as exc:  # noqa: BLE001 - a run compare cannot read (e.g. an old format): the report shows the rest
+        why = f"not computed: compare cannot read this run ({type(exc).__name__}: {exc})"
+        log.warning("report of %s: who-beats-whom %s", run_dir, why)
+        html_parts.append(f'<section id="who-beats-whom"><h2>Who beats whom</h2><p class="lead">{html.escape(why)}</p></section>')
+        md += ["## Who beats whom", "", why, ""]
         run = None
     if run is not None and len(run.conditions) > 1 and len(run.sessions):
         tables = analyse(run.sessions, run.conditions, CompareOptions(metrics=default_metrics(run.sessions), n_boot=n_boot))

@@ -72,3 +72,17 @@ def test_older_manifests_are_read_from_their_config(tmp_path, small_run):
            "roles": {"user_sim": "o", "extractor": {"model": "h"}, "assistant": {"model": "h"}}, "conditions": [{}]}
     (tmp_path / "manifest.json").write_text(json.dumps({"config": cfg}))
     assert "(roles: user_sim)" in offline_banner(tmp_path)
+
+
+def test_a_run_compare_cannot_read_gets_a_section_saying_why(small_run, tmp_path, caplog):
+    from ray_knowsim.report.decisions import decision_sections
+
+    run_dir = tmp_path / "no_manifest"
+    shutil.copytree(small_run.run_dir, run_dir)
+    (run_dir / "manifest.json").unlink(missing_ok=True)  # compare needs the manifest (the run's identity)
+    with caplog.at_level("WARNING", logger="ray_knowsim.report.decisions"):
+        html_parts, md = decision_sections(run_dir, n_boot=50)
+    why = "not computed: compare cannot read this run (RunDirError"
+    assert any(why in part for part in html_parts) and any(why in line for line in md)
+    assert any(why in r.getMessage() for r in caplog.records)
+    assert any('id="cost"' in part for part in html_parts)  # the rest of the report is still there

@@ -100,20 +100,21 @@ class ShareClient:
             await self._take_slot()
         reserved = tokens if self.limits.tokens_per_minute is not None else 0
         wait = 0.0
-        try:
+        granted = booked = False
+        try:  # cancelled or failed before the grant: give back what was taken, then let it propagate
             if self.limits.rated:
                 ready_at = await self._reserve_rate(tokens)
+                booked = True
                 wait = max(0.0, ready_at - self._clock())
                 if wait > 0:
-                    try:
-                        await self._sleep(wait)
-                    except BaseException:
-                        self._server.unreserve(1, reserved)  # it never went out
-                        raise
-        except BaseException:
-            if slot:
-                self._return_slot()
-            raise
+                    await self._sleep(wait)
+            granted = True
+        finally:
+            if not granted:
+                if booked:
+                    self._server.unreserve(1, reserved)  # it never went out
+                if slot:
+                    self._return_slot()
         return Grant(tokens=reserved, slot=slot, wait_s=wait)
 
     def release(self, grant: Grant, tokens_used: int | None = None) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import time
 from typing import Any, Sequence
@@ -24,6 +25,7 @@ from ray_knowsim.engine.vllm.actor import VLLMEngineActor, error_dict
 from ray_knowsim.engine.vllm.config import SECRETS_CONTEXT, VLLMModelConfig
 from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 
+log = logging.getLogger(__name__)
 NAMESPACE = "ray_knowsim"
 RETRYABLE = ("vllm_engine_dead", "vllm_replica_died")
 
@@ -223,15 +225,15 @@ class VLLMPool:
             for a in actors:
                 try:
                     ray.kill(a, no_restart=True)
-                except Exception:  # noqa: BLE001 - already gone
-                    pass
+                except Exception as exc:  # noqa: BLE001 - most often: the actor is already gone
+                    log.warning("vLLM pool %s: could not kill a replica actor (%s: %s)", self.cfg.model, type(exc).__name__, exc)
         for pg in self._pgs:
             from ray.util.placement_group import remove_placement_group
 
             try:
                 remove_placement_group(pg)
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception as exc:  # noqa: BLE001 - the others are still removed
+                log.warning("vLLM pool %s: could not remove a placement group (%s: %s)", self.cfg.model, type(exc).__name__, exc)
         self._pgs = []
         return reports
 
