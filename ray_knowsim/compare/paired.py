@@ -50,6 +50,13 @@ EXTRA_LOWER_IS_BETTER = frozenset({"cost_usd"})
 CELL_KEYS = ("task", "item_id", "knowledge_level", "trial", "match")
 
 
+
+def _mean_of_levels(reps: np.ndarray) -> np.ndarray:
+    """Per bootstrap replicate, the mean over the levels that drew data (NaN, quietly, where none did)."""
+    have = ~np.isnan(reps)
+    n = have.sum(axis=0)
+    return np.where(n > 0, np.where(have, reps, 0.0).sum(axis=0) / np.maximum(n, 1), np.nan)
+
 def higher_is_better(metric: str) -> bool:
     return metric not in LOWER_IS_BETTER and metric not in EXTRA_LOWER_IS_BETTER
 
@@ -216,8 +223,7 @@ def _task_metric(task, metric, hib, wide, levels, conds, item_pos, weights, opts
                     continue
                 means = [float(d.mean()) for d, _, _ in per]
                 mean_diff = float(np.mean(means))
-                reps = np.nanmean(np.vstack([S.cluster_means(weights, *S.cluster_sums(ix, d, n_items_total)) for d, ix, _ in per]), axis=0) \
-                    if len(per) > 1 else S.cluster_means(weights, *S.cluster_sums(per[0][1], per[0][0], n_items_total))
+                reps = _mean_of_levels(np.vstack([S.cluster_means(weights, *S.cluster_sums(ix, d, n_items_total)) for d, ix, _ in per]))
                 units = pd.concat([u for _, _, u in per]).groupby(level=[0, 1]).mean()
                 test_values = units.to_numpy(dtype=float)
                 n_items = int(units.index.get_level_values(0).nunique())
