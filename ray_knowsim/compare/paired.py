@@ -50,7 +50,6 @@ EXTRA_LOWER_IS_BETTER = frozenset({"cost_usd"})
 CELL_KEYS = ("task", "item_id", "knowledge_level", "trial", "match")
 
 
-
 def _mean_of_levels(reps: np.ndarray) -> np.ndarray:
     """Per bootstrap replicate, the mean over the levels that drew data (NaN, quietly, where none did)."""
     have = ~np.isnan(reps)
