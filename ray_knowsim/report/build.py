@@ -18,6 +18,7 @@ from ray_knowsim.report.aggregate import RunSummary, pick_sample
 from ray_knowsim.report.content import ReportContent
 from ray_knowsim.report.explain import conversation_view
 from ray_knowsim.report.html_page import render_html
+from ray_knowsim.report.judges import judge_blocks, judges_html, judges_markdown
 from ray_knowsim.report.markdown import render_markdown
 from ray_knowsim.report.metrics import Gain, Variant, metric_specs
 from ray_knowsim.report.plots import failure_mode_plot, overview_plot, trajectory_plot
@@ -117,6 +118,11 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
     from ray_knowsim.report.decisions import decision_sections
 
     content.decisions_html, content.decisions_md = decision_sections(run.run_dir)
+    if len(scores.sets) > 1:  # re-judged: does the verdict depend on the judge?
+        small = pa.Table.from_batches(list(scan(run.sessions, ["session_id", "task", "condition", "status"])))
+        blocks = judge_blocks(scores.attach(small).to_pandas(), scores.primary, list(scores.sets))
+        content.decisions_html += judges_html(blocks)
+        content.decisions_md += judges_markdown(blocks)
 
     out = Path(out_dir) if out_dir is not None else Path(run.run_dir) / "report"
     out.mkdir(parents=True, exist_ok=True)

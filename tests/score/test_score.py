@@ -131,3 +131,17 @@ def test_an_interrupted_score_pass_redoes_only_the_shards_it_had_not_committed(f
     assert wide.scored_shards == one.scored_shards
     assert _values(ScoreDir(out, "wide").read().to_pylist()) == _values(serial.read().to_pylist())
     assert digests(out) == before
+
+
+def test_the_report_of_a_rejudged_run_compares_its_judges(finished, tmp_path):
+    from ray_knowsim.report.build import ReportOptions, build_report
+
+    cfg, out, _ = finished
+    score_run(cfg, out, name="second")  # a second set (skipped shards where it exists already)
+    before = digests(out)
+    result = build_report(out, tmp_path / "report", ReportOptions(sample=1))
+    md = result.markdown_path.read_text(encoding="utf-8")
+    assert "## Judges" in md and "IQ (sim)" in md and "IQ (second)" in md
+    assert "second vs sim: rho" in md
+    assert 'id="judges"' in result.html_path.read_text(encoding="utf-8")
+    assert digests(out) == before
