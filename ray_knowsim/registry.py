@@ -70,10 +70,21 @@ class Registry(Generic[T]):
         return iter(self.names())
 
 
+class PluginImportError(ValueError):
+    """A plugin module named in a config or on the command line cannot be imported."""
+
+
 def import_plugins(modules: list[str]) -> None:
     """Import user modules that register strategies, simulators, backends or judges."""
     for module in modules:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise PluginImportError(
+                f"plugin {module!r} cannot be imported: {exc} (install it, or put its folder on PYTHONPATH)"
+            ) from exc
+        except SyntaxError as exc:
+            raise PluginImportError(f"plugin {module!r}: {exc.msg} ({exc.filename}, line {exc.lineno})") from exc
 
 
-__all__ = ["Registry", "RegistryError", "import_plugins"]
+__all__ = ["PluginImportError", "Registry", "RegistryError", "import_plugins"]

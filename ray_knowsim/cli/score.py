@@ -23,6 +23,8 @@ def register(sub: Any) -> None:
                    "({backend: ..., ...}; its key is the file name); default: the run's roles.judge")
     p.add_argument("--name", default=None, help="name of the score set (default: the judge's model key)")
     p.add_argument("--judges", default=",".join(DEFAULT_JUDGES), help="comma-separated registered judges to apply")
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                   help="import this module first (it registers judges or backends); repeatable")
     p.add_argument("--shard-concurrency", type=int, default=4, metavar="N",
                    help="shards judged at once (default 4); each commits on its own as it finishes")
     p.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else a local Ray)")
@@ -35,6 +37,7 @@ def main(args: argparse.Namespace) -> int:
     from ray_knowsim.engine.results import RunDir
     from ray_knowsim.engine.runner import ray_session
     from ray_knowsim.engine.scoring import ScoreError, score_run
+    from ray_knowsim.registry import PluginImportError, import_plugins
 
     rd = RunDir(args.run_dir)
     manifest = read_manifest(rd)
@@ -42,11 +45,12 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: {rd.root} has no manifest.json (is it a run directory?)", file=sys.stderr)
         return 2
     try:
+        import_plugins(args.plugin)
         cfg = parse_run_config(manifest["config"], base_dir=_base_dir(manifest, rd))
         with ray_session(args.address, cfg, quiet=True):
             out = score_run(cfg, rd.root, judge=args.judge, name=args.name,
                             judges=[j for j in args.judges.split(",") if j], shard_concurrency=args.shard_concurrency)
-    except (ConfigError, ScoreError) as exc:
+    except (ConfigError, ScoreError, PluginImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"name": out.name, "judge_model": out.judge_model, "scored_shards": out.scored_shards,

@@ -40,6 +40,7 @@ How the numbers come about:
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from collections import defaultdict
@@ -52,9 +53,11 @@ from pydantic import BaseModel, ConfigDict
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.plan import Inputs, Plan
 from ray_knowsim.model.price import Price
+from ray_knowsim.model.results import ROLES
+
+log = logging.getLogger(__name__)
 
 ESTIMATE_FORMAT = 1
-ROLES = ("user_sim", "assistant", "extractor", "judge")
 CHARS_PER_TOKEN = 4
 #: offline model: measured per-request completion lengths (whitespace words) on the demo items
 OFFLINE_COMPLETION = {"user_sim": 55.0, "judge": 60.0, "judge_termination": 40.0, "extractor_per_iu": 35.0,
@@ -217,8 +220,8 @@ def completions_from_run(run_dir: str | Path) -> CompletionModel:
                 agg[role][0] += float(st.get("latency_s", 0.0))
                 agg[role][1] += float(st.get("calls", 0)) - float(st.get("cached", 0))
         latency = {r: v[0] / v[1] for r, v in agg.items() if v[1] > 0}
-    except (OSError, ValueError):
-        pass
+    except (OSError, ValueError) as exc:
+        log.warning("%s: no measured latencies in manifest.json (%s); the estimate uses the default guesses", path, exc)
     return CompletionModel(
         user_sim=per(df["completion_tokens_user_sim"].sum(), turns.sum()),
         assistant=assistant,

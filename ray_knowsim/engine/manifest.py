@@ -83,6 +83,7 @@ def open_manifest(
     backends: dict[str, str] | None = None,
     test_doubles: list[str] | None = None,
     base_dir: str | None = None,
+    replaced_shard_fn: str | None = None,
 ) -> dict[str, Any]:
     """Start (or, for a resume, extend) the manifest; refuses a run dir of another config/plan."""
     old = read_manifest(run_dir)
@@ -112,9 +113,11 @@ def open_manifest(
         seeds={"run_seed": run_seed, "session_seed": "sha256(run_seed, session_id) >> 33",
                "init_seed": "sha256(run_seed, 'init/task/item/level/trial') >> 33"},
         plan=plan,
-        backends=dict(backends or {}),
+        backends=dict(backends or {}),  # role (assistants: "assistant:<model key>") -> backend name
         test_doubles=list(test_doubles or []),  # roles answered by a test double (the offline model)
-        base_dir=base_dir,  # what the config's relative input paths are relative to (re-reading it: score)  # role (assistants: "assistant:<model key>") -> backend name
+        # engine.shard_fn when it is not the product's simulation loop (tests plug in stand-ins)
+        replaced_shard_fn=replaced_shard_fn,
+        base_dir=base_dir,  # what the config's relative input paths are relative to (re-reading it: score)
     )
     data["invocations"].append({
         "started_at": now(),

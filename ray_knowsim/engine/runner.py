@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from ray_knowsim.engine.config import RunConfig
+from ray_knowsim.engine.config import DEFAULT_SHARD_FN, RunConfig
 from ray_knowsim.engine.manifest import close_manifest, open_manifest
 from ray_knowsim.engine.models import (
     ModelSet,
@@ -209,6 +209,7 @@ def run(
         run_dir, run_id=run_id, name=cfg.name, config_hash=config_hash, config=cfg.public_dict(),
         config_file=config_file, secret_env=secret_env_names(cfg), run_seed=cfg.seed, plan=plan.summary(),
         address=address or os.environ.get("RAY_ADDRESS"), backends=model_backends(cfg), test_doubles=test_double_roles(cfg), base_dir=str(cfg.base_dir),
+        replaced_shard_fn=None if cfg.engine.shard_fn == DEFAULT_SHARD_FN else cfg.engine.shard_fn,
     )
     committed = run_dir.markers(config_hash)
     run_dir.collect_garbage(committed.values())

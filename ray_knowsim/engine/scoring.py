@@ -11,6 +11,7 @@ skipped.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,8 +79,28 @@ def resolve_judge(cfg: RunConfig, judge: str | None) -> tuple[RunConfig, str]:
         entries = validate_model_entries({key: raw})
     except ValidationError as exc:
         raise ConfigError(format_errors(exc), str(path)) from exc
+    if key in cfg.models and _entry_json(cfg.models[key]) != _entry_json(entries[key]):
+        raise ScoreError(f"--judge {judge}: the file's name {key!r} is a model key of the run with another entry; "
+                         "rename the file")
     merged = cfg.model_copy(update={"models": {**cfg.models, key: entries[key]}})
     return merged, key
+
+
+def _entry_json(entry: Any) -> str:
+    return json.dumps(entry.model_dump(mode="json"), sort_keys=True)
+
+
+def _check_same_judge(store: ScoreDir, info: dict[str, Any]) -> None:
+    """A score set holds one judge's scores: committed shards are skipped, so judging into a set
+    made by another model or other judges would mislabel them."""
+    old = store.info()
+    if not old or not store.markers():
+        return
+    same = (old.get("judge_model"), json.dumps(old.get("entry"), sort_keys=True), old.get("judges")) == (
+        info["judge_model"], json.dumps(info["entry"], sort_keys=True), info["judges"])
+    if not same:
+        raise ScoreError(f"score set {store.name!r} holds scores of {old.get('judge_model')!r} ({old.get('backend')}) "
+                         f"with judges {old.get('judges')}; name another set with --name")
 
 
 def judge_settings(cfg: RunConfig) -> JudgeSettings:
@@ -110,8 +131,10 @@ def score_run(
     t0 = time.perf_counter()
     config_hash = cfg.config_hash()  # of the run itself (a judge from a file is not part of it)
     cfg, key = resolve_judge(cfg, judge)
-    for j in judges:
-        JUDGES.get(j)  # an unknown judge is an error before any work
+    unknown = [j for j in judges if j not in JUDGES]  # an error before any work
+    if unknown:
+        raise ScoreError(f"unknown judge(s) {unknown}; registered: {JUDGES.names()} "
+                         "(a judge of a plugin module: --plugin MODULE)")
     name = name or key
     rd = RunDir(run_dir)
     markers = rd.markers(config_hash)
@@ -119,8 +142,10 @@ def score_run(
         raise ScoreError(f"{rd.root}: no committed shards of this config to score")
     store = ScoreDir(rd.root, name)
     entry = cfg.models[key]
-    store.write_info({"name": name, "judge_model": key, "backend": entry.backend,
-                      "entry": entry.model_dump(mode="json"), "judges": list(judges)})
+    info = {"name": name, "judge_model": key, "backend": entry.backend,
+            "entry": entry.model_dump(mode="json"), "judges": list(judges)}
+    _check_same_judge(store, info)
+    store.write_info(info)
     out = ScoreOutcome(name=name, judge_model=key)
     todo = [m for m in markers.values() if not store.is_done(m.shard_id, m.token)]
     out.skipped_shards = len(markers) - len(todo)

@@ -666,8 +666,12 @@ class OpenAICompatibleModel:
                 if isinstance(details, dict) and details.get("reasoning_tokens") is not None:
                     usage.reasoning_tokens = int(details["reasoning_tokens"])
                 return usage
-            except (TypeError, ValueError):
-                pass
+            except (TypeError, ValueError, AttributeError) as exc:
+                if not self._warned_no_usage:
+                    self._warned_no_usage = True
+                    log.warning("%s: unreadable usage block (%s: %s); token counts are recorded as 0",
+                                self.name, type(exc).__name__, exc)
+                return Usage()
         if not self._warned_no_usage:
             self._warned_no_usage = True
             log.warning("%s: response has no usage; token counts are recorded as 0", self.name)

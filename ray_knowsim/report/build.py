@@ -154,11 +154,15 @@ def offline_banner(run_dir: Path) -> str | None:
         doubles = sorted(manifest["test_doubles"])
     else:
         doubles = sorted(role for role, backend in _config_backends(manifest.get("config") or {}).items() if backend == "offline")
-    if not doubles:
-        return None
-    return ("These results come from the OFFLINE model (roles: " + ", ".join(doubles) + "): a deterministic test double "
-            "designed to exhibit the paper's qualitative patterns. They check the pipeline; they are not measurements "
-            "of any real model.")
+    notes = []
+    if doubles:
+        notes.append("These results come from the OFFLINE model (roles: " + ", ".join(doubles) + "): a deterministic "
+                     "test double designed to exhibit the paper's qualitative patterns. They check the pipeline; they "
+                     "are not measurements of any real model.")
+    if manifest.get("replaced_shard_fn"):
+        notes.append(f"The sessions were written by engine.shard_fn = {manifest['replaced_shard_fn']}, not by the "
+                     "simulation loop of ray_knowsim: its rows need not follow the method at all.")
+    return " ".join(notes) or None
 
 
 def _config_backends(cfg: dict[str, Any]) -> dict[str, str]:

@@ -151,7 +151,7 @@ def _nav(c: ReportContent) -> str:
 
 
 def _banner(c: ReportContent) -> str:
-    return f'<div class="banner" id="offline-banner" role="note"><b>Offline model.</b> {e(c.banner)}</div>' if c.banner else ""
+    return f'<div class="banner" id="offline-banner" role="note"><b>Not a real-model measurement.</b> {e(c.banner)}</div>' if c.banner else ""
 
 
 def _task_sections(c: ReportContent) -> list[str]:

@@ -30,7 +30,7 @@ def _row(cells: list[str]) -> str:
 def render_markdown(c: ReportContent) -> str:
     out = [f"# {_md(c.title)}", ""]
     if c.banner:
-        out += [f"> **Offline model.** {_md(c.banner)}", ""]
+        out += [f"> **Not a real-model measurement.** {_md(c.banner)}", ""]
     out += [f"- **{_md(k)}**: {_md(v)}" for k, v in c.facts()]
     out += [f"- **run directory**: `{c.run_dir}`", f"- **generated**: {c.generated}", ""]
     sections = c.sections or [c]

@@ -109,6 +109,7 @@ def test_tables_match_a_pandas_reduction(clean_run):
     assert manifest["config_hash"] == cfg.config_hash() and manifest["seeds"]["run_seed"] == 42
     assert manifest["invocations"][-1]["status"] == "ok_with_failed_sessions"
     assert manifest["plan"]["n_sessions"] == 24 and "ray" in manifest["invocations"][-1]["versions"]
+    assert manifest["replaced_shard_fn"] == "tests.doubles.standin:run_shard"  # the report's banner names it
 
 
 def test_rerun_skips_committed_shards_and_redoes_failed_sessions(clean_run, tmp_path):

@@ -62,7 +62,17 @@ def test_the_offline_banner_follows_the_manifest(small_run, tmp_path):
     flagged = build_report(run_dir, tmp_path / "flagged", ReportOptions(sample=0))
     assert "OFFLINE model (roles: user_sim)" in flagged.content.banner
     assert 'id="offline-banner"' in flagged.html_path.read_text()
-    assert "**Offline model.**" in flagged.markdown_path.read_text()
+    assert "**Not a real-model measurement.** These results come from the OFFLINE model" in flagged.markdown_path.read_text()
+
+
+def test_a_replaced_shard_function_is_named_in_the_banner(tmp_path):
+    from ray_knowsim.report.build import offline_banner
+
+    (tmp_path / "manifest.json").write_text(json.dumps({"test_doubles": [], "replaced_shard_fn": "tests.doubles.standin:run_shard"}))
+    banner = offline_banner(tmp_path)
+    assert "engine.shard_fn = tests.doubles.standin:run_shard" in banner and "OFFLINE" not in banner
+    (tmp_path / "manifest.json").write_text(json.dumps({"test_doubles": [], "replaced_shard_fn": None}))
+    assert offline_banner(tmp_path) is None
 
 
 def test_older_manifests_are_read_from_their_config(tmp_path, small_run):

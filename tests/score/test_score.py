@@ -145,3 +145,55 @@ def test_the_report_of_a_rejudged_run_compares_its_judges(finished, tmp_path):
     assert "second vs sim: rho" in md
     assert 'id="judges"' in result.html_path.read_text(encoding="utf-8")
     assert digests(out) == before
+
+
+def test_a_score_set_keeps_one_judge(finished, tmp_path, capsys):
+    cfg, out, _ = finished
+    assert score_run(cfg, out, name="only-iq", judges=["interaction_quality"]).scored_shards > 0
+    before = {p.name: p.read_bytes() for p in (out / "scores" / "only-iq").iterdir()}
+    # the same set with another judge list, or from another judge model: refused, nothing written
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump({"backend": "offline", "name": "another"}), encoding="utf-8")
+    for args in (["--judges", "interaction_quality,termination"], ["--judge", str(other)]):
+        assert cli(["score", str(out), "--name", "only-iq", *args]) == 2
+        assert "score set 'only-iq' holds scores of 'sim'" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in (out / "scores" / "only-iq").iterdir()} == before
+    # a judge file named like a model key of the run, with another entry
+    clash = tmp_path / "sim.yaml"
+    clash.write_text(yaml.safe_dump({"backend": "offline", "name": "not-the-run's"}), encoding="utf-8")
+    assert cli(["score", str(out), "--judge", str(clash), "--name", "clash"]) == 2
+    assert "'sim' is a model key of the run with another entry" in capsys.readouterr().err
+    assert not (out / "scores" / "clash").exists()
+
+
+def test_unknown_judges_and_plugin_judges(finished, tmp_path, capsys, monkeypatch):
+    cfg, out, _ = finished
+    assert cli(["score", str(out), "--judges", "interaction_quality,brevity_xyz", "--name", "b"]) == 2
+    assert "unknown judge(s) ['brevity_xyz']" in capsys.readouterr().err
+    assert cli(["score", str(out), "--plugin", "no_such_plugin_xyz", "--name", "b"]) == 2
+    assert "plugin 'no_such_plugin_xyz' cannot be imported" in capsys.readouterr().err
+    (tmp_path / "turn_count_judge.py").write_text(
+        "from ray_knowsim.llm.parse import ParseResult\n"
+        "from ray_knowsim.model.chat import ChatRequest\n"
+        "from ray_knowsim.score.judges import JUDGES, Judge\n\n\n"
+        "class TurnCount(Judge):\n"
+        "    slot = 9\n\n"
+        "    def applies(self, t):\n"
+        "        return bool(t.messages)\n\n"
+        "    def request(self, t, *, seed, request_id):\n"
+        "        return ChatRequest(messages=({'role': 'user', 'content': 'Say OK.'},), role='judge', seed=seed,\n"
+        "                           request_id=request_id)\n\n"
+        "    def parse(self, text, t):\n"
+        "        return ParseResult(value=len(t.messages))\n\n"
+        "    def values(self, value, t):\n"
+        "        return {'n_messages': value}\n\n\n"
+        "if 'turn_count_xyz' not in JUDGES:\n"
+        "    JUDGES.register('turn_count_xyz', TurnCount())\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = digests(out)
+    assert cli(["score", str(out), "--plugin", "turn_count_judge", "--judges", "turn_count_xyz", "--name", "counted"]) == 0
+    rows = ScoreDir(out, "counted").read().to_pylist()
+    assert rows and all(r["judge_error"] is None and '"n_messages"' in (r["extra_json"] or "") for r in rows)
+    assert digests(out) == before

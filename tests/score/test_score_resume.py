@@ -66,7 +66,7 @@ def test_an_interrupted_score_pass_resumes_without_redoing_finished_shards(finis
     simulation = digests(out, ("sessions", "turns", "shards"))
     store = ScoreDir(out, "second")
     with pytest.raises(KeyboardInterrupt):
-        score_run(cfg, out, name="second", models=ModelSet({"sim": Interrupted(store)}, {}, []))
+        score_run(cfg, out, name="second", models=ModelSet({"sim": Interrupted(store)}, {}, []), shard_concurrency=1)
     assert len(store.markers()) == 1  # the first shard was committed before the interrupt
     first = digests(out, ("scores/second",))
 
