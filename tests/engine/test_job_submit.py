@@ -6,7 +6,6 @@ the dashboard agent and metrics, the head run with --block and stopped by termin
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -76,8 +75,6 @@ def test_job_submit_runs_the_demo_config(ray_head, tmp_path):
     out = tmp_path / "out"
     entry = ["ray-knowsim", "run", "configs/demo.yaml", "-o", str(out), "--quiet",
              "--set", "trials=1", "--set", "max_turns=3", "--set", "levels=[novice]", "--set", "engine.shard_size=14"]
-    if importlib.util.find_spec("ray_knowsim.sim.shard") is None:  # until the simulation loop lands
-        entry += ["--set", "engine.shard_fn=tests.doubles.standin:run_shard"]
     cmd = [ray_bin, "job", "submit", "--address", url, "--working-dir", str(ROOT), "--", *entry]
     deadline = time.monotonic() + 60
     while True:
