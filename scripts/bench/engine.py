@@ -34,7 +34,6 @@ import asyncio
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -140,10 +139,15 @@ def bench_a(args, workdir: Path) -> dict:
 # ----------------------------------------------------------------------------- (b)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def listening_port(pid: int) -> int | None:
+    """The TCP port process ``pid`` listens on at 127.0.0.1, once it does (the server is started
+    on port 0 and the kernel picks: no port is chosen here and released for it to take)."""
+    import psutil
+
+    for c in psutil.Process(pid).net_connections(kind="tcp"):
+        if c.status == psutil.CONN_LISTEN and c.laddr.ip == "127.0.0.1":
+            return c.laddr.port
+    return None
 
 
 def _cpu_s(pid: int) -> float:
@@ -157,20 +161,15 @@ def bench_b(args, workdir: Path) -> dict:
     from ray_knowsim.engine.config import parse_run_config
     from ray_knowsim.engine.runner import run
 
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "ray_knowsim.cli.main", "serve-offline", "--port", str(port),
-                               "--delay-s", str(args.delay), "--model-name", "offline"],
+    server = subprocess.Popen([sys.executable, "-m", "ray_knowsim.cli.main", "serve-offline", "--host", "127.0.0.1",
+                               "--port", "0", "--delay-s", str(args.delay), "--model-name", "offline"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("serve-offline did not start")
-                time.sleep(0.2)
+        while (port := listening_port(server.pid)) is None:  # it listens once its app is set up
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("serve-offline did not start")
+            time.sleep(0.2)
         conditions = 4
         n = trials_for(args.sessions_b, conditions) * DEMO_ITEMS * 3 * conditions
         roles = 3

@@ -28,7 +28,8 @@ from pathlib import Path
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 40}}, "required": ["answer"],
           "additionalProperties": False}
-ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
+ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+       "SERVE_SOCKET_REUSE_PORT_ENABLED": "1"}  # the proxy shares the port reserved in main()
 QUESTIONS = ["What is the capital of France?", "Name a primary colour.", "What is 2 + 2?", "Name a planet.",
              "What do bees make?", "Name a river.", "What colour is the sky?", "Name a fruit."]
 
@@ -72,9 +73,16 @@ def main() -> None:
     from ray.serve.llm import LLMConfig, build_openai_app
 
     fig["serve_llm_import_s"] = round(time.perf_counter() - t, 1)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # Serve's HTTP proxy binds its port itself, with SO_REUSEADDR + SO_REUSEPORT (Ray 2.60 default,
+    # SERVE_SOCKET_REUSE_PORT_ENABLED=1, set in ENV). So the port is reserved here with a bound,
+    # never-listening SO_REUSEPORT socket held until Serve shuts down: the proxy joins it, a
+    # process without SO_REUSEPORT cannot take it in between, and connections only reach the
+    # listening proxy (instead of binding port 0 and releasing it before Serve binds).
+    reservation = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # SO_REUSEPORT only: with SO_REUSEADDR too, a socket with only SO_REUSEADDR could share the port
+    reservation.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    reservation.bind(("127.0.0.1", 0))
+    port = reservation.getsockname()[1]
     cfg = LLMConfig(
         model_loading_config={"model_id": "smollm2", "model_source": str(d)},
         engine_kwargs={"dtype": "bfloat16", "max_model_len": 1024, "enforce_eager": True, "seed": 0,
@@ -111,6 +119,7 @@ def main() -> None:
         print(f"Serve LLM failed: {fig['serve_llm_error']}", flush=True)
     finally:
         serve.shutdown()
+        reservation.close()
     if "--skip-actor" not in sys.argv:
         from ray_knowsim.engine.vllm.config import VLLMModelConfig
         from ray_knowsim.engine.vllm.pool import VLLMPool

@@ -17,7 +17,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from tests.doubles.ports import reserve_port, vllm_on_fd_cmd
 
 SETUP_HINT = (
     "run `bash scripts/setup_llm_cpu.sh`, then `.venv-llm/bin/python -m pytest -m llm_cpu tests/llm`"
@@ -61,12 +62,6 @@ def smollm2_dir() -> Path:
     return d
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as r:
@@ -86,24 +81,27 @@ def _tail(path: Path, n: int = 3000) -> str:
 def vllm_server(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """An OpenAI-compatible vLLM server on 127.0.0.1; yields its base URL (".../v1").
     The model is served as ``SERVED_MODEL_NAME``."""
-    port = _free_port()
+    # The port is bound here and the bound socket itself is handed to the server (vLLM's own
+    # launcher with its socket creation replaced, tests/doubles/ports.py): it is never released,
+    # so no other process can take it between choosing it and serving on it.
+    sock = reserve_port("127.0.0.1")
+    port = sock.getsockname()[1]
     log = tmp_path_factory.mktemp("vllm_server") / "server.log"
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+    cmd = vllm_on_fd_cmd(sys.executable, sock, [
         "--model", str(smollm2_dir), "--served-model-name", SERVED_MODEL_NAME,
         "--host", "127.0.0.1", "--port", str(port),
         "--dtype", "bfloat16", "--max-model-len", str(MAX_MODEL_LEN), "--enforce-eager",
         "--seed", "0", "--disable-log-stats",
-    ]
+    ])
     # vLLM's own CPU setup (engine core + a worker process with its OpenMP binding): the
     # measured recipe. (Forcing the in-process "uni" executor here started ~25% faster but
     # answered slower; vLLM says OpenMP needs the MP executor on CPU.)
     env = {**os.environ, **CPU_ENGINE_ENV}
     t0 = time.perf_counter()
-    with open(log, "wb") as fh:
+    with sock, open(log, "wb") as fh:  # our copy of the socket closes; the server keeps its own
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True,  # own group: we stop its engine too
-                                preexec_fn=_die_with_parent)
+                                preexec_fn=_die_with_parent, pass_fds=(sock.fileno(),))
     base = f"http://127.0.0.1:{port}"
     try:
         while not _get_ok(f"{base}/v1/models"):
