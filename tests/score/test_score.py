@@ -3,49 +3,24 @@ its simulation files, resumably, and a judge failure never discards a finished c
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from ray_knowsim.cli.main import main as cli
-from ray_knowsim.engine.config import parse_run_config
 from ray_knowsim.engine.results import RunDir
-from ray_knowsim.engine.runner import run
 from ray_knowsim.engine.scoring import score_run
 from ray_knowsim.score.store import RunScores, ScoreDir
-from tests.engine.conftest import small_config, write_config
+from tests.score.conftest import digests, finished_run
 
 pytestmark = pytest.mark.usefixtures("ray_local")
-
-
-def digests(root: Path) -> dict[str, str]:
-    """sha256 of every simulation file (sessions, turns, shard markers)."""
-    out = {}
-    for sub in ("sessions", "turns", "shards"):
-        for f in sorted((root / sub).glob("*")):
-            out[f"{sub}/{f.name}"] = hashlib.sha256(f.read_bytes()).hexdigest()
-    return out
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """A small run through the real simulation loop with the offline models and a baseline."""
-    folder = tmp_path_factory.mktemp("scored")
-    data = small_config(
-        conditions=[{"strategy": "adaptive"}, {"simulator": "zero-shot-cot"}],
-        max_turns=2,
-        engine={"shard_size": 4, "shard_fn": "ray_knowsim.sim.shard:run_shard"},
-    )
-    path = write_config(folder, data)
-    from ray_knowsim.engine.config import load_run_config
-
-    cfg = load_run_config(path)
-    out = folder / "run"
-    outcome = run(cfg, output=out, quiet=True, config_file=str(path))
-    return cfg, out, outcome
+    return finished_run(tmp_path_factory.mktemp("scored"),
+                        conditions=[{"strategy": "adaptive"}, {"simulator": "zero-shot-cot"}])
 
 
 def test_run_writes_the_judges_as_their_own_score_set(finished):

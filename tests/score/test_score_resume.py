@@ -3,43 +3,25 @@ score sets still builds its report (the primary set fills ``iq``)."""
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 import pyarrow.parquet as pq
 import pytest
 
-from ray_knowsim.engine.config import load_run_config
 from ray_knowsim.engine.models import ModelSet
 from ray_knowsim.engine.results import RunDir
-from ray_knowsim.engine.runner import run
 from ray_knowsim.engine.scoring import score_run
 from ray_knowsim.llm.offline import OfflineModel
 from ray_knowsim.score.store import RunScores, ScoreDir
-from tests.engine.conftest import small_config, write_config
+from tests.score.conftest import digests, finished_run
 
 pytestmark = pytest.mark.usefixtures("ray_local")
-
-
-def digests(root: Path, subs: tuple[str, ...]) -> dict[str, str]:
-    return {f"{sub}/{f.name}": hashlib.sha256(f.read_bytes()).hexdigest()
-            for sub in subs for f in sorted((root / sub).glob("*")) if f.is_file()}
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """A small offline run of 3 shards (the real simulation loop, a structured and a baseline learner)."""
-    folder = tmp_path_factory.mktemp("resume")
-    data = small_config(
-        conditions=[{"strategy": "adaptive"}, {"simulator": "zero-shot"}],
-        levels=["novice", "advanced"],
-        max_turns=2,
-        engine={"shard_size": 6, "shard_fn": "ray_knowsim.sim.shard:run_shard"},
-    )
-    path = write_config(folder, data)
-    cfg = load_run_config(path)
-    out = folder / "run"
-    outcome = run(cfg, output=out, quiet=True, config_file=str(path))
+    cfg, out, outcome = finished_run(tmp_path_factory.mktemp("resume"),
+                                     conditions=[{"strategy": "adaptive"}, {"simulator": "zero-shot"}],
+                                     levels=["novice", "advanced"], engine={"shard_size": 6})
     assert outcome.n_failed == 0
     return cfg, out
 
