@@ -1,7 +1,12 @@
 """The layers hold: imports (every one, parsed with ast, function-level ones included) go down the
 layer order only, subpackages form no import cycle, and Ray is imported only by the orchestration.
 
-    model -> (rules | io) -> kernels -> (prompts | llm) -> sim -> score -> (engine | sweep | validate | report) -> cli
+    model -> (rules | io | demo) -> kernels -> (prompts | llm) -> (sim | strategies | simulators) -> score
+          -> (engine | sweep | validate | report | compare) -> cli
+
+The registries in prompts/tutors.py and prompts/learners.py load the built-in strategies and
+simulators by module name on first use (as they would a plugin): that runtime edge goes up and is
+not an import, so the modules it names must not be imported by anything below them (checked here).
 
 A package may import its own layer's peers only when the peer is listed in PEERS (no cycles: the
 cycle check below holds them to it).
