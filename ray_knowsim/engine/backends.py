@@ -2,7 +2,8 @@
 
 A run config's ``models.<key>: {backend: NAME, ...}`` is validated by the entry class registered
 under NAME, and :func:`ray_knowsim.engine.models.build_models` makes the model with its builder.
-Nothing else branches on backend names. The built-ins (``offline``, ``http``, ``vllm``) register
+Nothing else branches on backend names: what the planner and the cost accounting assume of a
+backend is its registered :class:`BackendProfile`. The built-ins (``offline``, ``http``, ``vllm``) register
 in :mod:`ray_knowsim.engine.builtin_backends`; code outside the package registers the same way
 (``docs/extending.md``) and is imported through the run config's ``plugins`` list.
 """
@@ -33,6 +34,26 @@ class BuildContext:
     pools: dict[str, Any] = field(default_factory=dict)
 
 
+#: a typical chat model's completion lengths per request (tokens): the planner's guess for a
+#: backend that names none and that no earlier run has measured
+TYPICAL_COMPLETION = {"user_sim": 150.0, "judge": 300.0, "judge_termination": 150.0, "extractor_per_iu": 60.0,
+                      "assistant": {"minimal": 120.0, "adaptive": 450.0, "socratic": 300.0, "comprehensive": 900.0}}
+
+
+@dataclass(frozen=True)
+class BackendProfile:
+    """What the planner (``run --dry-run``, engine/estimate.py) and the cost accounting assume of a
+    backend before a run measured it. The defaults describe a remote chat model."""
+
+    latency_s: float = 1.0  # per request, before generation
+    tokens_per_s: float = 60.0  # generation speed; 0: generating costs no time
+    in_process: bool = False  # requests run one at a time in the shard's own process (no overlap)
+    free: bool = False  # costs nothing when its entry names no price
+    completion_tokens: Mapping[str, Any] = field(default_factory=lambda: TYPICAL_COMPLETION)
+    count_tokens: Callable[[str], int] | None = None  # its own token count (None: ceil(chars / 4))
+    token_count_name: str = ""  # how count_tokens counts, for the estimate's notes
+
+
 @dataclass(frozen=True)
 class Backend:
     name: str
@@ -49,6 +70,7 @@ class Backend:
     secret_names: Callable[[Any, str], list[str]] = lambda entry, key: []
     # A test double (answers from facts handed to it, not a real model): reports say so on top.
     double: bool = False
+    profile: BackendProfile = BackendProfile()
 
 
 ALWAYS_OPERATIONAL = frozenset({"price"})
@@ -65,6 +87,7 @@ def register_backend(
     secret_env: Callable[[Any], str | list[str] | None] | None = None,
     secret_names: Callable[[Any, str], list[str]] | None = None,
     double: bool = False,
+    profile: BackendProfile | None = None,
 ) -> Callable[[Callable[[Any, BuildContext], ChatModel]], Callable[[Any, BuildContext], ChatModel]]:
     """``@register_backend("name", MyEntry)`` on ``def build(entry, ctx) -> ChatModel``."""
 
@@ -73,11 +96,12 @@ def register_backend(
             name,
             # a price changes what a run costs, never what it answers: always out of the hash
             Backend(name, entry, build, frozenset(operational) | ALWAYS_OPERATIONAL, cacheable,
-                    secret_env or (lambda e: None), secret_names or (lambda e, k: []), double),
+                    secret_env or (lambda e: None), secret_names or (lambda e, k: []), double,
+                    profile or BackendProfile()),
         )
         return build
 
     return add
 
 
-__all__ = ["BACKENDS", "Backend", "BuildContext", "register_backend"]
+__all__ = ["BACKENDS", "TYPICAL_COMPLETION", "Backend", "BackendProfile", "BuildContext", "register_backend"]

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from ray_knowsim.engine.backends import BuildContext, register_backend
+from ray_knowsim.engine.backends import BackendProfile, BuildContext, register_backend
 from ray_knowsim.engine.config.models import HTTPModelEntry, OfflineModelEntry, VLLMModelEntry
+from ray_knowsim.llm.offline import ntokens
 from ray_knowsim.llm.protocol import ChatModel
 
+#: the offline model's per-request completion lengths (whitespace words), measured on the demo items
+OFFLINE_COMPLETION = {"user_sim": 55.0, "judge": 60.0, "judge_termination": 40.0, "extractor_per_iu": 35.0,
+                      "assistant": {"minimal": 26.0, "adaptive": 75.0, "socratic": 55.0, "comprehensive": 210.0}}
+OFFLINE_PROFILE = BackendProfile(latency_s=0.03, tokens_per_s=0.0, in_process=True, free=True,
+                                 completion_tokens=OFFLINE_COMPLETION, count_tokens=ntokens,
+                                 token_count_name="offline model's own count (whitespace-separated words)")
 
-@register_backend("offline", OfflineModelEntry, cacheable=False, double=True)
+
+@register_backend("offline", OfflineModelEntry, cacheable=False, double=True, profile=OFFLINE_PROFILE)
 def build_offline(entry: OfflineModelEntry, ctx: BuildContext) -> ChatModel:
     """The deterministic offline model, given the run's IU graphs so it can teach any item."""
     from ray_knowsim.llm.offline import OfflineModel
@@ -24,6 +32,7 @@ def build_offline(entry: OfflineModelEntry, ctx: BuildContext) -> ChatModel:
                  "max_in_flight_global", "api_key_env", "api_key_header", "send_knowsim_headers", "offline_server",
                  "connect_timeout_s"},
     secret_env=lambda entry: entry.api_key_env,
+    profile=BackendProfile(latency_s=1.0, tokens_per_s=60.0),
 )  # fmt: skip
 def build_http(entry: HTTPModelEntry, ctx: BuildContext) -> ChatModel:
     """An OpenAI-compatible endpoint; with run-wide limits, ONE named limiter actor per endpoint,
@@ -43,6 +52,7 @@ def build_http(entry: HTTPModelEntry, ctx: BuildContext) -> ChatModel:
                  "max_concurrent_requests", "gpu_memory_utilization", "multi_node"},
     secret_env=lambda entry: list(entry.secret_env),
     secret_names=lambda entry, key: [f"models.{key}.{n}" if n.startswith("engine_kwargs.") else n for n in entry.secret_names()],
+    profile=BackendProfile(latency_s=0.5, tokens_per_s=40.0),
 )  # fmt: skip
 def build_vllm(entry: VLLMModelEntry, ctx: BuildContext) -> ChatModel:
     """A pool of vLLM async-engine actors, started here (all pools start in parallel and are

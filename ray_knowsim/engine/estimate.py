@@ -45,11 +45,12 @@ import math
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from ray_knowsim.engine.backends import BACKENDS, TYPICAL_COMPLETION
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.plan import Inputs, Plan
 from ray_knowsim.model.price import Price
@@ -59,13 +60,6 @@ log = logging.getLogger(__name__)
 
 ESTIMATE_FORMAT = 1
 CHARS_PER_TOKEN = 4
-#: offline model: measured per-request completion lengths (whitespace words) on the demo items
-OFFLINE_COMPLETION = {"user_sim": 55.0, "judge": 60.0, "judge_termination": 40.0, "extractor_per_iu": 35.0,
-                      "assistant": {"minimal": 26.0, "adaptive": 75.0, "socratic": 55.0, "comprehensive": 210.0}}
-#: other backends: typical chat-model completion lengths (tokens), capped by the role budget
-TYPICAL_COMPLETION = {"user_sim": 150.0, "judge": 300.0, "judge_termination": 150.0, "extractor_per_iu": 60.0,
-                      "assistant": {"minimal": 120.0, "adaptive": 450.0, "socratic": 300.0, "comprehensive": 900.0}}
-LATENCY = {"offline": (0.03, 0.0), "http": (1.0, 60.0), "vllm": (0.5, 40.0)}  # (base s, tokens/s)
 STARTUP_MINUTES = 0.25  # Ray start, kernel load, the reduction at the end (measured on a 2-CPU machine)
 
 
@@ -121,10 +115,10 @@ def char_proxy(text: str) -> int:
 
 
 def token_counter(backend: str) -> tuple[Callable[[str], int], str]:
-    if backend == "offline":
-        from ray_knowsim.llm.offline import ntokens
-
-        return ntokens, "offline model's own count (whitespace-separated words)"
+    """The backend's own token count where its profile has one, else the character proxy."""
+    profile = BACKENDS.get(backend).profile
+    if profile.count_tokens is not None:
+        return profile.count_tokens, profile.token_count_name or f"{backend} backend's own count"
     return char_proxy, f"character proxy: ceil(chars / {CHARS_PER_TOKEN})"
 
 
@@ -160,21 +154,20 @@ class CompletionModel(BaseModel):
 
 
 def prior_completions(cfg: RunConfig) -> CompletionModel:
-    backend = {role: cfg.models[cfg.roles.settings(role)[0]].backend if cfg.roles.settings(role)[0] in cfg.models else "http"
-               for role in ("user_sim", "extractor")}
-    assistant_backends = {cfg.models[c.assistant or cfg.roles.assistant.model].backend for c in cfg.conditions}
-    judge_backend = cfg.models[cfg.roles.judge.model].backend if cfg.roles.judge is not None else "offline"
+    def table(key: str | None) -> Mapping[str, Any]:
+        """The completion lengths the backend of model ``key`` registered (a typical chat model's by default)."""
+        return BACKENDS.get(cfg.models[key].backend).profile.completion_tokens if key in cfg.models else TYPICAL_COMPLETION
 
-    def table(b: str) -> dict:
-        return OFFLINE_COMPLETION if b == "offline" else TYPICAL_COMPLETION
-
-    a_tab = table("offline" if assistant_backends == {"offline"} else "http")
+    user_sim, extractor = (table(cfg.roles.settings(role)[0]) for role in ("user_sim", "extractor"))
+    judge = table(cfg.roles.judge.model) if cfg.roles.judge is not None else TYPICAL_COMPLETION
+    assistants = [table(c.assistant or cfg.roles.assistant.model) for c in cfg.conditions]
+    a_tab = assistants[0] if assistants and all(t is assistants[0] for t in assistants) else TYPICAL_COMPLETION
     return CompletionModel(
-        user_sim=table(backend["user_sim"])["user_sim"], assistant=dict(a_tab["assistant"]),
+        user_sim=user_sim["user_sim"], assistant=dict(a_tab["assistant"]),
         assistant_default=float(np.mean(list(a_tab["assistant"].values()))),
-        extractor_per_iu=table(backend["extractor"])["extractor_per_iu"], judge=table(judge_backend)["judge"],
-        judge_termination=table(judge_backend)["judge_termination"],
-        source="prior: offline model's measured lengths / typical chat-model lengths (see engine/estimate.py)",
+        extractor_per_iu=extractor["extractor_per_iu"], judge=judge["judge"], judge_termination=judge["judge_termination"],
+        source="prior: each backend's registered completion lengths (the offline model's measured ones, a typical "
+               "chat model's otherwise; engine/backends.py)",
     )
 
 
@@ -418,20 +411,22 @@ def wall_minutes(cfg: RunConfig, plan: Plan, per_role: dict[str, RoleEstimate], 
         entry = backend_of(role)
         if entry is None:
             continue
-        base, rate = LATENCY.get(entry.backend, LATENCY["http"])
+        profile = BACKENDS.get(entry.backend).profile
+        base, rate = profile.latency_s, profile.tokens_per_s
         lat = comp.latency_s.get(role) or (base + (per_role[role].completion_tokens_per_request / rate if rate else 0.0))
-        # the offline model is CPU work in the shard's process: its requests do not overlap
-        in_flight = 1 if entry.backend == "offline" else (getattr(entry, "max_in_flight", None) or shard)
+        # an in-process model (the offline one) is CPU work in the shard's process: no overlap
+        in_flight = 1 if profile.in_process else (getattr(entry, "max_in_flight", None) or shard)
         latencies[role] = lat
         per_turn_s += lat * math.ceil(shard / in_flight)
     got = comp.turns.get("structured", math.nan)
     turns = max(1, int(round(got))) if got == got and got > 0 else cfg.max_turns
     judge_s = 0.0
     if "judge" in per_role and backend_of("judge") is not None:
-        base, rate = LATENCY.get(backend_of("judge").backend, LATENCY["http"])
+        profile = BACKENDS.get(backend_of("judge").backend).profile
+        base, rate = profile.latency_s, profile.tokens_per_s
         judge_s = comp.latency_s.get("judge") or (base + (per_role["judge"].completion_tokens_per_request / rate if rate else 0.0))
         latencies["judge"] = judge_s
-        if backend_of("judge").backend == "offline":
+        if profile.in_process:
             judge_s *= shard
     lockstep_min = waves * (turns * per_turn_s + judge_s) / 60.0
     by_endpoint: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])

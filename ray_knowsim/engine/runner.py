@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from ray_knowsim.engine.backends import BACKENDS
 from ray_knowsim.engine.config import DEFAULT_SHARD_FN, RunConfig
 from ray_knowsim.engine.manifest import close_manifest, open_manifest
 from ray_knowsim.engine.models import (
@@ -96,13 +97,14 @@ def make_context(cfg: RunConfig, run_id: str, config_hash: str) -> ShardContext:
 
 
 def model_prices(cfg: RunConfig) -> dict[str, Any]:
-    """Model key -> Price: the configured one; the offline model is free unless priced."""
+    """Model key -> Price: the configured one; a backend whose profile says free (the offline model)
+    costs nothing unless priced."""
     from ray_knowsim.model.price import Price
 
     out: dict[str, Any] = {}
     for key, entry in cfg.models.items():
         price = getattr(entry, "price", None)  # a plugin backend's entry may have no price field
-        if price is None and entry.backend == "offline":
+        if price is None and BACKENDS.get(entry.backend).profile.free:
             price = Price.free()
         if price is not None:
             out[key] = price
