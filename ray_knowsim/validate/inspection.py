@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ray_knowsim.validate.conditions import ARMS, LEVELS, LevelCuts
-from ray_knowsim.validate.knowchat import KnowChatFormatError, PairReport, discover_files, load_pair
+from ray_knowsim.validate.knowchat import KnowChatFormatError, load_pair
+from ray_knowsim.validate.knowchat_files import discover_files
+from ray_knowsim.validate.knowchat_models import PairReport
 from ray_knowsim.validate.layout import KnowChatLayout
 
 

@@ -11,7 +11,8 @@ from ray_knowsim.score.store import RunScores
 from ray_knowsim.validate import agreement as ag
 from ray_knowsim.validate.conditions import DEFAULT_SIM_COLUMNS, METRICS, LevelCuts
 from ray_knowsim.validate.coverage import CELL_COLS, IUTagger, LexicalTagger, coverage_summary, coverage_table, tag_texts
-from ray_knowsim.validate.knowchat import HumanDataset, load_knowchat
+from ray_knowsim.validate.knowchat import load_knowchat
+from ray_knowsim.validate.knowchat_models import HumanDataset
 from ray_knowsim.validate.layout import KnowChatLayout
 from ray_knowsim.validate.mapping import Triple, resolve
 from ray_knowsim.validate.simdata import aggregate_metrics, item_graphs, iter_turn_texts, open_table, session_index

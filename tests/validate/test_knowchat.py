@@ -9,7 +9,8 @@ import openpyxl
 import pytest
 
 from ray_knowsim.validate.conditions import LevelCuts, condition_label, math_kg
-from ray_knowsim.validate.knowchat import KnowChatFormatError, discover, load_knowchat
+from ray_knowsim.validate.knowchat import KnowChatFormatError, load_knowchat
+from ray_knowsim.validate.knowchat_files import discover
 
 WB = "knowchat_strategy_math.xlsx"
 JL = "knowchat_strategy_math.jsonl"

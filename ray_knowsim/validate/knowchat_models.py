@@ -1,0 +1,143 @@
+"""The KnowChat records and results, and the values both readers share.
+
+Why a module: the JSONL reader, the workbook readers and the loaders all build or read these
+objects (a conversation record, a rated session, a pair report) and canonicalise session ids and
+question references the same way; ``_Ctx`` is what one (arm, task) load carries between them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+from ray_knowsim.validate.layout import KnowChatLayout
+from ray_knowsim.validate.xlsx import as_number, as_text, blank
+
+__all__ = [
+    "Message", "ConversationRecord", "HumanSession", "HumanConversation", "PairReport", "HumanDataset",
+    "SessionKey", "canon_session",
+]
+
+SessionKey = int | str
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["user", "assistant", "system"]
+    content: str
+
+
+class ConversationRecord(BaseModel):
+    """One JSONL line, resolved through the layout."""
+
+    model_config = ConfigDict(extra="forbid")
+    line: int
+    prolific_id: str = Field(min_length=1)
+    session: int | str
+    condition: str  # the condition label
+    topic: str | None = None
+    questions: list[str] = Field(default_factory=list)  # references as text ('3', 'eqa-7')
+    messages: list[Message]
+
+
+class HumanSession(BaseModel):
+    """One rated human session, with its level and metrics resolved."""
+
+    model_config = ConfigDict(extra="forbid")
+    arm: str
+    task: str
+    prolific_id: str
+    session: int | str
+    condition_code: int
+    condition: str
+    topic: str | None = None
+    level: str
+    prescreen_fraction: float
+    kg: float | None = None
+    dc: float | None = None
+    co: float | None = None
+    iq: float | None = None
+    question_ids: list[str] = Field(default_factory=list)
+    item_ids: list[str] = Field(default_factory=list)
+
+
+class HumanConversation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    arm: str
+    task: str
+    prolific_id: str
+    session: int | str
+    item_ids: list[str]
+    texts: list[str]  # user and assistant message contents, in order
+
+
+class PairReport(BaseModel):
+    """What was read for one (arm, task): the facts `validate --inspect` prints."""
+
+    model_config = ConfigDict(extra="forbid")
+    arm: str
+    task: str
+    jsonl: str
+    workbook: str
+    sheets: dict[str, str]  # logical sheet -> "name (N rows)"
+    other_sheets: list[str]  # workbook sheets the layout does not read
+    sessions: int
+    participants: list[str]
+    levels: dict[str, int]  # participants per level
+    level_sessions: dict[str, int]
+    conditions: dict[str, int]  # sessions per condition
+    prescreening: str
+    tests: str | None  # math: how pre/post tests were read and KG counts
+    ratings: dict[str, str]  # metric -> where read and how many values
+    questions: str
+    notes: list[str] = Field(default_factory=list)
+
+
+class HumanDataset(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sessions: list[HumanSession]
+    conversations: list[HumanConversation]
+    reports: list[PairReport] = Field(default_factory=list)
+    ignored: list[str] = Field(default_factory=list)
+
+    def frame(self) -> pd.DataFrame:
+        """One row per session (columns of HumanSession)."""
+        cols = list(HumanSession.model_fields)
+        return pd.DataFrame([s.model_dump() for s in self.sessions], columns=cols)
+
+
+# ---------------------------------------------------------------- values
+
+
+def canon_session(value: object) -> SessionKey | None:
+    """1, 1.0, '1', ' 1 ' -> 1; other non-empty text stays text; None when unusable."""
+    if isinstance(value, bool) or blank(value) or isinstance(value, (list, dict)):
+        return None
+    num = as_number(value)
+    if num is not None:
+        return int(num) if num.is_integer() else None
+    return str(value).strip()
+
+
+def _ref_text(value: object) -> str | None:
+    """A question reference as text: 3, 3.0, '3' -> '3'."""
+    if isinstance(value, bool) or blank(value) or isinstance(value, (list, dict)):
+        return None
+    num = as_number(value)
+    if num is not None and num.is_integer():
+        return str(int(num))
+    return as_text(value)
+
+
+# ---------------------------------------------------------------- one load
+
+
+@dataclass
+class _Ctx:
+    arm: str
+    task: str
+    layout: KnowChatLayout
+    notes: list[str] = field(default_factory=list)
