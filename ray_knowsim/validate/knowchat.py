@@ -53,10 +53,10 @@ from pathlib import Path
 
 from ray_knowsim.validate.conditions import CONDITION_CODES, LEVELS, LevelCuts, condition_order, math_kg
 from ray_knowsim.validate.knowchat_files import discover_files
-from ray_knowsim.validate.knowchat_jsonl import _read_jsonl
-from ray_knowsim.validate.knowchat_models import HumanConversation, HumanDataset, HumanSession, PairReport, _Ctx
+from ray_knowsim.validate.knowchat_jsonl import read_conversations
+from ray_knowsim.validate.knowchat_models import HumanConversation, HumanDataset, HumanSession, PairReport, LoadContext
 from ray_knowsim.validate.knowchat_workbook import (
-    _participants, _Prescreening, _QuestionBank, _rating, _rating_columns, _ScoreSheet, _SessionRows,
+    Prescreening, QuestionBank, sheet_participants, rating_value, rating_columns, ScoreSheet, SessionRows,
 )
 from ray_knowsim.validate.layout import KnowChatLayout, default_layout, name_key
 from ray_knowsim.validate.xlsx import KnowChatFormatError, blank, read_sheets
@@ -87,7 +87,7 @@ def load_knowchat(folder: Path, cuts: LevelCuts | None = None, layout: KnowChatL
 def load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts, layout: KnowChatLayout | None = None):
     """(sessions, conversations, PairReport) of one JSONL file + workbook."""
     layout = layout or default_layout()
-    ctx = _Ctx(arm, task, layout)
+    ctx = LoadContext(arm, task, layout)
     wanted = {k: s.names for k, s in layout.sheets.items()}
     sh, all_sheets = read_sheets(xlsx, wanted)
     if task != "math":
@@ -105,19 +105,19 @@ def load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts, lay
         if k in sh and not sh[k].columns:
             raise KnowChatFormatError(f"{sh[k].where()}: the sheet is empty (no header row)")
 
-    records = _read_jsonl(jsonl, ctx)
-    bank = _QuestionBank(sh.get("questions"), ctx)
+    records = read_conversations(jsonl, ctx)
+    bank = QuestionBank(sh.get("questions"), ctx)
     q_items, q_desc = bank.resolve(jsonl, records)
 
-    background = _participants(sh["background"], ctx)
-    prescreen = _Prescreening(sh["prescreening"], ctx, cuts)
-    main = _SessionRows(sh["main"], ctx)
-    survey = _SessionRows(sh["survey"], ctx)
-    rating_cols = _rating_columns(sh["survey"], sh["main"], ctx)
-    pre = _SessionRows(sh["pretest"], ctx) if task == "math" else None
-    post = _SessionRows(sh["posttest"], ctx) if task == "math" else None
-    pre_scores = _ScoreSheet(sh["pretest"], "pretest", ctx) if pre else None
-    post_scores = _ScoreSheet(sh["posttest"], "posttest", ctx) if post else None
+    background = sheet_participants(sh["background"], ctx)
+    prescreen = Prescreening(sh["prescreening"], ctx, cuts)
+    main = SessionRows(sh["main"], ctx)
+    survey = SessionRows(sh["survey"], ctx)
+    rating_cols = rating_columns(sh["survey"], sh["main"], ctx)
+    pre = SessionRows(sh["pretest"], ctx) if task == "math" else None
+    post = SessionRows(sh["posttest"], ctx) if task == "math" else None
+    pre_scores = ScoreSheet(sh["pretest"], "pretest", ctx) if pre else None
+    post_scores = ScoreSheet(sh["posttest"], "posttest", ctx) if post else None
 
     m = sh["main"]
     m_cond = m.find(layout.sheet_columns("main")["condition"])
@@ -148,7 +148,7 @@ def load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts, lay
         ratings: dict[str, float | None] = {}
         for metric, (sheet, cols) in rating_cols.items():
             r, v = srow if sheet is sh["survey"] else (row, values)
-            ratings[metric.lower()] = _rating(sheet, r, v, cols)
+            ratings[metric.lower()] = rating_value(sheet, r, v, cols)
         kg = None
         if pre is not None and post is not None and pre_scores is not None and post_scores is not None:
             r0, r1 = pre.take(rec), post.take(rec)

@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 
 from ray_knowsim.io.loaders import decode_json
-from ray_knowsim.validate.knowchat_models import ConversationRecord, Message, _Ctx, _ref_text, canon_session
+from ray_knowsim.validate.knowchat_models import ConversationRecord, Message, LoadContext, ref_text, canon_session
 from ray_knowsim.validate.layout import KnowChatLayout, name_key
 from ray_knowsim.validate.xlsx import KnowChatFormatError, as_text, blank
 
-__all__: list[str] = []  # private to the loaders: knowchat.py imports _read_jsonl
+__all__ = ["read_conversations"]
 
 
 def _field(raw: dict, names: list[str]) -> tuple[bool, object]:
@@ -26,7 +26,7 @@ def _field(raw: dict, names: list[str]) -> tuple[bool, object]:
     return False, None
 
 
-def _read_jsonl(path: Path, ctx: _Ctx) -> list[ConversationRecord]:
+def read_conversations(path: Path, ctx: LoadContext) -> list[ConversationRecord]:
     out: list[ConversationRecord] = []
     first: dict[tuple, int] = {}
     with path.open(encoding="utf-8-sig") as fh:
@@ -47,7 +47,7 @@ def _read_jsonl(path: Path, ctx: _Ctx) -> list[ConversationRecord]:
     return out
 
 
-def _record(raw: dict, where: str, line_no: int, ctx: _Ctx) -> ConversationRecord:
+def _record(raw: dict, where: str, line_no: int, ctx: LoadContext) -> ConversationRecord:
     names = ctx.layout.records
 
     def need(key: str) -> object:
@@ -90,7 +90,7 @@ def _questions_field(value: object, where: str, name: str) -> list[str]:
     items = value if isinstance(value, list) else [value]
     out = []
     for i, q in enumerate(items):
-        text = _ref_text(q)
+        text = ref_text(q)
         if text is None:
             raise KnowChatFormatError(f"{where}, field {name!r}[{i}]: expected a question index or id, got {q!r}")
         out.append(text)

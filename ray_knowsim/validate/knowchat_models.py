@@ -2,7 +2,7 @@
 
 Why a module: the JSONL reader, the workbook readers and the loaders all build or read these
 objects (a conversation record, a rated session, a pair report) and canonicalise session ids and
-question references the same way; ``_Ctx`` is what one (arm, task) load carries between them.
+question references the same way; ``LoadContext`` is what one (arm, task) load carries between them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ray_knowsim.validate.xlsx import as_number, as_text, blank
 
 __all__ = [
     "Message", "ConversationRecord", "HumanSession", "HumanConversation", "PairReport", "HumanDataset",
-    "SessionKey", "canon_session",
+    "LoadContext", "SessionKey", "canon_session", "ref_text",
 ]
 
 SessionKey = int | str
@@ -122,7 +122,7 @@ def canon_session(value: object) -> SessionKey | None:
     return str(value).strip()
 
 
-def _ref_text(value: object) -> str | None:
+def ref_text(value: object) -> str | None:
     """A question reference as text: 3, 3.0, '3' -> '3'."""
     if isinstance(value, bool) or blank(value) or isinstance(value, (list, dict)):
         return None
@@ -136,7 +136,9 @@ def _ref_text(value: object) -> str | None:
 
 
 @dataclass
-class _Ctx:
+class LoadContext:
+    """One (arm, task) pair being loaded: its layout, and the notes the readers leave for the report."""
+
     arm: str
     task: str
     layout: KnowChatLayout

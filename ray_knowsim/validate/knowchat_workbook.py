@@ -13,25 +13,26 @@ from collections import Counter
 from pathlib import Path
 
 from ray_knowsim.validate.conditions import LevelCuts
-from ray_knowsim.validate.knowchat_models import ConversationRecord, _Ctx, _ref_text, canon_session
+from ray_knowsim.validate.knowchat_models import ConversationRecord, LoadContext, ref_text, canon_session
 from ray_knowsim.validate.layout import name_key
 from ray_knowsim.validate.xlsx import KnowChatFormatError, Sheet, as_number, blank
 
-__all__ = ["RATING_KEYS"]  # the readers (underscored) are private to the loaders in knowchat.py
+__all__ = ["RATING_KEYS", "Prescreening", "QuestionBank", "ScoreSheet", "SessionRows", "rating_columns", "rating_value",
+           "sheet_participants"]
 
 RATING_KEYS: dict[str, str] = {"DC": "dc", "CO": "co", "IQ": "iq"}
 
 
-def _participants(sheet: Sheet, ctx: _Ctx) -> set[str]:
+def sheet_participants(sheet: Sheet, ctx: LoadContext) -> set[str]:
     col = sheet.require({"prolific_id": ctx.layout.sheet_columns("background")["prolific_id"]})["prolific_id"]
     return {sheet.text(row, values, col) for row, values in sheet.rows}  # type: ignore[misc]
 
 
-class _SessionRows:
+class SessionRows:
     """Per-session rows of one sheet, keyed (prolific id, session) or, without a session column,
     (prolific id, condition)."""
 
-    def __init__(self, sheet: Sheet, ctx: _Ctx) -> None:
+    def __init__(self, sheet: Sheet, ctx: LoadContext) -> None:
         self.sheet, self.ctx = sheet, ctx
         cols = ctx.layout.sheet_columns(_sheet_key(sheet, ctx))
         self.pid = sheet.require({"prolific_id": cols["prolific_id"]})["prolific_id"]
@@ -80,7 +81,7 @@ def _is_sheet(sheet: Sheet, names: list[str]) -> bool:
     return name_key(sheet.name) in {name_key(n) for n in names}
 
 
-def _sheet_key(sheet: Sheet, ctx: _Ctx) -> str:
+def _sheet_key(sheet: Sheet, ctx: LoadContext) -> str:
     return next(k for k, s in ctx.layout.sheets.items() if _is_sheet(sheet, s.names))
 
 
@@ -88,11 +89,11 @@ def _norm_header(text: str) -> str:
     return re.sub(r"[^0-9a-z]+", " ", text.lower()).strip()
 
 
-class _ScoreSheet:
+class ScoreSheet:
     """Scores per row: the sum of item columns (max = their number or a max column), or the older
     'score' + 'max score'."""
 
-    def __init__(self, sheet: Sheet, key: str, ctx: _Ctx) -> None:
+    def __init__(self, sheet: Sheet, key: str, ctx: LoadContext) -> None:
         self.sheet, self.notes = sheet, []
         cols = ctx.layout.sheet_columns(key)
         pattern = ctx.layout.sheet_item_pattern(key)
@@ -183,17 +184,17 @@ class _ScoreSheet:
         return self.desc
 
 
-class _Prescreening:
+class Prescreening:
     """Participant -> level. Several rows for one participant are told apart by a session or a
     topic column, or must give the same fraction."""
 
-    def __init__(self, sheet: Sheet, ctx: _Ctx, cuts: LevelCuts) -> None:
+    def __init__(self, sheet: Sheet, ctx: LoadContext, cuts: LevelCuts) -> None:
         self.sheet, self.cuts = sheet, cuts
         cols = ctx.layout.sheet_columns("prescreening")
         pid_col = sheet.require({"prolific_id": cols["prolific_id"]})["prolific_id"]
         self.session_col = sheet.find(cols["session"])
         self.topic_col = sheet.find(cols["topic"])
-        self.scores = _ScoreSheet(sheet, "prescreening", ctx)
+        self.scores = ScoreSheet(sheet, "prescreening", ctx)
         self.by_pid: dict[str, list[tuple[int, object, str | None, float]]] = {}
         for row, values in sheet.rows:
             pid = sheet.text(row, values, pid_col)
@@ -238,7 +239,7 @@ class _Prescreening:
         return dict(out)
 
 
-def _rating_columns(survey: Sheet, main: Sheet, ctx: _Ctx) -> dict[str, tuple[Sheet, list[str]]]:
+def rating_columns(survey: Sheet, main: Sheet, ctx: LoadContext) -> dict[str, tuple[Sheet, list[str]]]:
     """metric -> (sheet, columns): one column named for the scale, or, where the scale was asked as
     several numbered items ('Delivery Calibration 1', 'dc_2', ...), those columns (their mean)."""
     out: dict[str, tuple[Sheet, list[str]]] = {}
@@ -261,13 +262,13 @@ def _rating_columns(survey: Sheet, main: Sheet, ctx: _Ctx) -> dict[str, tuple[Sh
     return out
 
 
-def _rating(sheet: Sheet, row: int, values: dict, cols: list[str]) -> float | None:
+def rating_value(sheet: Sheet, row: int, values: dict, cols: list[str]) -> float | None:
     got = [v for v in (sheet.number(row, values, c, required=False) for c in cols) if v is not None]
     return sum(got) / len(got) if got else None
 
 
-class _QuestionBank:
-    def __init__(self, sheet: Sheet | None, ctx: _Ctx) -> None:
+class QuestionBank:
+    def __init__(self, sheet: Sheet | None, ctx: LoadContext) -> None:
         self.sheet, self.ctx = sheet, ctx
         self.ids: dict[str, int] = {}
         self.id_col = self.item_col = None
@@ -279,7 +280,7 @@ class _QuestionBank:
         self.item_col = sheet.find(cols["item_id"])
         if self.id_col is not None:
             for row, values in sheet.rows:
-                q = _ref_text(values.get(self.id_col))
+                q = ref_text(values.get(self.id_col))
                 if q is None:
                     continue
                 if q in self.ids:
