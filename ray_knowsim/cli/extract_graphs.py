@@ -31,7 +31,8 @@ def _model(args: argparse.Namespace):  # noqa: ANN202
         from ray_knowsim.llm.offline import OfflineModel
 
         return OfflineModel(include_demo_graphs=False)
-    from ray_knowsim.llm.http_backend import HTTPModelConfig, OpenAICompatibleModel
+    from ray_knowsim.llm.http.client import OpenAICompatibleModel
+    from ray_knowsim.llm.http.config import HTTPModelConfig
 
     cfg = HTTPModelConfig(base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, structured_output=args.structured_output)
     return OpenAICompatibleModel(cfg)

@@ -38,7 +38,7 @@ def build_http(entry: HTTPModelEntry, ctx: BuildContext) -> ChatModel:
     """An OpenAI-compatible endpoint; with run-wide limits, ONE named limiter actor per endpoint,
     created on the driver so it lives as long as the run, shared by every worker."""
     from ray_knowsim.engine.limiter import make_limiter
-    from ray_knowsim.llm.http_backend import OpenAICompatibleModel
+    from ray_knowsim.llm.http.client import OpenAICompatibleModel
 
     hcfg = entry.http_config()
     # one budget per endpoint for the whole run, owned by the driver (a Ray actor when Ray is up)

@@ -72,7 +72,7 @@ class Grant:
 
 @runtime_checkable
 class RateLimiter(Protocol):
-    """What :class:`~ray_knowsim.llm.http_backend.OpenAICompatibleModel` calls."""
+    """What :class:`~ray_knowsim.llm.http.client.OpenAICompatibleModel` calls."""
 
     limits: RateLimits
 

@@ -27,7 +27,7 @@ from typing import Any, AsyncIterator, Iterator
 
 from aiohttp import web
 
-from ray_knowsim.llm.http_backend import OFFLINE_FACTS_FIELD, PROMPT_VERSION_HEADER, ROLE_HEADER, SCHEMA_NAME_HEADER
+from ray_knowsim.llm.http.wire import OFFLINE_FACTS_FIELD, PROMPT_VERSION_HEADER, ROLE_HEADER, SCHEMA_NAME_HEADER
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.model.chat import ROLES

@@ -109,7 +109,8 @@ def main() -> None:
             time.sleep(2)
         fig["serve_llm_ready_s"] = round(time.perf_counter() - t, 1)
         print(f"Serve LLM ready in {fig['serve_llm_ready_s']} s on port {port}", flush=True)
-        from ray_knowsim.llm.http_backend import HTTPModelConfig, OpenAICompatibleModel
+        from ray_knowsim.llm.http.client import OpenAICompatibleModel
+        from ray_knowsim.llm.http.config import HTTPModelConfig
 
         http = OpenAICompatibleModel(HTTPModelConfig(base_url=f"http://127.0.0.1:{port}/v1", model="smollm2", max_in_flight=16))
         fig["serve_llm"] = _measure(http, "serve")

@@ -44,7 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from ray_knowsim.demo import demo_graphs, demo_items  # noqa: E402
-from ray_knowsim.llm.http_backend import HTTPModelConfig, OpenAICompatibleModel  # noqa: E402
+from ray_knowsim.llm.http.client import OpenAICompatibleModel  # noqa: E402
+from ray_knowsim.llm.http.config import HTTPModelConfig  # noqa: E402
 from ray_knowsim.llm.offline import OfflineModel  # noqa: E402
 from ray_knowsim.llm.server import serve_model_in_thread  # noqa: E402
 from ray_knowsim.model.chat import ChatRequest, ChatResponse  # noqa: E402

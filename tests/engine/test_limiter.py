@@ -327,7 +327,7 @@ def test_make_limiter_is_local_without_ray(monkeypatch):
 def test_limiter_modules_below_the_actor_do_not_import_ray():
     import subprocess
 
-    code = ("import sys; import ray_knowsim.engine.limiter.local, ray_knowsim.llm.http_backend; "
+    code = ("import sys; import ray_knowsim.engine.limiter.local, ray_knowsim.llm.http.client; "
             "assert 'ray' not in sys.modules, 'ray imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -157,7 +157,8 @@ def _serve_counting(delay: float):
 
 def test_http_models_in_two_workers_share_the_driver_limiter(ray_local, ray_workers):
     from ray_knowsim.engine.limiter import create_shared_limiter
-    from ray_knowsim.llm.http_backend import HTTPModelConfig, OpenAICompatibleModel
+    from ray_knowsim.llm.http.client import OpenAICompatibleModel
+    from ray_knowsim.llm.http.config import HTTPModelConfig
     from ray_knowsim.llm.server import serve_app_in_thread
 
     app, state = _serve_counting(0.0)
@@ -177,7 +178,8 @@ def test_http_models_in_two_workers_share_the_driver_limiter(ray_local, ray_work
 
 def test_run_wide_in_flight_cap_across_two_workers(ray_local, ray_workers):
     from ray_knowsim.engine.limiter import create_shared_limiter
-    from ray_knowsim.llm.http_backend import HTTPModelConfig, OpenAICompatibleModel
+    from ray_knowsim.llm.http.client import OpenAICompatibleModel
+    from ray_knowsim.llm.http.config import HTTPModelConfig
     from ray_knowsim.llm.server import serve_app_in_thread
 
     app, state = _serve_counting(0.03)

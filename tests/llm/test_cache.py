@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Sequence
 
 from ray_knowsim.llm.cache import CachedModel, ResponseCache, cache_key, is_cacheable
-from ray_knowsim.llm.http_backend import HTTPModelConfig, OpenAICompatibleModel
+from ray_knowsim.llm.http.client import OpenAICompatibleModel
+from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.server import serve_model_in_thread
 

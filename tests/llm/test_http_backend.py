@@ -12,16 +12,12 @@ import pytest
 from aiohttp import web
 from pydantic import ValidationError
 
-from ray_knowsim.llm.http_backend import (
-    OFFLINE_FACTS_FIELD,
-    ROLE_HEADER,
-    HTTPModelConfig,
-    MissingAPIKeyError,
-    OpenAICompatibleModel,
-    estimate_tokens,
-)
+from ray_knowsim.llm.http.client import OpenAICompatibleModel, estimate_tokens
+from ray_knowsim.llm.http.config import HTTPModelConfig
+from ray_knowsim.llm.http.credentials import MissingAPIKeyError
+from ray_knowsim.llm.http.wire import OFFLINE_FACTS_FIELD, ROLE_HEADER
 from ray_knowsim.engine.limiter import LocalRateLimiter, RateLimits
-from ray_knowsim.llm.http_backend import LimiterRequiredError
+from ray_knowsim.llm.http.client import LimiterRequiredError
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.llm.retry import BackoffConfig, backoff_delay, parse_retry_after
 from ray_knowsim.llm.server import serve_app_in_thread

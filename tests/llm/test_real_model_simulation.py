@@ -186,7 +186,8 @@ def summary(s) -> str:
 
 
 def test_simulation_over_vllm_openai_server(vllm_server):
-    from ray_knowsim.llm.http_backend import HTTPModelConfig, OpenAICompatibleModel
+    from ray_knowsim.llm.http.client import OpenAICompatibleModel
+    from ray_knowsim.llm.http.config import HTTPModelConfig
 
     inner = OpenAICompatibleModel(HTTPModelConfig(
         base_url=vllm_server, model=SERVED_MODEL_NAME, timeout_s=900, max_attempts=2))

@@ -15,7 +15,9 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from ray_knowsim.llm.cache import CachedModel, ResponseCache
-from ray_knowsim.llm.http_backend import HTTPModelConfig, MissingAPIKeyError, OpenAICompatibleModel
+from ray_knowsim.llm.http.client import OpenAICompatibleModel
+from ray_knowsim.llm.http.config import HTTPModelConfig
+from ray_knowsim.llm.http.credentials import MissingAPIKeyError
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.llm.retry import BackoffConfig
 from ray_knowsim.llm.server import serve_app_in_thread

@@ -11,7 +11,8 @@ import aiohttp
 import pytest
 
 from ray_knowsim.cli.main import build_parser
-from ray_knowsim.llm.http_backend import HTTPModelConfig, OpenAICompatibleModel
+from ray_knowsim.llm.http.client import OpenAICompatibleModel
+from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.retry import BackoffConfig
 from ray_knowsim.llm.server import serve_model_in_thread

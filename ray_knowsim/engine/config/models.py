@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, TypeAdapter
 
 from ray_knowsim.engine.config.base import Strict
-from ray_knowsim.llm.http_backend import HTTPModelConfig
+from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.engine.vllm.config import VLLMModelConfig
 from ray_knowsim.model.price import Price
 

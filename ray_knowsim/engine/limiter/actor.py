@@ -207,7 +207,7 @@ def make_limiter(name: str, limits: RateLimits) -> RateLimiter | None:
 
 
 def create_shared_limiter(config: Any) -> RateLimiter | None:
-    """The run-wide limiter for an :class:`~ray_knowsim.llm.http_backend.HTTPModelConfig`: call it
+    """The run-wide limiter for an :class:`~ray_knowsim.llm.http.config.HTTPModelConfig`: call it
     in the Ray driver before starting shards, keep the result until the run ends, and pass it to
     the models (``OpenAICompatibleModel(config, limiter=...)``). None without rate limits."""
     return make_limiter(config.limiter_name, config.rate_limits())

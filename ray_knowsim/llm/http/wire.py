@@ -1,0 +1,13 @@
+"""Names on the wire shared by the HTTP client and our own server (:mod:`ray_knowsim.llm.server`):
+the X-KnowSim-* headers and the request-body field that carries the offline facts."""
+
+from __future__ import annotations
+
+# Headers that tell our own server (serve-offline) which KnowSim role asks; harmless elsewhere.
+ROLE_HEADER = "X-KnowSim-Role"
+PROMPT_VERSION_HEADER = "X-KnowSim-Prompt-Version"
+SCHEMA_NAME_HEADER = "X-KnowSim-Schema-Name"
+#: the request-body extension that carries the offline facts to our own offline server only
+OFFLINE_FACTS_FIELD = "knowsim_offline_facts"
+
+__all__ = ["OFFLINE_FACTS_FIELD", "PROMPT_VERSION_HEADER", "ROLE_HEADER", "SCHEMA_NAME_HEADER"]
