@@ -26,8 +26,8 @@ import aiohttp
 from ray_knowsim.model.outputs import portable_schema
 from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.http.config import HTTPModelConfig
-from ray_knowsim.llm.http.credentials import _Secret
-from ray_knowsim.llm.http.response import ResponseReader, _Failure
+from ray_knowsim.llm.http.credentials import Secret
+from ray_knowsim.llm.http.response import ResponseReader, TransportFailure
 from ray_knowsim.llm.http.wire import OFFLINE_FACTS_FIELD, PROMPT_VERSION_HEADER, ROLE_HEADER, SCHEMA_NAME_HEADER
 from ray_knowsim.llm.limiter import Grant, RateLimiter
 from ray_knowsim.llm.retry import backoff_delay, parse_retry_after
@@ -82,7 +82,7 @@ class OpenAICompatibleModel:
             )
         self.config = config
         self.name = config.model_name
-        self._secret = _Secret.from_env(config.api_key_env) if config.api_key_env else None
+        self._secret = Secret.from_env(config.api_key_env) if config.api_key_env else None
         self._limiter = limiter
         self._rng = rng or random.Random()
         self._url = config.base_url + "/chat/completions"
@@ -231,7 +231,7 @@ class OpenAICompatibleModel:
         body = self.build_payload(request)
         estimate = estimate_tokens(request)
         cfg = self.config
-        last: _Failure | None = None
+        last: TransportFailure | None = None
         latency = 0.0
         reached = False
         spent = Usage()  # what failed attempts that reached the model reported
@@ -247,12 +247,12 @@ class OpenAICompatibleModel:
                             grant = await self._limiter.acquire(estimate)
                         except Exception as exc:  # a broken limiter fails requests, not the batch
                             log.warning("%s: rate limiter failed: %s", self.name, self._scrub(repr(exc)))
-                            last = _Failure("limiter_error", retryable=False, sent=False)
+                            last = TransportFailure("limiter_error", retryable=False, sent=False)
                             break
                     t0 = time.perf_counter()
                     try:
                         response = await self._attempt(session, request, body)
-                    except _Failure as failure:
+                    except TransportFailure as failure:
                         last = failure
                         reached = reached or failure.reached
                         if failure.usage is not None:
@@ -278,7 +278,7 @@ class OpenAICompatibleModel:
                     if not last.retryable or attempt == cfg.max_attempts:
                         break
                     if last.retry_after_s is not None and last.retry_after_s > cfg.backoff.max_retry_after_s:
-                        last = _Failure("rate_limited_long", retryable=False, reached=reached)
+                        last = TransportFailure("rate_limited_long", retryable=False, reached=reached)
                         break
                     delay = backoff_delay(attempt, cfg.backoff, self._rng, last.retry_after_s)
                     timed_out = last.reason == "timeout"
@@ -328,19 +328,19 @@ class OpenAICompatibleModel:
                 status = resp.status
                 retry_after = parse_retry_after(resp.headers)
         except aiohttp.ConnectionTimeoutError:
-            raise _Failure("connection", retryable=True, sent=False) from None
+            raise TransportFailure("connection", retryable=True, sent=False) from None
         except asyncio.TimeoutError:
-            raise _Failure("timeout", retryable=True) from None
+            raise TransportFailure("timeout", retryable=True) from None
         except aiohttp.ClientConnectorError as exc:  # refused, DNS, ...: never sent
             log.debug("%s: %s", self.name, self._scrub(f"{type(exc).__name__}: {exc}"))
-            raise _Failure("connection", retryable=True, sent=False) from None
+            raise TransportFailure("connection", retryable=True, sent=False) from None
         except aiohttp.ClientError as exc:
             # reset, payload cut short, ...: transient from our side
             log.debug("%s: %s", self.name, self._scrub(f"{type(exc).__name__}: {exc}"))
-            raise _Failure("connection", retryable=True) from None
+            raise TransportFailure("connection", retryable=True) from None
         except (TypeError, ValueError) as exc:  # e.g. a message that cannot be sent as JSON
             log.warning("%s: cannot send request: %s", self.name, self._scrub(f"{type(exc).__name__}: {exc}"))
-            raise _Failure("bad_request", retryable=False, sent=False) from None
+            raise TransportFailure("bad_request", retryable=False, sent=False) from None
 
         if not 200 <= status < 300:
             raise self._reader.error(status, raw, retry_after)

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ray_knowsim.llm.http.credentials import _credential_paths, _hide_credentials
+from ray_knowsim.llm.http.credentials import credential_paths, hide_credentials
 from ray_knowsim.llm.limiter import RateLimits
 from ray_knowsim.llm.retry import BackoffConfig
 
@@ -90,8 +90,8 @@ class HTTPModelConfig(BaseModel):
                 tail = "?***" if (parts.query or parts.fragment) else ""
                 data["base_url"] = f"{parts.scheme}://{userinfo}{host}{parts.path}{tail}"
         extra = data.get("extra_body")
-        if isinstance(extra, dict) and _credential_paths(extra):
-            data["extra_body"] = _hide_credentials(extra)
+        if isinstance(extra, dict) and credential_paths(extra):
+            data["extra_body"] = hide_credentials(extra)
         return data
 
     @field_validator("base_url")
@@ -124,7 +124,7 @@ class HTTPModelConfig(BaseModel):
             raise ValueError(
                 f"extra_body may not set {clash}: these come from each ChatRequest / the config"
             )
-        creds = sorted(_credential_paths(v))
+        creds = sorted(credential_paths(v))
         if creds:
             raise ValueError(f"extra_body may not carry credentials {creds}: use api_key_env")
         return v

@@ -1,7 +1,7 @@
 """Keeping API keys out of configs, logs and errors: what looks like a credential, and the key itself.
 
 The config holds only the NAME of the environment variable with the API key. The value lives in a
-``_Secret`` that prints as ``***``, pickles as the variable name (a copy sent to a Ray worker
+``Secret`` that prints as ``***``, pickles as the variable name (a copy sent to a Ray worker
 re-reads the worker's environment) and is scrubbed from every text we log. The ``_credential*``
 helpers find (and hide) credential-like fields, so that a key pasted into the wrong place is
 refused without being echoed back.
@@ -37,7 +37,7 @@ def _secret_like(key: Any, value: Any) -> bool:
     return _credential_like(key) or value == "<hidden>" or bool(_TOKEN_VALUE.match(value.strip()))
 
 
-def _credential_paths(value: Any, path: str = "") -> list[str]:
+def credential_paths(value: Any, path: str = "") -> list[str]:
     """Dotted paths of credential-like keys (or token-shaped values) anywhere in a nested mapping/list."""
     found: list[str] = []
     if isinstance(value, dict):
@@ -51,15 +51,15 @@ def _credential_paths(value: Any, path: str = "") -> list[str]:
         if _secret_like(k, v):
             found.append(here)
         else:
-            found += _credential_paths(v, here)
+            found += credential_paths(v, here)
     return found
 
 
-def _hide_credentials(value: Any) -> Any:
+def hide_credentials(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: ("<hidden>" if _secret_like(k, v) else _hide_credentials(v)) for k, v in value.items()}
+        return {k: ("<hidden>" if _secret_like(k, v) else hide_credentials(v)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [("<hidden>" if _secret_like("", v) else _hide_credentials(v)) for v in value]
+        return [("<hidden>" if _secret_like("", v) else hide_credentials(v)) for v in value]
     return value
 
 
@@ -67,7 +67,7 @@ class MissingAPIKeyError(RuntimeError):
     """The configured environment variable is unset or empty."""
 
 
-class _Secret:
+class Secret:
     """An API key that never shows itself: ``***`` in repr/str, its env NAME when pickled."""
 
     __slots__ = ("env_name", "_value")
@@ -77,7 +77,7 @@ class _Secret:
         self._value = value
 
     @classmethod
-    def from_env(cls, env_name: str) -> "_Secret":
+    def from_env(cls, env_name: str) -> "Secret":
         value = os.environ.get(env_name, "")
         if not value.strip():
             raise MissingAPIKeyError(
@@ -97,7 +97,7 @@ class _Secret:
     __str__ = __repr__
 
     def __reduce__(self):
-        return (_Secret.from_env, (self.env_name,))
+        return (Secret.from_env, (self.env_name,))
 
 
-__all__ = ["MissingAPIKeyError"]
+__all__ = ["MissingAPIKeyError", "Secret", "credential_paths", "hide_credentials"]

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from ray_knowsim.model.chat import ChatResponse, Usage
-from ray_knowsim.llm.http.credentials import _Secret
+from ray_knowsim.llm.http.credentials import Secret
 from ray_knowsim.llm.retry import is_retryable_status
 from ray_knowsim.llm.thinking import strip_thinking
 
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 _ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
-class _Failure(Exception):
+class TransportFailure(Exception):
     """One failed attempt, with the short reason recorded in ChatResponse.error.
 
     ``sent``: the server may have received the request (and may be computing or billing it);
@@ -43,7 +43,7 @@ class ResponseReader:
     """Reads the answers of one model (``name``), scrubbing its key from all it logs; warns once per
     model when the server reports no usage or no reasoning-token count."""
 
-    def __init__(self, name: str, secret: _Secret | None) -> None:
+    def __init__(self, name: str, secret: Secret | None) -> None:
         self.name = name
         self._secret = secret
         self._warned_no_usage = False
@@ -52,7 +52,7 @@ class ResponseReader:
     def _scrub(self, text: str) -> str:
         return self._secret.scrub(text) if self._secret is not None else text
 
-    def error(self, status: int, raw: bytes, retry_after: float | None) -> _Failure:
+    def error(self, status: int, raw: bytes, retry_after: float | None) -> TransportFailure:
         """The failed attempt of a non-2xx answer: ``http_<status>[:<provider error code>]``."""
         reason = f"http_{status}"
         code = _error_code(raw)
@@ -63,7 +63,7 @@ class ResponseReader:
         detail = self._scrub(raw[:300].decode("utf-8", "replace"))
         level = logging.DEBUG if is_retryable_status(status) else logging.WARNING
         log.log(level, "%s HTTP %d: %s", self.name, status, detail)
-        return _Failure(reason, is_retryable_status(status), retry_after)
+        return TransportFailure(reason, is_retryable_status(status), retry_after)
 
     def read(self, raw: bytes) -> ChatResponse:
         """The ChatResponse of a 2xx body; a failed ``bad_response`` attempt when it has no answer."""
@@ -79,7 +79,7 @@ class ResponseReader:
                 raise TypeError("message is not an object")
         except (KeyError, IndexError, TypeError, AttributeError):
             log.debug("%s: unreadable 2xx body: %s", self.name, self._scrub(raw[:300].decode("utf-8", "replace")))
-            raise _Failure("bad_response", retryable=True, reached=True, usage=usage) from None
+            raise TransportFailure("bad_response", retryable=True, reached=True, usage=usage) from None
         if usage is None:
             usage = self._usage(None)
         finish_reason = choice.get("finish_reason")
@@ -142,4 +142,4 @@ def _error_code(raw: bytes) -> str | None:
     return None
 
 
-__all__ = ["ResponseReader"]
+__all__ = ["ResponseReader", "TransportFailure"]
