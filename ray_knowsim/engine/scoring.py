@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import yaml
 from pydantic import ValidationError
 
+from ray_knowsim.engine.backends import BACKENDS
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.config.base import ConfigError, format_errors
 from ray_knowsim.engine.config.models import validate_model_entries
@@ -87,7 +88,14 @@ def resolve_judge(cfg: RunConfig, judge: str | None) -> tuple[RunConfig, str]:
 
 
 def _entry_json(entry: Any) -> str:
-    return json.dumps(entry.model_dump(mode="json"), sort_keys=True)
+    """What makes a model entry answer as it does: its fields but the operational ones (timeouts,
+    limits, price: they change how it is reached or what it costs, as for the run's config hash)."""
+    return _identity(entry.backend, entry.model_dump(mode="json"))
+
+
+def _identity(backend: str, dumped: dict[str, Any]) -> str:
+    operational = BACKENDS.get(backend).operational if backend in BACKENDS else frozenset()
+    return json.dumps({k: v for k, v in dumped.items() if k not in operational}, sort_keys=True)
 
 
 def _check_same_judge(store: ScoreDir, info: dict[str, Any]) -> None:
@@ -96,8 +104,8 @@ def _check_same_judge(store: ScoreDir, info: dict[str, Any]) -> None:
     old = store.info()
     if not old or not store.markers():
         return
-    same = (old.get("judge_model"), json.dumps(old.get("entry"), sort_keys=True), old.get("judges")) == (
-        info["judge_model"], json.dumps(info["entry"], sort_keys=True), info["judges"])
+    same = (old.get("judge_model"), _identity(old.get("backend", ""), old.get("entry") or {}), old.get("judges")) == (
+        info["judge_model"], _identity(info["backend"], info["entry"]), info["judges"])
     if not same:
         raise ScoreError(f"score set {store.name!r} holds scores of {old.get('judge_model')!r} ({old.get('backend')}) "
                          f"with judges {old.get('judges')}; name another set with --name")

@@ -172,3 +172,17 @@ def test_unknown_judges_and_plugin_judges(finished, tmp_path, capsys, monkeypatc
     rows = ScoreDir(out, "counted").read().to_pylist()
     assert rows and all(r["judge_error"] is None and '"n_messages"' in (r["extra_json"] or "") for r in rows)
     assert digests(out) == before
+
+
+def test_an_operational_change_to_the_judge_keeps_its_score_set(finished):
+    """Timeouts, limits and price change how a judge is reached or what it costs, not what it answers:
+    the set resumes (as a run's config hash ignores them)."""
+    cfg, out, _ = finished
+    first = score_run(cfg, out, name="priced", judges=["interaction_quality"])
+    assert first.scored_shards > 0
+    from ray_knowsim.model.price import Price
+
+    entry = cfg.models["sim"].model_copy(update={"price": Price(input=1.0, output=2.0)})
+    repriced = cfg.model_copy(update={"models": {**cfg.models, "sim": entry}})
+    again = score_run(repriced, out, name="priced", judges=["interaction_quality"])
+    assert again.scored_shards == 0 and again.skipped_shards == first.scored_shards
