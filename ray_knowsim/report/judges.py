@@ -18,7 +18,8 @@ from scipy import stats
 
 METRIC = "iq"
 NOTE = ("Interaction Quality (1-10) of the same conversations under each judge. rho: Spearman over the sessions both "
-        "judged; tau: Kendall over the condition means; best: whether both judges rank the same condition first. "
+        "judged; tau: Kendall over the condition means; best: whether both judges rank the same condition first (–: a tie "
+        "or no scores). "
         "A low tau means the ranking of conditions depends on the judge.")
 
 
@@ -28,7 +29,7 @@ class Agreement:
     n_sessions: int  # sessions both the primary and this set scored
     rho: float  # Spearman, per session (NaN: fewer than 3 sessions or no spread)
     tau: float  # Kendall, over condition means (NaN: fewer than 2 conditions)
-    same_best: bool | None  # None: a set scored no condition
+    same_best: bool | None  # None: a set scored no condition, or its top is tied
 
 
 @dataclass
@@ -41,6 +42,18 @@ class JudgeBlock:
 
 def _column(name: str, primary: str) -> str:
     return METRIC if name == primary else f"{METRIC}@{name}"
+
+
+def _best(means: pd.Series) -> object | None:
+    """The condition with the highest mean; None when there is none or the top is tied."""
+    top = means.dropna()
+    top = top[top == top.max()] if not top.empty else top
+    return top.index[0] if len(top) == 1 else None
+
+
+def _varies(frame: pd.DataFrame, at_least: int) -> bool:
+    """Enough rows, and spread in every column (a rank correlation of a constant is undefined)."""
+    return len(frame) >= at_least and all(frame[c].nunique() > 1 for c in frame.columns)
 
 
 def _nan_if_undefined(value: float) -> float:
@@ -70,10 +83,11 @@ def judge_blocks(sessions: pd.DataFrame, primary: str, sets: list[str]) -> list[
             if name == primary:
                 continue
             both = part[[cols[primary], cols[name]]].dropna()
-            rho = stats.spearmanr(both.iloc[:, 0], both.iloc[:, 1]).statistic if len(both) >= 3 else math.nan
+            rho = stats.spearmanr(both.iloc[:, 0], both.iloc[:, 1]).statistic if _varies(both, 3) else math.nan
             pair = means[[primary, name]].dropna()
-            tau = stats.kendalltau(pair[primary], pair[name]).statistic if len(pair) >= 2 else math.nan
-            same = None if base.dropna().empty or means[name].dropna().empty else bool(base.idxmax() == means[name].idxmax())
+            tau = stats.kendalltau(pair[primary], pair[name]).statistic if _varies(pair, 2) else math.nan
+            first, other = _best(base), _best(means[name])
+            same = None if first is None or other is None else first == other
             block.agreements.append(Agreement(name, len(both), _nan_if_undefined(rho), _nan_if_undefined(tau), same))
         blocks.append(block)
     return blocks
@@ -83,7 +97,7 @@ def _num(x: float, digits: int = 2) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def _best(same: bool | None) -> str:
+def _same(same: bool | None) -> str:
     return "–" if same is None else ("same" if same else "differs")
 
 
@@ -95,7 +109,7 @@ def _rows(block: JudgeBlock) -> tuple[list[str], list[list[str]]]:
 
 def _agreement_line(block: JudgeBlock, a: Agreement) -> str:
     return (f"{a.score_set} vs {block.sets[0]}: rho {_num(a.rho)} over {a.n_sessions} sessions, "
-            f"tau {_num(a.tau)} over conditions, best condition {_best(a.same_best)}")
+            f"tau {_num(a.tau)} over conditions, best condition {_same(a.same_best)}")
 
 
 def judges_html(blocks: list[JudgeBlock]) -> list[str]:

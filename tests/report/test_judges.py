@@ -53,3 +53,14 @@ def test_rendered_in_both_formats_and_absent_with_one_judge():
     assert 'id="judges"' in page and "<td>C</td>" in page
     assert judge_blocks(sessions(), "sim", ["sim"]) == []
     assert judges_html([]) == [] and judges_markdown([]) == []
+
+
+def test_a_judge_that_gives_everyone_the_same_score_has_no_rank_agreement(recwarn):
+    df = sessions()
+    df["iq@j2"] = 5.0
+    [block] = judge_blocks(df, "sim", ["sim", "j2"])
+    [a] = block.agreements
+    assert math.isnan(a.rho) and math.isnan(a.tau) and a.n_sessions == 7  # the failed session is left out
+    assert a.same_best is None  # every condition ties for first
+    assert not [w for w in recwarn if "constant" in str(w.message).lower()]
+    assert "rho – over 7 sessions, tau – over conditions, best condition –" in "\n".join(judges_markdown([block]))
