@@ -25,6 +25,8 @@ def register(sub: Any) -> None:
     p.add_argument("--judges", default=",".join(DEFAULT_JUDGES), help="comma-separated registered judges to apply")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import this module first (it registers judges or backends); repeatable")
+    p.add_argument("--primary", action="store_true",
+                   help="make this score set the one the tables and report show as iq & co. (rewrites tables/)")
     p.add_argument("--shard-concurrency", type=int, default=4, metavar="N",
                    help="shards judged at once (default 4); each commits on its own as it finishes")
     p.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else a local Ray)")
@@ -35,7 +37,8 @@ def main(args: argparse.Namespace) -> int:
     from ray_knowsim.engine.config import ConfigError, parse_run_config
     from ray_knowsim.engine.manifest import read_manifest
     from ray_knowsim.engine.results import RunDir
-    from ray_knowsim.engine.runner import ray_session
+    from ray_knowsim.engine.runner import ray_session, write_run_tables
+    from ray_knowsim.score.store import ScoreDir
     from ray_knowsim.engine.scoring import ScoreError, score_run
     from ray_knowsim.registry import PluginImportError, import_plugins
 
@@ -50,11 +53,15 @@ def main(args: argparse.Namespace) -> int:
         with ray_session(args.address, cfg, quiet=True):
             out = score_run(cfg, rd.root, judge=args.judge, name=args.name,
                             judges=[j for j in args.judges.split(",") if j], shard_concurrency=args.shard_concurrency)
+            if args.primary:
+                ScoreDir(rd.root, out.name).make_primary()
+                write_run_tables(rd, rd.markers(cfg.config_hash()))
     except (ConfigError, ScoreError, PluginImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"name": out.name, "judge_model": out.judge_model, "scored_shards": out.scored_shards,
                       "skipped_shards": out.skipped_shards, "sessions": out.n_sessions, "judge_errors": out.n_errors,
+                      "primary": bool(args.primary),
                       "seconds": round(out.seconds, 2)}))
     return 0
 

@@ -191,6 +191,20 @@ def pending_work(plan: Plan, committed: dict[str, Marker]) -> tuple[list[tuple[i
     return todo, ok, skipped
 
 
+def write_run_tables(run_dir: RunDir, markers: dict[str, Marker]) -> dict[str, Any]:
+    """Reduce the committed sessions (with the primary score set joined in) to the run's tables
+    and write them to ``tables/``: after a run, and after ``score --primary`` switches the set."""
+    from ray_knowsim.engine.reduce import aggregate_cells, build_tables, write_tables
+    from ray_knowsim.io.cost import cost_tables
+
+    files = run_dir.data_files("sessions", markers.values())
+    scores = RunScores.load(run_dir.root)
+    tables = build_tables(aggregate_cells(files, scores=scores))
+    tables.update(cost_tables(files, scores.attach if scores.sets else None))
+    write_tables(tables, run_dir.tables)
+    return tables
+
+
 def run(
     cfg: RunConfig,
     *,
@@ -248,16 +262,8 @@ def run(
             final = run_dir.markers(config_hash)
             outcome.n_ok = sum(m.n_ok for m in final.values())
             outcome.n_failed = sum(len(m.failed) for m in final.values())
-            files = run_dir.data_files("sessions", final.values())
-            if files and tables:
-                from ray_knowsim.engine.reduce import aggregate_cells, build_tables, write_tables
-
-                scores = RunScores.load(run_dir.root)
-                outcome.tables = build_tables(aggregate_cells(files, scores=scores))
-                from ray_knowsim.io.cost import cost_tables
-
-                outcome.tables.update(cost_tables(files, scores.attach if scores.sets else None))
-                write_tables(outcome.tables, run_dir.tables)
+            if tables and final:
+                outcome.tables = write_run_tables(run_dir, final)
         status = outcome.status
     except KeyboardInterrupt:
         status = "interrupted"

@@ -113,6 +113,12 @@ class ScoreDir:
         if not index.is_file():  # the first score set of a run is the one its tables show
             atomic_write_text(index, json.dumps({"primary": self.name}), self.tmp)
 
+    def make_primary(self) -> None:
+        """This set fills ``iq`` & co. from now on (the tables need re-reducing to show it)."""
+        if not self.markers():
+            raise ValueError(f"score set {self.name!r} holds no committed scores")
+        atomic_write_text(self.run_root / SCORES / "index.json", json.dumps({"primary": self.name}), self.tmp)
+
     def info(self) -> dict[str, Any]:
         path = self.root / "judge.json"
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}

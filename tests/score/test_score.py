@@ -186,3 +186,22 @@ def test_an_operational_change_to_the_judge_keeps_its_score_set(finished):
     repriced = cfg.model_copy(update={"models": {**cfg.models, "sim": entry}})
     again = score_run(repriced, out, name="priced", judges=["interaction_quality"])
     assert again.scored_shards == 0 and again.skipped_shards == first.scored_shards
+
+
+def test_primary_switches_the_set_the_tables_show(finished, tmp_path, capsys):
+    cfg, out, _ = finished
+    before = digests(out)
+    other = tmp_path / "strict.yaml"
+    other.write_text(yaml.safe_dump({"backend": "offline", "name": "strict-judge"}), encoding="utf-8")
+    level_means = out / "tables" / "level_means.parquet"
+    level_means.unlink()  # rewritten by --primary
+    assert cli(["score", str(out), "--judge", str(other), "--primary"]) == 0
+    assert '"primary": true' in capsys.readouterr().out
+    rs = RunScores.load(out)
+    assert rs.primary == "strict" and level_means.is_file()
+    table = rs.attach(pq.read_table(RunDir(out).data_files("sessions")[0]))
+    assert "iq@sim" in table.column_names and "iq@strict" not in table.column_names  # sim is now the extra set
+    assert digests(out) == before
+    # and back: the run's own judge set, already complete, becomes primary again without judging anything
+    assert cli(["score", str(out), "--name", "sim", "--primary"]) == 0
+    assert '"scored_shards": 0' in capsys.readouterr().out and RunScores.load(out).primary == "sim"
