@@ -32,7 +32,7 @@ import numpy as np
 
 from ray_knowsim.model.chat import ChatRequest, ChatResponse
 from ray_knowsim.model.graph import build_index, capacity
-from ray_knowsim.model.results import SessionRow, TurnRow
+from ray_knowsim.model.results import FAILURE_MODES, ROLES, SESSION_METRICS, SessionRow, TurnRow, token_columns
 from ray_knowsim.model.states import state_value
 from ray_knowsim.sim.types import RoleModels, SessionResult, SessionSpec, ShardContext, ShardSpec
 from ray_knowsim.simulators import SIMULATORS
@@ -140,10 +140,10 @@ def _result(shard: ShardSpec, s: SessionSpec, ctx: ShardContext, n_turns: int, e
     ok = error is None
     metrics = {}
     if ok and SIMULATORS.get(s.simulator).structured:
-        for m in ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience"):
+        for m in SESSION_METRICS:
             metrics[m] = float(rng.uniform(0, 1))
             metrics[f"{m}_es"] = float(rng.uniform(0, 1))
-    fm = {f"fm_{m}": int(rng.integers(0, 4)) for m in ("redundant", "prereq_blocked", "effective", "overload_wasted", "under_absorbed")}
+    fm = {f"fm_{m}": int(rng.integers(0, 4)) for m in FAILURE_MODES}
     es_turn = int(rng.integers(1, ctx.max_turns + 1)) if ok and rng.uniform() < 0.5 else None
     row = SessionRow(
         run_id=ctx.run_id,
@@ -171,10 +171,7 @@ def _result(shard: ShardSpec, s: SessionSpec, ctx: ShardContext, n_turns: int, e
         early_stop_reason="cognitive_overload" if es_turn else None,
         error=error,
         llm_calls=llm_calls,
-        tokens_user_sim=tokens.get("user_sim", 0),
-        tokens_assistant=tokens.get("assistant", 0),
-        tokens_extractor=tokens.get("extractor", 0),
-        tokens_judge=tokens.get("judge", 0),
+        **{token_columns(role)["tokens"]: tokens.get(role, 0) for role in ROLES},
         **metrics,
         **fm,
     )
