@@ -207,11 +207,13 @@ class RunDir:
                 (self.root / f).unlink(missing_ok=True)
         return marker
 
-    def read_shard_tables(self, marker: Marker) -> tuple[pa.Table, pa.Table]:
+    def read_shard_tables(self, marker: Marker, session_columns: list[str] | None = None,
+                          turn_columns: list[str] | None = None) -> tuple[pa.Table, pa.Table]:
+        """A committed shard's sessions and turns (all columns, or only the ones named)."""
         files = marker.files()
         return (
-            pq.read_table(self.root / files["sessions"], schema=SESSION_SCHEMA),
-            pq.read_table(self.root / files["turns"], schema=TURN_SCHEMA),
+            pq.read_table(self.root / files["sessions"], schema=SESSION_SCHEMA, columns=session_columns),
+            pq.read_table(self.root / files["turns"], schema=TURN_SCHEMA, columns=turn_columns),
         )
 
 

@@ -31,7 +31,7 @@ from ray_knowsim.llm.accounting import Accounting
 from ray_knowsim.score.judges import DEFAULT_JUDGES, JUDGES
 from ray_knowsim.score.stage import JudgeSettings, judge_transcripts
 from ray_knowsim.score.store import ScoreDir, ScoreMarker
-from ray_knowsim.score.transcripts import transcripts_from_tables
+from ray_knowsim.score.transcripts import SESSION_COLUMNS, TURN_COLUMNS, transcripts_from_tables
 from ray_knowsim.sim.types import item_key
 
 
@@ -98,11 +98,11 @@ def _identity(backend: str, dumped: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in dumped.items() if k not in operational}, sort_keys=True)
 
 
-def _check_same_judge(store: ScoreDir, info: dict[str, Any]) -> None:
+def _check_same_judge(store: ScoreDir, info: dict[str, Any], has_scores: bool) -> None:
     """A score set holds one judge's scores: committed shards are skipped, so judging into a set
     made by another model or other judges would mislabel them."""
     old = store.info()
-    if not old or not store.markers():
+    if not old or not has_scores:
         return
     same = (old.get("judge_model"), _identity(old.get("backend", ""), old.get("entry") or {}), old.get("judges")) == (
         info["judge_model"], _identity(info["backend"], info["entry"]), info["judges"])
@@ -152,10 +152,11 @@ def score_run(
     entry = cfg.models[key]
     info = {"name": name, "judge_model": key, "backend": entry.backend,
             "entry": entry.model_dump(mode="json"), "judges": list(judges)}
-    _check_same_judge(store, info)
+    done = store.markers()  # read once: the checks below and each shard's commit use it
+    _check_same_judge(store, info, has_scores=bool(done))
     store.write_info(info)
     out = ScoreOutcome(name=name, judge_model=key)
-    todo = [m for m in markers.values() if not store.is_done(m.shard_id, m.token)]
+    todo = [m for m in markers.values() if not store.is_done(m.shard_id, m.token, done)]
     out.skipped_shards = len(markers) - len(todo)
     if not todo:
         out.seconds = time.perf_counter() - t0
@@ -176,9 +177,9 @@ def score_run(
 
     async def judge_shard(marker: Marker) -> None:
         async with gate:
-            sessions, turns = rd.read_shard_tables(marker)
+            sessions, turns = rd.read_shard_tables(marker, SESSION_COLUMNS, TURN_COLUMNS)
             transcripts = transcripts_from_tables(sessions, turns, items)
-            kept = store.kept_rows(marker.shard_id)
+            kept = store.kept_rows(marker.shard_id, done.get(marker.shard_id))
             started = time.perf_counter()
             fresh = await judge_transcripts([t for t in transcripts if t.session_id not in kept], model,
                                             name=name, model_key=key, judges=judges, settings=settings,
@@ -186,7 +187,8 @@ def score_run(
             by_id = {**kept, **{r.session_id: r for r in fresh}}
             rows = [by_id[t.session_id] for t in transcripts]
             out.committed.append(
-                store.commit(marker.shard_id, marker.token, rows, {"seconds": round(time.perf_counter() - started, 3)})
+                store.commit(marker.shard_id, marker.token, rows, {"seconds": round(time.perf_counter() - started, 3)},
+                             old=done.get(marker.shard_id))
             )
 
     async def judge_all() -> None:

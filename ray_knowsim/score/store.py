@@ -102,8 +102,9 @@ class ScoreDir:
                 out[marker.shard_id] = marker
         return out
 
-    def is_done(self, shard_id: str, sessions_token: str) -> bool:
-        m = self.markers().get(shard_id)
+    def is_done(self, shard_id: str, sessions_token: str, markers: dict[str, ScoreMarker] | None = None) -> bool:
+        """``markers``: the set's markers when the caller already read them (one directory read)."""
+        m = (self.markers() if markers is None else markers).get(shard_id)
         return m is not None and m.sessions_token == sessions_token and m.n_errors == 0
 
     def write_info(self, info: dict[str, Any]) -> None:
@@ -123,12 +124,14 @@ class ScoreDir:
         path = self.root / "judge.json"
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
-    def commit(self, shard_id: str, sessions_token: str, rows: list[ScoreRow], summary: dict[str, Any]) -> ScoreMarker:
+    def commit(self, shard_id: str, sessions_token: str, rows: list[ScoreRow], summary: dict[str, Any],
+               old: ScoreMarker | None = None) -> ScoreMarker:
+        """``old``: the shard's previous marker when the caller already has it (its file is replaced)."""
         import secrets
         import time
 
         self.root.mkdir(parents=True, exist_ok=True)
-        old = self.markers().get(shard_id)
+        old = old if old is not None else self.markers().get(shard_id)
         marker = ScoreMarker(
             shard_id=shard_id, name=self.name, token=f"{int(time.time())}{secrets.token_hex(4)}",
             sessions_token=sessions_token, n_sessions=len(rows), n_errors=sum(r.judge_error is not None for r in rows),
@@ -140,10 +143,11 @@ class ScoreDir:
             (self.root / old.file).unlink(missing_ok=True)
         return marker
 
-    def kept_rows(self, shard_id: str) -> dict[str, ScoreRow]:
+    def kept_rows(self, shard_id: str, marker: ScoreMarker | None = None) -> dict[str, ScoreRow]:
         """A shard's committed scores that need no redo (no judge error), by session id: a shard
-        rerun for its failed sessions keeps the scores of the sessions it did not rerun."""
-        m = self.markers().get(shard_id)
+        rerun for its failed sessions keeps the scores of the sessions it did not rerun.
+        ``marker``: the shard's committed marker when the caller already read it."""
+        m = marker if marker is not None else self.markers().get(shard_id)
         if m is None:
             return {}
         rows = pq.read_table(self.root / m.file, schema=SCORE_SCHEMA).to_pylist()

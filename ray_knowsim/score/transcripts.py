@@ -32,6 +32,11 @@ class Transcript:
         return sum(1 for speaker, _ in self.messages if speaker == "user")
 
 
+#: the columns :func:`transcripts_from_tables` reads (a scoring pass reads only these)
+SESSION_COLUMNS = ["session_id", "task", "item_id", "knowledge_level", "simulator", "seed", "status", "final_user_message"]
+TURN_COLUMNS = ["session_id", "turn", "user_message", "assistant_message"]
+
+
 def transcripts_from_tables(sessions: pa.Table, turns: pa.Table, items: Mapping[str, Item]) -> list[Transcript]:
     """The transcripts of the finished (``status == "ok"``) sessions of one shard, in row order.
 
@@ -47,9 +52,7 @@ def transcripts_from_tables(sessions: pa.Table, turns: pa.Table, items: Mapping[
     ):
         by_session.setdefault(sid, []).append((turn, user, assistant))
     out = []
-    for row in sessions.select(
-        ["session_id", "task", "item_id", "knowledge_level", "simulator", "seed", "status", "final_user_message"]
-    ).to_pylist():
+    for row in sessions.select(SESSION_COLUMNS).to_pylist():
         if row["status"] != "ok":
             continue
         key = f"{row['task']}/{row['item_id']}"
