@@ -37,12 +37,12 @@ def build_offline(entry: OfflineModelEntry, ctx: BuildContext) -> ChatModel:
 def build_http(entry: HTTPModelEntry, ctx: BuildContext) -> ChatModel:
     """An OpenAI-compatible endpoint; with run-wide limits, ONE named limiter actor per endpoint,
     created on the driver so it lives as long as the run, shared by every worker."""
-    from ray_knowsim.engine.limiter import make_limiter
+    from ray_knowsim.engine.limiter.actor import create_shared_limiter
     from ray_knowsim.llm.http.client import OpenAICompatibleModel
 
     hcfg = entry.http_config()
     # one budget per endpoint for the whole run, owned by the driver (a Ray actor when Ray is up)
-    return OpenAICompatibleModel(hcfg, limiter=make_limiter(hcfg.limiter_name, hcfg.rate_limits()))
+    return OpenAICompatibleModel(hcfg, limiter=create_shared_limiter(hcfg))
 
 
 @register_backend(

@@ -41,10 +41,8 @@ from ray_knowsim.engine.progress import Counts, Display, progress_actor
 from ray_knowsim.engine.results import Marker, RunDir
 from ray_knowsim.engine.scoring import score_run
 from ray_knowsim.score.store import RunScores
+from ray_knowsim.sim.session import SIMULATION_ROLES
 from ray_knowsim.sim.types import RoleSettings, ShardContext
-
-ROLE_NAMES = ("user_sim", "assistant", "extractor", "judge")
-
 
 class RunError(RuntimeError):
     """A run that cannot start (bad inputs, missing keys, a run dir of another config)."""
@@ -75,9 +73,7 @@ class RunOutcome:
 
 def make_context(cfg: RunConfig, run_id: str, config_hash: str) -> ShardContext:
     roles = {}
-    for role in ROLE_NAMES:
-        if role == "judge":
-            continue  # judges are not part of the simulation (engine/scoring.py)
+    for role in SIMULATION_ROLES:  # the judges are a stage of their own (engine/scoring.py)
         model, temp, max_tokens, attempts = cfg.roles.settings(role)
         roles[role] = RoleSettings(model=model if role != "assistant" else "", temperature=temp, max_tokens=max_tokens, attempts=attempts)
     return ShardContext(

@@ -29,10 +29,10 @@ from ray_knowsim.engine.plan import load_inputs
 from ray_knowsim.engine.results import Marker, RunDir
 from ray_knowsim.llm.accounting import Accounting
 from ray_knowsim.score.judges import DEFAULT_JUDGES, JUDGES
-from ray_knowsim.score.stage import JudgeSettings, judge_transcripts
+from ray_knowsim.score.stage import judge_transcripts
 from ray_knowsim.score.store import ScoreDir, ScoreMarker
 from ray_knowsim.score.transcripts import SESSION_COLUMNS, TURN_COLUMNS, transcripts_from_tables
-from ray_knowsim.sim.types import item_key
+from ray_knowsim.sim.types import RoleSettings, item_key
 
 
 class ScoreError(RuntimeError):
@@ -111,11 +111,9 @@ def _check_same_judge(store: ScoreDir, info: dict[str, Any], has_scores: bool) -
                          f"with judges {old.get('judges')}; name another set with --name")
 
 
-def judge_settings(cfg: RunConfig) -> JudgeSettings:
-    if cfg.roles.judge is None:
-        return JudgeSettings()
-    _, temperature, max_tokens, attempts = cfg.roles.settings("judge")
-    return JudgeSettings(temperature=temperature, max_tokens=max_tokens, attempts=attempts)
+def judge_settings(cfg: RunConfig) -> RoleSettings:
+    """How the judge is asked: the run config's ``roles.judge``, or the spec's defaults."""
+    return RoleSettings(*cfg.roles.settings("judge"))
 
 
 def score_run(

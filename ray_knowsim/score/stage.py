@@ -8,7 +8,6 @@ touched, so a judge failure never discards a finished conversation.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from ray_knowsim.llm.protocol import ChatModel
@@ -19,16 +18,7 @@ from ray_knowsim.score.judges import JUDGES
 from ray_knowsim.score.store import ScoreRow
 from ray_knowsim.score.transcripts import Transcript
 from ray_knowsim.sim.ask import ask_batch
-from ray_knowsim.sim.types import request_id, request_seed
-
-
-@dataclass(frozen=True)
-class JudgeSettings:
-    """How the judge model is asked (the run config's ``roles.judge`` or its defaults)."""
-
-    temperature: float = 0.0
-    max_tokens: int = 4096
-    attempts: int = 3
+from ray_knowsim.sim.types import RoleSettings, request_id, request_seed
 
 
 async def judge_transcripts(
@@ -38,7 +28,7 @@ async def judge_transcripts(
     name: str,
     model_key: str,
     judges: Sequence[str],
-    settings: JudgeSettings,
+    settings: RoleSettings,
     price: Price | None = None,
 ) -> list[ScoreRow]:
     """One :class:`ScoreRow` per transcript (same order) under the score set ``name``."""
@@ -54,7 +44,7 @@ async def judge_transcripts(
         for k in chosen:
             t = transcripts[k]
             req = judge.request(t, seed=request_seed(t.seed, "judge", judge.slot), request_id=request_id(t.session_id, "judge", judge.slot))
-            requests.append(replace(req, temperature=settings.temperature, max_tokens=settings.max_tokens))
+            requests.append(settings.apply(req))
         answers = await ask_batch(
             model, requests, lambda text, i: judge.parse(text, transcripts[chosen[i]]), attempts=settings.attempts
         )
@@ -85,4 +75,4 @@ async def judge_transcripts(
     return rows
 
 
-__all__ = ["JudgeSettings", "judge_transcripts"]
+__all__ = ["judge_transcripts"]

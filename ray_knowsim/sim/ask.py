@@ -31,12 +31,12 @@ from ray_knowsim.llm.parse import ParseResult
 from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.prompts.repair import build_retry
+from ray_knowsim.sim.types import SEED_MODULUS
 
 T = TypeVar("T")
 
 #: the smallest first-attempt budget (tokens) when it is derived from the cap
 MIN_BUDGET = 256
-_SEED_MODULUS = 2**31 - 1
 _SEED_STEP = 0x9E3779B1  # odd, far from small multiples: attempt seeds never collide with turn seeds
 
 
@@ -45,7 +45,7 @@ def attempt_seed(seed: int | None, attempt: int) -> int | None:
     first attempt (so cache keys of first answers stay put), a deterministic derivation after."""
     if seed is None or attempt == 0:
         return seed
-    return (seed + attempt * _SEED_STEP) % _SEED_MODULUS
+    return (seed + attempt * _SEED_STEP) % SEED_MODULUS
 
 
 def first_budget(cap: int, estimate: int | None = None) -> int:

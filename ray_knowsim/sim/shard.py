@@ -10,7 +10,6 @@ message) ends as an explicit failure naming why; the others carry on.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import replace
 from typing import Any, AsyncIterator, Callable
 
 import numpy as np
@@ -24,7 +23,7 @@ from ray_knowsim.rules.termination import early_stop
 from ray_knowsim.sim.ask import Answer, ask_batch
 from ray_knowsim.prompts.learners import LearnerView
 from ray_knowsim.sim.session import LiveSession, start_session
-from ray_knowsim.sim.types import RoleModels, RoleSettings, SessionResult, ShardContext, ShardSpec, request_id, request_seed
+from ray_knowsim.sim.types import RoleModels, SessionResult, ShardContext, ShardSpec, request_id, request_seed
 
 def _seed(live: LiveSession, role: str, turn: int) -> int:
     return request_seed(live.spec.seed, role, turn)
@@ -48,18 +47,6 @@ def _rid(live: LiveSession, role: str, turn: int) -> str:
     return request_id(live.spec.session_id, role, turn)
 
 
-def _settings(ctx: ShardContext, role: str) -> RoleSettings:
-    return ctx.roles[role]
-
-
-def _with_settings(request: ChatRequest, ctx: ShardContext, role: str) -> ChatRequest:
-    """Apply the run's per-role temperature / token limits where the config sets them."""
-    settings = ctx.roles.get(role)
-    if settings is None:
-        return request
-    return replace(request, temperature=settings.temperature, max_tokens=settings.max_tokens)
-
-
 async def _ask_role(
     model: Any, lives: list[LiveSession], ctx: ShardContext, role: str, render: Callable, parse: Callable, **kwargs: Any
 ) -> list[Answer]:
@@ -67,8 +54,9 @@ async def _ask_role(
 
     Every role's turn asks the same way; only what it renders and how it reads the reply differ.
     """
-    requests = [_with_settings(render(live), ctx, role) for live in lives]
-    return await ask_batch(model, requests, parse, attempts=_settings(ctx, role).attempts, **kwargs)
+    settings = ctx.roles[role]
+    requests = [settings.apply(render(live)) for live in lives]
+    return await ask_batch(model, requests, parse, attempts=settings.attempts, **kwargs)
 
 
 async def _user_turns(lives: list[LiveSession], models: RoleModels, ctx: ShardContext, turn: int) -> None:

@@ -16,10 +16,11 @@ and a test can build it by hand. Two promises the loop must keep for resume to b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Callable, Literal, Mapping, Protocol
 
 from ray_knowsim.llm.protocol import ChatModel
+from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.graph import IUGraph
 from ray_knowsim.model.items import Item
 from ray_knowsim.model.results import SessionRow, TurnRow
@@ -34,11 +35,12 @@ EarlyStopMode = Literal["virtual", "stop"]
 
 # per-request seed offsets, so each role and turn samples independently but reproducibly
 _ROLE_SEED = {"user_sim": 1, "assistant": 2, "extractor": 3, "judge": 4}
+SEED_MODULUS = 2**31 - 1  # every request seed is below it (servers take 32-bit signed seeds)
 
 
 def request_seed(session_seed: int, role: str, turn: int) -> int:
     """The sampling seed of one request of a session (a judge's "turn" is its slot)."""
-    return (session_seed * 1_000_003 + turn * 16 + _ROLE_SEED[role]) % (2**31 - 1)
+    return (session_seed * 1_000_003 + turn * 16 + _ROLE_SEED[role]) % SEED_MODULUS
 
 
 def request_id(session_id: str, role: str, turn: int) -> str:
@@ -102,6 +104,10 @@ class RoleSettings:
     # retry with the whole max_tokens for a truncated one (sim/ask.py); 1 = no retry. Transport
     # errors are retried by the HTTP client only, never here.
     attempts: int = 3
+
+    def apply(self, request: ChatRequest) -> ChatRequest:
+        """``request`` with this role's temperature and token limit (the run config's, or the spec's)."""
+        return replace(request, temperature=self.temperature, max_tokens=self.max_tokens)
 
 
 @dataclass(frozen=True)

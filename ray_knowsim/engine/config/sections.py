@@ -64,7 +64,8 @@ class RolesConfig(Strict):
         return self
 
     def settings(self, role: str) -> tuple[str, float, int, int]:
-        cfg: RoleConfig = getattr(self, role)
+        """(model key, temperature, max_tokens, attempts); a role without a config (no judge) gets the defaults."""
+        cfg: RoleConfig = getattr(self, role) or RoleConfig()
         temp, max_tokens = _ROLE_DEFAULTS[role]
         return (
             cfg.model or "",
