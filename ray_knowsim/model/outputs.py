@@ -151,8 +151,14 @@ def signal_report_schema(graph: IUGraph) -> dict[str, Any]:
     reasoning fields bounded (``REASONING_MAX_CHARS``). xgrammar, vLLM's default structured-output
     backend, accepts every keyword used here. The parser checks the same facts on every reply
     (:func:`ray_knowsim.llm.parse.signals.parse_signal_report`), so a decoder that ignores the
-    schema cannot slip drift through.
+    schema cannot slip drift through. Built once per graph (every turn of every session of an item
+    asks with it); each call returns a fresh copy the caller may edit.
     """
+    return json.loads(_signal_report_schema_json(tuple((node.id, node.concept) for node in graph.nodes)))
+
+
+@lru_cache(maxsize=1024)
+def _signal_report_schema_json(nodes: tuple[tuple[str, str], ...]) -> str:
     base = SignalReport.json_schema()
     listing = base["properties"]["iu_analysis"]
     entry = listing.pop("items")
@@ -163,14 +169,14 @@ def signal_report_schema(graph: IUGraph) -> dict[str, Any]:
     for name in ("teaching_quality_reasoning", "user_attempt_reasoning"):
         props[name] = {"type": "string", "maxLength": REASONING_MAX_CHARS}
     slots = []
-    for node in graph.nodes:
+    for node_id, concept in nodes:
         slot = copy.deepcopy(entry)
-        slot["properties"]["id"] = {"type": "string", "const": node.id}
-        slot["properties"]["concept"] = {"type": "string", "const": node.concept}
+        slot["properties"]["id"] = {"type": "string", "const": node_id}
+        slot["properties"]["concept"] = {"type": "string", "const": concept}
         slots.append(slot)
     n = len(slots)
     listing.update(prefixItems=slots, items=False, minItems=n, maxItems=n)
-    return base
+    return json.dumps(base)
 
 
 # --- IU-graph extraction --------------------------------------------------------------------

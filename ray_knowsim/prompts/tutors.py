@@ -11,6 +11,7 @@ else branches on it. See ``docs/extending.md`` ("Adding a tutor strategy").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable
 
 from ray_knowsim.prompts.templates import Template, TemplateError, load_template
@@ -20,6 +21,18 @@ from ray_knowsim.registry import Registry
 #: callable or a ``"module:function"`` path resolved on first use. ``lesson`` is the offline
 #: model's reading of the chat (:class:`ray_knowsim.llm.offline.assistant.Lesson`).
 OfflineReply = Callable[[Any, Any], str]
+
+
+@lru_cache(maxsize=None)
+def _first_template(names: tuple[str, ...], prompts: str | None) -> Template:
+    """The first of ``names`` the prompt set has (resolved once: every assistant turn asks)."""
+    error: TemplateError | None = None
+    for name in names:
+        try:
+            return load_template(name, prompts)
+        except TemplateError as exc:
+            error = error or exc
+    raise error or TemplateError("a tutor strategy names no template")
 
 
 @dataclass(frozen=True)
@@ -36,13 +49,7 @@ class TutorStrategy:
     def template_for(self, prompts: str | None) -> Template:
         if isinstance(self.template, Template):
             return self.template
-        error: TemplateError | None = None
-        for name in (self.template, *self.legacy_templates):
-            try:
-                return load_template(name, prompts)
-            except TemplateError as exc:
-                error = error or exc
-        raise error or TemplateError(f"tutor strategy {self.name!r} names no template")
+        return _first_template((self.template, *self.legacy_templates), prompts)
 
     def offline_path(self) -> str | None:
         """``"module:function"`` of the offline reply: handed to the offline test double in its
