@@ -21,9 +21,10 @@ TQ_NOT_MENTIONED, TQ_SHALLOW, TQ_WELL = 0, 1, 2
 ATTEMPT_NONE, ATTEMPT_REASONING, ATTEMPT_ARTICULATION = 0, 1, 2
 ROLE_OTHER, ROLE_INCORRECT_NO_EXPLANATION = 0, 1
 
-_ROLE_ALIASES = ("assistant_reasoning_role", "assistant_reason_role", "assistant_role", "assistant_response")
+#: field names drifted extractors use for ``assistant_response_role``
+ROLE_ALIASES = ("assistant_reasoning_role", "assistant_reason_role", "assistant_role", "assistant_response")
 #: an arrow, optional white space, then a label that ends at a word boundary (``-> shallowly`` is no match)
-_ARROW_LABEL = re.compile(r"(?:->|→)\s*(well_explained|shallow|not_mentioned)\b")
+ARROW_LABEL = re.compile(r"(?:->|→)\s*(well_explained|shallow|not_mentioned)\b")
 _ATTEMPTS = ("reasoning", "articulation", "none")
 
 
@@ -70,7 +71,7 @@ def normalize_entry(raw: dict[str, Any]) -> SignalEntry:
     """Apply spec §1.5's repairs: field-name drift, arrow-encoded labels, legacy attempt flags."""
     data = dict(raw)
     if "assistant_response_role" not in data:
-        for alias in _ROLE_ALIASES:
+        for alias in ROLE_ALIASES:
             if alias in data:
                 data["assistant_response_role"] = data[alias]
                 break
@@ -82,7 +83,7 @@ def normalize_entry(raw: dict[str, Any]) -> SignalEntry:
         # present, even as null: kept as it is (null reads as well_explained in the update)
         tq = data["teaching_quality"]
     else:
-        match = _ARROW_LABEL.search(reasoning.lower())
+        match = ARROW_LABEL.search(reasoning.lower())
         tq = match.group(1) if match else "not_mentioned"
     attempt = data.get("user_attempt_type")
     if attempt not in _ATTEMPTS:

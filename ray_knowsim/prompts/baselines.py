@@ -17,7 +17,7 @@ from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.outputs import BaselineCoTTurn, BaselineTurn
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.items import Item
-from ray_knowsim.prompts.request import build_request, item_facts, section_or
+from ray_knowsim.prompts.request import NO_LEVEL, build_request, item_facts, section_or
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import (
     StatesLike,
@@ -34,7 +34,6 @@ BASELINE_TEMPERATURE = 0.7
 BASELINE_MAX_TOKENS = 3000
 NO_TRANSCRIPT = "(No messages yet: write the learner's opening message, which must state the problem.)"
 NO_PROFILE = "(No particular profile.)"
-NO_LEVEL = "(not stated)"
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,13 @@ from typing import Literal
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.outputs import GraphExtraction
 from ray_knowsim.model.items import Item
-from ray_knowsim.prompts.request import build_request
+from ray_knowsim.prompts.request import NO_REFERENCE, build_request
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 
 GraphAttempt = Literal["normal", "json_only", "compact"]
 GRAPH_TEMPERATURE = 0.2
 GRAPH_RETRY_TEMPERATURE = 0.0
 GRAPH_MAX_TOKENS = 8192
-NO_REFERENCE = "(No reference answer provided.)"
 
 
 def graph_template_name(task: str) -> str:

@@ -11,13 +11,12 @@ from functools import partial
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.outputs import InteractionRating, TerminationJudgement, termination_reasons
 from ray_knowsim.model.items import Item
-from ray_knowsim.prompts.request import build_request, item_facts
+from ray_knowsim.prompts.request import NO_LEVEL, build_request, item_facts
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import Transcript, format_numbered_transcript, format_transcript, transcript_pairs
 
 JUDGE_TEMPERATURE = 0.0
 JUDGE_MAX_TOKENS = 4096
-NO_LEVEL = "(not stated)"
 
 
 def truncate_exchanges(pairs: list[list[str]], exchanges: int | None) -> list[list[str]]:

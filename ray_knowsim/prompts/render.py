@@ -24,7 +24,8 @@ from ray_knowsim.model.outputs import SignalReport, UserTurn, signal_report_sche
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.items import Item
 from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
-from ray_knowsim.prompts.request import build_request, item_facts, section_or
+from ray_knowsim.prompts.repair import EXTRACTOR_RETRY_TEMPERATURE
+from ray_knowsim.prompts.request import NO_REFERENCE, build_request, item_facts, section_or
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import (
     ConnectableMode,
@@ -51,7 +52,6 @@ from ray_knowsim.rules.prerequisites import density
 USER_SIM_TEMPERATURE = 0.7
 ASSISTANT_TEMPERATURE = 0.0
 EXTRACTOR_TEMPERATURE = 0.0
-EXTRACTOR_RETRY_TEMPERATURE = 0.4
 USER_SIM_MAX_TOKENS = 3000
 ASSISTANT_MAX_TOKENS = 3000
 #: the reference allowed 128 000; a 30-IU report is ~4k tokens, and most servers cap max_tokens at
@@ -60,7 +60,6 @@ EXTRACTOR_MAX_TOKENS = 16384
 
 NO_TRANSCRIPT_USER = "(This is the first exchange; nothing has been said before.)"
 NO_TRANSCRIPT_EXTRACTOR = "(This is the first exchange of the conversation.)"
-NO_REFERENCE = "(No reference answer provided.)"
 
 #: articulation mode (spec §5) -> template fragment holding that mode's guidance
 _MODE_SECTION = {"Explicit": "mode_explicit", "Vague": "mode_vague", "Compliant": "mode_deferential"}

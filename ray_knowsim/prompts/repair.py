@@ -7,8 +7,9 @@ from dataclasses import replace
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.prompts.templates import load_template
 
+EXTRACTOR_RETRY_TEMPERATURE = 0.4  # spec §12.5: the extractor is asked again a little warmer
 #: temperature of the one repair attempt, by role (the extractor's retry temperature is the spec's)
-RETRY_TEMPERATURE = {"extractor": 0.4}
+RETRY_TEMPERATURE = {"extractor": EXTRACTOR_RETRY_TEMPERATURE}
 
 
 def build_retry(request: ChatRequest, bad_reply: str, reason: str, *, temperature: float | None = None) -> ChatRequest:

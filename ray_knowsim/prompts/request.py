@@ -16,6 +16,10 @@ from ray_knowsim.model.outputs import StructuredOutput
 from ray_knowsim.prompts.templates import Template
 
 
+#: fillers for a fact an item or a caller does not have (the prompt says so instead of a blank)
+NO_REFERENCE = "(No reference answer provided.)"
+NO_LEVEL = "(not stated)"
+
 def build_request(
     tpl: Template,
     values: Mapping[str, Any],

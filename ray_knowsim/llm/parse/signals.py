@@ -33,13 +33,10 @@ from ray_knowsim.llm.parse.json_extract import extract_json
 from ray_knowsim.llm.parse.result import ParseResult, fail
 from ray_knowsim.model.graph import GraphIndex, IUGraph, iu_label
 from ray_knowsim.model.outputs import ATTEMPT_TYPES, RESPONSE_ROLES, TEACHING_QUALITIES
-from ray_knowsim.model.signals import SignalEntry, normalize_entry
+from ray_knowsim.model.signals import ARROW_LABEL, ROLE_ALIASES, SignalEntry, normalize_entry
 
-TQ_LABELS = TEACHING_QUALITIES  # kept for importers of the old module
 INVALID_SIGNALS = "invalid_signals"
 
-_ROLE_ALIASES = ("assistant_reasoning_role", "assistant_reason_role", "assistant_role", "assistant_response")
-_ARROW_LABEL = re.compile(r"(?:->|→)\s*(well_explained|shallow|not_mentioned)\b")
 _LABEL_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("teaching_quality", TEACHING_QUALITIES),
     ("user_attempt_type", ATTEMPT_TYPES),
@@ -137,7 +134,7 @@ def _read_entry(raw: dict, where: str, resolver: _IdResolver, repairs: list[str]
     """The canonical form of one entry, or None (with its problems named) when it is refused."""
     data = dict(raw)
     if "assistant_response_role" not in data:
-        for alias in _ROLE_ALIASES:
+        for alias in ROLE_ALIASES:
             if alias in data:
                 data["assistant_response_role"] = data.pop(alias)
                 repairs.append(f"renamed:{alias}->assistant_response_role")
@@ -164,7 +161,7 @@ def _read_entry(raw: dict, where: str, resolver: _IdResolver, repairs: list[str]
 
     if "teaching_quality" not in data:
         reasoning = data.get("teaching_quality_reasoning")
-        match = _ARROW_LABEL.search(reasoning.lower()) if isinstance(reasoning, str) else None
+        match = ARROW_LABEL.search(reasoning.lower()) if isinstance(reasoning, str) else None
         if match is not None:
             data["teaching_quality"] = match.group(1)
             repairs.append(f"teaching_quality_from_reasoning:{name}")
@@ -241,4 +238,4 @@ def parse_signal_report(
     return ParseResult(value=SignalAnalysis(entries=entries), repairs=tuple(dict.fromkeys(repairs)), raw=ext.value)
 
 
-__all__ = ["INVALID_SIGNALS", "SignalAnalysis", "TQ_LABELS", "parse_signal_report"]
+__all__ = ["INVALID_SIGNALS", "SignalAnalysis", "parse_signal_report"]
