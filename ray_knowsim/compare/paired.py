@@ -209,7 +209,9 @@ def _task_metric(task, metric, hib, wide, levels, conds, item_pos, weights, opts
             keep = ~np.isnan(d)
             units = pd.Series(d[keep], index=pd.MultiIndex.from_arrays(
                 [lv.index.get_level_values("item_id")[keep], lv.index.get_level_values("trial")[keep]]))
-            pair_data[level][(a, b)] = (d[keep], idx[keep], units)
+            # the pair's bootstrap replicates, drawn once: its level row and the all-levels row use them
+            reps = S.cluster_means(weights, *S.cluster_sums(idx[keep], d[keep], n_items_total)) if keep.any() else None
+            pair_data[level][(a, b)] = (d[keep], idx[keep], units, reps)
 
     paired, best, mdes = [], [], []
     pairs = list(combinations(conds, 2))
@@ -220,10 +222,10 @@ def _task_metric(task, metric, hib, wide, levels, conds, item_pos, weights, opts
                 per = [pair_data[lv][(a, b)] for lv in levels if (a, b) in pair_data[lv] and pair_data[lv][(a, b)][0].size]
                 if not per:
                     continue
-                means = [float(d.mean()) for d, _, _ in per]
+                means = [float(d.mean()) for d, _, _, _ in per]
                 mean_diff = float(np.mean(means))
-                reps = _mean_of_levels(np.vstack([S.cluster_means(weights, *S.cluster_sums(ix, d, n_items_total)) for d, ix, _ in per]))
-                units = pd.concat([u for _, _, u in per]).groupby(level=[0, 1]).mean()
+                reps = _mean_of_levels(np.vstack([pair_reps for _, _, _, pair_reps in per]))
+                units = pd.concat([u for _, _, u, _ in per]).groupby(level=[0, 1]).mean()
                 test_values = units.to_numpy(dtype=float)
                 n_items = int(units.index.get_level_values(0).nunique())
                 ma = float(np.nanmean([level_stats[lv][a][1] for lv in levels if a in level_stats[lv]]))
@@ -231,9 +233,8 @@ def _task_metric(task, metric, hib, wide, levels, conds, item_pos, weights, opts
             else:
                 if (a, b) not in pair_data[level] or pair_data[level][(a, b)][0].size == 0:
                     continue
-                d, ix, _ = pair_data[level][(a, b)]
+                d, ix, _, reps = pair_data[level][(a, b)]
                 mean_diff = float(d.mean())
-                reps = S.cluster_means(weights, *S.cluster_sums(ix, d, n_items_total))
                 test_values = d
                 n_items = int(np.unique(ix).size)
                 ma, mb = level_stats[level][a][1], level_stats[level][b][1]

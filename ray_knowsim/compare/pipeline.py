@@ -10,7 +10,7 @@ from typing import Sequence
 import pandas as pd
 
 from ray_knowsim.compare.leaderboard import leaderboard, render_html
-from ray_knowsim.compare.paired import DEFAULT_METRICS, CompareOptions, analyse
+from ray_knowsim.compare.paired import CompareOptions, analyse, pick_metrics
 from ray_knowsim.compare.runs import load_runs, merged_sessions
 
 TABLES = ("paired", "best", "mde", "leaderboard")
@@ -24,8 +24,8 @@ class CompareResult:
 
 
 def default_metrics(sessions: pd.DataFrame) -> list[str]:
-    ms = [m for m in DEFAULT_METRICS if m in sessions.columns and sessions[m].notna().any()]
-    if "cost_usd" in sessions.columns and sessions["cost_usd"].notna().any() and (sessions["cost_usd"] > 0).any():
+    ms = pick_metrics(sessions, None)
+    if "cost_usd" in sessions.columns and (sessions["cost_usd"] > 0).any():
         ms.append("cost_usd")
     return ms
 

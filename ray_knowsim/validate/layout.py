@@ -31,9 +31,8 @@ class LayoutError(ValueError):
     """A layout file that cannot be read or does not validate; the message names file and key."""
 
 
-def name_key(text: object) -> str:
-    """The matching key of a header, field or sheet name: lower-case alphanumerics only."""
-    return re.sub(r"[^0-9a-z]", "", str(text).lower())
+#: the matching key of a header, field or sheet name: lower-case alphanumerics only
+name_key = norm_token
 
 
 def _names(v: object) -> object:
