@@ -49,14 +49,11 @@ class LoadedRun(BaseModel):
 
 
 def _model_identity(models: dict[str, Any], key: str | None) -> dict[str, Any]:
-    from ray_knowsim.engine.config.models import operational_fields
+    from ray_knowsim.engine.config.models import answer_fields
 
     if key is None or key not in models:
         return {"model": key}
-    entry = dict(models[key])
-    for name in operational_fields(entry.get("backend", "")) if entry.get("backend") else {"price"}:
-        entry.pop(name, None)
-    return entry
+    return answer_fields(models[key])
 
 
 def run_identity(manifest: dict[str, Any], sessions: pd.DataFrame) -> RunIdentity:

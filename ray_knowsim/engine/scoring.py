@@ -20,10 +20,9 @@ from typing import Any, Sequence
 import yaml
 from pydantic import ValidationError
 
-from ray_knowsim.engine.backends import BACKENDS
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.config.base import ConfigError, format_errors
-from ray_knowsim.engine.config.models import validate_model_entries
+from ray_knowsim.engine.config.models import answer_fields, validate_model_entries
 from ray_knowsim.engine.models import ModelSet, build_models, shutdown_pools
 from ray_knowsim.engine.plan import load_inputs
 from ray_knowsim.engine.results import Marker, RunDir
@@ -94,8 +93,7 @@ def _entry_json(entry: Any) -> str:
 
 
 def _identity(backend: str, dumped: dict[str, Any]) -> str:
-    operational = BACKENDS.get(backend).operational if backend in BACKENDS else frozenset()
-    return json.dumps({k: v for k, v in dumped.items() if k not in operational}, sort_keys=True)
+    return json.dumps(answer_fields({**dumped, "backend": backend}), sort_keys=True)
 
 
 def _check_same_judge(store: ScoreDir, info: dict[str, Any], has_scores: bool) -> None:

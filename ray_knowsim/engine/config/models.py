@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Mapping, Union
 
 from pydantic import Field, TypeAdapter
 
@@ -73,6 +73,17 @@ def operational_fields(backend: str) -> frozenset[str]:
     from ray_knowsim.engine.backends import BACKENDS
 
     return BACKENDS.get(backend).operational
+
+
+def answer_fields(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A model entry (as JSON) without its operational fields: what decides what it answers (the
+    config hash, a score set's judge and compare's run identity all compare this). An entry of a
+    backend that is not registered here keeps everything but its price."""
+    from ray_knowsim.engine.backends import ALWAYS_OPERATIONAL, BACKENDS
+
+    backend = entry.get("backend") or ""
+    drop = operational_fields(backend) if backend in BACKENDS else ALWAYS_OPERATIONAL
+    return {k: v for k, v in entry.items() if k not in drop}
 
 
 # Fields that decide answers but were added later: left out of the config hash while at these

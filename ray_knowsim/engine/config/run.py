@@ -12,7 +12,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from ray_knowsim.engine.config.base import NAME as _NAME
 from ray_knowsim.engine.config.base import Strict
 from ray_knowsim.engine.config.loading import file_digest, resolve_path
-from ray_knowsim.engine.config.models import HASHED_IF_SET, operational_fields, validate_model_entries
+from ray_knowsim.engine.config.models import HASHED_IF_SET, answer_fields, validate_model_entries
 from ray_knowsim.engine.config.sections import (
     ConditionConfig,
     EngineConfig,
@@ -164,9 +164,8 @@ class RunConfig(Strict):
         data = self.model_dump(mode="json", exclude={"output_dir", "engine"})
         if not data["plugins"]:
             del data["plugins"]  # configs without plugins keep the hashes they always had
-        for key, model in data["models"].items():
-            for field in operational_fields(model["backend"]):
-                model.pop(field, None)
+        for key in list(data["models"]):
+            model = data["models"][key] = answer_fields(data["models"][key])
             for field, default in HASHED_IF_SET.get(model["backend"], {}).items():
                 if model.get(field) == default:
                     model.pop(field, None)
