@@ -85,7 +85,6 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
         note += " This run has no turns table, so no messages or trajectories."
     views = [conversation_view(session_rows[i], turns_by.get(i, [])) for i in ids if i in session_rows]
 
-    failures = failure_table(summary)
     run_ids = sorted(str(v) for v in summary.facts.get("run_id", {}) if v is not None)
     content = ReportContent(
         title=opts.title or f"KnowSim report — {', '.join(run_ids[:3]) or Path(run.run_dir).name}",
@@ -93,9 +92,7 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
         variant=opts.variant,
         specs=specs,
         summary=summary,
-        per_level=per_level_table(summary, specs),
-        marginal=marginal_table(summary, specs),
-        failures=failures,
+        per_level=[], marginal=[], failures=[],  # the first task section's, set below (tasks are never pooled)
         conversations=views,
         generated=_dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         sample_note=note,
@@ -117,7 +114,7 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
     content.trajectories = [trajectory_plot(v) for v in views]
     from ray_knowsim.report.decisions import decision_sections
 
-    content.decisions_html, content.decisions_md = decision_sections(run.run_dir)
+    content.decisions_html, content.decisions_md = decision_sections(run.run_dir, scores=scores)
     if len(scores.sets) > 1:  # re-judged: does the verdict depend on the judge?
         small = pa.Table.from_batches(list(scan(run.sessions, ["session_id", "task", "condition", "status"])))
         blocks = judge_blocks(scores.attach(small).to_pandas(), scores.primary, list(scores.sets))

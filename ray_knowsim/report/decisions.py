@@ -26,8 +26,10 @@ NOTE = ("A cell lists the metrics on which the row's condition beats the column'
         "(alpha 0.05); CO and PO count lower as better. Details with CIs: ray-knowsim compare RUN_DIR --out DIR.")
 
 
-def decision_sections(run_dir: str | Path, n_boot: int = 1000) -> tuple[list[str], list[str]]:
-    """(HTML sections, Markdown lines); empty when there is nothing to compare or cost."""
+def decision_sections(run_dir: str | Path, n_boot: int = 1000,
+                      scores: RunScores | None = None) -> tuple[list[str], list[str]]:
+    """(HTML sections, Markdown lines); empty when there is nothing to compare or cost.
+    ``scores``: the run's score sets when the caller already loaded them."""
     html_parts: list[str] = []
     md: list[str] = []
     try:
@@ -53,7 +55,7 @@ def decision_sections(run_dir: str | Path, n_boot: int = 1000) -> tuple[list[str
         md += ["## Who beats whom", "", NOTE, "", *md_blocks]
     files = sorted(str(p) for p in (Path(run_dir) / "sessions").glob("*.parquet"))
     if files:
-        scores = RunScores.load(run_dir)
+        scores = scores if scores is not None else RunScores.load(run_dir)
         cost = cost_table(read_cost_columns(files, scores.attach if scores.sets else None))
         html_parts.append(_cost_html(cost))
         md += _cost_md(cost)
