@@ -50,12 +50,13 @@ def main(args: argparse.Namespace) -> int:
     try:
         import_plugins(args.plugin)
         cfg = parse_run_config(manifest["config"], base_dir=_base_dir(manifest, rd))
+        config_hash = cfg.config_hash()
         with ray_session(args.address, cfg, quiet=True):
-            out = score_run(cfg, rd.root, judge=args.judge, name=args.name,
+            out = score_run(cfg, rd.root, judge=args.judge, name=args.name, config_hash=config_hash,
                             judges=[j for j in args.judges.split(",") if j], shard_concurrency=args.shard_concurrency)
             if args.primary:
                 ScoreDir(rd.root, out.name).make_primary()
-                write_run_tables(rd, rd.markers(cfg.config_hash()))
+                write_run_tables(rd, rd.markers(config_hash))
     except (ConfigError, ScoreError, PluginImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -251,7 +251,8 @@ def run(
                 display.log(f"run {run_id}: all {plan.n_shards} shards already committed -> {run_dir.root}")
             if cfg.roles.judge is not None and run_dir.markers(config_hash):
                 # the judges are a stage of their own over the committed transcripts (engine/scoring.py)
-                scored = score_run(cfg, run_dir.root, inputs=inputs, pools=pools)  # a running judge pool is reused
+                scored = score_run(cfg, run_dir.root, inputs=inputs, pools=pools,  # a running judge pool is reused
+                                   config_hash=config_hash)
                 outcome.llm = {**outcome.llm, **scored.llm}  # the judge's calls are this invocation's too
                 outcome.scores = {"name": scored.name, "scored_shards": scored.scored_shards,
                                   "skipped_shards": scored.skipped_shards, "judge_errors": scored.n_errors, "llm": scored.llm}

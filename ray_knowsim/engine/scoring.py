@@ -125,6 +125,7 @@ def score_run(
     inputs: Any = None,
     pools: dict[str, Any] | None = None,
     shard_concurrency: int = 4,
+    config_hash: str | None = None,
 ) -> ScoreOutcome:
     """Judge every committed shard of ``run_dir`` not yet scored under ``name`` (default: the
     judge's model key). Ray must be running when the judge's backend starts actors.
@@ -133,7 +134,9 @@ def score_run(
     so its limiter or engine pool sees them together); each shard commits as soon as it is done.
     """
     t0 = time.perf_counter()
-    config_hash = cfg.config_hash()  # of the run itself (a judge from a file is not part of it)
+    # of the run itself (a judge from a file is not part of it); ``run`` passes the one it computed,
+    # as hashing digests every input file
+    config_hash = config_hash or cfg.config_hash()
     cfg, key = resolve_judge(cfg, judge)
     unknown = [j for j in judges if j not in JUDGES]  # an error before any work
     if unknown:

@@ -31,7 +31,6 @@ from ray_knowsim.prompts.views import (
     ConnectableMode,
     StatesLike,
     Transcript,
-    articulation_mode,
     bullet_list,
     bullet_names,
     connectable_unknowns,
@@ -47,7 +46,7 @@ from ray_knowsim.prompts.views import (
     states_by_name,
     transcript_pairs,
 )
-from ray_knowsim.rules.prerequisites import density
+from ray_knowsim.rules.prerequisites import articulation_mode, density
 
 USER_SIM_TEMPERATURE = 0.7
 ASSISTANT_TEMPERATURE = 0.0

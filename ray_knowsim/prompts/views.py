@@ -11,7 +11,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from ray_knowsim.model.graph import GraphIndex, IUGraph
 from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STATE_NAMES, STRUGGLING, UNAWARE, state_value
-from ray_knowsim.rules.prerequisites import articulation_mode, ceiling, density_band  # articulation_mode: re-exported
+from ray_knowsim.rules.prerequisites import density_band, in_zpd
 
 #: a conversation as (speaker, text) pairs, speaker "user" or "assistant" (the record's ``conversation``)
 Transcript = Sequence[Sequence[str]]
@@ -50,10 +50,6 @@ def state_codes(index: GraphIndex, states: StatesLike) -> dict[str, int]:
     return {node_id: _code(int(v)) for node_id, v in zip(index.ids, values)}
 
 
-def states_by_label(index: GraphIndex, codes: Mapping[str, int]) -> dict[str, str]:
-    return {label: STATE_NAMES[codes[i]] for i, label in zip(index.ids, index.labels)}
-
-
 def states_by_id(index: GraphIndex, codes: Mapping[str, int]) -> dict[str, str]:
     return {i: STATE_NAMES[codes[i]] for i in index.ids}
 
@@ -76,7 +72,7 @@ def connectable_unknowns(
 ) -> list[str]:
     """The learner's connectable unknowns in node order, by ``mode`` (see :data:`ConnectableMode`)."""
     if mode == "paper":
-        return [i for i in index.ids if codes[i] in (STRUGGLING, PARTIAL) and ceiling(index, i, codes) >= PARTIAL]
+        return [i for i in index.ids if codes[i] != UNAWARE and in_zpd(index, i, codes)]
     if mode != "reference":
         raise ValueError(f"connectable mode must be one of {CONNECTABLE_MODES}, got {mode!r}")
     explained = set(explained)
@@ -97,7 +93,7 @@ def learner_names(index: GraphIndex, graph: IUGraph, *, with_ids: bool) -> dict[
 
 
 def bullet_names(names: Mapping[str, str], ids: Sequence[str]) -> str:
-    return "\n".join(f"- {names[i]}" for i in ids) if ids else NONE_LISTED
+    return bullet_list([names[i] for i in ids])
 
 
 def states_by_name(index: GraphIndex, names: Mapping[str, str], codes: Mapping[str, int]) -> dict[str, str]:
@@ -116,10 +112,6 @@ def density_line(value: float) -> str:
         f"knowledge_density: {density_band(value)} ({round(100 * value)}% of the concepts linked to each "
         "concept are ones you already understand)"
     )
-
-
-def bullet_labels(index: GraphIndex, ids: Sequence[str]) -> str:
-    return "\n".join(f"- {index.label_of(i)}" for i in ids) if ids else NONE_LISTED
 
 
 def bullet_list(items: Sequence[str]) -> str:
