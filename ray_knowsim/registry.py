@@ -9,7 +9,7 @@ branches on those names. Code outside the package registers the same way, before
 from __future__ import annotations
 
 import importlib
-from typing import Callable, Generic, Iterator, TypeVar
+from typing import Any, Callable, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -70,6 +70,14 @@ class Registry(Generic[T]):
         return iter(self.names())
 
 
+def load_object(path: str) -> Any:
+    """The object a ``"package.module:name"`` path names (shard functions, offline replies, taggers)."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"expected 'module:name', got {path!r}")
+    return getattr(importlib.import_module(module_name), attr)
+
+
 class PluginImportError(ValueError):
     """A plugin module named in a config or on the command line cannot be imported."""
 
@@ -87,4 +95,4 @@ def import_plugins(modules: list[str]) -> None:
             raise PluginImportError(f"plugin {module!r}: {exc.msg} ({exc.filename}, line {exc.lineno})") from exc
 
 
-__all__ = ["PluginImportError", "Registry", "RegistryError", "import_plugins"]
+__all__ = ["PluginImportError", "Registry", "RegistryError", "import_plugins", "load_object"]

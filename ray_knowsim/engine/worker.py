@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import importlib
 import random
 import time
 from typing import Any, Callable
@@ -21,6 +20,7 @@ from ray_knowsim.engine.progress import Reporter
 from ray_knowsim.engine.results import SESSION_SCHEMA, TURN_SCHEMA, Marker, RunDir, merge_rerun, rows_table, sort_tables
 from ray_knowsim.llm.accounting import Accounting
 from ray_knowsim.model.graph import build_index
+from ray_knowsim.registry import load_object
 from ray_knowsim.rules.init_state import sample_initial_states, states_to_ks
 from ray_knowsim.sim.types import SessionResult, ShardContext, ShardSpec
 
@@ -30,10 +30,9 @@ class ShardContractError(RuntimeError):
 
 
 def load_shard_fn(path: str, options: dict[str, Any] | None = None) -> Callable:
-    module_name, _, attr = path.partition(":")
     try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
+        fn = load_object(path)
+    except (ImportError, AttributeError, ValueError) as exc:
         raise ImportError(f"cannot load the shard function {path!r}: {exc}") from exc
     return functools.partial(fn, **options) if options else fn
 

@@ -12,9 +12,9 @@ conversation, simulated conversation) pairs of the cell, which does not saturate
 
 from __future__ import annotations
 
+from ray_knowsim.registry import load_object
 from ray_knowsim.text import fold_plural
 
-import importlib
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -77,10 +77,10 @@ class LexicalTagger:
 
 def load_tagger(spec: str) -> IUTagger:
     """'package.module:name' -> the callable (a class is instantiated without arguments)."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"tagger must be given as 'module:name', got {spec!r}")
-    obj = getattr(importlib.import_module(module_name), attr)
+    try:
+        obj = load_object(spec)
+    except ValueError:
+        raise ValueError(f"tagger must be given as 'module:name', got {spec!r}") from None
     if isinstance(obj, type):
         obj = obj()
     if not callable(obj):

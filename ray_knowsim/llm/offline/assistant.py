@@ -11,8 +11,6 @@ missing prerequisites first; *simple* one sentence about what was asked.
 
 from __future__ import annotations
 
-import importlib
-
 import math
 import random
 from dataclasses import dataclass, field
@@ -28,6 +26,7 @@ from ray_knowsim.llm.offline.words import (
     sentences,
     words,
 )
+from ray_knowsim.registry import load_object
 
 
 def _partial(description: str) -> str:
@@ -174,8 +173,7 @@ def teach(vocab: GraphVocabulary, offline_reply: str | None, chat: list[tuple[st
     renderer put in the facts (the strategy's ``offline_reply``); None: the Simple reply."""
     reply = teach_simple
     if offline_reply:
-        module, _, attr = offline_reply.partition(":")
-        reply = getattr(importlib.import_module(module), attr)
+        reply = load_object(offline_reply)
     return reply(Lesson(vocab, chat), rng)
 
 
