@@ -14,7 +14,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from ray_knowsim.compare.paired import ALL_LEVELS, beats_matrix, level_order
+from ray_knowsim.compare.paired import ALL_LEVELS, beats_matrix
 
 UNRANKED = frozenset({"cost_usd", "turns"})
 
@@ -124,4 +124,4 @@ def beats_markdown(paired: pd.DataFrame, task: str, level: str) -> list[str]:
     return out
 
 
-__all__ = ["beats_html", "beats_markdown", "leaderboard", "level_order", "render_html"]
+__all__ = ["beats_html", "beats_markdown", "leaderboard", "render_html"]

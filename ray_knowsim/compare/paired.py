@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ray_knowsim.compare import stats as S
 from ray_knowsim.model.results import LOWER_IS_BETTER
-from ray_knowsim.model.states import KNOWLEDGE_LEVELS
+from ray_knowsim.model.states import level_order
 
 ALL_LEVELS = "all"
 DEFAULT_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "iq")
@@ -130,10 +130,6 @@ class MdeRow(BaseModel):
     power: float
     mde: float
     mde_holm: float  # at alpha / family_size (Holm's first, strictest step)
-
-
-def level_order(levels: Sequence[str]) -> list[str]:
-    return sorted(set(levels), key=lambda v: (KNOWLEDGE_LEVELS.index(v) if v in KNOWLEDGE_LEVELS else 99, v))
 
 
 def pick_metrics(sessions: pd.DataFrame, wanted: Sequence[str] | None) -> list[str]:
@@ -320,5 +316,5 @@ def beats_matrix(paired: pd.DataFrame, task: str, level: str) -> tuple[list[str]
 
 __all__ = [
     "ALL_LEVELS", "BestRow", "CELL_KEYS", "CompareOptions", "DEFAULT_METRICS", "MdeRow", "PairedRow", "analyse",
-    "beats_matrix", "higher_is_better", "level_order", "pick_metrics",
+    "beats_matrix", "higher_is_better", "pick_metrics",
 ]

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ray_knowsim.model.results import FAILURE_MODES
-from ray_knowsim.model.states import KNOWLEDGE_LEVELS
+from ray_knowsim.model.states import level_order
 
 FM_COLUMNS: tuple[str, ...] = tuple(f"fm_{m}" for m in FAILURE_MODES)
 Cell = tuple[str, str]  # (condition, level)
@@ -68,12 +68,6 @@ class Moments:
 
         half = float(stdtrit(self.n - 1, 0.975)) * self.sd / math.sqrt(self.n)
         return self.mean - half, self.mean + half
-
-
-def level_order(levels) -> list[str]:
-    """The paper's order (novice, intermediate, advanced) first, anything else after, sorted."""
-    known = [lv for lv in KNOWLEDGE_LEVELS if lv in levels]
-    return known + sorted(lv for lv in levels if lv not in KNOWLEDGE_LEVELS)
 
 
 def sample_key(seed: int, session_id: str) -> int:

@@ -14,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from ray_knowsim.compare.leaderboard import beats_html, beats_markdown
-from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse, level_order
+from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse
+from ray_knowsim.model.states import level_order
 from ray_knowsim.compare.pipeline import default_metrics
 from ray_knowsim.compare.runs import load_runs
 from ray_knowsim.io.cost import cost_table, read_cost_columns
