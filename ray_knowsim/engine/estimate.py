@@ -51,7 +51,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from ray_knowsim.engine.backends import BACKENDS, TYPICAL_COMPLETION
-from ray_knowsim.engine.config import RunConfig
+from ray_knowsim.engine.config import PromptsConfig, RunConfig
 from ray_knowsim.engine.plan import Inputs, Plan
 from ray_knowsim.model.price import Price
 from ray_knowsim.model.results import ROLES
@@ -240,37 +240,36 @@ def _synthetic(exchanges: int, user_len: float, assistant_len: float) -> list[li
     return out
 
 
-def _render_turn(live, turn: int, comp: CompletionModel, counters: dict[str, Callable[[str], int]]) -> dict[str, int]:  # noqa: ANN001
-    """Prompt tokens per role for ``turn`` (1-based) of ``live`` with a synthetic transcript."""
-    from ray_knowsim.prompts.baselines import render_baseline_user
-    from ray_knowsim.prompts.render import render_assistant, render_extractor, render_user_sim
+def _render_turn(live, turn: int, comp: CompletionModel, counters: dict[str, Callable[[str], int]],  # noqa: ANN001
+                 prompts: PromptsConfig) -> dict[str, int]:
+    """Prompt tokens per role for ``turn`` (1-based) of ``live`` with a synthetic transcript, each
+    prompt rendered as the run renders it (the session's simulator, the run's prompt set)."""
+    from ray_knowsim.prompts.render import render_assistant, render_extractor
 
     spec = live.spec
     a_len = comp.assistant_for(spec.assistant_strategy)
     prior = _synthetic(turn - 1, comp.user_sim, a_len)
     out = {}
-    if live.structured:
-        req = render_user_sim(live.item, live.graph, live.states, prior, index=live.index)
-    else:
-        req = render_baseline_user(live.item, spec.simulator, prior, graph=live.graph,
-                                   initial_states=[live.initial[v] for v in live.index.ids], allow_terminate=True,
-                                   index=live.index)
-    out["user_sim"] = prompt_tokens(req, counters["user_sim"])
+    view = live.learner_view(prior, prompts=prompts.version, connectable=prompts.connectable)
+    out["user_sim"] = prompt_tokens(live.simulator.render(view), counters["user_sim"])
     with_user = prior + [["user", filler(comp.user_sim)]]
-    out["assistant"] = prompt_tokens(render_assistant(live.item, spec.assistant_strategy, with_user),
+    out["assistant"] = prompt_tokens(render_assistant(live.item, spec.assistant_strategy, with_user, prompts=prompts.version),
                                      counters[f"assistant:{spec.assistant_model}"])
     if live.structured:
-        req = render_extractor(live.item, live.graph, live.states, prior, filler(comp.user_sim), filler(a_len), index=live.index)
+        req = render_extractor(live.item, live.graph, live.states, prior, filler(comp.user_sim), filler(a_len),
+                               index=live.index, prompts=prompts.version)
         out["extractor"] = prompt_tokens(req, counters["extractor"])
     return out
 
 
-def _render_judges(live, turns: int, comp: CompletionModel, counters) -> tuple[int, int | None]:  # noqa: ANN001
+def _render_judges(live, turns: int, comp: CompletionModel, counters, prompts: str) -> tuple[int, int | None]:  # noqa: ANN001
     from ray_knowsim.prompts.judges import render_rater, render_termination_judge
 
     full = _synthetic(max(1, turns), comp.user_sim, comp.assistant_for(live.spec.assistant_strategy))
-    rater = prompt_tokens(render_rater(live.item, full, knowledge_level=live.spec.knowledge_level), counters["judge"])
-    term = None if live.structured else prompt_tokens(render_termination_judge(live.item, full), counters["judge"])
+    rater = prompt_tokens(render_rater(live.item, full, knowledge_level=live.spec.knowledge_level, prompts=prompts),
+                          counters["judge"])
+    term = None if live.structured else prompt_tokens(render_termination_judge(live.item, full, prompts=prompts),
+                                                      counters["judge"])
     return rater, term
 
 
@@ -311,15 +310,15 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
         item, graph = items[spec.item_key], inputs.graphs[spec.item_key]
         live = start_session(spec, item, graph, cfg.rule_config)
         T = turns_for(live.structured)
-        p1 = _render_turn(live, 1, comp, counters)
+        p1 = _render_turn(live, 1, comp, counters, cfg.prompts)
         for role, n in p1.items():
             first[role].append(n)
         gkey = (spec.task, spec.item_id, spec.knowledge_level, spec.assistant_strategy, spec.simulator, spec.assistant_model, T)
         if gkey not in growth:
-            rows = [p1] + [_render_turn(live, t, comp, counters) for t in range(2, T + 1)]
+            rows = [p1] + [_render_turn(live, t, comp, counters, cfg.prompts) for t in range(2, T + 1)]
             growth[gkey] = {role: [r[role] - p1[role] for r in rows] for role in p1}
             if judged:
-                judges[gkey] = _render_judges(live, T, comp, counters)
+                judges[gkey] = _render_judges(live, T, comp, counters, cfg.prompts.version)
         a_len = comp.assistant_for(spec.assistant_strategy)
         completion = {"user_sim": comp.user_sim, "assistant": a_len,
                       "extractor": min(comp.extractor_per_iu * live.index.size, budgets["extractor"])}

@@ -25,7 +25,7 @@ from ray_knowsim.rules.update import TurnUpdate, well_explained_ids
 from ray_knowsim.sim.cost import session_cost
 from ray_knowsim.sim.rows import turn_row
 from ray_knowsim.sim.types import SessionSpec, ShardContext
-from ray_knowsim.prompts.learners import SIMULATORS, Simulator
+from ray_knowsim.prompts.learners import SIMULATORS, LearnerView, Simulator
 
 SIMULATION_ROLES = ("user_sim", "assistant", "extractor")  # the judge's tokens: scores/ (ray_knowsim.score)
 
@@ -88,6 +88,16 @@ class LiveSession:
     @property
     def turns_done(self) -> int:
         return sum(1 for speaker, _ in self.transcript if speaker == "assistant")
+
+    def learner_view(self, transcript: Sequence[Sequence[str]], *, prompts: str, connectable: str,
+                     seed: int | None = None, request_id: str = "") -> LearnerView:
+        """What this session's simulator reads to write the learner's next message after ``transcript``."""
+        return LearnerView(
+            item=self.item, graph=self.graph, index=self.index, states=self.states, initial=self.initial,
+            transcript=transcript, knowledge_level=self.spec.knowledge_level, explained=sorted(self.explained),
+            stop_hint=self.stop_hint, profile=self.user_profile, prompts=prompts, connectable=connectable,
+            seed=seed, request_id=request_id,
+        )  # fmt: skip
 
     def fail(self, error: str) -> None:
         self.status, self.error, self.stop_reason = "failed", error, "error"

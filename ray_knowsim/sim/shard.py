@@ -21,7 +21,6 @@ from ray_knowsim.prompts.render import render_assistant, render_extractor
 from ray_knowsim.registry import import_plugins
 from ray_knowsim.rules.termination import early_stop
 from ray_knowsim.sim.ask import Answer, ask_batch
-from ray_knowsim.prompts.learners import LearnerView
 from ray_knowsim.sim.session import LiveSession, start_session
 from ray_knowsim.sim.types import RoleModels, SessionResult, ShardContext, ShardSpec, request_id, request_seed
 
@@ -61,23 +60,10 @@ async def _ask_role(
 
 async def _user_turns(lives: list[LiveSession], models: RoleModels, ctx: ShardContext, turn: int) -> None:
     def render(live: LiveSession) -> ChatRequest:
-        view = LearnerView(
-            item=live.item,
-            graph=live.graph,
-            index=live.index,
-            states=live.states,
-            initial=live.initial,
-            transcript=live.transcript,
-            knowledge_level=live.spec.knowledge_level,
-            explained=sorted(live.explained),
-            stop_hint=live.stop_hint,
-            profile=live.user_profile,
-            prompts=ctx.prompts,
-            connectable=ctx.connectable,
-            seed=_seed(live, "user_sim", turn),
-            request_id=_rid(live, "user_sim", turn),
-        )
-        return live.simulator.render(view)
+        return live.simulator.render(live.learner_view(
+            live.transcript, prompts=ctx.prompts, connectable=ctx.connectable,
+            seed=_seed(live, "user_sim", turn), request_id=_rid(live, "user_sim", turn),
+        ))  # fmt: skip
 
     answers = await _ask_role(models.user_sim, lives, ctx, "user_sim", render, lambda text, i: parse_user_turn(text))
     for live, answer in zip(lives, answers):
