@@ -48,13 +48,31 @@ def test_brace_matching_ignores_braces_and_quotes_inside_strings():
 
 
 def test_latex_backslashes_are_repaired():
-    # \sqrt is not a JSON escape (decode error); \frac and \times would decode as control characters
+    # \sqrt is not a JSON escape (decode error); \frac and \times decode as control characters no
+    # message holds before letters; "\nbreak" is a newline before a word
     raw = '{"message": "so $\\sqrt{9} = 3$ and $\\frac{1}{2} \\times 4 = 2$, line\\nbreak"}'
     got = extract_json(raw)
     assert got.value["message"] == "so $\\sqrt{9} = 3$ and $\\frac{1}{2} \\times 4 = 2$, line\nbreak"
-    assert "latex_backslashes" in got.repairs
+    assert got.repairs == ("literal_backslashes:\\sqrt", "latex_from_escapes:\\frac,\\times")
     assert extract_json('{"m": "\\u00e9 \\\\frac"}').value == {"m": "é \\frac"}  # valid escapes kept
-    assert repair_backslashes('"\\alpha \\neq \\nu \\n \\nothing"') == '"\\\\alpha \\\\neq \\\\nu \\n \\nothing"'
+    # only backslashes that start no JSON escape are doubled before decoding
+    assert repair_backslashes('"\\alpha \\neq \\nu \\n \\nothing \\u00e9 \\ubar"') == (
+        '"\\\\alpha \\neq \\nu \\n \\nothing \\u00e9 \\\\ubar"')
+
+
+def test_a_repair_never_changes_what_decodes_as_meant():
+    # a newline before "u = x+1" and a tab before "an apple" are what JSON says they are
+    assert extract_json('{"m": "so\\nu = x+1"}').value == {"m": "so\nu = x+1"}
+    assert extract_json('{"m": "\\tan apple"}').value == {"m": "\tan apple"}
+    # the same letters inside math, or before an argument, can only be LaTeX
+    assert extract_json('{"m": "$\\nu = x+1$"}').value == {"m": "$\\nu = x+1$"}
+    assert extract_json('{"m": "\\tan{x}"}').value == {"m": "\\tan{x}"}
+    # a form feed or backspace before letters is never meant; a lone carriage return before a command neither
+    got = extract_json('{"m": "\\fx \\bq \\rho", "k": ["\\rnot a command"]}')
+    assert got.value == {"m": "\\fx \\bq \\rho", "k": ["\rnot a command"]}
+    assert got.repairs == ("latex_from_escapes:\\fx,\\bq,\\rho",)
+    # what decoded is walked everywhere: nested lists and keys too
+    assert extract_json('{"\\theta": [{"x": "\\beta"}]}').value == {"\\theta": [{"x": "\\beta"}]}
 
 
 def test_trailing_commas_and_failures_are_named():
@@ -196,12 +214,19 @@ def test_graph_extraction_parsing():
     assert parse_graph_extraction('{"nodes": []}').error == "graph_extractor_invalid_output"
 
 
-def test_rating_parsing_scales_percentages_and_reports_range_errors():
-    res = parse_rating('{"information_calibration": 75, "perceived_overload": "0.2", "quality": "8/10", "perceived_learning": 7}')
+def test_rating_reads_scores_as_meant_and_refuses_other_scales():
+    res = parse_rating('{"information_calibration": "75%", "perceived_overload": "0.2", "quality": "8/10", "perceived_learning": 7}')
     assert res.ok and res.value.information_calibration == 0.75 and res.value.quality_score == 8.0
-    assert "percent_scaled:information_calibration" in res.repairs and "renamed:quality->quality_score" in res.repairs
+    assert res.repairs == ("renamed:quality->quality_score", "percent:information_calibration=75%",
+                           "number_from_string:perceived_overload", "out_of_top:quality_score=8/10")
+    seven = parse_rating('{"information_calibration": "7/10", "perceived_overload": 0.5, "quality_score": 5, "perceived_learning": 5}')
+    assert seven.ok and seven.value.information_calibration == 0.7  # x/y means x/y (it was read as 0.07)
+    for bare in ("7", "70"):  # another scale: refused, never guessed
+        bad = parse_rating(f'{{"information_calibration": {bare}, "perceived_overload": 0.5, "quality_score": 5, "perceived_learning": 5}}')
+        assert bad.error == "judge_invalid_output" and bad.detail.startswith(f"information_calibration is {bare}, outside its 0–1 scale")
     bad = parse_rating('{"information_calibration": 0.5, "perceived_overload": 0.5, "quality_score": 14, "perceived_learning": 5}')
-    assert bad.error == "judge_invalid_output" and "quality_score" in bad.detail
+    assert bad.error == "judge_invalid_output" and "quality_score is 14, outside its 1–10 scale" in bad.detail
+    assert "Field required" not in bad.detail and "less than or equal" not in bad.detail  # one complaint per field
     assert parse_rating("").error == "judge_empty" and parse_rating("great chat").error == "judge_invalid_json"
 
 

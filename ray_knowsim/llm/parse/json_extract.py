@@ -1,10 +1,21 @@
-"""Find the JSON in a model reply (spec §12.5).
+"""Find the JSON in a model reply (spec §12.5), and read it as the model meant it.
 
-Strip a fenced block, take the first brace-balanced object (aware of strings and escapes), and on
-a decoding error retry after doubling backslashes that are not valid JSON escapes (LaTeX such as
-``\\sqrt``). LaTeX commands that happen to start with a valid escape letter (``\\frac``,
-``\\times``, ``\\neq``) are doubled too, since decoding them would silently turn them into
-control characters.
+Strip a fenced block, take the first brace-balanced object (aware of strings and escapes), then
+**decode first**: a reply that is valid JSON is read exactly as JSON reads it, and only two kinds of
+change follow, each recorded in ``repairs``:
+
+* **before decoding, only what JSON refuses**: a backslash that starts no JSON escape (``\\sqrt``,
+  ``\\alpha``, ``\\(``) can only be a backslash, so it is kept as one (``literal_backslashes``);
+  then trailing commas, then raw control characters inside strings (a raw line break is a line
+  break). None of these can change a reply that decodes, because they are tried only when it does not.
+* **after decoding, only what the model cannot have meant**: JSON reads ``\\frac`` as a form feed
+  and ``rac``, ``\\beta`` as a backspace and ``eta``. A chat message never holds a form feed, a
+  backspace or a lone carriage return before letters, so those get their backslash back
+  (``latex_from_escapes``). A newline or tab is meant, unless what follows can only be LaTeX: a
+  known command whose rest is no word a sentence or formula starts with (``\\theta`` = tab + "heta",
+  ``\\nabla`` = newline + "abla"), or a command that could be a word (``\\nu`` = newline + "u",
+  ``\\tan`` = tab + "an") standing inside a math span (``$...$``, ``\\(...\\)``, ``\\[...\\]``) or
+  directly before a ``{`` argument. So a newline before "u = x+1" stays a newline.
 """
 
 from __future__ import annotations
@@ -15,21 +26,31 @@ from dataclasses import dataclass
 from typing import Any
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
-_VALID_AFTER_BACKSLASH = set('"\\/')
+_VALID_AFTER_BACKSLASH = frozenset('"\\/bfnrt')
 _HEX4 = re.compile(r"[0-9a-fA-F]{4}")
-#: LaTeX commands that begin with a letter JSON accepts as an escape (b f n r t)
+#: LaTeX commands that begin with a letter JSON accepts as an escape (b f n r t): decoded, they
+#: become a control character followed by the rest of the name
 LATEX_SHADOWED = frozenset(
     """
     backslash bar beta because begin bf big bigcap bigcup bigg bigl bigr bigoplus bigotimes bigwedge
     bigvee binom blacksquare bm bmod boldsymbol bot boxed brace breve bullet
     fbox flat footnotesize forall frac frown
-    nabla natural nearrow neg neq newline ngeq nleq nmid nolimits normalsize not notin nsubseteq nu nexists
+    nabla natural ne nearrow neg neq newline nexists ngeq ngtr ni nleq nless nmid nolimits normalsize not
+    notin nparallel nsubseteq nu
     rangle rbrace rbrack rceil rfloor rho right rightarrow rightharpoonup rm root rvert
     tan tanh tau tbinom text textbf textit textnormal textrm textstyle texttt tfrac therefore theta
     thinspace tilde times tiny to top triangle triangleleft triangleright tt
     """.split()
 )
-_LETTERS = re.compile(r"[A-Za-z]+")
+#: commands that start with ``\\n`` or ``\\t`` whose rest is a word, an abbreviation or a variable a
+#: line (after a newline) or a cell (after a tab) may well start with: read as LaTeX only in math
+#: or before a ``{`` argument
+NEWLINE_OR_TAB_WORDS = frozenset({"ne", "neg", "neq", "nexists", "ni", "nmid", "nu", "tan", "top", "tt"})
+#: a control character a chat message never holds before letters, and the escape letter it came from
+_NEVER_BEFORE_LETTERS = {"\b": "b", "\f": "f", "\r": "r"}
+_MEANT_BEFORE_LETTERS = {"\n": "n", "\t": "t"}
+_CONTROL_THEN_LETTERS = re.compile(r"([\b\f\r\n\t])([A-Za-z]+)")
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 
 
 @dataclass(frozen=True)
@@ -64,10 +85,12 @@ def balanced_end(text: str, start: int) -> int | None:
     return None
 
 
-def repair_backslashes(text: str) -> str:
-    """Double every backslash that does not start a valid JSON escape, and those starting a known
-    LaTeX command that JSON would misread as an escape (``\\frac`` -> ``\\\\frac``)."""
+def literal_backslashes(text: str) -> tuple[str, list[str]]:
+    """``text`` with every backslash that starts no JSON escape doubled (it can only be a
+    backslash: ``\\sqrt``, ``\\alpha``, ``\\(``, ``\\u`` without four hex digits), and what those
+    backslashes started (``["\\\\sqrt", "\\\\("]``). Valid escapes are left to the decoder."""
     out: list[str] = []
+    kept: list[str] = []
     i, n = 0, len(text)
     while i < n:
         c = text[i]
@@ -76,61 +99,134 @@ def repair_backslashes(text: str) -> str:
             i += 1
             continue
         nxt = text[i + 1] if i + 1 < n else ""
-        if nxt in _VALID_AFTER_BACKSLASH and nxt:
+        if nxt and nxt in _VALID_AFTER_BACKSLASH:
             out.append(text[i : i + 2])
             i += 2
-        elif nxt == "u" and _HEX4.fullmatch(text[i + 2 : i + 6] or ""):
+        elif nxt == "u" and _HEX4.fullmatch(text[i + 2 : i + 6]):
             out.append(text[i : i + 6])
             i += 6
-        elif nxt and nxt in "bfnrt":
-            word = _LETTERS.match(text, i + 1)
-            if word and word.group(0) in LATEX_SHADOWED:
-                out.append("\\\\")
-                i += 1
-            else:
-                out.append(text[i : i + 2])
-                i += 2
         else:
+            word = re.match(r"[A-Za-z]+", text[i + 1 :])
+            kept.append("\\" + (word.group(0) if word else nxt))
             out.append("\\\\")
             i += 1
-    return "".join(out)
+    return "".join(out), kept
 
 
-def _shadowed_latex(text: str) -> bool:
-    for m in re.finditer(r"(\\+)([bfnrt][A-Za-z]*)", text):
-        if len(m.group(1)) % 2 == 1 and m.group(2) in LATEX_SHADOWED:
+def repair_backslashes(text: str) -> str:
+    """``text`` with the backslashes that start no JSON escape doubled (see :func:`literal_backslashes`)."""
+    return literal_backslashes(text)[0]
+
+
+def _in_math(s: str, at: int) -> bool:
+    """Whether position ``at`` of the decoded string ``s`` lies inside a ``$..$``, ``\\(..\\)`` or ``\\[..\\]`` span."""
+    before = s[:at]
+    if (before.count("$") - before.count("\\$")) % 2 == 1:
+        return True
+    for open_, close in (("\\(", "\\)"), ("\\[", "\\]")):
+        k = before.rfind(open_)
+        if k >= 0 and before.find(close, k) < 0:
             return True
     return False
 
 
-_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+def _latex_meant(s: str, m: re.Match[str]) -> str | None:
+    """The LaTeX command the control character of ``m`` stands for, when only LaTeX can be meant."""
+    control, letters = m.group(1), m.group(2)
+    if control in _NEVER_BEFORE_LETTERS:
+        word = _NEVER_BEFORE_LETTERS[control] + letters
+        # a lone carriage return (not part of a line break) before a command's rest is no text
+        return word if control != "\r" or word in LATEX_SHADOWED else None
+    word = _MEANT_BEFORE_LETTERS[control] + letters
+    if word not in LATEX_SHADOWED:
+        return None
+    if word not in NEWLINE_OR_TAB_WORDS:
+        return word
+    if s[m.end() : m.end() + 1] == "{" or _in_math(s, m.start()):
+        return word
+    return None
+
+
+def restore_latex(s: str) -> tuple[str, list[str]]:
+    """``s`` with the control characters that can only have been LaTeX written back as backslashes
+    (see the module docstring), and the commands restored (``["\\\\frac", "\\\\theta"]``)."""
+    restored: list[str] = []
+    out: list[str] = []
+    last = 0
+    for m in _CONTROL_THEN_LETTERS.finditer(s):
+        word = _latex_meant(s, m)
+        if word is None:
+            continue
+        out.append(s[last : m.start()])
+        out.append("\\" + word)
+        restored.append("\\" + word)
+        last = m.end()
+    if not restored:
+        return s, []
+    out.append(s[last:])
+    return "".join(out), restored
+
+
+def _restore_all(value: Any, restored: list[str]) -> Any:
+    """``value`` (decoded JSON) with :func:`restore_latex` applied to every string, keys included."""
+    if isinstance(value, str):
+        fixed, got = restore_latex(value)
+        restored.extend(got)
+        return fixed
+    if isinstance(value, list):
+        return [_restore_all(v, restored) for v in value]
+    if isinstance(value, dict):
+        return {_restore_all(k, restored): _restore_all(v, restored) for k, v in value.items()}
+    return value
+
+
+def _loads(text: str, *, strict: bool = True) -> tuple[bool, Any]:
+    try:
+        return True, json.loads(text, strict=strict)
+    except json.JSONDecodeError:
+        return False, None
 
 
 def decode_json(candidate: str) -> tuple[Any, tuple[str, ...], str | None]:
-    repairs: list[str] = []
-    if _shadowed_latex(candidate):
-        candidate = repair_backslashes(candidate)
-        repairs.append("latex_backslashes")
+    """(value, repairs, error) of one JSON text, decoded first (see the module docstring)."""
     try:
-        return json.loads(candidate), tuple(repairs), None
+        value = json.loads(candidate)
+        repairs: list[str] = []
     except json.JSONDecodeError as exc:
         first_error = exc
-    if "latex_backslashes" not in repairs:
-        fixed = repair_backslashes(candidate)
-        if fixed != candidate:
-            try:
-                return json.loads(fixed), ("latex_backslashes",), None
-            except json.JSONDecodeError:
-                candidate = fixed
-                repairs.append("latex_backslashes")
-    no_commas = _TRAILING_COMMA.sub(r"\1", candidate)
-    if no_commas != candidate:
-        try:
-            return json.loads(no_commas), tuple(repairs) + ("trailing_commas",), None
-        except json.JSONDecodeError:
-            pass
-    e = first_error
-    return None, (), f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
+        decoded, value, repairs = _decode_refused(candidate)
+        if not decoded:
+            e = first_error
+            return None, (), f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
+    restored: list[str] = []
+    value = _restore_all(value, restored)
+    if restored:
+        repairs.append("latex_from_escapes:" + ",".join(dict.fromkeys(restored)))
+    return value, tuple(repairs), None
+
+
+def _decode_refused(text: str) -> tuple[bool, Any, list[str]]:
+    """What JSON refused, mended one kind at a time (each kept only while decoding still fails)."""
+    repairs: list[str] = []
+    fixed, kept = literal_backslashes(text)
+    if kept:
+        text = fixed
+        repairs.append("literal_backslashes:" + ",".join(dict.fromkeys(kept)))
+        ok, value = _loads(text)
+        if ok:
+            return True, value, repairs
+    no_commas = _TRAILING_COMMA.sub(r"\1", text)
+    if no_commas != text:
+        ok, value = _loads(no_commas)
+        if ok:
+            return True, value, repairs + ["trailing_commas"]
+        ok, value = _loads(no_commas, strict=False)
+        if ok:
+            return True, value, repairs + ["trailing_commas", "raw_control_characters"]
+    ok, value = _loads(text, strict=False)
+    if ok:
+        return True, value, repairs + ["raw_control_characters"]
+    return False, None, []
 
 
 def extract_json(text: str | None, *, allow_array: bool = False) -> JsonExtraction:
