@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import re
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import ValidationError
 
 from ray_knowsim.llm.parse.json_extract import extract_json
 from ray_knowsim.llm.parse.result import ParseResult, fail, rename, validation_detail
+from ray_knowsim.llm.parse.scores import read_scores
 from ray_knowsim.model.outputs import InteractionRating, TerminationJudgement, termination_reasons
 
 T = TypeVar("T", InteractionRating, TerminationJudgement)
-
-_SCORE_OUT_OF = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:/\s*(\d+(?:\.\d+)?))?\s*%?\s*$")
-
-
-def _number(value: Any) -> Any:
-    if isinstance(value, str):
-        m = _SCORE_OUT_OF.match(value)
-        if m:
-            return float(m.group(1))
-    return value
 
 
 def _json_object(text: str | None, role: str) -> tuple[dict, list[str]] | ParseResult:
@@ -37,11 +27,17 @@ def _json_object(text: str | None, role: str) -> tuple[dict, list[str]] | ParseR
 
 
 def _validated(model: type[T], data: dict, repairs: list[str], role: str) -> ParseResult[T]:
-    """``data`` read as ``model``, or ``<role>_invalid_output`` with the validation detail."""
+    """``data`` read as ``model``, or ``<role>_invalid_output`` with what is wrong: scores off their
+    scale first (:mod:`.scores`: read as meant, never rescaled by guessing), then the schema's own
+    complaints."""
+    complaints = read_scores(data, model, repairs)
     try:
         value = model.model_validate(data)
     except ValidationError as exc:
-        return fail(role, "invalid_output", validation_detail(exc), repairs, data)
+        rest = validation_detail(exc, skip=complaints)
+        return fail(role, "invalid_output", "; ".join([*complaints.values(), *([rest] if rest else [])]), repairs, data)
+    if complaints:
+        return fail(role, "invalid_output", "; ".join(complaints.values()), repairs, data)
     return ParseResult(value=value, repairs=tuple(repairs), raw=data)
 
 
@@ -51,14 +47,6 @@ def parse_rating(text: str | None, *, role: str = "judge") -> ParseResult[Intera
         return decoded
     data, repairs = decoded
     rename(data, "quality_score", ("interaction_quality", "quality", "iq"), repairs)
-    for key in ("information_calibration", "perceived_overload", "quality_score", "perceived_learning"):
-        if key in data:
-            data[key] = _number(data[key])
-    for key in ("information_calibration", "perceived_overload"):
-        v = data.get(key)
-        if isinstance(v, (int, float)) and 1.0 < v <= 100.0:
-            data[key] = v / 100.0
-            repairs.append(f"percent_scaled:{key}")
     return _validated(InteractionRating, data, repairs, role)
 
 

@@ -33,12 +33,15 @@ def fail(role: str, kind: str, detail: str, repairs=(), raw=None) -> ParseResult
     return ParseResult(error=f"{role}_{kind}", detail=detail, repairs=tuple(repairs), raw=raw)
 
 
-def validation_detail(exc: ValidationError) -> str:
+def validation_detail(exc: ValidationError, *, skip: Iterable[str] = ()) -> str:
+    """The first errors of ``exc`` as ``where: what``; ``skip``: top-level fields already complained about."""
+    skipped = set(skip)
+    errors = [e for e in exc.errors() if not (e["loc"] and e["loc"][0] in skipped)]
     parts = []
-    for err in exc.errors()[:8]:
+    for err in errors[:8]:
         where = ".".join(str(x) for x in err["loc"]) or "(object)"
         parts.append(f"{where}: {err['msg']}")
-    more = len(exc.errors()) - 8
+    more = len(errors) - 8
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
