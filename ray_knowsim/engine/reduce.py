@@ -18,8 +18,9 @@ few cells:
 
 ``level_means`` and ``marginal`` also carry how often the models drifted, summed over all sessions
 of the cell (failed ones included): ``extractor_repairs`` (harmless drift normalised, e.g. ``iu1``
-for ``IU1``), ``extractor_refusals`` (answers refused and re-asked or failed) and
-``llm_truncations`` (answers cut by max_tokens).
+for ``IU1``), ``extractor_refusals`` (answers refused and re-asked or failed),
+``llm_truncations`` (answers cut by max_tokens) and the primary score set's ``judge_repairs``,
+``judge_refusals`` and ``judge_warnings`` (e.g. "7/10" read as 0.7; a 7 on a 0–1 scale refused).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ray_knowsim.model.results import FAILURE_MODES, LOWER_IS_BETTER
+from ray_knowsim.model.results import DRIFT_COLUMNS, FAILURE_MODES, LOWER_IS_BETTER
 from ray_knowsim.model.states import KNOWLEDGE_LEVELS
 
 KEYS = ("task", "condition", "knowledge_level")
@@ -44,9 +45,8 @@ METRICS: tuple[str, ...] = (
 RANK_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "iq")
 RANK_METRICS_ES: tuple[str, ...] = ("kg_es", "nkg_es", "dc_es", "ic_es", "co_es", "po_es", "engagement_es")
 FM_COLUMNS: tuple[str, ...] = tuple(f"fm_{m}" for m in FAILURE_MODES)
-#: per-session counts of how often the models drifted (summed over every session, failed ones too:
-#: a session that failed on its extractor is exactly where the drift was)
-DRIFT_COLUMNS: tuple[str, ...] = ("extractor_repairs", "extractor_refusals", "llm_truncations")
+# DRIFT_COLUMNS (model/results.py): per-session counts of how often the models drifted, summed over
+# every session, failed ones too: a session that failed on its extractor is exactly where the drift was
 MARGINAL = "marginal"
 TABLE_NAMES = ("level_means", "marginal", "ranks", "failure_modes")
 
@@ -306,13 +306,15 @@ def print_tables(tables: dict[str, pd.DataFrame], console=None) -> None:
         table.add_column("mean rank", justify="right")
         table.add_column("ok/failed", justify="right")
         table.add_column("extractor repaired/refused", justify="right")
+        table.add_column("judge repaired/refused/warned", justify="right")
         rows = mg[mg["task"] == task].set_index("condition")
         for cond in (ranks_here.index.tolist() or rows.index.tolist()):
             r = rows.loc[cond]
             table.add_row(cond, *[_fmt(r[m], 2 if m == "iq" else 3) for m in shown],
                           _fmt(ranks_here.loc[cond, "mean_rank"], 2) if cond in ranks_here.index else "-",
                           f"{int(r['n_ok'])}/{int(r['n_failed'])}",
-                          f"{int(r['extractor_repairs'])}/{int(r['extractor_refusals'])}")
+                          f"{int(r['extractor_repairs'])}/{int(r['extractor_refusals'])}",
+                          f"{int(r['judge_repairs'])}/{int(r['judge_refusals'])}/{int(r['judge_warnings'])}")
         console.print(table)
         per = Table(title=f"{task}: means per knowledge level", title_justify="left")
         per.add_column("condition", no_wrap=True)

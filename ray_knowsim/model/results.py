@@ -22,6 +22,12 @@ SESSION_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engage
 #: token counters kept per role as ``<kind>_<role>`` columns: the total, then prompt / completion /
 #: cached-prompt tokens (new spend; hits of the run's own response cache are free)
 TOKEN_KINDS: tuple[str, ...] = ("tokens", "prompt_tokens", "completion_tokens", "cached_prompt_tokens")
+#: per-session counts of how the judges drifted (score columns, ray_knowsim.score.store): repairs
+#: made to read accepted answers, refused answers, and warnings on accepted ones
+JUDGE_DRIFT: tuple[str, ...] = ("judge_repairs", "judge_refusals", "judge_warnings")
+#: every per-session drift count the tables sum per cell and the report totals: the extractor's
+#: (session columns), truncated answers, then the judges' (joined in from the primary score set)
+DRIFT_COLUMNS: tuple[str, ...] = ("extractor_repairs", "extractor_refusals", "llm_truncations", *JUDGE_DRIFT)
 
 
 def token_columns(role: str) -> dict[str, str]:

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ray_knowsim.model.results import FAILURE_MODES
+from ray_knowsim.model.results import DRIFT_COLUMNS, FAILURE_MODES
 from ray_knowsim.model.states import level_order
 
 FM_COLUMNS: tuple[str, ...] = tuple(f"fm_{m}" for m in FAILURE_MODES)
@@ -91,7 +91,7 @@ class RunSummary:
     rows: int = 0
     drift: Counter = field(default_factory=Counter)  # run totals of DRIFT_COLUMNS, every session
 
-    DRIFT_COLUMNS = ("extractor_repairs", "extractor_refusals", "llm_truncations")
+    DRIFT_COLUMNS = DRIFT_COLUMNS
 
     FACT_COLUMNS = ("run_id", "task", "simulator", "rules_preset", "stop_reason")
 

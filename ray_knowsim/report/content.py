@@ -59,4 +59,6 @@ class ReportContent:
             ("virtual early stops", f"{early:,} of {ok:,}" if ok else "–"),
             ("extractor drift", f"{s.drift['extractor_repairs']:,} repaired, {s.drift['extractor_refusals']:,} refused; "
                                 f"{s.drift['llm_truncations']:,} answers truncated"),
+            ("judge drift", f"{s.drift['judge_repairs']:,} repaired, {s.drift['judge_refusals']:,} refused, "
+                            f"{s.drift['judge_warnings']:,} warned"),
         ]

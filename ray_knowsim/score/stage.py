@@ -37,6 +37,7 @@ async def judge_transcripts(
     usage = [Usage() for _ in transcripts]
     calls = [0 for _ in transcripts]
     versions: list[dict[str, str]] = [{} for _ in transcripts]
+    drift: list[dict[str, dict[str, list[str]]]] = [{} for _ in transcripts]
     for judge_name in judges:
         judge = JUDGES.get(judge_name)
         chosen = [k for k, t in enumerate(transcripts) if judge.applies(t)]
@@ -54,6 +55,9 @@ async def judge_transcripts(
             if answer.prompt_version:
                 template, _, version = answer.prompt_version.partition("@")
                 versions[k][template] = version or answer.prompt_version
+            noted = {"repairs": list(answer.repairs), "refusals": list(answer.refusals), "warnings": list(answer.warnings)}
+            if any(noted.values()):
+                drift[k][judge_name] = {kind: notes for kind, notes in noted.items() if notes}
             if answer.ok:
                 values[k].update(judge.values(answer.value, transcripts[k]))
             else:
@@ -69,10 +73,20 @@ async def judge_transcripts(
                 judge_error="; ".join(errors[k]) or None, judge_calls=calls[k], **usage_columns("judge", usage[k]),
                 judge_cost_usd=price.cost(usage[k].prompt_tokens, usage[k].completion_tokens, usage[k].cached_prompt_tokens) if price else None,
                 judge_prompt_versions=json.dumps(versions[k], sort_keys=True),
+                **_drift_columns(drift[k]),
                 extra_json=json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None, **fixed,
             )
         )  # fmt: skip
     return rows
+
+
+def _drift_columns(drift: dict[str, dict[str, list[str]]]) -> dict[str, Any]:
+    """A session's judge drift as score columns: counts per kind, and the notes by judge."""
+    def count(kind: str) -> int:
+        return sum(len(notes.get(kind, ())) for notes in drift.values())
+
+    return {"judge_repairs": count("repairs"), "judge_refusals": count("refusals"), "judge_warnings": count("warnings"),
+            "judge_drift_json": json.dumps(drift, sort_keys=True, ensure_ascii=False)}
 
 
 __all__ = ["judge_transcripts"]

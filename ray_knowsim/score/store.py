@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
 from ray_knowsim.io.parquet import arrow_schema, atomic_write_parquet, atomic_write_text, rows_table
-from ray_knowsim.model.results import token_columns
+from ray_knowsim.model.results import JUDGE_DRIFT, token_columns
 
 SCORES = "scores"
 
@@ -46,6 +46,13 @@ class ScoreRow(BaseModel):
     judge_early_stop_turn: int | None = None  # baselines: 1-based turn the termination judge stops at
     judge_early_stop_reason: str | None = None
     judge_error: str | None = None  # "<judge>: <named failure>; ..." (None: every judge answered)
+    # the judges' drift, summed over the judges: what was normalised to read accepted answers
+    # (e.g. "7/10" read as 0.7), answers refused (each re-asked within the attempts, or failed), and
+    # what was accepted but odd (e.g. an ending turn past the last message, read as the last)
+    judge_repairs: int = 0
+    judge_refusals: int = 0
+    judge_warnings: int = 0
+    judge_drift_json: str = "{}"  # {judge: {"repairs"|"refusals"|"warnings": [text, ...]}}, non-empty lists only
     judge_calls: int = 0
     tokens_judge: int = 0
     prompt_tokens_judge: int = 0
@@ -60,7 +67,7 @@ SCORE_SCHEMA = arrow_schema(ScoreRow)
 #: score columns that fill the session columns of the same name for the primary set
 FILLED = (
     "iq", "judge_information_calibration", "judge_perceived_overload", "judge_perceived_learning",
-    *token_columns("judge").values(),
+    *token_columns("judge").values(), *JUDGE_DRIFT,
 )  # fmt: skip
 #: columns added per score set: ``<column>`` for the primary, ``<column>@<name>`` for the others
 ADDED = ("judge_error", "judge_calls", "judge_cost_usd")
@@ -151,7 +158,8 @@ class ScoreDir:
         if m is None:
             return {}
         rows = pq.read_table(self.root / m.file, schema=SCORE_SCHEMA).to_pylist()
-        return {r["session_id"]: ScoreRow(**r) for r in rows if r["judge_error"] is None}
+        # a column the file predates reads as null: the row's default stands
+        return {r["session_id"]: ScoreRow(**{k: v for k, v in r.items() if v is not None}) for r in rows if r["judge_error"] is None}
 
     def read(self) -> pa.Table:
         files = [self.root / m.file for m in self.markers().values()]
@@ -214,7 +222,7 @@ class RunScores:
 
 
 #: count columns: a session without a score spent 0 on them (others stay empty)
-COUNTS = frozenset({*token_columns("judge").values(), "judge_calls"})
+COUNTS = frozenset({*token_columns("judge").values(), "judge_calls", *JUDGE_DRIFT})
 
 
 def _put(table: pa.Table, name: str, values: Any) -> pa.Table:

@@ -69,6 +69,7 @@ class Answer(Generic[T]):
     truncations: int = 0  # answers cut by max_tokens
     refusals: list[str] = field(default_factory=list)  # "<error>: <detail>" per refused answer
     repairs: tuple[str, ...] = ()  # what the parser normalised to read the accepted answer
+    warnings: tuple[str, ...] = ()  # what the parser accepted in it but found odd (e.g. a clamped ending turn)
     prompt_version: str = ""
 
     @property
@@ -148,6 +149,7 @@ def _settle(
             return False
     if result.ok:
         a.value, a.text, a.error, a.detail, a.repairs = result.value, response.text, None, "", result.repairs
+        a.warnings = result.warnings
         if response.finish_reason != "length" and response.commit is not None:
             response.commit()
         return False

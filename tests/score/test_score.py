@@ -205,3 +205,65 @@ def test_primary_switches_the_set_the_tables_show(finished, tmp_path, capsys):
     # and back: the run's own judge set, already complete, becomes primary again without judging anything
     assert cli(["score", str(out), "--name", "sim", "--primary"]) == 0
     assert '"scored_shards": 0' in capsys.readouterr().out and RunScores.load(out).primary == "sim"
+
+
+class DriftingJudge:
+    """A judge that writes the shapes models drift into: the rater first answers a 0–1 field on a
+    0–10 scale (refused, then repaired as "7/10"), the termination judge names a turn past the end."""
+
+    name = "drifting"
+    RATING = '{{"information_calibration": {ic}, "perceived_overload": "20%", "quality_score": "8/10", "perceived_learning": 6}}'
+
+    async def generate(self, request):
+        from ray_knowsim.model.chat import ChatResponse
+
+        if request.prompt_version.startswith("rater@"):
+            repaired = "+repair@" in request.prompt_version
+            return ChatResponse(text=self.RATING.format(ic='"7/10"' if repaired else 7), finish_reason="stop")
+        return ChatResponse(text='{"ending_turn": 99, "termination_reason": "max_turns"}', finish_reason="stop")
+
+    async def complete(self, requests):
+        return [await self.generate(r) for r in requests]
+
+
+def test_judge_repairs_refusals_and_warnings_are_stored_counted_and_reported(finished):
+    import json
+
+    import pandas as pd
+    import pyarrow as pa
+
+    from ray_knowsim.engine.models import ModelSet
+    from ray_knowsim.engine.reduce import cells_from_sums, level_means, partial_moments
+    from ray_knowsim.report.build import build_report
+
+    cfg, out, _ = finished
+    result = score_run(cfg, out, name="drifting", models=ModelSet({"sim": DriftingJudge()}, {}, []))
+    assert result.n_errors == 0
+    rows = ScoreDir(out, "drifting").read().to_pylist()
+    baseline = [r for r in rows if "termination" in json.loads(r["judge_drift_json"])]
+    assert rows and all(r["judge_information_calibration"] == pytest.approx(0.7) for r in rows)  # "7/10" is 0.7
+    for r in rows:
+        drift = json.loads(r["judge_drift_json"])
+        rater = drift["interaction_quality"]
+        assert rater["refusals"] == ["judge_invalid_output: information_calibration is 7, outside its 0–1 scale: "
+                                     "answer with a number from 0 to 1"]
+        assert rater["repairs"] == ["fraction:information_calibration=7/10", "percent:perceived_overload=20%",
+                                    "out_of_top:quality_score=8/10"]
+        assert r["judge_refusals"] == 1 and r["judge_repairs"] == 3
+    assert baseline and all(r["judge_warnings"] == 1 for r in baseline)
+    assert all("read as" in json.loads(r["judge_drift_json"])["termination"]["warnings"][0] for r in baseline)
+    # counted per condition, like the extractor's drift
+    ScoreDir(out, "drifting").make_primary()
+    try:
+        scores = RunScores.load(out)
+        sessions = pa.concat_tables([pq.read_table(f) for f in RunDir(out).data_files("sessions")])
+        sums = partial_moments(scores.attach(sessions)).to_pandas()
+        lm = level_means(cells_from_sums(sums.groupby(["task", "condition", "knowledge_level"], as_index=False).sum()))
+        per_condition = lm.groupby("condition")[["judge_refusals", "judge_warnings"]].sum()
+        n_per_condition = pd.Series([r["condition"] for r in sessions.to_pylist()]).value_counts()
+        assert (per_condition["judge_refusals"] == n_per_condition.reindex(per_condition.index)).all()
+        assert per_condition.loc["baseline:zero-shot-cot", "judge_warnings"] == len(baseline)
+        facts = dict(build_report(out, out / "report-drift").content.facts())
+        assert facts["judge drift"] == f"{3 * len(rows):,} repaired, {len(rows):,} refused, {len(baseline):,} warned"
+    finally:
+        ScoreDir(out, "sim").make_primary()
