@@ -61,6 +61,26 @@ def test_secret_values_are_redacted_everywhere_but_the_actor_payload():
     assert VLLMModelConfig.model_validate(private).engine_args()["hf_token"] == "hf_s3cret2"
 
 
+def test_settings_named_like_tokens_are_settings_and_reach_the_engine_as_stated():
+    from ray_knowsim.engine.config.models import VLLMModelEntry
+    from ray_knowsim.engine.vllm.config import is_secret_name
+
+    for secret in ("hf_token", "api_key", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "apiKey", "password"):
+        assert is_secret_name(secret), secret
+    for setting in ("max_num_batched_tokens", "tokenizer", "tokenizer_mode", "skip_tokenizer_init", "HF_HOME",
+                    "VLLM_CPU_KVCACHE_SPACE", "max_model_len"):
+        assert not is_secret_name(setting), setting
+    entry = VLLMModelEntry(backend="vllm", model="/m", env={"HF_HOME": "/data/hf", "HF_TOKEN": "hf_s3cret"},
+                           engine_kwargs={"max_num_batched_tokens": 8192, "tokenizer": "/m/tok", "hf_token": "hf_s3cret2"})
+    public = entry.model_dump(mode="json")
+    assert public["env"] == {"HF_HOME": "/data/hf", "HF_TOKEN": REDACTED}
+    assert public["engine_kwargs"] == {"max_num_batched_tokens": 8192, "tokenizer": "/m/tok", "hf_token": REDACTED}
+    engine = entry.vllm_config()  # what the pool starts: every value as the entry states it
+    assert engine.env == {"HF_HOME": "/data/hf", "HF_TOKEN": "hf_s3cret"}
+    args = engine.engine_args()
+    assert (args["max_num_batched_tokens"], args["tokenizer"], args["hf_token"]) == (8192, "/m/tok", "hf_s3cret2")
+
+
 # --------------------------------------------------------------------------- the actor
 
 
@@ -144,6 +164,21 @@ def _model(handles, **cfg) -> VLLMActorModel:
 
 def _chat(sid: str, turn: int = 0) -> ChatRequest:
     return ChatRequest(messages=({"role": "user", "content": "hi"},), request_id=f"{sid}#{turn}:assistant", seed=1)
+
+
+def test_cached_prompt_tokens_the_engine_reports_reach_usage():
+    from ray_knowsim.engine.vllm.pool import to_response
+    from ray_knowsim.model.chat import Usage
+
+    assert to_response({"text": "x", "prompt_tokens": 50, "completion_tokens": 3, "cached_tokens": 32}).usage == Usage(50, 3, 32)
+    assert to_response({"text": "x", "prompt_tokens": 50, "completion_tokens": 3}).usage == Usage(50, 3, 0)
+    engine = vllm_fakes.EchoEngine(max_model_len=4096)
+    model = VLLMActorModel(VLLMModelConfig(model="/m/x"), [HandleLike(local_actor(engine))])
+    long = ChatRequest(messages=({"role": "user", "content": " ".join(["word"] * 40)},), request_id="s#1:assistant", seed=1)
+    first, second = (asyncio.run(model.complete([long]))[0] for _ in range(2))
+    assert engine.cached == [0, 32]  # the second prompt (43 tokens) finds two whole blocks cached
+    assert (first.usage.prompt_tokens, first.usage.cached_prompt_tokens) == (43, 0)
+    assert (second.usage.prompt_tokens, second.usage.cached_prompt_tokens) == (43, 32)
 
 
 def test_session_affine_routing_and_minimal_moves():

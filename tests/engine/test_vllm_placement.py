@@ -5,6 +5,7 @@ no engine started); secrets of a vLLM entry never in the run directory."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -129,39 +130,93 @@ def test_paper_benchmark_vllm_is_planned_on_8_gpus_without_starting_engines(ray_
     assert ray_8_gpus.available_resources().get("GPU") == 8
 
 
-def test_secrets_of_a_vllm_entry_never_reach_the_run_directory(ray_8_gpus, tmp_path, monkeypatch):
-    """A real run (fake engines) with a vLLM model whose env and engine args hold secrets: the
-    manifest records names only, and no file in the run directory holds a value."""
+@pytest.fixture(scope="module")
+def self_hosted_run(ray_8_gpus, tmp_path_factory):
+    """A real run (fake engines) with a vLLM assistant whose entry holds secrets (env, engine args,
+    secret_env), settings named like secrets (max_num_batched_tokens, tokenizer, HF_HOME) and a
+    price with a cached-input rate: (config, run dir, what the engine actor received)."""
     import ray.cloudpickle
 
     from ray_knowsim.engine import runner
     from ray_knowsim.engine.vllm import pool as pool_mod
     from tests.engine import vllm_fakes
 
-    monkeypatch.setenv("KNOWSIM_TEST_HUB_TOKEN", "hf_DRIVER_SECRET_9a8b")
+    tmp = tmp_path_factory.mktemp("self_hosted")
+    received = tmp / "received.json"  # outside the run directory: it holds the secrets the engine got
+    mp = pytest.MonkeyPatch()
+    mp.setenv("KNOWSIM_TEST_HUB_TOKEN", "hf_DRIVER_SECRET_9a8b")
     data = small_config(
         models={"sim": {"backend": "offline"},
                 "tutor": {"backend": "vllm", "model": "/fake/tutor", "num_cpus": 0,
-                          "env": {"HF_TOKEN": "hf_ENV_SECRET_1c2d", "VLLM_CPU_KVCACHE_SPACE": "1"},
-                          "engine_kwargs": {"hf_token": "hf_KWARG_SECRET_3e4f"},
-                          "secret_env": ["KNOWSIM_TEST_HUB_TOKEN"]}},
+                          "env": {"HF_TOKEN": "hf_ENV_SECRET_1c2d", "VLLM_CPU_KVCACHE_SPACE": "1",
+                                  "HF_HOME": str(tmp / "hf-home"), vllm_fakes.RECORD_ENV: str(received)},
+                          "engine_kwargs": {"hf_token": "hf_KWARG_SECRET_3e4f", "max_num_batched_tokens": 8192,
+                                            "tokenizer": str(tmp / "tokenizer")},
+                          "secret_env": ["KNOWSIM_TEST_HUB_TOKEN"],
+                          "price": {"input": 2.0, "cached_input": 0.5, "output": 8.0}}},
         conditions=[{"strategy": "adaptive", "assistant": "tutor"}],
+        engine={"shard_fn": "ray_knowsim.sim.shard:run_shard"}, max_turns=2,  # the real loop: the engine answers
     )
     cfg = parse_run_config(data)
     ray.cloudpickle.register_pickle_by_value(vllm_fakes)
-    monkeypatch.setattr(pool_mod.VLLMPool, "actor_class", vllm_fakes.FakeEngineActor)
+    mp.setattr(pool_mod.VLLMPool, "actor_class", vllm_fakes.FakeEngineActor)
     try:
-        out = runner.run(cfg, output=tmp_path / "run", quiet=True, tables=False)
+        out = runner.run(cfg, output=tmp / "run", quiet=True, tables=False)
     finally:
         ray.cloudpickle.unregister_pickle_by_value(vllm_fakes)
+        mp.undo()
     assert out.n_sessions == 12
-    blobs = b"".join(p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file())
+    yield cfg, tmp / "run", json.loads(received.read_text(encoding="utf-8")), tmp
+
+
+def test_a_self_hosted_model_gets_exactly_its_settings_and_no_secret_reaches_the_run_directory(self_hosted_run):
+    import ray
+
+    _, run_dir, received, tmp = self_hosted_run
+    args, env = received["engine_args"], received["env"]
+    # what the engine is started with: every value as the entry states it, secrets included
+    assert args["max_num_batched_tokens"] == 8192 and args["tokenizer"] == str(tmp / "tokenizer")
+    assert args["hf_token"] == "hf_KWARG_SECRET_3e4f"
+    assert env["HF_HOME"] == str(tmp / "hf-home") and env["HF_TOKEN"] == "hf_ENV_SECRET_1c2d"
+    assert env["KNOWSIM_TEST_HUB_TOKEN"] == "hf_DRIVER_SECRET_9a8b"
+    # what is written down: names, never a secret's value; settings as they are
+    blobs = b"".join(p.read_bytes() for p in run_dir.rglob("*") if p.is_file())
     for secret in (b"hf_ENV_SECRET_1c2d", b"hf_KWARG_SECRET_3e4f", b"hf_DRIVER_SECRET_9a8b"):
         assert secret not in blobs
-    manifest = (tmp_path / "run" / "manifest.json").read_text()
+    manifest = (run_dir / "manifest.json").read_text()
     assert "HF_TOKEN" in manifest and "KNOWSIM_TEST_HUB_TOKEN" in manifest and "<redacted>" in manifest
+    assert '"max_num_batched_tokens": 8192' in manifest and str(tmp / "tokenizer") in manifest
     # every pool was shut down at the end of the run
     assert [a for a in ray.util.list_named_actors(all_namespaces=True) if "vllm-" in str(a)] == []
+
+
+def test_cached_prompt_tokens_of_a_self_hosted_model_reach_rows_costs_and_estimates(self_hosted_run, tmp_path):
+    import pyarrow.parquet as pq
+
+    from ray_knowsim.engine.estimate import dry_run
+    from ray_knowsim.engine.results import RunDir
+    from ray_knowsim.io.cost import cost_tables
+    from ray_knowsim.model.price import Price
+
+    cfg, run_dir, _, _ = self_hosted_run
+    files = RunDir(run_dir).data_files("sessions")
+    rows = [r for f in files for r in pq.read_table(f).to_pylist()]
+    cached = sum(r["cached_prompt_tokens_assistant"] for r in rows)
+    prompt = sum(r["prompt_tokens_assistant"] for r in rows)
+    assert 0 < cached < prompt  # the engine's prefix cache, as it reported it
+    assert all(r["cached_prompt_tokens_user_sim"] == 0 for r in rows)  # the offline model has no cache
+    price = Price(input=2.0, cached_input=0.5, output=8.0)
+    for r in rows:  # the cached-input rate applies (the offline roles are free)
+        want = price.cost(r["prompt_tokens_assistant"], r["completion_tokens_assistant"], r["cached_prompt_tokens_assistant"])
+        assert r["cost_usd"] == pytest.approx(want)
+    total = cost_tables(files)["cost"].set_index(["task", "condition"]).loc[("all", "all")]
+    assert total["cached_prompt_tokens_assistant"] == cached and total["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in rows))
+    # run --dry-run --from-run: the measured cached share prices the estimate
+    est, _ = dry_run(cfg, tmp_path / "estimate", from_run=run_dir)
+    a = est.per_role["assistant"]
+    assert a.cached_prompt_tokens == pytest.approx(a.prompt_tokens * cached / prompt, abs=len(rows))
+    assert a.cost_usd == pytest.approx(price.cost(a.prompt_tokens, a.completion_tokens, a.cached_prompt_tokens), rel=1e-6)
+    assert a.cost_usd < price.cost(a.prompt_tokens, a.completion_tokens, 0)
 
 
 def test_tensor_parallel_and_fractional_pools_reserve_and_release_gpus(ray_8_gpus):

@@ -4,6 +4,9 @@ class that runs it (so Ray pools can be tested without vLLM), and handle-like fa
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 from ray_knowsim.engine.vllm.actor import EngineDead, VLLMEngineActor
@@ -47,13 +50,43 @@ class FakeEngine:
 
 
 class EchoEngine(FakeEngine):
+    """Answers with the request id, and reports the prompt tokens its prefix cache served the way
+    vLLM does (``num_cached_tokens``): whole blocks shared with an earlier prompt, never the last token."""
+
+    BLOCK = 16
+
+    def __init__(self, max_model_len: int = 64, default_sampling: dict | None = None):
+        super().__init__(max_model_len, default_sampling)
+        self.seen: list[list[int]] = []
+        self.cached: list[int] = []  # reported per request, in order
+
     def render(self, messages, chat_template_kwargs):
         self._last = messages[-1]["content"]
         return super().render(messages, chat_template_kwargs)
 
+    def prefix_hit(self, prompt_ids) -> int:
+        def shared(a, b) -> int:
+            n = 0
+            for x, y in zip(a, b):
+                if x != y:
+                    break
+                n += 1
+            return n
+
+        best = max((shared(p, prompt_ids) for p in self.seen), default=0)
+        return min(best, len(prompt_ids) - 1) // self.BLOCK * self.BLOCK
+
     async def generate(self, prompt_ids, params, request_id):
+        cached = self.prefix_hit(prompt_ids)
+        self.seen.append(list(prompt_ids))
+        self.cached.append(cached)
         async for out in super().generate(prompt_ids, params, request_id):
-            yield {**out, "text": request_id.split("~")[0]}
+            yield {**out, "text": request_id.split("~")[0], "cached_tokens": cached}
+
+
+#: an environment variable of a model entry's ``env``: the fake actor writes what its engine would be
+#: started with (``AsyncEngineArgs(**engine_args())``) and the environment it set, as JSON, to this file
+RECORD_ENV = "KNOWSIM_FAKE_ENGINE_RECORD"
 
 
 class FakeEngineActor(VLLMEngineActor):
@@ -61,6 +94,10 @@ class FakeEngineActor(VLLMEngineActor):
 
     def __init__(self, cfg):
         super().__init__(cfg, _engine=EchoEngine(max_model_len=4096))
+        record = os.environ.get(RECORD_ENV)
+        if record:
+            received = {"engine_args": self.cfg.engine_args(), "env": {k: os.environ.get(k) for k in self.cfg.env}}
+            Path(record).write_text(json.dumps(received, sort_keys=True, default=str), encoding="utf-8")
 
     async def pid(self) -> int:
         import os

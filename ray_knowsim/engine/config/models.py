@@ -8,7 +8,7 @@ from pydantic import Field, TypeAdapter
 
 from ray_knowsim.engine.config.base import Strict
 from ray_knowsim.llm.http.config import HTTPModelConfig
-from ray_knowsim.engine.vllm.config import VLLMModelConfig
+from ray_knowsim.engine.vllm.config import SECRETS_CONTEXT, VLLMModelConfig
 from ray_knowsim.model.price import Price
 
 
@@ -38,7 +38,9 @@ class VLLMModelEntry(VLLMModelConfig):
     price: Price | None = None  # USD per million tokens (model/price.py), e.g. your GPU hours per token
 
     def vllm_config(self) -> VLLMModelConfig:
-        return VLLMModelConfig.model_validate(self.model_dump(exclude={"backend", "price"}))
+        """The engine's config: every setting as the entry states it (secrets included; the
+        redacted dump is for what is written down)."""
+        return VLLMModelConfig.model_validate(self.model_dump(exclude={"backend", "price"}, context=SECRETS_CONTEXT))
 
 
 def model_entry_type() -> Any:

@@ -1,11 +1,14 @@
 """How to start one self-hosted model: engine arguments, placement, replicas, chat and sampling
 options. Pure pydantic (no Ray, no vLLM), so configs validate anywhere.
 
-Secrets: ``secret_env`` names variables of the driver's environment whose values reach only the
-engine actor (as its constructor argument, never its runtime_env); ``env`` values and secret-looking ``engine_kwargs`` values (a hub token) are sent to the
-engine actor as constructor arguments only; every serialisation meant for people or files
-(``model_dump()`` without the ``secrets`` context: manifests, logs, ``--plan``) shows the names
-with the value replaced by :data:`REDACTED`.
+Secrets: the engine gets exactly the settings its entry states (``engine_args()`` and the actor's
+payload, ``model_dump(context=SECRETS_CONTEXT)``); redaction applies only to what is written down
+(``model_dump()`` without that context: manifests, logs, ``--plan``, printed configs), where the
+value of every secret is replaced by :data:`REDACTED`. What is a secret is decided by its name
+(:func:`is_secret_name`): ``hf_token``, ``api_key``, ``HF_TOKEN``, ``AWS_SECRET_ACCESS_KEY`` are;
+``max_num_batched_tokens``, ``tokenizer`` and ``HF_HOME`` are settings. ``secret_env`` names
+variables of the driver's environment whose values reach only the engine actor (as its
+constructor argument, never its runtime_env).
 """
 
 from __future__ import annotations
@@ -19,19 +22,28 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, field_serializer, model_validator
 
 REDACTED = "<redacted>"
-# engine_kwargs keys whose values are never recorded (tokens, keys, passwords)
-SECRET_KEY = re.compile(r"(token|secret|password|passwd|api[_-]?key|credential|auth)", re.IGNORECASE)
-# Environment variables that tune the engine and are safe to show (everything else is masked).
-PUBLIC_ENV = re.compile(r"^(VLLM_[A-Z0-9_]*|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE|DO_NOT_TRACK|OMP_NUM_THREADS|CUDA_VISIBLE_DEVICES|NCCL_[A-Z0-9_]*)$")
+#: words that make a setting's or a variable's name a secret's (after splitting it at ``_ - .`` and
+#: camelCase): a hub token, an API key, a password. A word, not a substring: "tokens" and
+#: "tokenizer" are no "token".
+SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "passphrase", "credential", "credentials", "key",
+                          "apikey", "auth", "authorization", "cookie"})
 SECRETS_CONTEXT = {"secrets": True}  # model_dump(context=SECRETS_CONTEXT): the actor's payload
 #: our field -> vLLM ``AsyncEngineArgs`` keyword, for the settings passed through as they are
 _ENGINE_ARG_OF = {"model": "model", "tp": "tensor_parallel_size", "dtype": "dtype", "seed": "seed",
                   "enable_prefix_caching": "enable_prefix_caching", "enforce_eager": "enforce_eager",
                   "generation_config": "generation_config"}
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
-def _secret_env(name: str, value: str) -> bool:
-    return not PUBLIC_ENV.match(name) or bool(SECRET_KEY.search(name))
+def is_secret_name(name: str) -> bool:
+    """Whether ``name`` (an engine argument or an environment variable) names a secret."""
+    words = re.split(r"[_\-.\s]+", _CAMEL.sub("_", str(name)).lower())
+    return any(w in SECRET_WORDS for w in words)
+
+
+def redacted(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` as written down: the value of every secret-named key replaced by :data:`REDACTED`."""
+    return {k: (REDACTED if is_secret_name(k) else v) for k, v in values.items()}
 
 
 class VLLMModelConfig(BaseModel):
@@ -87,17 +99,11 @@ class VLLMModelConfig(BaseModel):
             raise ValueError("multi_node needs tensor_parallel_size > 1")
         return self
 
-    @field_serializer("env")
-    def _ser_env(self, env: dict[str, str], info: SerializationInfo) -> dict[str, str]:
+    @field_serializer("env", "engine_kwargs")
+    def _ser_secrets(self, values: dict[str, Any], info: SerializationInfo) -> dict[str, Any]:
         if isinstance(info.context, dict) and info.context.get("secrets"):
-            return dict(env)
-        return {k: (REDACTED if _secret_env(k, v) else v) for k, v in env.items()}
-
-    @field_serializer("engine_kwargs")
-    def _ser_kwargs(self, kwargs: dict[str, Any], info: SerializationInfo) -> dict[str, Any]:
-        if isinstance(info.context, dict) and info.context.get("secrets"):
-            return dict(kwargs)
-        return {k: (REDACTED if SECRET_KEY.search(k) else v) for k, v in kwargs.items()}
+            return dict(values)
+        return redacted(values)
 
     # ------------------------------------------------------------------ derived
 
@@ -115,13 +121,13 @@ class VLLMModelConfig(BaseModel):
 
     def secret_values(self) -> list[str]:
         """Values that must never be written anywhere (for tests and log scrubbing)."""
-        vals = [v for k, v in self.env.items() if _secret_env(k, v)]
-        vals += [str(v) for k, v in self.engine_kwargs.items() if SECRET_KEY.search(k)]
+        vals = [v for k, v in self.env.items() if is_secret_name(k)]
+        vals += [str(v) for k, v in self.engine_kwargs.items() if is_secret_name(k)]
         return [v for v in vals if v]
 
     def secret_names(self) -> list[str]:
-        return sorted(list(self.secret_env) + [k for k, v in self.env.items() if _secret_env(k, v)]
-                      + [f"engine_kwargs.{k}" for k in self.engine_kwargs if SECRET_KEY.search(k)])
+        return sorted(list(self.secret_env) + [k for k in self.env if is_secret_name(k)]
+                      + [f"engine_kwargs.{k}" for k in self.engine_kwargs if is_secret_name(k)])
 
     def engine_args(self) -> dict[str, Any]:
         """Keyword arguments for vLLM's ``AsyncEngineArgs`` (secrets included: actor only)."""
@@ -169,4 +175,4 @@ class VLLMModelConfig(BaseModel):
         return 0 if self.num_gpus < 1 else self.tp
 
 
-__all__ = ["REDACTED", "SECRETS_CONTEXT", "VLLMModelConfig"]
+__all__ = ["REDACTED", "SECRETS_CONTEXT", "SECRET_WORDS", "VLLMModelConfig", "is_secret_name", "redacted"]

@@ -53,8 +53,12 @@ def request_dict(req: ChatRequest) -> dict[str, Any]:
 
 
 def to_response(d: dict[str, Any]) -> ChatResponse:
-    return ChatResponse(text=d.get("text", ""), usage=Usage(d.get("prompt_tokens", 0), d.get("completion_tokens", 0)),
-                        latency_s=d.get("latency_s", 0.0), error=d.get("error"), finish_reason=d.get("finish_reason"))
+    """The actor's answer as a ChatResponse; ``cached_tokens`` (prompt tokens the engine served from
+    its prefix cache, part of ``prompt_tokens``) become ``Usage.cached_prompt_tokens``, so a
+    price's ``cached_input`` applies to them."""
+    usage = Usage(d.get("prompt_tokens", 0), d.get("completion_tokens", 0), int(d.get("cached_tokens") or 0))
+    return ChatResponse(text=d.get("text", ""), usage=usage, latency_s=d.get("latency_s", 0.0), error=d.get("error"),
+                        finish_reason=d.get("finish_reason"))
 
 
 def _actor_gone(exc: BaseException) -> bool:
