@@ -1,7 +1,7 @@
 """`ray-knowsim validate-config CONFIG`: check a run config without running anything.
 
-Prints the validated config (every default filled in, input paths resolved, the config hash and
-the planned number of sessions and shards) or every error with its key path; exit code 0 or 2.
+Prints the validated config (every default filled in, each role's settings resolved over its
+defaults, input paths resolved, the config hash and the planned number of sessions and shards) or every error with its key path; exit code 0 or 2.
 ``--no-data`` skips reading the item, graph and init-cache files (schema and rules only).
 """
 
@@ -32,7 +32,10 @@ def main(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 2
     doc = cfg.public_dict()
+    from dataclasses import asdict
+
     info: dict = {"rules_resolved": cfg.rule_config.model_dump(mode="json"),
+                  "roles_resolved": {role: asdict(s) for role, s in cfg.role_settings().items()},
                   "inputs": {k: str(cfg.resolve(v)) for k, v in cfg.input_paths().items()},
                   "output_dir": str(cfg.output_path()),
                   "conditions": cfg.condition_names()}

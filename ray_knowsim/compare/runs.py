@@ -57,7 +57,7 @@ def _model_identity(models: dict[str, Any], key: str | None) -> dict[str, Any]:
 
 
 def run_identity(manifest: dict[str, Any], sessions: pd.DataFrame) -> RunIdentity:
-    from ray_knowsim.engine.config.sections import RoleConfig, RulesSection, _ROLE_DEFAULTS
+    from ray_knowsim.engine.config.sections import RoleConfig, RulesSection
 
     cfg = manifest.get("config") or {}
     rules = RulesSection.model_validate(cfg.get("rules") or {}).config.model_dump(mode="json")
@@ -66,10 +66,9 @@ def run_identity(manifest: dict[str, Any], sessions: pd.DataFrame) -> RunIdentit
     sim: dict[str, Any] = {"max_turns": cfg.get("max_turns"), "early_stop": cfg.get("early_stop"), "graph_mode": cfg.get("graph_mode")}
     for role in ("user_sim", "extractor"):
         rc = RoleConfig.model_validate(roles.get(role) or {})
-        temp, max_tokens = _ROLE_DEFAULTS[role]
-        sim[role] = {"model": _model_identity(models, rc.model),
-                     "temperature": temp if rc.temperature is None else rc.temperature,
-                     "max_tokens": max_tokens if rc.max_tokens is None else rc.max_tokens}
+        settings = rc.resolved(role)
+        sim[role] = {"model": _model_identity(models, rc.model), "temperature": settings.temperature,
+                     "max_tokens": settings.max_tokens}
     items = {t: sorted(map(str, g["item_id"].unique())) for t, g in sessions.groupby("task")}
     return RunIdentity(items=items, levels=sorted(sessions["knowledge_level"].unique()), rules=rules, simulator=sim)
 

@@ -158,7 +158,7 @@ def prior_completions(cfg: RunConfig) -> CompletionModel:
         """The completion lengths the backend of model ``key`` registered (a typical chat model's by default)."""
         return BACKENDS.get(cfg.models[key].backend).profile.completion_tokens if key in cfg.models else TYPICAL_COMPLETION
 
-    user_sim, extractor = (table(cfg.roles.settings(role)[0]) for role in ("user_sim", "extractor"))
+    user_sim, extractor = (table(cfg.roles.settings(role).model) for role in ("user_sim", "extractor"))
     judge = table(cfg.roles.judge.model) if cfg.roles.judge is not None else TYPICAL_COMPLETION
     assistants = [table(c.assistant or cfg.roles.assistant.model) for c in cfg.conditions]
     a_tab = assistants[0] if assistants and all(t is assistants[0] for t in assistants) else TYPICAL_COMPLETION
@@ -282,11 +282,11 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
 
     comp = completions_from_run(from_run) if from_run else prior_completions(cfg)
     prices = model_prices(cfg)
-    role_model = {r: cfg.roles.settings(r)[0] for r in ("user_sim", "extractor")}
+    role_model = {r: cfg.roles.settings(r).model for r in ("user_sim", "extractor")}
     judged = cfg.roles.judge is not None
     if judged:
-        role_model["judge"] = cfg.roles.settings("judge")[0]
-    budgets = {r: cfg.roles.settings(r)[2] for r in ROLES if r != "judge" or judged}
+        role_model["judge"] = cfg.roles.settings("judge").model
+    budgets = {r: cfg.roles.settings(r).max_tokens for r in ROLES if r != "judge" or judged}
     counters: dict[str, Callable[[str], int]] = {}
     counter_names: dict[str, str] = {}
     for role, key in role_model.items():

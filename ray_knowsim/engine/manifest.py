@@ -84,6 +84,7 @@ def open_manifest(
     test_doubles: list[str] | None = None,
     base_dir: str | None = None,
     replaced_shard_fn: str | None = None,
+    roles: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Start (or, for a resume, extend) the manifest; refuses a run dir of another config/plan."""
     old = read_manifest(run_dir)
@@ -118,6 +119,9 @@ def open_manifest(
         # engine.shard_fn when it is not the product's simulation loop (tests plug in stand-ins)
         replaced_shard_fn=replaced_shard_fn,
         base_dir=base_dir,  # what the config's relative input paths are relative to (re-reading it: score)
+        # every role's settings resolved over its defaults (model/roles.py), e.g. the repair round's
+        # temperature, and the warnings about them (a first try that already asks for the cap)
+        roles=dict(roles or {}),
     )
     data["invocations"].append({
         "started_at": now(),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
@@ -23,6 +24,7 @@ from ray_knowsim.io.loaders import LoadError, load_graph_cache, load_init_cache,
 from ray_knowsim.model.graph import IUGraph
 from ray_knowsim.model.items import INIT_CACHE_TASK_KEYS, Item
 from ray_knowsim.model.knowledge import InitCache
+from ray_knowsim.model.roles import RoleBudgetWarning
 from ray_knowsim.sim.types import SessionSpec, ShardSpec, item_key
 
 
@@ -90,7 +92,14 @@ def load_inputs(cfg: RunConfig) -> Inputs:
         for it in loaded:
             graphs[item_key(task.name, it.id)] = cache[it.id]
         caches[task.name] = load_init_cache(cfg.resolve(task.init_cache)) if task.init_cache else run_cache
+    for warning in cfg.budget_warnings(largest_graph(graphs)):  # every command reads its config through here
+        warnings.warn(warning, RoleBudgetWarning, stacklevel=2)
     return Inputs(items, graphs, caches)
+
+
+def largest_graph(graphs: Mapping[str, IUGraph]) -> int | None:
+    """IUs of the largest graph (None: no graph)."""
+    return max((len(g.nodes) for g in graphs.values()), default=None)
 
 
 class Plan:

@@ -19,7 +19,7 @@ import time
 import traceback
 from collections import deque
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -36,13 +36,13 @@ from ray_knowsim.engine.models import (
     test_double_roles,
     used_model_keys,
 )
-from ray_knowsim.engine.plan import Plan, load_inputs
+from ray_knowsim.engine.plan import Plan, largest_graph, load_inputs
 from ray_knowsim.engine.progress import Counts, Display, progress_actor
 from ray_knowsim.engine.results import Marker, RunDir
 from ray_knowsim.engine.scoring import score_run
 from ray_knowsim.score.store import RunScores
 from ray_knowsim.sim.session import SIMULATION_ROLES
-from ray_knowsim.sim.types import RoleSettings, ShardContext
+from ray_knowsim.sim.types import ShardContext
 
 class RunError(RuntimeError):
     """A run that cannot start (bad inputs, missing keys, a run dir of another config)."""
@@ -74,8 +74,8 @@ class RunOutcome:
 def make_context(cfg: RunConfig, run_id: str, config_hash: str) -> ShardContext:
     roles = {}
     for role in SIMULATION_ROLES:  # the judges are a stage of their own (engine/scoring.py)
-        model, temp, max_tokens, attempts = cfg.roles.settings(role)
-        roles[role] = RoleSettings(model=model if role != "assistant" else "", temperature=temp, max_tokens=max_tokens, attempts=attempts)
+        settings = cfg.roles.settings(role)
+        roles[role] = replace(settings, model="") if role == "assistant" else settings  # assistants: per condition
     return ShardContext(
         run_id=run_id,
         config_hash=config_hash,
@@ -222,6 +222,8 @@ def run(
         config_file=config_file, secret_env=secret_env_names(cfg), run_seed=cfg.seed, plan=plan.summary(),
         address=address or os.environ.get("RAY_ADDRESS"), backends=model_backends(cfg), test_doubles=test_double_roles(cfg), base_dir=str(cfg.base_dir),
         replaced_shard_fn=None if cfg.engine.shard_fn == DEFAULT_SHARD_FN else cfg.engine.shard_fn,
+        roles={"settings": {r: asdict(s) for r, s in cfg.role_settings().items()},
+               "warnings": cfg.budget_warnings(largest_graph(inputs.graphs))},
     )
     committed = run_dir.markers(config_hash)
     run_dir.collect_garbage(committed.values())

@@ -111,7 +111,7 @@ def _check_same_judge(store: ScoreDir, info: dict[str, Any], has_scores: bool) -
 
 def judge_settings(cfg: RunConfig) -> RoleSettings:
     """How the judge is asked: the run config's ``roles.judge``, or the spec's defaults."""
-    return RoleSettings(*cfg.roles.settings("judge"))
+    return cfg.roles.settings("judge")
 
 
 def score_run(

@@ -30,8 +30,6 @@ from ray_knowsim.prompts.views import (
     transcript_pairs,
 )
 
-BASELINE_TEMPERATURE = 0.7
-BASELINE_MAX_TOKENS = 3000
 NO_TRANSCRIPT = "(No messages yet: write the learner's opening message, which must state the problem.)"
 NO_PROFILE = "(No particular profile.)"
 
@@ -115,8 +113,7 @@ def render_baseline(
         values["state_json"] = pretty_json(by_label)
         facts["profile"] = profile
         facts["initial_state"] = by_label
-    return build_request(tpl, values, facts, role="user_sim", temperature=BASELINE_TEMPERATURE, max_tokens=BASELINE_MAX_TOKENS,
-                         seed=seed, request_id=request_id, output=BaselineCoTTurn if spec.thinks else BaselineTurn)
+    return build_request(tpl, values, facts, role="user_sim", seed=seed, request_id=request_id, output=BaselineCoTTurn if spec.thinks else BaselineTurn)
 
 
 __all__ = ["BaselinePrompt", "baseline_prompt", "render_baseline", "render_baseline_user"]

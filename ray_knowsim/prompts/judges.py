@@ -1,6 +1,6 @@
 """Renderers for the judges: the Interaction Quality rater and the baselines' termination judge.
 
-Both run at temperature 0 with JSON output (spec §12.6). The rater can be given a truncated
+Both ask with the judge role's settings (temperature 0 unless the config says otherwise, spec §12.6) for JSON. The rater can be given a truncated
 conversation (the first ``exchanges`` user/assistant pairs) for the at-early-stop judgement.
 """
 
@@ -15,9 +15,6 @@ from ray_knowsim.prompts.request import NO_LEVEL, build_request, item_facts
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import Transcript, format_numbered_transcript, format_transcript, transcript_pairs
 
-JUDGE_TEMPERATURE = 0.0
-JUDGE_MAX_TOKENS = 4096
-
 
 def truncate_exchanges(pairs: list[list[str]], exchanges: int | None) -> list[list[str]]:
     """The first ``exchanges`` user+assistant pairs (``2 * exchanges`` messages); None keeps all."""
@@ -28,8 +25,8 @@ def truncate_exchanges(pairs: list[list[str]], exchanges: int | None) -> list[li
     return pairs[: 2 * exchanges]
 
 
-#: both judges ask at the same temperature and token limit for one JSON object
-_judge_request = partial(build_request, role="judge", temperature=JUDGE_TEMPERATURE, max_tokens=JUDGE_MAX_TOKENS)
+#: both judges ask with the judge role's settings (model/roles.py) for one JSON object
+_judge_request = partial(build_request, role="judge")
 
 
 def render_rater(

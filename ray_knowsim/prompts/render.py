@@ -1,8 +1,8 @@
 """Renderers for the three KnowSim roles of a turn: learner simulator, assistant, signal extractor.
 
 Every renderer is a pure function from session facts to a :class:`ChatRequest` carrying the
-messages, the role, the output schema, the sampling temperature of the spec (user simulator 0.7,
-assistant 0, extractor 0 / 0.4 on retry) and ``prompt_version`` ("name@v2"). ``prompts`` picks
+messages, the role, the output schema, the role's default temperature and token cap
+(:mod:`ray_knowsim.model.roles`; a run's settings replace them) and ``prompt_version`` ("name@v2"). ``prompts`` picks
 the prompt set (default :data:`~ray_knowsim.prompts.templates.DEFAULT_PROMPTS`; "v1" re-renders
 the prompts of earlier runs). Each prompt puts its
 static instructions first (system message), then per-session facts, then the append-only
@@ -24,7 +24,6 @@ from ray_knowsim.model.outputs import SignalReport, UserTurn, signal_report_sche
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.items import Item
 from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
-from ray_knowsim.prompts.repair import EXTRACTOR_RETRY_TEMPERATURE
 from ray_knowsim.prompts.request import NO_REFERENCE, build_request, item_facts, section_or
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import (
@@ -47,15 +46,6 @@ from ray_knowsim.prompts.views import (
     transcript_pairs,
 )
 from ray_knowsim.rules.prerequisites import articulation_mode, density
-
-USER_SIM_TEMPERATURE = 0.7
-ASSISTANT_TEMPERATURE = 0.0
-EXTRACTOR_TEMPERATURE = 0.0
-USER_SIM_MAX_TOKENS = 3000
-ASSISTANT_MAX_TOKENS = 3000
-#: the reference allowed 128 000; a 30-IU report is ~4k tokens, and most servers cap max_tokens at
-#: their context length, so we ask for less
-EXTRACTOR_MAX_TOKENS = 16384
 
 NO_TRANSCRIPT_USER = "(This is the first exchange; nothing has been said before.)"
 NO_TRANSCRIPT_EXTRACTOR = "(This is the first exchange of the conversation.)"
@@ -90,8 +80,7 @@ LEARNER_OPTIONS: tuple[str, ...] = tuple(f.name for f in fields(LearnerOptions))
 
 def _user_sim_request(tpl, values: dict, facts: dict, opts: LearnerOptions) -> ChatRequest:  # noqa: ANN001
     """The simulator's request: static system text, per-session then per-turn user text, the UserTurn schema."""
-    return build_request(tpl, values, facts, role="user_sim", temperature=USER_SIM_TEMPERATURE,
-                         max_tokens=USER_SIM_MAX_TOKENS, seed=opts.seed, request_id=opts.request_id, output=UserTurn)
+    return build_request(tpl, values, facts, role="user_sim", seed=opts.seed, request_id=opts.request_id, output=UserTurn)
 
 
 def render_user_first(item: Item, graph: IUGraph, states: StatesLike, **options: Any) -> ChatRequest:
@@ -233,8 +222,7 @@ def render_assistant(
     if "task_intro" in tpl.placeholders("system"):
         values["task_intro"] = tpl.section(f"task_{item.task}")
     facts = {"strategy": strategy, "task": item.task, "item_id": item.id, "offline_reply": tutor.offline_path()}
-    return build_request(tpl, values, facts, role="assistant", temperature=ASSISTANT_TEMPERATURE,
-                         max_tokens=ASSISTANT_MAX_TOKENS, seed=seed, request_id=request_id,
+    return build_request(tpl, values, facts, role="assistant", seed=seed, request_id=request_id,
                          chat=({"role": speaker, "content": text} for speaker, text in pairs))
 
 
@@ -246,7 +234,6 @@ def render_extractor(
     user_message: str,
     assistant_message: str,
     *,
-    retry: int = 0,
     index: GraphIndex | None = None,
     seed: int | None = None,
     request_id: str = "",
@@ -254,8 +241,8 @@ def render_extractor(
 ) -> ChatRequest:
     """Per-turn signal extraction (spec §12.5, §12.7).
 
-    ``states`` is the pre-turn state; ``prior`` the conversation before this exchange;
-    ``retry`` > 0 asks again at the retry temperature (the spec retries only on an empty list).
+    ``states`` is the pre-turn state; ``prior`` the conversation before this exchange. (The
+    repair round's temperature is the role's ``repair_temperature`` setting, applied by the reader.)
     """
     index = _index(graph, index, item)
     codes = state_codes(index, states)
@@ -280,19 +267,13 @@ def render_extractor(
         "assistant_message": assistant_message,
         "n_concepts": index.size,
     }
-    temperature = EXTRACTOR_RETRY_TEMPERATURE if retry > 0 else EXTRACTOR_TEMPERATURE
-    return build_request(tpl, values, facts, role="extractor", temperature=temperature, max_tokens=EXTRACTOR_MAX_TOKENS,
-                         seed=seed, request_id=request_id,
+    return build_request(tpl, values, facts, role="extractor", seed=seed, request_id=request_id,
                          schema=signal_report_schema(graph), schema_name=SignalReport.__name__)  # strict, per request
 
 
 __all__ = [
-    "ASSISTANT_TEMPERATURE",
     "LEARNER_OPTIONS",
-    "EXTRACTOR_RETRY_TEMPERATURE",
-    "EXTRACTOR_TEMPERATURE",
     "LearnerOptions",
-    "USER_SIM_TEMPERATURE",
     "render_assistant",
     "render_extractor",
     "render_user_first",

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.items import Item
 from ray_knowsim.model.outputs import StructuredOutput
+from ray_knowsim.model.roles import ROLE_DEFAULTS
 from ray_knowsim.prompts.templates import Template
 
 
@@ -26,8 +27,8 @@ def build_request(
     facts: Mapping[str, Any],
     *,
     role: str,
-    temperature: float,
-    max_tokens: int,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
     seed: int | None = None,
     request_id: str = "",
     schema: Mapping[str, Any] | None = None,
@@ -40,7 +41,15 @@ def build_request(
     ``values`` may hold more names than the template uses (one renderer serves every prompt set);
     a name the template needs and ``values`` lacks is an error. ``context`` is filled empty unless
     given: v1 templates keep the slot of the old in-prompt block, and the facts travel out of band.
+    ``temperature`` and ``max_tokens`` default to the role's (:data:`~ray_knowsim.model.roles.ROLE_DEFAULTS`;
+    a run's settings replace them before a request is sent).
     """
+    if temperature is None or max_tokens is None:
+        if role not in ROLE_DEFAULTS:
+            raise ValueError(f"role {role!r} has no defaults: give temperature and max_tokens")
+        defaults = ROLE_DEFAULTS[role]
+        temperature = defaults.temperature if temperature is None else temperature
+        max_tokens = defaults.max_tokens if max_tokens is None else max_tokens
     if output is not None:  # a fixed output model: its schema, under its name
         schema, schema_name = output.json_schema(), output.__name__
     values = {"context": "", **values}

@@ -47,7 +47,8 @@ async def judge_transcripts(
             req = judge.request(t, seed=request_seed(t.seed, "judge", judge.slot), request_id=request_id(t.session_id, "judge", judge.slot))
             requests.append(settings.apply(req))
         answers = await ask_batch(
-            model, requests, lambda text, i: judge.parse(text, transcripts[chosen[i]]), attempts=settings.attempts
+            model, requests, lambda text, i: judge.parse(text, transcripts[chosen[i]]), attempts=settings.attempts,
+            repair_temperature=settings.repair_temperature,
         )
         for k, answer in zip(chosen, answers):
             usage[k].add(answer.usage)

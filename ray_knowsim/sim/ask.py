@@ -3,7 +3,8 @@
 This is the only retry layer above the model clients, and it retries only what a new call can fix:
 
 * **an unreadable answer** (the role's parser refuses it) is asked again ONCE, with the refused
-  reply and the parser's precise complaint appended (:func:`ray_knowsim.prompts.repair.build_retry`);
+  reply and the parser's precise complaint appended (:func:`ray_knowsim.prompts.repair.build_retry`),
+  at the role's ``repair_temperature`` (:mod:`ray_knowsim.model.roles`);
 * **a truncated answer** (``finish_reason == "length"``) is asked again ONCE with the role's whole
   token budget. The first call gets :func:`first_budget` tokens (half the role's ``max_tokens``,
   at least :data:`MIN_BUDGET`, or a caller's estimate such as the extractor's per-graph one), the
@@ -30,13 +31,12 @@ from typing import Any, Callable, Generic, Sequence, TypeVar
 from ray_knowsim.llm.parse import ParseResult
 from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.model.roles import MIN_BUDGET, first_budget
 from ray_knowsim.prompts.repair import build_retry
 from ray_knowsim.sim.types import SEED_MODULUS
 
 T = TypeVar("T")
 
-#: the smallest first-attempt budget (tokens) when it is derived from the cap
-MIN_BUDGET = 256
 _SEED_STEP = 0x9E3779B1  # odd, far from small multiples: attempt seeds never collide with turn seeds
 
 
@@ -46,13 +46,6 @@ def attempt_seed(seed: int | None, attempt: int) -> int | None:
     if seed is None or attempt == 0:
         return seed
     return (seed + attempt * _SEED_STEP) % SEED_MODULUS
-
-
-def first_budget(cap: int, estimate: int | None = None) -> int:
-    """Tokens for the first attempt: ``estimate`` when given, else half of ``cap`` (at least
-    :data:`MIN_BUDGET`); never above ``cap`` (the role's ``max_tokens``)."""
-    wanted = estimate if estimate is not None else max(MIN_BUDGET, cap // 2)
-    return max(1, min(cap, wanted))
 
 
 @dataclass
@@ -89,6 +82,7 @@ class _Pending:
     attempt: int = 0
     repaired: bool = False
     bumped: bool = False
+    repair_temperature: float | None = None  # of the repair round (None: the request's own)
 
 
 async def ask_batch(
@@ -98,14 +92,17 @@ async def ask_batch(
     *,
     attempts: int,
     estimates: Sequence[int | None] | None = None,
+    repair_temperature: float | None = None,
 ) -> list[Answer[Any]]:
     """Answer every request (same order). ``parse(text, index)`` reads reply ``index``. Each
-    request's ``max_tokens`` is its cap; ``estimates[i]`` (optional) its first-attempt budget."""
+    request's ``max_tokens`` is its cap; ``estimates[i]`` (optional) its first-attempt budget;
+    ``repair_temperature`` the temperature of the repair round (None: the request's own)."""
     answers = [Answer(prompt_version=r.prompt_version) for r in requests]
     state = {
         i: _Pending(
             request=replace(r, max_tokens=first_budget(r.max_tokens, estimates[i] if estimates else None)),
             cap=r.max_tokens,
+            repair_temperature=repair_temperature,
         )
         for i, r in enumerate(requests)
     }
@@ -157,7 +154,7 @@ def _settle(
     a.error, a.detail, a.text = result.error, result.detail, response.text
     if not p.repaired and can_retry:
         p.repaired = True
-        p.request = build_retry(p.request, response.text, result.detail or result.error or "")
+        p.request = build_retry(p.request, response.text, result.detail or result.error or "", temperature=p.repair_temperature)
         return True
     return False
 

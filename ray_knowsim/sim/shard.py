@@ -17,6 +17,7 @@ import numpy as np
 from ray_knowsim.kernels.batch import BatchState
 from ray_knowsim.llm.parse import ParseResult, parse_signal_report, parse_user_turn
 from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.model.roles import extractor_budget  # the first try's budget; a truncated report is retried at the cap
 from ray_knowsim.prompts.render import render_assistant, render_extractor
 from ray_knowsim.registry import import_plugins
 from ray_knowsim.rules.termination import early_stop
@@ -32,16 +33,6 @@ def _charge(live: LiveSession, role: str, answer: Answer) -> None:
     live.charge(role, answer.usage, answer.calls, answer.prompt_version, cache_hits=answer.cache_hits, truncations=answer.truncations)
 
 
-#: first-attempt token budget of the extractor: a report needs roughly this per IU (two bounded
-#: reasoning texts and the labels) plus the envelope; a truncated report is retried at the cap
-EXTRACTOR_TOKENS_PER_IU = 256
-EXTRACTOR_TOKENS_BASE = 512
-
-
-def extractor_budget(n_ius: int) -> int:
-    return EXTRACTOR_TOKENS_BASE + EXTRACTOR_TOKENS_PER_IU * n_ius
-
-
 def _rid(live: LiveSession, role: str, turn: int) -> str:
     return request_id(live.spec.session_id, role, turn)
 
@@ -55,7 +46,7 @@ async def _ask_role(
     """
     settings = ctx.roles[role]
     requests = [settings.apply(render(live)) for live in lives]
-    return await ask_batch(model, requests, parse, attempts=settings.attempts, **kwargs)
+    return await ask_batch(model, requests, parse, attempts=settings.attempts, repair_temperature=settings.repair_temperature, **kwargs)
 
 
 async def _user_turns(lives: list[LiveSession], models: RoleModels, ctx: ShardContext, turn: int) -> None:

@@ -95,7 +95,8 @@ class ShardSpec:
 
 @dataclass(frozen=True)
 class RoleSettings:
-    """How one role is asked (the model itself is in :class:`RoleModels`)."""
+    """How one role is asked (the model itself is in :class:`RoleModels`); a run config resolves
+    them over the role's defaults (:mod:`ray_knowsim.model.roles`)."""
 
     model: str  # model key from the run config ("" for the assistant: it comes per session)
     temperature: float
@@ -103,7 +104,8 @@ class RoleSettings:
     # Most model calls for one request: the first, one repair round for an unreadable answer, one
     # retry with the whole max_tokens for a truncated one (sim/ask.py); 1 = no retry. Transport
     # errors are retried by the HTTP client only, never here.
-    attempts: int = 3
+    attempts: int
+    repair_temperature: float | None = None  # of the repair round; None: ``temperature``
 
     def apply(self, request: ChatRequest) -> ChatRequest:
         """``request`` with this role's temperature and token limit (the run config's, or the spec's)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from ray_knowsim.cli.main import main as cli
@@ -69,6 +71,49 @@ def test_config_hash_ignores_operational_settings(tmp_path):
     faster = parse_run_config(small_config(engine={"shard_cpus": 0.5, "max_concurrent_shards": 3}, output_dir="elsewhere"))
     other = parse_run_config(small_config(max_turns=4))
     assert base.config_hash() == faster.config_hash() != other.config_hash()
+
+
+def test_role_settings_resolve_over_one_set_of_defaults_and_the_repair_temperature_is_a_setting():
+    from ray_knowsim.model.roles import ROLE_DEFAULTS
+
+    cfg = parse_run_config(small_config())
+    for role, d in ROLE_DEFAULTS.items():
+        s = cfg.roles.settings(role)
+        assert (s.temperature, s.max_tokens, s.attempts) == (d.temperature, d.max_tokens, d.attempts), role
+    assert cfg.roles.settings("extractor").repair_temperature == 0.4  # spec §12.5: a little warmer
+    assert cfg.roles.settings("user_sim").repair_temperature == 0.7  # the others: their own temperature
+    warmer = parse_run_config(small_config(roles={"user_sim": "sim", "judge": "sim",
+                                                  "extractor": {"model": "sim", "repair_temperature": 0.9}}))
+    assert warmer.roles.settings("extractor").repair_temperature == 0.9
+    assert warmer.config_hash() != cfg.config_hash()  # it changes answers
+    # left unset, the new settings keep the hashes runs were made with (attempts used to default to 3)
+    explicit = parse_run_config(small_config(roles={"user_sim": {"model": "sim", "attempts": 3}, "extractor": "sim", "judge": "sim"}))
+    assert explicit.config_hash() == cfg.config_hash()
+
+
+def test_a_first_try_that_already_asks_for_the_cap_is_flagged_when_the_config_is_read():
+    from ray_knowsim.engine.plan import largest_graph, load_inputs
+    from ray_knowsim.model.roles import RoleBudgetWarning, extractor_budget
+
+    cfg = parse_run_config(small_config())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RoleBudgetWarning)
+        n = largest_graph(load_inputs(cfg).graphs)  # the defaults leave every role its truncation retry
+    cap = extractor_budget(n)  # 512 + 256 per IU of the largest demo graph
+    tight = parse_run_config(small_config(roles={"user_sim": {"model": "sim", "max_tokens": 200}, "judge": "sim",
+                                                 "extractor": {"model": "sim", "max_tokens": cap}}))
+    with pytest.warns(RoleBudgetWarning) as caught:
+        load_inputs(tight)
+    text = sorted(str(w.message) for w in caught)
+    assert text[0].startswith(f"roles.extractor.max_tokens {cap:,}: the first try for a {n}-IU graph asks for {cap:,} tokens")
+    assert f"at least {2 * cap:,}" in text[0]
+    assert text[1].startswith("roles.user_sim.max_tokens 200: the first try asks for 200 tokens, which is the cap")
+    assert sorted(tight.budget_warnings(n)) == text
+    roomy = parse_run_config(small_config(roles={"user_sim": "sim", "judge": "sim", "extractor": {"model": "sim", "max_tokens": cap + 1}}))
+    assert roomy.budget_warnings(n) == []
+    no_retry = parse_run_config(small_config(roles={"user_sim": "sim", "judge": "sim",
+                                                    "extractor": {"model": "sim", "max_tokens": cap, "attempts": 1}}))
+    assert no_retry.budget_warnings(n) == []  # one attempt: no retry to lose
 
 
 def test_cli_rejects_bad_rules_before_any_work(tmp_path, capsys):

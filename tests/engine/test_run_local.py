@@ -110,6 +110,10 @@ def test_tables_match_a_pandas_reduction(clean_run):
     assert manifest["invocations"][-1]["status"] == "ok_with_failed_sessions"
     assert manifest["plan"]["n_sessions"] == 24 and "ray" in manifest["invocations"][-1]["versions"]
     assert manifest["replaced_shard_fn"] == "tests.doubles.standin:run_shard"  # the report's banner names it
+    # every role's settings as resolved over its defaults, the repair round's temperature included
+    roles = manifest["roles"]["settings"]
+    assert roles["extractor"]["repair_temperature"] == cfg.roles.settings("extractor").repair_temperature == 0.4
+    assert set(roles) == {"user_sim", "assistant", "extractor", "judge"} and manifest["roles"]["warnings"] == []
 
 
 def test_rerun_skips_committed_shards_and_redoes_failed_sessions(clean_run, tmp_path):

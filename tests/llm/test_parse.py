@@ -243,10 +243,10 @@ def test_build_retry_appends_the_reply_and_the_error():
     req = ChatRequest(messages=({"role": "system", "content": "s"}, {"role": "user", "content": "u"}), role="extractor",
                       temperature=0.0, json_schema={"type": "object"}, prompt_version="extractor@v1")
     res = parse_signal_report('{"iu_analysis": []}', GRAPH)
-    retry = build_retry(req, '{"iu_analysis": []}', res.detail)
+    retry = build_retry(req, '{"iu_analysis": []}', res.detail, temperature=0.4)
     assert [m["role"] for m in retry.messages] == ["system", "user", "assistant", "user"]
     assert retry.messages[2]["content"] == '{"iu_analysis": []}'
     assert "the iu_analysis list has no entries" in retry.messages[3]["content"]
     assert retry.temperature == 0.4 and retry.prompt_version == "extractor@v1+repair@v1" and retry.json_schema == {"type": "object"}
     user_req = ChatRequest(messages=req.messages, role="user_sim", temperature=0.7)
-    assert build_retry(user_req, "x", parse_user_turn("x").detail).temperature == 0.7
+    assert build_retry(user_req, "x", parse_user_turn("x").detail).temperature == 0.7  # no setting: the request's own

@@ -133,7 +133,10 @@ def test_extractor_prompt_carries_graph_state_exchange_and_reference():
     assert ITEM.reference_answer in user and "So w is 8?" in user and "6w = 48" in user
     assert f"({INDEX.size} in all)" in user
     assert req.temperature == 0.0 and req.prompt_version == "extractor@v1" and req.role == "extractor"
-    assert render_extractor(ITEM, GRAPH, STATES, [], "a", "b", retry=1).temperature == 0.4
+    # the role's defaults, from the one place they are written (a run's settings replace them)
+    from ray_knowsim.model.roles import ROLE_DEFAULTS
+
+    assert (req.temperature, req.max_tokens) == (ROLE_DEFAULTS["extractor"].temperature, ROLE_DEFAULTS["extractor"].max_tokens)
     assert "first exchange" in render_extractor(ITEM, GRAPH, STATES, [], "a", "b").messages[1]["content"]
     ctx = req.offline_facts
     assert ctx["graph"]["nodes"][0]["description"] == GRAPH.nodes[0].description

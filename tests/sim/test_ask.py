@@ -66,6 +66,15 @@ def test_a_refused_answer_gets_one_repair_round_with_its_own_seed():
     assert a.error == "user_sim_invalid_output" and a.calls == 2 and len(a.refusals) == 2 and len(model.sent) == 2
 
 
+def test_the_repair_round_asks_at_the_roles_repair_temperature():
+    model = Script([("many", "stop", None), ("7", "stop", None)])
+    a = asyncio.run(ask_batch(model, [req(temperature=0.0)], digits, attempts=3, repair_temperature=0.4))[0]
+    assert a.ok and [r.temperature for r in model.sent] == [0.0, 0.4]
+    model = Script([("many", "stop", None), ("7", "stop", None)])
+    ask(model, req(temperature=0.7))  # no setting: the repair keeps the request's temperature
+    assert [r.temperature for r in model.sent] == [0.7, 0.7]
+
+
 def test_a_truncated_answer_is_retried_once_with_the_whole_budget():
     model = Script([('{"x": "lo', "length", None), ("12", "stop", None)])
     a = ask(model, req())

@@ -154,6 +154,28 @@ class RunConfig(Strict):
                 errors.append(f"{key}: file not found: {path}")
         return errors
 
+    def role_settings(self) -> dict[str, Any]:
+        """Every role's settings resolved over its defaults (the manifest records them): the judge's
+        only when the run has one."""
+        roles = ("user_sim", "assistant", "extractor", *(("judge",) if self.roles.judge is not None else ()))
+        return {role: self.roles.settings(role) for role in roles}
+
+    def budget_warnings(self, largest_graph: int | None = None) -> list[str]:
+        """Roles whose first try already asks for their cap, so that a truncated answer cannot be
+        asked again with more (:func:`ray_knowsim.model.roles.budget_warning`); the extractor's
+        first try grows with the graph (``largest_graph``: IUs of the run's largest)."""
+        from ray_knowsim.model.roles import budget_warning
+
+        structured = any(c.structured for c in self.conditions)
+        out = []
+        for role, s in self.role_settings().items():
+            if s.attempts < 2 or (role == "extractor" and not structured):
+                continue  # no retry at all / no extractor call
+            warning = budget_warning(role, s.max_tokens, largest_graph if role == "extractor" else None)
+            if warning:
+                out.append(warning)
+        return out
+
     def public_dict(self) -> dict[str, Any]:
         """The config as written to the manifest (it holds no secrets: only env var names)."""
         return self.model_dump(mode="json")
@@ -162,6 +184,7 @@ class RunConfig(Strict):
         """What decides the results: the config minus output/engine settings, minus operational
         model knobs, plus the content of every input file. Equal hash = resumable run dir."""
         data = self.model_dump(mode="json", exclude={"output_dir", "engine"})
+        data["roles"] = self.roles.hash_view(data["roles"])
         if not data["plugins"]:
             del data["plugins"]  # configs without plugins keep the hashes they always had
         for key in list(data["models"]):

@@ -7,7 +7,9 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ray_knowsim.engine.config.base import Strict, _loc, _msg
+from ray_knowsim.model.roles import ROLE_DEFAULTS
 from ray_knowsim.rules.config import PRESETS, RuleConfig, rules_from
+from ray_knowsim.sim.types import RoleSettings
 
 DEFAULT_SHARD_FN = "ray_knowsim.sim.shard:run_shard"
 
@@ -26,21 +28,29 @@ class TaskConfig(Strict):
 
 
 
-_ROLE_DEFAULTS = {  # spec §12: temperatures and token budgets of the paper runs
-    "user_sim": (0.7, 3000),
-    "assistant": (0.0, 3000),
-    "extractor": (0.0, 8192),
-    "judge": (0.0, 4096),
-}
-
-
 class RoleConfig(Strict):
-    """How a role is asked. ``user_sim: sim`` is short for ``user_sim: {model: sim}``."""
+    """How a role is asked. ``user_sim: sim`` is short for ``user_sim: {model: sim}``. Every
+    setting left out takes the role's default (:data:`ray_knowsim.model.roles.ROLE_DEFAULTS`)."""
 
     model: str | None = None
     temperature: float | None = Field(None, ge=0, le=2)
-    max_tokens: int | None = Field(None, ge=1)
-    attempts: int = Field(3, ge=1)  # tries of one request (error / unparsable) before the session fails
+    max_tokens: int | None = Field(None, ge=1)  # the cap; the first try gets less (model/roles.py)
+    attempts: int | None = Field(None, ge=1)  # model calls per request: first, one repair, one truncation retry
+    # temperature of the one repair round of an unreadable answer (default: the extractor 0.4, the
+    # other roles their own temperature); recorded in the manifest's resolved ``roles``
+    repair_temperature: float | None = Field(None, ge=0, le=2)
+
+    def resolved(self, role: str) -> RoleSettings:
+        """This role's settings over its defaults (the model key as given, "" when unset)."""
+        d = ROLE_DEFAULTS[role]
+        temperature = d.temperature if self.temperature is None else self.temperature
+        repair = self.repair_temperature if self.repair_temperature is not None else d.repair_temperature
+        return RoleSettings(
+            model=self.model or "", temperature=temperature,
+            max_tokens=d.max_tokens if self.max_tokens is None else self.max_tokens,
+            attempts=d.attempts if self.attempts is None else self.attempts,
+            repair_temperature=temperature if repair is None else repair,
+        )  # fmt: skip
 
     @model_validator(mode="before")
     @classmethod
@@ -63,16 +73,22 @@ class RolesConfig(Strict):
             raise ValueError("judge.model: required (or set judge: null for no judge)")
         return self
 
-    def settings(self, role: str) -> tuple[str, float, int, int]:
-        """(model key, temperature, max_tokens, attempts); a role without a config (no judge) gets the defaults."""
-        cfg: RoleConfig = getattr(self, role) or RoleConfig()
-        temp, max_tokens = _ROLE_DEFAULTS[role]
-        return (
-            cfg.model or "",
-            temp if cfg.temperature is None else cfg.temperature,
-            max_tokens if cfg.max_tokens is None else cfg.max_tokens,
-            cfg.attempts,
-        )
+    def settings(self, role: str) -> RoleSettings:
+        """A role's settings over its defaults; a role without a config (no judge) gets the defaults."""
+        return (getattr(self, role) or RoleConfig()).resolved(role)
+
+    def hash_view(self, dumped: dict[str, Any]) -> dict[str, Any]:
+        """``dumped`` (this section as JSON) as the config hash sees it: settings added since runs
+        were first hashed stay out while unset, so older run directories stay resumable."""
+        out = dict(dumped)
+        for role, rc in out.items():
+            if isinstance(rc, dict):
+                rc = out[role] = dict(rc)
+                if rc.get("attempts") is None:
+                    rc["attempts"] = ROLE_DEFAULTS[role].attempts  # was a field default of the same value
+                if rc.get("repair_temperature") is None:
+                    rc.pop("repair_temperature", None)
+        return out
 
 
 def _registered(registry: Any, what: str, name: str) -> str:
