@@ -54,7 +54,7 @@ ROLES = {
     "user_sim": RoleSettings(model="smol", temperature=0.7, max_tokens=768, attempts=2),
     # plain text: a reply cut at max_tokens is still a reply; short keeps the extractor's prompt small
     "assistant": RoleSettings(model="smol", temperature=0.0, max_tokens=128, attempts=1),
-    "extractor": RoleSettings(model="smol", temperature=0.0, max_tokens=2048, attempts=2),
+    "extractor": RoleSettings(model="smol", temperature=0.0, max_tokens=2048, attempts=2, repair_temperature=0.4),
 }
 
 ITEM = Item(id="frac-1", task="math", question="What is 3/4 + 1/8?",
