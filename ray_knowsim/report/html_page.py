@@ -2,27 +2,21 @@
 
 Every piece of text that comes from a run (messages, condition names, IU labels, evidence) goes
 through :func:`e` (HTML escaping). Table cells carry ``data-*`` attributes with the full-precision
-value so tests and scripts can read the page without parsing the formatted text.
+value so tests and scripts can read the page without parsing the formatted text. Each
+conversation is drawn by :mod:`ray_knowsim.report.conversation_html`, which ``ray-knowsim view``
+shares.
 """
 
 from __future__ import annotations
 
-import html
 from typing import Iterable
 
 from ray_knowsim.model.results import FAILURE_MODES
 from ray_knowsim.report.content import ReportContent
-from ray_knowsim.report.explain import SHORT_STATE, ConversationView, IUMove, TurnView
+from ray_knowsim.report.conversation_html import CONVERSATION_CSS, conversation_article, e, legend
+from ray_knowsim.report.conversation_html import attrs as _attrs
 from ray_knowsim.report.metrics import fmt
-from ray_knowsim.report.plots import FM_COLOURS, FM_LABELS, FM_ORDER, STATE_COLOURS
-
-
-def e(value: object) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def _attrs(**kv: object) -> str:
-    return "".join(f' {k.replace("_", "-")}="{e(v)}"' for k, v in kv.items() if v is not None)
+from ray_knowsim.report.plots import FM_LABELS, FM_ORDER
 
 
 CSS = """
@@ -60,39 +54,11 @@ td.best .mean::after { content:" ★"; color:#2e9e5b; font-size:11px; }
 tbody.level-block th.level { background:#f7f9fb; text-transform:capitalize; border-right:1px solid var(--line); }
 tbody.level-block tr:first-child td, tbody.level-block tr:first-child th { border-top:2px solid #c6d0da; }
 .note { color:var(--muted); font-size:12px; }
-.swatch { display:inline-block; width:10px; height:10px; border-radius:2px; margin-right:4px; vertical-align:middle; }
 .viewer-bar { display:flex; flex-wrap:wrap; gap:10px; align-items:center; margin-bottom:10px; }
 .viewer-bar select { font-size:13px; padding:3px 6px; max-width:560px; }
 .viewer-bar button { font-size:13px; padding:3px 10px; }
-article.conv h3 { margin:6px 0; font-size:15px; word-break:break-all; }
-.meta { display:flex; flex-wrap:wrap; gap:6px; margin-bottom:8px; }
-.meta span { background:#eef2f6; border-radius:10px; padding:1px 9px; font-size:12px; }
-ol.turns { list-style:none; padding:0; margin:0; }
-li.turn { border:1px solid var(--line); border-radius:6px; margin:10px 0; padding:8px 12px; }
-body.only-moves li.turn.no-moves { display:none; }
-.turn-head { display:flex; flex-wrap:wrap; gap:10px; align-items:center; font-size:12px; color:var(--muted); }
-.turn-head b { color:var(--ink); font-size:13px; }
-.flag { border-radius:10px; padding:0 8px; font-size:11px; font-weight:600; }
-.flag.over { background:#fbe3e3; color:#a32020; }
-.flag.drop { background:#fff0d9; color:#8a5300; }
-.flag.warn { background:#fff7c2; color:#6b5a00; }
-.gauge { position:relative; width:160px; height:8px; background:#edf0f3; border-radius:4px; display:inline-block; }
-.gauge .fill { position:absolute; left:0; top:0; bottom:0; background:#7fb7e6; border-radius:4px; }
-.gauge .fill.hot { background:#d64545; }
-.gauge .tau { position:absolute; top:-3px; bottom:-3px; width:2px; background:#17324d; }
-.msgs { display:grid; grid-template-columns:1fr 1fr; gap:10px; margin:8px 0; align-items:start; }
-.msg { border-radius:6px; padding:6px 10px; max-height:260px; overflow:auto; }
-.msg.user { background:#f3f0fa; }
-.msg.assistant { background:#eef6f0; }
-.msg .who { font-size:11px; font-weight:600; color:var(--muted); margin-bottom:2px; }
-.msg .text { white-space:pre-wrap; word-wrap:break-word; }
-table.moves td { font-size:12px; padding:3px 6px; }
-.st { display:inline-block; border-radius:3px; padding:0 5px; font-size:11px; }
-.mode { border-radius:3px; padding:0 6px; font-size:11px; color:#fff; white-space:nowrap; }
-.mode.under_absorbed { color:#000; }
-.legend-line { font-size:12px; color:var(--muted); margin:4px 0 8px; }
-@media (max-width: 900px) { .msgs { grid-template-columns:1fr; } main { padding:8px 10px; } }
-"""
+@media (max-width: 900px) { main { padding:8px 10px; } }
+""" + CONVERSATION_CSS
 
 JS = """
 (function () {
@@ -291,7 +257,7 @@ def _failures(c: ReportContent) -> str:
     if not c.failures:
         return '<section id="failure-modes"><h2>Failure modes</h2><p class="lead">No explained-IU events recorded (no structured conversations).</p></section>'
     img = f'<figure><img id="failure-mode-plot" alt="failure-mode shares per level and condition" src="{fig}"></figure>' if fig else ""
-    head = "".join(f'<th class="num"><span class="swatch" style="background:{FM_COLOURS[m]}"></span>{e(FM_LABELS[m])}</th>' for m in FM_ORDER)
+    head = "".join(f'<th class="num"><span class="swatch {m}"></span>{e(FM_LABELS[m])}</th>' for m in FM_ORDER)
     trs = []
     for r in c.failures:
         cells = "".join(
@@ -311,92 +277,6 @@ def _failures(c: ReportContent) -> str:
     )
 
 
-def _state_chip(v: int) -> str:
-    colour = STATE_COLOURS[v] if 0 <= v < 4 else "#fff"
-    fg = "#fff" if v == 3 else "#000"
-    return f'<span class="st" style="background:{colour};color:{fg}">{e(SHORT_STATE[v] if 0 <= v < 4 else v)}</span>'
-
-
-def _move_row(m: IUMove) -> str:
-    mode = (
-        f'<span class="mode {e(m.mode)}" style="background:{FM_COLOURS[m.mode]}">{e(FM_LABELS[m.mode])}</span>' if m.mode else ""
-    )
-    change = _state_chip(m.pre) + (" → " + _state_chip(m.post) if m.moved else "")
-    signal = e(m.teaching_quality.replace("_", " ")) if m.teaching_quality != "not_mentioned" else "—"
-    if m.attempt != "none":
-        signal += f"; learner {e(m.attempt)}"
-    title = f' title="{e(m.evidence)}"' if m.evidence else ""
-    return (
-        f'<tr class="{"moved" if m.moved else "still"}"{_attrs(data_iu=m.iu_id)}><td{title}>{e(m.label)}</td><td>{signal}</td>'
-        f"<td>{change}</td><td>{mode}</td><td>{e(m.reason)}</td></tr>"
-    )
-
-
-def _turn(t: TurnView, view: ConversationView) -> str:
-    scale = max(t.load, t.tau, 1e-9) * 1.15
-    gauge = ""
-    if view.has_state:
-        hot = " hot" if t.load > t.tau else ""
-        gauge = (
-            f'<span title="effective load {t.load:.2f} (comprehension {t.comprehension_load:.2f} + attempts {t.attempt_load:.2f}) vs capacity τ={t.tau}">'
-            f'load {t.load:.2f} / τ {t.tau} <span class="gauge"><span class="fill{hot}" style="width:{100 * t.load / scale:.1f}%"></span>'
-            f'<span class="tau" style="left:{100 * t.tau / scale:.1f}%"></span></span></span><span>η {t.eta:.2f}</span>'
-        )
-    flags = ""
-    if t.overload:
-        flags += '<span class="flag over" title="recorded overload flag: load ≥ τ">overload</span>'
-    if t.dropoff:
-        flags += '<span class="flag drop" title="load > τ: absorption scaled by η">dropoff</span>'
-    if view.has_state and not t.fm_consistent:
-        flags += '<span class="flag warn" title="recorded failure-mode counts differ from the classification derived here">fm counts differ</span>'
-    if t.signal_error:
-        flags += f'<span class="flag warn">{e(t.signal_error)}</span>'
-    moved = f"<span>{len(t.moved)} IU moved</span>" if view.has_state else ""
-    moves = ""
-    if t.ius:
-        moves = (
-            '<table class="moves"><thead><tr><th>IU</th><th>signal</th><th>state</th><th>class</th><th>why</th></tr></thead>'
-            f'<tbody>{"".join(_move_row(m) for m in t.ius)}</tbody></table>'
-        )
-    elif view.has_state:
-        moves = '<div class="note">No IU explained, attempted or moved.</div>'
-    cls = "turn" + ("" if t.moved else " no-moves")
-    return (
-        f'<li class="{cls}"{_attrs(data_turn=t.turn)}><div class="turn-head"><b>Turn {t.turn}</b>{gauge}{flags}{moved}</div>'
-        f'<div class="msgs"><div class="msg user"><div class="who">Learner (simulated)</div><div class="text">{e(t.user)}</div></div>'
-        f'<div class="msg assistant"><div class="who">Assistant</div><div class="text">{e(t.assistant)}</div></div></div>{moves}</li>'
-    )
-
-
-def _conversation(k: int, view: ConversationView, traj: str | None, c: ReportContent) -> str:
-    s = view.session
-    meta = [
-        ("condition", s.get("condition")),
-        ("level", s.get("knowledge_level")),
-        ("task", s.get("task")),
-        ("item", s.get("item_id")),
-        ("turns", s.get("turns")),
-        ("stop", s.get("stop_reason")),
-        ("early stop", f"turn {s['early_stop_turn']} ({s.get('early_stop_reason')})" if s.get("early_stop_turn") else "none"),
-        ("τ", s.get("tau")),
-    ]
-    for spec in c.specs:
-        meta.append((spec.label, fmt(s.get(spec.column), spec.decimals)))
-    chips = "".join(f"<span><b>{e(k2)}</b> {e(v)}</span>" for k2, v in meta if v is not None)
-    fig = (
-        f'<figure><img class="trajectory" alt="knowledge state per IU and turn" src="{traj}">'
-        "<figcaption>State of each IU after each turn (init = before turn 1). ● the IU moved up in that turn; "
-        "▼ overloaded turn (load ≥ τ); dashed line: virtual early stop.</figcaption></figure>"
-        if traj
-        else f'<p class="note">{e(view.note or "no trajectory recorded")}</p>'
-    )
-    turns = "".join(_turn(t, view) for t in view.turns) or '<li class="note">No turns recorded for this conversation.</li>'
-    return (
-        f'<article class="conv" id="conv-{k}"{_attrs(data_session=s.get("session_id"))}>'
-        f'<h3>{e(s.get("session_id"))}</h3><div class="meta">{chips}</div>{fig}<ol class="turns">{turns}</ol></article>'
-    )
-
-
 def _conversations(c: ReportContent) -> str:
     if not c.conversations:
         return f'<section id="conversations"><h2>Conversations</h2><p class="lead">{e(c.sample_note or "No conversations to show.")}</p></section>'
@@ -404,8 +284,10 @@ def _conversations(c: ReportContent) -> str:
         f'<option value="conv-{k}">{e(v.session.get("knowledge_level"))} · {e(v.session.get("condition"))} · {e(v.session.get("session_id"))}</option>'
         for k, v in enumerate(c.conversations)
     )
-    arts = "".join(_conversation(k, v, c.trajectories[k] if k < len(c.trajectories) else None, c) for k, v in enumerate(c.conversations))
-    legend = " ".join(f'<span class="mode {m}" style="background:{FM_COLOURS[m]}">{e(FM_LABELS[m])}</span>' for m in FM_ORDER)
+    arts = "".join(
+        conversation_article(v, c.specs, c.trajectories[k] if k < len(c.trajectories) else None, f"conv-{k}")
+        for k, v in enumerate(c.conversations)
+    )
     return (
         '<section id="conversations"><h2>Conversations</h2>'
         f'<p class="lead">{e(c.sample_note)} Each turn: the two messages, the load against capacity, and every IU that was '
@@ -413,7 +295,7 @@ def _conversations(c: ReportContent) -> str:
         f'<div class="viewer-bar"><button id="conv-prev" type="button">◀</button><select id="conv-select">{options}</select>'
         '<button id="conv-next" type="button">▶</button><span id="conv-pos" class="note"></span>'
         '<label><input type="checkbox" id="only-moves"> only turns where an IU moved</label></div>'
-        f'<div class="legend-line">{legend}</div>{arts}</section>'
+        f"{legend()}{arts}</section>"
     )
 
 
