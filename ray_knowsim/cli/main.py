@@ -17,7 +17,18 @@ SUBCOMMAND_MODULES = (
     "serve_offline",
     "compare",
     "score",
+    "view",
 )
+
+
+def package_version() -> str:
+    """The installed distribution's version (the one pyproject.toml gave the wheel)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("ray-knowsim")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ray-knowsim",
         description="Evaluate how well LLM assistants calibrate information to a simulated learner.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(f"ray_knowsim.cli.{name}").register(sub)  # a broken subcommand is an error

@@ -146,7 +146,12 @@ def offline_banner(run_dir: Path) -> str | None:
     path = run_dir / "manifest.json"
     if not path.is_file():
         return None
-    manifest = json.loads(path.read_text(encoding="utf-8"))
+    return manifest_banner(json.loads(path.read_text(encoding="utf-8")))
+
+
+def manifest_banner(manifest: dict[str, Any]) -> str | None:
+    """The banner text of :func:`offline_banner` from a manifest already read (``view`` reads its
+    files through its own contained reader)."""
     if "test_doubles" in manifest:
         doubles = sorted(manifest["test_doubles"])
     else:

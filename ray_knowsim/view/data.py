@@ -1,0 +1,298 @@
+"""Every file the viewer reads is read here: the one module of ``ray_knowsim.view`` that touches disk.
+
+Why one module:
+
+* **Containment.** The viewer serves only what lies under the folders it was given. Every path is
+  resolved (symlinks followed) and checked against those folders right before it is opened, so
+  neither a request's path nor a file's content (a commit marker naming ``../x``, a symlink
+  pointing out) reaches anything outside them.
+* **One reader to swap.** A run directory is read the way the engine commits it: only the
+  Parquet files that a commit marker (``shards/*.json``) names, so an interrupted commit's
+  leftovers or a rerun's replaced files are never counted twice. When ``io/`` gains the project's
+  one run-directory reader, :meth:`Files.run_files` is the function that changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from ray_knowsim.engine.results import RunDir
+from ray_knowsim.score.store import SCORE_SCHEMA, RunScores, ScoreDir, primary_name, score_names
+
+#: folders never descended into while looking for outputs (big, or internals of a run)
+SKIP_DIRS = frozenset({"sessions", "turns", "shards", "scores", "cache", "rows", "partials", "node_modules", "__pycache__"})
+MAX_JSON_BYTES = 8 << 20
+MAX_FILE_BYTES = 64 << 20
+
+
+class OutsideRoots(PermissionError):
+    """A path that does not lie under the viewer's folders (after resolving symlinks)."""
+
+
+def safe_relative(rel: str) -> bool:
+    """Whether a path taken from a URL is a plain relative path: no ``..`` or ``.`` segment, no
+    absolute path or drive, no backslash, no NUL, no ``%`` (a second encoding layer), no empty
+    segment. Checked before any resolution, so an odd path is refused even where it would land
+    inside a root."""
+    if not rel or len(rel) > 1024 or any(c in rel for c in "\\\x00%:") or rel.startswith(("/", "~")):
+        return False
+    return all(part not in ("", ".", "..") for part in rel.split("/"))
+
+
+@dataclass
+class RunFiles:
+    """The committed Parquet files of one run directory."""
+
+    sessions: list[Path]
+    turns: list[Path | None]  # the turns file of each sessions file (same index); None: none committed
+    follows_markers: bool  # False: the folder has no shards/ (written by hand or by a test double): files read as found
+    refused: list[str] = field(default_factory=list)  # marker-named files outside the roots, not read
+
+    def signature(self) -> tuple:
+        out = []
+        for path in self.sessions:
+            st = path.stat()
+            out.append((str(path), st.st_mtime_ns, st.st_size))
+        return tuple(out)
+
+
+class Files:
+    """Read access to what lies under ``roots``, and nothing else."""
+
+    def __init__(self, roots: Sequence[str | os.PathLike[str]], cache_runs: int = 8) -> None:
+        resolved = []
+        for root in roots:
+            path = Path(os.path.realpath(root))
+            if not path.is_dir():
+                raise FileNotFoundError(f"not a folder: {root}")
+            resolved.append(path)
+        self.roots: tuple[Path, ...] = tuple(dict.fromkeys(resolved))
+        self._cache: OrderedDict[str, tuple[tuple, pa.Table]] = OrderedDict()
+        self._cache_size = cache_runs
+        self._lock = threading.Lock()
+
+    # ---- containment -----------------------------------------------------------------------
+
+    def contained(self, path: str | os.PathLike[str]) -> Path | None:
+        """The resolved path when it lies under a root (symlinks followed), else None."""
+        real = Path(os.path.realpath(path))
+        return real if any(real == r or real.is_relative_to(r) for r in self.roots) else None
+
+    def require(self, path: str | os.PathLike[str]) -> Path:
+        real = self.contained(path)
+        if real is None:
+            raise OutsideRoots(f"{path} lies outside the viewer's folders")
+        return real
+
+    def child(self, base: Path, rel: str) -> Path | None:
+        """``base/rel`` for a URL-supplied ``rel``, or None when ``rel`` is not a plain relative
+        path or the result (resolved) leaves ``base`` or the roots."""
+        if not safe_relative(rel):
+            return None
+        base_real = self.contained(base)
+        target = self.contained(Path(base) / rel)
+        if base_real is None or target is None or not (target == base_real or target.is_relative_to(base_real)):
+            return None
+        return target
+
+    def root_label(self, path: Path) -> str:
+        """``path`` relative to the root it lies under, prefixed by that root's folder name."""
+        real = self.require(path)
+        for root in self.roots:
+            if real == root or real.is_relative_to(root):
+                rel = real.relative_to(root).as_posix()
+                return root.name if rel == "." else f"{root.name}/{rel}"
+        raise OutsideRoots(str(path))  # pragma: no cover - require() already checked
+
+    # ---- plain files -----------------------------------------------------------------------
+
+    def folders(self, descend: Callable[[set[str]], bool], max_depth: int = 4, max_folders: int = 20000) -> Iterator[tuple[Path, set[str]]]:
+        """(folder, names in it) for every folder under the roots, breadth first. Symlinked
+        folders are not followed; hidden folders and run internals are skipped; a folder whose
+        names make ``descend`` false (a run directory) is reported but not entered."""
+        seen = 0
+        for root in self.roots:
+            queue = [(root, 0)]
+            while queue:
+                folder, depth = queue.pop(0)
+                try:
+                    entries = list(os.scandir(folder))
+                except OSError:
+                    continue
+                names = {entry.name for entry in entries}
+                yield folder, names
+                seen += 1
+                if seen >= max_folders or depth >= max_depth or not descend(names):
+                    continue
+                for entry in sorted(entries, key=lambda en: en.name):
+                    if entry.name.startswith(".") or entry.name in SKIP_DIRS:
+                        continue
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            queue.append((Path(entry.path), depth + 1))
+                    except OSError:
+                        continue
+
+    def is_file(self, path: Path) -> bool:
+        real = self.contained(path)
+        return real is not None and real.is_file()
+
+    def list_files(self, folder: Path, suffixes: Iterable[str]) -> list[Path]:
+        """Files directly in ``folder`` with one of ``suffixes``, sorted by name (contained only)."""
+        real = self.contained(folder)
+        if real is None or not real.is_dir():
+            return []
+        ends = tuple(suffixes)
+        return sorted(p for p in real.iterdir() if p.name.endswith(ends) and self.is_file(p))
+
+    def read_json(self, path: Path) -> Any | None:
+        """The JSON at ``path``, or None when it is missing, too large or not JSON."""
+        real = self.contained(path)
+        if real is None or not real.is_file() or real.stat().st_size > MAX_JSON_BYTES:
+            return None
+        try:
+            return json.loads(real.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def read_bytes(self, path: Path) -> bytes:
+        real = self.require(path)
+        if not real.is_file():
+            raise FileNotFoundError(str(path))
+        if real.stat().st_size > MAX_FILE_BYTES:
+            raise OSError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB")
+        return real.read_bytes()
+
+    def read_table(self, path: Path, max_rows: int = 500) -> tuple[pa.Table, int]:
+        """A small result table (Parquet or CSV) and its full row count; the first ``max_rows``."""
+        real = self.require(path)
+        if real.suffix == ".parquet":
+            pf = pq.ParquetFile(real)
+            n = pf.metadata.num_rows
+            table = pa.Table.from_batches(list(_take(pf.iter_batches(batch_size=max(1, max_rows)), max_rows)), schema=pf.schema_arrow)
+        else:
+            table = pacsv.read_csv(real)
+            n = table.num_rows
+        return table.slice(0, max_rows), n
+
+    # ---- run directories -------------------------------------------------------------------
+
+    def run_files(self, run_dir: Path, config_hash: str | None = None) -> RunFiles:
+        """The committed files of ``run_dir``: those its commit markers name (of ``config_hash``
+        when given), each checked to lie under the roots."""
+        rd = RunDir(self.require(run_dir))
+        if not rd.shards.is_dir():
+            sessions = sorted(p for p in (rd.root / "sessions").glob("*.parquet") if self.is_file(p))
+            turns = [self.contained(rd.root / "turns" / p.name) for p in sessions]
+            return RunFiles(sessions, [t if t is not None and t.is_file() else None for t in turns], False)
+        out = RunFiles([], [], True)
+        for marker in rd.markers(config_hash).values():
+            files = marker.files()
+            s, t = self.contained(rd.root / files["sessions"]), self.contained(rd.root / files["turns"])
+            if s is None or t is None:
+                out.refused.append(marker.shard_id)
+                continue
+            out.sessions.append(s)
+            out.turns.append(t)
+        return out
+
+    def scores(self, run_dir: Path) -> RunScores:
+        """The run's score sets (``scores/``), reading only marker-named files under the roots."""
+        root = self.require(run_dir)
+        sets = {}
+        for name in score_names(root):
+            try:
+                sd = ScoreDir(root, name)
+                files = [self.contained(sd.root / m.file) for m in sd.markers().values()]
+            except (ValueError, TypeError, OSError):
+                continue  # an unreadable score set is left out, not guessed at
+            files = [f for f in files if f is not None]
+            sets[name] = pa.concat_tables([pq.read_table(f, schema=SCORE_SCHEMA) for f in files]) if files else SCORE_SCHEMA.empty_table()
+        try:
+            primary = primary_name(root)
+        except (OSError, ValueError, KeyError):
+            primary = None
+        return RunScores(primary if primary in sets else next(iter(sets), None), sets)
+
+    def _scores_signature(self, run_dir: Path) -> tuple:
+        """What changes when a score set is committed or switched (its markers, the index)."""
+        root = self.contained(run_dir / "scores")
+        if root is None or not root.is_dir():
+            return ()
+        out = []
+        for folder in [root, *sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())]:
+            for p in sorted(folder.glob("*.json")):
+                out.append((str(p), p.stat().st_mtime_ns))
+        return tuple(out)
+
+    def sessions(self, run_dir: Path, columns: Sequence[str], config_hash: str | None = None) -> tuple[pa.Table, RunFiles]:
+        """The run's committed session rows, projected on ``columns`` (those present), with the
+        primary score set joined in and a ``_part`` column (index of the file a row came from).
+        Cached per run until its committed files change."""
+        files = self.run_files(run_dir, config_hash)
+        key = f"{self.require(run_dir)}|{config_hash}|{','.join(columns)}"
+        sig = (files.signature(), self._scores_signature(Path(run_dir)))
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and hit[0] == sig:
+                self._cache.move_to_end(key)
+                return hit[1], files
+        parts = []
+        for k, path in enumerate(files.sessions):
+            names = set(pq.read_schema(path).names)
+            table = pq.read_table(path, columns=[c for c in ("session_id", *columns) if c in names])
+            parts.append(table.append_column("_part", pa.array([k] * table.num_rows, pa.int32())))
+        table = pa.concat_tables(parts, promote_options="permissive") if parts else pa.table({"session_id": pa.array([], pa.string())})
+        scores = self.scores(run_dir)
+        if scores.sets and table.num_rows:
+            table = scores.attach(table)
+        with self._lock:
+            self._cache[key] = (sig, table)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return table, files
+
+    def session_row(self, run_dir: Path, files: RunFiles, part: int, session_id: str) -> dict[str, Any] | None:
+        """Every column of one session (scores joined), read from the file that holds it."""
+        table = pq.read_table(files.sessions[part], filters=[("session_id", "=", session_id)])
+        if table.num_rows == 0:
+            return None
+        scores = self.scores(run_dir)
+        if scores.sets:
+            table = scores.attach(table)
+        return table.slice(0, 1).to_pylist()[0]
+
+    def turn_rows(self, files: RunFiles, part: int, session_id: str) -> list[dict[str, Any]]:
+        """The turn rows of one session, from the turns file committed with its sessions file."""
+        path = files.turns[part] if part < len(files.turns) else None
+        if path is None:
+            return []
+        table = pq.read_table(path, filters=[("session_id", "=", session_id)])
+        return table.sort_by("turn").to_pylist() if table.num_rows else []
+
+
+def _take(batches: Iterator[pa.RecordBatch], n: int) -> Iterator[pa.RecordBatch]:
+    got = 0
+    for batch in batches:
+        if got >= n:
+            return
+        yield batch
+        got += batch.num_rows
+
+
+def column_or_null(table: pa.Table, name: str) -> pa.ChunkedArray | pa.Array:
+    """``table[name]``, or an all-null column when the run has no such column."""
+    return table.column(name) if name in table.column_names else pa.nulls(table.num_rows)
+
+
+__all__ = ["Files", "OutsideRoots", "RunFiles", "column_or_null", "safe_relative"]

@@ -1,0 +1,196 @@
+"""What lies under the viewer's folders: run directories, sweeps and comparisons, and what each run
+amounts to (status, n of N planned sessions, models, cost, time).
+
+A folder is a **run** when it holds ``manifest.json`` or ``sessions/``, a **sweep** when it holds
+``sweep.json``, a **comparison** when it holds ``compare.json`` or ``leaderboard.parquet``; none of
+them is searched further. Entries are named by a short hash of their resolved path, so URLs never
+carry a file path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ray_knowsim.view.data import Files, RunFiles
+
+Kind = Literal["run", "sweep", "compare"]
+RUN_MARKS = frozenset({"manifest.json", "sessions"})
+SWEEP_MARKS = frozenset({"sweep.json"})
+COMPARE_MARKS = frozenset({"compare.json", "leaderboard.parquet"})
+
+
+def classify(names: set[str]) -> Kind | None:
+    if names & SWEEP_MARKS:
+        return "sweep"
+    if names & COMPARE_MARKS:
+        return "compare"
+    if names & RUN_MARKS:
+        return "run"
+    return None
+
+
+def entry_id(path: Path) -> str:
+    return hashlib.sha256(str(path).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: Kind
+    id: str
+    path: Path  # resolved
+    label: str  # the path relative to its root, prefixed by the root's folder name
+
+
+def discover(files: Files, max_depth: int = 4) -> list[Entry]:
+    """Every run, sweep and comparison under the roots (sorted by kind, then label)."""
+    out = []
+    for folder, names in files.folders(lambda names: classify(names) is None, max_depth=max_depth):
+        kind = classify(names)
+        if kind is not None:
+            out.append(Entry(kind, entry_id(folder), folder, files.root_label(folder)))
+    order = {"run": 0, "sweep": 1, "compare": 2}
+    return sorted(out, key=lambda en: (order[en.kind], en.label))
+
+
+# ----------------------------------------------------------------------------- runs
+
+#: the session columns the viewer reads (those a run lacks are skipped)
+SESSION_COLUMNS = (
+    "task", "item_id", "knowledge_level", "condition", "assistant_model", "simulator", "trial", "status",
+    "error", "failure_class", "attempt", "turns", "stop_reason", "early_stop_turn", "early_stop_reason",
+    "kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience", "iq",
+    "llm_calls", "llm_truncations", "extractor_repairs", "extractor_refusals", "cost_usd",
+)  # fmt: skip
+
+
+@dataclass
+class RunInfo:
+    entry: Entry
+    name: str
+    status: str  # complete | with failures | all sessions failed | interrupted | incomplete | failed | running? | unknown
+    status_detail: str
+    planned: int | None  # sessions the plan holds (None: no manifest)
+    committed: int
+    ok: int
+    failed: int
+    models: list[str]
+    conditions: list[str]
+    cost_usd: float | None  # None: nothing priced
+    cost_complete: bool  # every committed session (and judge score) had a price
+    seconds: float | None
+    created_at: str | None
+    finished_at: str | None
+    config_hash: str | None
+    manifest: dict[str, Any] = field(default_factory=dict)
+    follows_markers: bool = True
+    refused_files: list[str] = field(default_factory=list)
+    files: RunFiles | None = None  # where each session row came from (the conversation page reads its turns there)
+
+    @property
+    def progress(self) -> str:
+        return f"{self.committed:,} of {self.planned:,}" if self.planned is not None else f"{self.committed:,} (no plan recorded)"
+
+
+def run_status(manifest: dict[str, Any] | None, planned: int | None, committed: int, failed: int) -> tuple[str, str]:
+    """(label, one line on why) for a run: from the manifest's status and what was committed."""
+    if manifest is None:
+        return "unknown", "no manifest.json: not written by `ray-knowsim run`, or it was removed"
+    invocations = manifest.get("invocations") or []
+    last = invocations[-1] if invocations else {}
+    if last and last.get("finished_at") is None:
+        return "running?", "the last invocation has not recorded its end: it is still running, or was killed before it could"
+    state = manifest.get("status") or last.get("status")
+    missing = (planned - committed) if planned is not None else 0
+    if state == "interrupted":
+        return "interrupted", f"stopped by the user after {committed:,} of {planned if planned is not None else '?'} sessions; rerun the same command to resume"
+    if state == "failed":
+        return "failed", f"the last invocation stopped with an error after {committed:,} sessions"
+    if state == "incomplete" or missing > 0:
+        return "incomplete", f"{missing:,} planned sessions were never committed (shards that did not finish)"
+    if committed and failed == committed:
+        return "all sessions failed", f"every one of the {committed:,} sessions failed"
+    if failed:
+        return "with failures", f"{failed:,} of {committed:,} sessions failed"
+    return "complete", f"all {committed:,} planned sessions committed, none failed"
+
+
+def model_names(manifest: dict[str, Any]) -> list[str]:
+    """``key (backend model)`` for each model entry of the run's config."""
+    out = []
+    for key, entry in ((manifest.get("config") or {}).get("models") or {}).items():
+        if not isinstance(entry, dict):
+            continue
+        backend, model = entry.get("backend", "?"), entry.get("model") or entry.get("path") or ""
+        out.append(f"{key} ({backend}{' ' + str(model) if model and model != key else ''})")
+    return out
+
+
+def _cost(table: pa.Table) -> tuple[float | None, bool]:
+    total, complete, priced = 0.0, True, False
+    for col in ("cost_usd", "judge_cost_usd"):
+        if col not in table.column_names:
+            continue
+        values = table.column(col)
+        if col == "judge_cost_usd" and "judge_calls" in table.column_names:
+            scored = pc.greater(pc.fill_null(table.column("judge_calls"), 0), 0)
+            values = pc.filter(values, scored)
+        if len(values) and pc.sum(pc.is_valid(values)).as_py():
+            priced = True
+            total += pc.sum(values).as_py() or 0.0
+        if pc.sum(pc.is_null(values)).as_py():
+            complete = False
+    return (total if priced else None), complete and priced
+
+
+def run_info(files: Files, entry: Entry) -> tuple[RunInfo, pa.Table]:
+    """The run's summary and its projected session table (see :data:`SESSION_COLUMNS`)."""
+    manifest = files.read_json(entry.path / "manifest.json")
+    manifest = manifest if isinstance(manifest, dict) else None
+    config_hash = manifest.get("config_hash") if manifest else None
+    table, run_files = files.sessions(entry.path, SESSION_COLUMNS, config_hash)
+    status = table.column("status") if "status" in table.column_names else pa.nulls(table.num_rows, pa.string())
+    ok = pc.sum(pc.equal(status, "ok")).as_py() or 0
+    planned = ((manifest or {}).get("plan") or {}).get("n_sessions")
+    label, detail = run_status(manifest, planned, table.num_rows, table.num_rows - ok)
+    invocations = (manifest or {}).get("invocations") or []
+    seconds = [((inv.get("totals") or {}).get("seconds")) for inv in invocations]
+    if run_files.refused:
+        detail += (f"; {len(run_files.refused)} commit marker(s) name files outside the viewer's folders: "
+                   "their rows were not read")
+    cost, cost_complete = _cost(table)
+    conditions = ((manifest or {}).get("plan") or {}).get("conditions") or (
+        sorted(str(c) for c in pc.unique(table.column("condition")).to_pylist() if c is not None)
+        if "condition" in table.column_names else []
+    )  # fmt: skip
+    info = RunInfo(
+        entry=entry,
+        name=(manifest or {}).get("name") or entry.path.name,
+        status=label,
+        status_detail=detail,
+        planned=planned,
+        committed=table.num_rows,
+        ok=ok,
+        failed=table.num_rows - ok,
+        models=model_names(manifest or {}),
+        conditions=list(conditions),
+        cost_usd=cost,
+        cost_complete=cost_complete,
+        seconds=sum(s for s in seconds if isinstance(s, (int, float))) if any(isinstance(s, (int, float)) for s in seconds) else None,
+        created_at=(manifest or {}).get("created_at"),
+        finished_at=invocations[-1].get("finished_at") if invocations else None,
+        config_hash=config_hash,
+        manifest=manifest or {},
+        follows_markers=run_files.follows_markers,
+        refused_files=run_files.refused,
+        files=run_files,
+    )
+    return info, table
+
+
+__all__ = ["Entry", "RunInfo", "SESSION_COLUMNS", "classify", "discover", "entry_id", "model_names", "run_info", "run_status"]

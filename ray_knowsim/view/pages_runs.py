@@ -1,0 +1,225 @@
+"""The pages of one run: its overview, its conversation list and one conversation.
+
+The list is one page of rows chosen on the server (``view.query``); a conversation is drawn by the
+report's own renderer (``report.conversation_html``), so the viewer and the report cannot disagree
+on what a turn shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+from urllib.parse import quote as url_quote
+
+from ray_knowsim.report.conversation_html import conversation_article, legend
+from ray_knowsim.report.explain import ConversationView
+from ray_knowsim.report.metrics import metric_specs
+from ray_knowsim.view.discover import Entry, RunInfo
+from ray_knowsim.view.html import e, fmt_value, href, page, status_badge, table
+from ray_knowsim.view.query import EQUALS, RANGES, SORTABLE, Page, SessionQuery
+
+SPECS = metric_specs("final", "kg")
+#: the list's columns: (header, row key, numeric)
+LIST_COLUMNS: tuple[tuple[str, str, bool], ...] = (
+    ("task", "task", False), ("item", "item_id", False), ("level", "knowledge_level", False), ("condition", "condition", False),
+    ("status", "status", False), ("error", "error", False), ("turns", "turns", True), ("stop", "stop_reason", False),
+    ("KG", "kg", True), ("NKG", "nkg", True), ("DC", "dc", True), ("CO", "co", True), ("IQ", "iq", True), ("cost $", "cost_usd", True),
+)  # fmt: skip
+LABELS = {"task": "task", "level": "level", "condition": "condition", "item": "item", "status": "status",
+          "outcome": "outcome (stop reason)", "error": "error kind"}  # fmt: skip
+INCOMPLETE = ("interrupted", "incomplete", "failed", "running?")
+
+
+def run_url(entry: Entry, sub: str = "") -> str:
+    return href(f"/run/{entry.id}{sub}")
+
+
+def crumbs(info: RunInfo, *more: tuple[str, str | None]) -> list[tuple[str, str | None]]:
+    return [("all outputs", "/"), (info.entry.label, run_url(info.entry)), *more]
+
+
+def tabs(info: RunInfo) -> str:
+    links = [("overview", run_url(info.entry)), (f"conversations ({info.committed:,})", run_url(info.entry, "/sessions"))]
+    if info.failed:
+        links.append((f"failed only ({info.failed:,})", href(f"/run/{info.entry.id}/sessions", "failed=1")))
+    return '<nav class="tabs">' + "".join(f'<a href="{e(u)}">{e(t)}</a>' for t, u in links) + "</nav>"
+
+
+def incomplete_banner(info: RunInfo) -> str:
+    if info.status not in INCOMPLETE:
+        return ""
+    return (
+        f'<div class="banner" id="incomplete-banner" role="note"><b>Incomplete run: {e(info.progress)} planned sessions.</b> '
+        f"{e(info.status_detail)}. Its tables and rankings cover only what was committed.</div>"
+    )
+
+
+def facts(info: RunInfo) -> str:
+    cost = "–" if info.cost_usd is None else f"${info.cost_usd:,.4f}" + ("" if info.cost_complete else " (some sessions unpriced)")
+    items = [
+        ("status", status_badge(info.status, info.status_detail)),
+        ("sessions", e(f"{info.progress} planned · {info.ok:,} ok · {info.failed:,} failed")),
+        ("models", e(", ".join(info.models) or "–")),
+        ("conditions", e(str(len(info.conditions)))),
+        ("cost", e(cost)),
+        ("time", e("–" if info.seconds is None else f"{info.seconds / 60:,.1f} min over {len(info.manifest.get('invocations') or [])} invocation(s)")),
+        ("created", e(info.created_at or "–")),
+        ("config hash", e(info.config_hash or "–")),
+    ]
+    if not info.follows_markers:
+        items.append(("rows", e("no commit markers (shards/): every Parquet file under sessions/ is read as found")))
+    if info.refused_files:
+        items.append(("refused", e(f"shards naming files outside the folders: {', '.join(info.refused_files)}")))
+    return '<div class="facts" id="run-facts">' + "".join(f"<span><b>{e(k)}</b>{v}</span>" for k, v in items) + "</div>"
+
+
+def overview(info: RunInfo, banner: str | None, counts: dict[str, dict[str, int]], failures: list[tuple[str, str, int]],
+             tables: Sequence[tuple[str, str]], estimate: dict[str, Any] | None, related: Sequence[tuple[str, str, str]]) -> str:
+    """The run's front page. ``tables``: (name, rendered table HTML); ``related``: (kind, label, url)."""
+    rid = info.entry.id
+    body = [incomplete_banner(info)]
+    if banner:
+        body.append(f'<div class="banner" id="offline-banner" role="note"><b>Not a real-model measurement.</b> {e(banner)}</div>')
+    body.append(f'<section id="summary"><h2>Run {e(info.name)}</h2>{facts(info)}<p class="note">{e(info.status_detail)}.</p></section>')
+    browse = []
+    for key in ("level", "condition"):
+        links = " · ".join(
+            f'<a href="{e(href(f"/run/{rid}/sessions", {key: v}))}">{e(v)}</a> ({n:,})' for v, n in counts.get(key, {}).items()
+        )
+        if links:
+            browse.append(f"<p><b>{e(LABELS[key])}:</b> {links}</p>")
+    body.append(f'<section id="browse"><h2>Conversations</h2><p><a href="{e(run_url(info.entry, "/sessions"))}">all {info.committed:,}</a>'
+                + (f' · <a href="{e(href(f"/run/{rid}/sessions", "failed=1"))}">failed only ({info.failed:,})</a>' if info.failed else "")
+                + f'</p>{"".join(browse)}</section>')
+    if failures:
+        rows = [(e(cond), e(kind), f'<a href="{e(href(f"/run/{rid}/sessions", {"condition": cond, "failed": 1, **({} if kind == "failed" else {"error": kind})}))}">{n:,}</a>')
+                for cond, kind, n in failures]
+        body.append('<section id="failures"><h2>Failed sessions by error kind</h2><p class="lead">Per condition; each count lists its sessions.</p>'
+                    + table(["condition", "error kind", "sessions"], rows, "failure-table", [False, False, True]) + "</section>")
+    else:
+        body.append('<section id="failures"><h2>Failed sessions by error kind</h2><p class="lead">No session failed.</p></section>')
+    if tables:
+        parts = "".join(f'<h3 id="table-{e(name)}">{e(name)}</h3>{html}' for name, html in tables)
+        body.append(f'<section id="tables"><h2>Tables</h2><p class="lead">RUN_DIR/tables/ as the run wrote them.</p>{parts}</section>')
+    if estimate:
+        totals = estimate.get("totals") or {}
+        rows = [(e(k), e(fmt_value(v))) for k, v in totals.items()]
+        body.append('<section id="estimate"><h2>Dry-run estimate</h2>' + table(["total", "value"], rows, "estimate-table", [False, True]) + "</section>")
+    if related:
+        items = "".join(f'<li>{e(kind)}: <a href="{e(url)}">{e(label)}</a></li>' for kind, label, url in related)
+        body.append(f'<section id="related"><h2>Related outputs</h2><ul>{items}</ul></section>')
+    invocations = info.manifest.get("invocations") or []
+    if invocations:
+        rows = [(e(inv.get("started_at")), e(inv.get("finished_at") or "–"), e(inv.get("status")), e(fmt_value((inv.get("totals") or {}).get("seconds"))),
+                 e(" ".join(str(a) for a in inv.get("argv") or [])))
+                for inv in invocations]
+        body.append('<section id="invocations"><h2>Invocations</h2>'
+                    + table(["started", "finished", "status", "seconds", "command"], rows, "invocation-table", [False, False, False, True, False]) + "</section>")
+    return page(f"{info.name} — {info.status}", "".join(body), crumbs(info), info.entry.label, tabs(info))
+
+
+# ----------------------------------------------------------------------------- the list
+
+
+def _select(name: str, label: str, values: Sequence[str], chosen: str | None) -> str:
+    opts = '<option value="">(any)</option>' + "".join(
+        f'<option value="{e(v)}"{" selected" if v == chosen else ""}>{e(v)}</option>' for v in values
+    )
+    return f'<label>{e(label)}<select name="{e(name)}">{opts}</select></label>'
+
+
+def filter_form(info: RunInfo, q: SessionQuery, facet_values: dict[str, list[str]]) -> str:
+    selects = "".join(_select(key, LABELS[key], facet_values.get(key, []), q.equals.get(key)) for key in EQUALS)
+    ranges = "".join(
+        f'<span class="range">{e(col)} <input class="num" name="min.{e(col)}" placeholder="min" value="{e(_bound(q, col, 0))}">'
+        f'–<input class="num" name="max.{e(col)}" placeholder="max" value="{e(_bound(q, col, 1))}"></span>'
+        for col in RANGES
+    )
+    sort = "".join(f'<option value="{e(c)}"{" selected" if c == q.sort else ""}>{e(c)}</option>' for c in SORTABLE)
+    per = "".join(f'<option{" selected" if n == q.per else ""}>{n}</option>' for n in (25, 50, 100, 200))
+    return (
+        f'<form class="filters" id="filters" method="get" action="{e(run_url(info.entry, "/sessions"))}">{selects}'
+        f'<label>session id contains<input name="q" value="{e(q.q)}"></label>'
+        f'<label><span><input type="checkbox" name="failed" value="1"{" checked" if q.failed_only else ""}> failed only</span></label>'
+        f"<fieldset><legend>metric ranges</legend>{ranges}</fieldset>"
+        f'<label>sort by<select name="sort">{sort}</select></label>'
+        f'<label><span><input type="checkbox" name="desc" value="1"{" checked" if q.desc else ""}> descending</span></label>'
+        f'<label>per page<select name="per">{per}</select></label>'
+        f'<button type="submit" id="apply">Apply</button> <a href="{e(run_url(info.entry, "/sessions"))}">reset</a></form>'
+    )
+
+
+def _bound(q: SessionQuery, col: str, k: int) -> str:
+    value = q.ranges.get(col, (None, None))[k]
+    return "" if value is None else fmt_value(float(value), 6).rstrip("0").rstrip(".")
+
+
+def _pager(info: RunInfo, q: SessionQuery, p: Page) -> str:
+    base = f"/run/{info.entry.id}/sessions"
+    prev = f'<a id="page-prev" href="{e(href(base, q.params(page=p.page - 1)))}">◀ previous</a>' if p.page > 1 else "<span>◀ previous</span>"
+    nxt = f'<a id="page-next" href="{e(href(base, q.params(page=p.page + 1)))}">next ▶</a>' if p.page < p.pages else "<span>next ▶</span>"
+    last = min(p.first + len(p.rows) - 1, p.matched)
+    return (f'<div class="pager">{prev}<span id="page-pos">sessions {p.first:,}–{last:,} of {p.matched:,} matching '
+            f"({p.total:,} committed) · page {p.page} of {p.pages}</span>{nxt}</div>")
+
+
+def sessions_list(info: RunInfo, q: SessionQuery, p: Page, facet_values: dict[str, list[str]], problems: Sequence[str]) -> str:
+    base = f"/run/{info.entry.id}/sessions"
+    heads = ['<a href="{}">session</a>'.format(e(href(base, q.params(sort="session_id", desc=q.sort == "session_id" and not q.desc, page=1))))]
+    for label, key, _ in LIST_COLUMNS:
+        sort_key = "error_kind" if key == "error" else key
+        if sort_key in SORTABLE:
+            arrow = (" ▼" if q.desc else " ▲") if q.sort == sort_key else ""
+            heads.append(f'<a href="{e(href(base, q.params(sort=sort_key, desc=q.sort == sort_key and not q.desc, page=1)))}">{e(label)}{arrow}</a>')
+        else:
+            heads.append(e(label))
+    conv = q.params(page=1)
+    rows = []
+    for r in p.rows:
+        sid = r.get("session_id") or ""
+        link = href(f"/run/{info.entry.id}/conversation", f"sid={_quote(sid)}" + (f"&{conv}" if conv else ""))
+        cells = [f'<a class="conv-link" href="{e(link)}">{e(sid)}</a>']
+        for _, key, _ in LIST_COLUMNS:
+            value = r.get(key)
+            cells.append(status_badge(str(value)) if key == "status" and value is not None else e(fmt_value(value)))
+        rows.append(cells)
+    problem_box = ('<div class="problems" id="query-problems">' + "<br>".join(e(x) for x in problems) + "</div>") if problems else ""
+    grid = table(heads, rows, "session-table", [False, *[n for _, _, n in LIST_COLUMNS]])
+    body = (f"{incomplete_banner(info)}<section id=\"list\"><h2>Conversations</h2>{filter_form(info, q, facet_values)}{problem_box}"
+            f"{_pager(info, q, p)}{grid if p.rows else '<p class=lead id=no-match>No session matches these filters.</p>'}</section>")
+    return page(f"{info.name}: conversations", body, crumbs(info, ("conversations", None)), info.entry.label, tabs(info))
+
+
+def _quote(text: str) -> str:
+    return url_quote(text, safe="")
+
+
+# ----------------------------------------------------------------------------- one conversation
+
+
+def conversation(info: RunInfo, view: ConversationView, trajectory: str | None, q: SessionQuery,
+                 prev_id: str | None, next_id: str | None, position: int | None, matched: int) -> str:
+    s = view.session
+    sid = str(s.get("session_id") or "")
+    back = q.params()
+    base = f"/run/{info.entry.id}/conversation"
+
+    def step(ident: str, other: str | None, text: str) -> str:
+        if other is None:
+            return f"<span>{e(text)}</span>"
+        return f'<a id="{ident}" href="{e(href(base, f"sid={_quote(other)}" + (f"&{back}" if back else "")))}">{e(text)}</a>'
+
+    where = f"{position:,} of {matched:,} in the list" if position else "not in the current list"
+    stepper = (f'<div class="stepper">{step("conv-prev", prev_id, "◀ previous")}<span id="conv-pos">{e(where)}</span>'
+               f'{step("conv-next", next_id, "next ▶")}<a href="{e(href(f"/run/{info.entry.id}/sessions", back))}">back to the list</a>'
+               '<label><input type="checkbox" id="only-moves"> only turns where an IU moved</label></div>')
+    failed = ""
+    if s.get("status") != "ok":
+        failed = (f'<div class="problems" id="session-error"><b>status {e(s.get("status"))}</b>: {e(s.get("error") or "no error recorded")}'
+                  f'{" · attempt " + e(s.get("attempt")) if s.get("attempt") else ""}</div>')
+    judge = f'<p class="note">judge error: {e(s.get("judge_error"))}</p>' if s.get("judge_error") else ""
+    body = (f'<section id="conversation">{stepper}{failed}{judge}{legend()}'
+            f"{conversation_article(view, SPECS, trajectory, 'conv-0')}</section>")
+    return page(sid, body, crumbs(info, ("conversations", href(f"/run/{info.entry.id}/sessions", back)), (sid, None)), info.entry.label, tabs(info))
+
+
+__all__ = ["conversation", "overview", "sessions_list"]
