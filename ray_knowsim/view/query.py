@@ -183,7 +183,7 @@ def select(table: pa.Table, q: SessionQuery) -> pa.Table:
         keys = [(q.sort, "descending" if q.desc else "ascending")]
         if q.sort != "session_id":
             keys.append(("session_id", "ascending"))  # a stable order among equal values
-        picked = picked.sort_by(keys, null_placement="at_end")
+        picked = picked.sort_by(keys)  # nulls sort last (pyarrow default)
     return picked
 
 

@@ -23,9 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.view.rundirs import CONFIG_HASH, committed_run, write_tables
-
-SECRET = "SECRET-7f3a-do-not-serve"
+from tests.view.rundirs import CONFIG_HASH, SECRET, committed_run, write_tables
 
 
 def _evil(runs: Path, secret: Path) -> Path:

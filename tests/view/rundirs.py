@@ -26,6 +26,8 @@ CONFIG_HASH = "0" * 16
 PROBE_IMG = '<img src=x onerror="window.__probe_img=1">'
 PROBE_SCRIPT = '</script><script>window.__probe_script=1</script>'
 PROBE_TEXT = f"{PROBE_IMG} {PROBE_SCRIPT} <b>not bold</b>"
+#: the text of the files outside the served folder: no response may contain it
+SECRET = "SECRET-7f3a-do-not-serve"
 HTTP_404 = "assistant_http_404: The model `gpt-nonexistent` does not exist"
 
 
