@@ -85,14 +85,16 @@ def open_manifest(
     base_dir: str | None = None,
     replaced_shard_fn: str | None = None,
     roles: dict[str, Any] | None = None,
+    hashed: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Start (or, for a resume, extend) the manifest; refuses a run dir of another config/plan."""
     old = read_manifest(run_dir)
     if old is not None:
         if old.get("config_hash") != config_hash:
             raise ManifestMismatch(
-                f"{run_dir.root} holds a run of another config (hash {old.get('config_hash')}, this one {config_hash}); "
-                "use another output directory, or --overwrite to discard it"
+                f"{run_dir.root} holds a run of another config (hash {old.get('config_hash')}, this one {config_hash}). "
+                "What changed:\n  " + "\n  ".join(recorded_changes(old, config, hashed))
+                + "\nUse another output directory, or --overwrite to discard it."
             )
         if old.get("plan", {}).get("shard_size") != plan["shard_size"]:
             raise ManifestMismatch(
@@ -122,6 +124,7 @@ def open_manifest(
         # every role's settings resolved over its defaults (model/roles.py), e.g. the repair round's
         # temperature, and the warnings about them (a first try that already asks for the cap)
         roles=dict(roles or {}),
+        hashed_config=hashed,  # what config_hash hashed (RunConfig.hash_payload): a refused resume names what changed
     )
     data["invocations"].append({
         "started_at": now(),
@@ -137,6 +140,53 @@ def open_manifest(
     return data
 
 
+def config_changes(old: Any, new: Any, path: str = "", limit: int = 12) -> list[str]:
+    """``key.path: old -> new`` for every leaf that differs between two JSON-like values (lists by
+    index; at most ``limit`` lines, then how many more)."""
+    out: list[str] = []
+
+    def walk(a: Any, b: Any, where: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(set(a) | set(b), key=str):
+                walk(a.get(key, _MISSING), b.get(key, _MISSING), f"{where}.{key}" if where else str(key))
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            for i, (x, y) in enumerate(zip(a, b)):
+                walk(x, y, f"{where}.{i}")
+        elif a != b:
+            out.append(f"{where or '(config)'}: {_shown(a)} -> {_shown(b)}")
+
+    walk(old, new, path)
+    return out[:limit] + ([f"... and {len(out) - limit} more"] if len(out) > limit else [])
+
+
+_MISSING = object()
+
+
+def _shown(value: Any) -> str:
+    if value is _MISSING:
+        return "(absent)"
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def recorded_changes(old_manifest: dict[str, Any], config: dict[str, Any], hashed: dict[str, Any] | None) -> list[str]:
+    """What differs between the run recorded in a manifest and the config now given: the hashed
+    fields when both sides have them (input files compare by content), else the recorded config
+    minus what the hash leaves out (output_dir, engine)."""
+    if hashed is not None and isinstance(old_manifest.get("hashed_config"), dict):
+        before, now = dict(old_manifest["hashed_config"]), dict(hashed)
+        inputs_before, inputs_now = before.pop("inputs", {}) or {}, now.pop("inputs", {}) or {}
+        lines = config_changes(before, now)
+        lines += [f"{key}: the file's content changed" for key in sorted(set(inputs_before) | set(inputs_now))
+                  if inputs_before.get(key) != inputs_now.get(key) and key in inputs_before and key in inputs_now]
+        return lines or ["(no field differs: the hash recipe itself changed, e.g. another ray-knowsim version)"]
+    skip = {"output_dir", "engine"}
+    lines = config_changes({k: v for k, v in (old_manifest.get("config") or {}).items() if k not in skip},
+                           {k: v for k, v in config.items() if k not in skip})
+    note = "(this manifest predates the record of input-file contents: an input file may have changed too)"
+    return lines + [note] if lines else [note]
+
+
 def close_manifest(run_dir: RunDir, data: dict[str, Any], status: str, totals: dict[str, Any]) -> None:
     inv = data["invocations"][-1]
     inv.update(finished_at=now(), status=status, totals=totals)
@@ -144,4 +194,4 @@ def close_manifest(run_dir: RunDir, data: dict[str, Any], status: str, totals: d
     write_manifest(run_dir, data)
 
 
-__all__ = ["ManifestMismatch", "close_manifest", "git_state", "open_manifest", "package_versions", "read_manifest"]
+__all__ = ["ManifestMismatch", "close_manifest", "config_changes", "recorded_changes", "git_state", "open_manifest", "package_versions", "read_manifest"]

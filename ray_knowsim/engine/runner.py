@@ -25,6 +25,7 @@ from typing import Any, Iterator
 
 from ray_knowsim.engine.backends import BACKENDS
 from ray_knowsim.engine.config import DEFAULT_SHARD_FN, RunConfig
+from ray_knowsim.engine.local_ray import choose_auth_mode
 from ray_knowsim.engine.manifest import close_manifest, open_manifest
 from ray_knowsim.engine.models import (
     ModelSet,
@@ -127,6 +128,7 @@ def ray_session(address: str | None, cfg: RunConfig, quiet: bool) -> Iterator[bo
     if address:
         ray.init(address=address, logging_level="WARNING", log_to_driver=not quiet)
     else:
+        choose_auth_mode()  # token auth, chosen (Ray's default) rather than defaulted with a warning
         ray.init(
             address="local",
             num_cpus=cfg.engine.num_cpus,
@@ -224,6 +226,7 @@ def run(
         replaced_shard_fn=None if cfg.engine.shard_fn == DEFAULT_SHARD_FN else cfg.engine.shard_fn,
         roles={"settings": {r: asdict(s) for r, s in cfg.role_settings().items()},
                "warnings": cfg.budget_warnings(largest_graph(inputs.graphs))},
+        hashed=cfg.hash_payload(),  # a refused resume names the fields that changed
     )
     committed = run_dir.markers(config_hash)
     run_dir.collect_garbage(committed.values())

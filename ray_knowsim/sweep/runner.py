@@ -36,6 +36,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from ray_knowsim.engine.local_ray import choose_auth_mode
 from ray_knowsim.sweep.aggregate import CELL_COLUMNS, partials, reduce
 from ray_knowsim.sweep.config import SweepConfig, SweepConfigError
 from ray_knowsim.sweep.conversation import META_COLUMNS, Conversation
@@ -223,6 +224,7 @@ def ensure_ray(num_cpus: int, address: str | None = None) -> bool:
     if address or os.environ.get("RAY_ADDRESS"):
         ray.init(address=address, logging_level="WARNING")
     else:
+        choose_auth_mode()  # token auth, chosen (Ray's default) rather than defaulted with a warning
         ray.init(
             address="local",
             num_cpus=num_cpus,

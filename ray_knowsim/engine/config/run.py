@@ -183,6 +183,12 @@ class RunConfig(Strict):
     def config_hash(self) -> str:
         """What decides the results: the config minus output/engine settings, minus operational
         model knobs, plus the content of every input file. Equal hash = resumable run dir."""
+        blob = json.dumps(self.hash_payload(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def hash_payload(self) -> dict[str, Any]:
+        """What :meth:`config_hash` hashes (recorded in the manifest, so a refused resume can say
+        which fields changed)."""
         data = self.model_dump(mode="json", exclude={"output_dir", "engine"})
         data["roles"] = self.roles.hash_view(data["roles"])
         if not data["plugins"]:
@@ -195,5 +201,4 @@ class RunConfig(Strict):
         data["engine"] = {"shard_fn": self.engine.shard_fn, "shard_fn_options": self.engine.shard_fn_options}
         data["rules"] = self.rule_config.model_dump(mode="json")
         data["inputs"] = {key: file_digest(self.resolve(raw)) for key, raw in sorted(self.input_paths().items())}
-        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return data
