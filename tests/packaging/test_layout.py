@@ -13,12 +13,19 @@ def declared_packages() -> set[str]:
     return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
 
 
+#: folders of package data declared as packages of their own (no __init__.py, no Python)
+DATA_PACKAGES = {"ray_knowsim.prompts.templates", "ray_knowsim.view.assets"}
+
+
 def test_every_package_folder_is_declared():
-    found = {"ray_knowsim.kernels"}
+    found = {"ray_knowsim.kernels"} | DATA_PACKAGES
     for init in (ROOT / "ray_knowsim").rglob("__init__.py"):
         rel = init.parent.relative_to(ROOT)
         found.add(".".join(rel.parts))
     assert found == declared_packages()
+    for name in DATA_PACKAGES:
+        folder = ROOT.joinpath(*name.split("."))
+        assert folder.is_dir() and not any(folder.glob("*.py")), name
 
 
 def test_kernels_import_under_the_package_namespace():
@@ -41,3 +48,4 @@ def test_wheel_contains_namespaced_kernels_and_templates(tmp_path):
     assert "ray_knowsim/prompts/templates/manifest.txt" in names
     assert any(n.startswith("ray_knowsim/demo/") and n.endswith(".jsonl") for n in names)
     assert "ray_knowsim/validate/knowchat_layout.yaml" in names  # the built-in KnowChat layout
+    assert "ray_knowsim/view/assets/view.css" in names and "ray_knowsim/view/assets/view.js" in names
