@@ -77,7 +77,7 @@ class Files:
                 raise FileNotFoundError(f"not a folder: {root}")
             resolved.append(path)
         self.roots: tuple[Path, ...] = tuple(dict.fromkeys(resolved))
-        self._cache: OrderedDict[str, tuple[tuple, pa.Table]] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[tuple, Any]] = OrderedDict()
         self._cache_size = cache_runs
         self._lock = threading.Lock()
 
@@ -261,6 +261,27 @@ class Files:
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return table, files
+
+    def run_cost(self, run_dir: Path, files: RunFiles) -> dict[str, Any]:
+        """The run's (all, all) row of the project's cost table (``io.cost``: every session, failed
+        ones included, plus the judge's spend; ``cost_usd`` is NaN unless every session was priced),
+        cached until the committed files change."""
+        from ray_knowsim.io.cost import cost_table, read_cost_columns
+
+        key = f"cost|{self.require(run_dir)}"
+        sig = (files.signature(), self._scores_signature(Path(run_dir)))
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and hit[0] == sig:
+                return hit[1]
+        if not files.sessions:
+            return {"cost_usd": float("nan"), "priced_sessions": 0, "n_sessions": 0}
+        scores = self.scores(run_dir)
+        frame = read_cost_columns([str(p) for p in files.sessions], scores.attach if scores.sets else None)
+        row = cost_table(frame).iloc[-1].to_dict()
+        with self._lock:
+            self._cache[key] = (sig, row)
+        return row
 
     def session_row(self, run_dir: Path, files: RunFiles, part: int, session_id: str) -> dict[str, Any] | None:
         """Every column of one session (scores joined), read from the file that holds it."""

@@ -81,8 +81,8 @@ class RunInfo:
     failed: int
     models: list[str]
     conditions: list[str]
-    cost_usd: float | None  # None: nothing priced
-    cost_complete: bool  # every committed session (and judge score) had a price
+    cost_usd: float | None  # None: some session (or its judge) used a model without a price (io.cost's rule)
+    priced_sessions: int
     seconds: float | None
     created_at: str | None
     finished_at: str | None
@@ -91,6 +91,14 @@ class RunInfo:
     follows_markers: bool = True
     refused_files: list[str] = field(default_factory=list)
     files: RunFiles | None = None  # where each session row came from (the conversation page reads its turns there)
+
+    @property
+    def cost_text(self) -> str:
+        if self.cost_usd is not None:
+            return f"${self.cost_usd:,.4f}"
+        if self.priced_sessions:
+            return f"unknown: {self.priced_sessions:,} of {self.committed:,} sessions priced"
+        return "no price given"
 
     @property
     def progress(self) -> str:
@@ -131,23 +139,6 @@ def model_names(manifest: dict[str, Any]) -> list[str]:
     return out
 
 
-def _cost(table: pa.Table) -> tuple[float | None, bool]:
-    total, complete, priced = 0.0, True, False
-    for col in ("cost_usd", "judge_cost_usd"):
-        if col not in table.column_names:
-            continue
-        values = table.column(col)
-        if col == "judge_cost_usd" and "judge_calls" in table.column_names:
-            scored = pc.greater(pc.fill_null(table.column("judge_calls"), 0), 0)
-            values = pc.filter(values, scored)
-        if len(values) and pc.sum(pc.is_valid(values)).as_py():
-            priced = True
-            total += pc.sum(values).as_py() or 0.0
-        if pc.sum(pc.is_null(values)).as_py():
-            complete = False
-    return (total if priced else None), complete and priced
-
-
 def run_info(files: Files, entry: Entry) -> tuple[RunInfo, pa.Table]:
     """The run's summary and its projected session table (see :data:`SESSION_COLUMNS`)."""
     manifest = files.read_json(entry.path / "manifest.json")
@@ -163,7 +154,8 @@ def run_info(files: Files, entry: Entry) -> tuple[RunInfo, pa.Table]:
     if run_files.refused:
         detail += (f"; {len(run_files.refused)} commit marker(s) name files outside the viewer's folders: "
                    "their rows were not read")
-    cost, cost_complete = _cost(table)
+    cost = files.run_cost(entry.path, run_files)
+    priced, total_cost = int(cost.get("priced_sessions") or 0), cost.get("cost_usd")
     conditions = ((manifest or {}).get("plan") or {}).get("conditions") or (
         sorted(str(c) for c in pc.unique(table.column("condition")).to_pylist() if c is not None)
         if "condition" in table.column_names else []
@@ -179,8 +171,8 @@ def run_info(files: Files, entry: Entry) -> tuple[RunInfo, pa.Table]:
         failed=table.num_rows - ok,
         models=model_names(manifest or {}),
         conditions=list(conditions),
-        cost_usd=cost,
-        cost_complete=cost_complete,
+        cost_usd=None if total_cost is None or total_cost != total_cost else float(total_cost),
+        priced_sessions=priced,
         seconds=sum(s for s in seconds if isinstance(s, (int, float))) if any(isinstance(s, (int, float)) for s in seconds) else None,
         created_at=(manifest or {}).get("created_at"),
         finished_at=invocations[-1].get("finished_at") if invocations else None,

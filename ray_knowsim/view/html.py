@@ -76,7 +76,10 @@ def result_table(data: pa.Table, total: int | None = None, ident: str | None = N
     if data.num_rows == 0:
         return '<p class="note">(no rows)</p>'
     numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in data.schema]
-    rows = ([e(fmt_value(v)) for v in row.values()] for row in data.to_pylist())
+    # a float column holding only whole numbers (ranks, counts after a join) reads as integers
+    whole = [pa.types.is_floating(f.type) and all(v is None or v != v or float(v).is_integer() for v in data.column(f.name).to_pylist())
+             for f in data.schema]
+    rows = ([e(fmt_value(int(v) if w and v is not None and v == v else v)) for v, w in zip(row.values(), whole)] for row in data.to_pylist())
     out = table([e(n) for n in data.column_names], rows, ident, numeric)
     if total is not None and total > data.num_rows:
         out += f'<p class="note">first {data.num_rows:,} of {total:,} rows</p>'

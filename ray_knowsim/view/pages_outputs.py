@@ -21,12 +21,6 @@ def file_url(entry: Entry, rel: str) -> str:
     return href(f"/file/{entry.id}/{rel}")
 
 
-def _cost(info: RunInfo) -> str:
-    if info.cost_usd is None:
-        return "–"
-    return f"${info.cost_usd:,.4f}" + ("" if info.cost_complete else "*")
-
-
 def index(roots: Sequence[str], runs: Sequence[RunInfo], broken: Sequence[tuple[Entry, str]], sweeps: Sequence[tuple[Entry, dict]],
           compares: Sequence[tuple[Entry, dict]]) -> str:
     rows = []
@@ -35,7 +29,7 @@ def index(roots: Sequence[str], runs: Sequence[RunInfo], broken: Sequence[tuple[
         rows.append([
             f'<a class="run-link" href="{e(entry_url(info.entry))}">{e(info.entry.label)}</a><br><span class="note">{e(info.name)}</span>',
             status_badge(info.status, info.status_detail), e(info.progress), e(f"{info.ok:,}"), e(f"{info.failed:,}"),
-            e(", ".join(info.models) or "–"), e(_cost(info)), e(time), e(info.created_at or "–"),
+            e(", ".join(info.models) or "–"), e(info.cost_text), e(time), e(info.created_at or "–"),
         ])  # fmt: skip
     for entry, why in broken:
         rows.append([e(entry.label), status_badge("unknown", why), e(why), "", "", "", "", "", ""])
@@ -43,7 +37,6 @@ def index(roots: Sequence[str], runs: Sequence[RunInfo], broken: Sequence[tuple[
     if rows:
         body.append(table(["run", "status", "sessions (n of N planned)", "ok", "failed", "models", "cost", "time", "created"], rows,
                           "run-table", [False, False, True, True, True, False, True, True, False]))
-        body.append('<p class="note">* some sessions used a model without a price.</p>')
     else:
         body.append('<p class="lead">No run directory found (a folder holding manifest.json or sessions/).</p>')
     body.append("</section>")

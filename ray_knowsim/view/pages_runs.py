@@ -54,13 +54,12 @@ def incomplete_banner(info: RunInfo) -> str:
 
 
 def facts(info: RunInfo) -> str:
-    cost = "–" if info.cost_usd is None else f"${info.cost_usd:,.4f}" + ("" if info.cost_complete else " (some sessions unpriced)")
     items = [
         ("status", status_badge(info.status, info.status_detail)),
         ("sessions", e(f"{info.progress} planned · {info.ok:,} ok · {info.failed:,} failed")),
         ("models", e(", ".join(info.models) or "–")),
         ("conditions", e(str(len(info.conditions)))),
-        ("cost", e(cost)),
+        ("cost", e(info.cost_text)),
         ("time", e("–" if info.seconds is None else f"{info.seconds / 60:,.1f} min over {len(info.manifest.get('invocations') or [])} invocation(s)")),
         ("created", e(info.created_at or "–")),
         ("config hash", e(info.config_hash or "–")),
@@ -98,7 +97,8 @@ def overview(info: RunInfo, banner: str | None, counts: dict[str, dict[str, int]
     else:
         body.append('<section id="failures"><h2>Failed sessions by error kind</h2><p class="lead">No session failed.</p></section>')
     if tables:
-        parts = "".join(f'<h3 id="table-{e(name)}">{e(name)}</h3>{html}' for name, html in tables)
+        parts = "".join(f'<details{" open" if k == 0 else ""}><summary><h3 id="table-{e(name)}">{e(name)}</h3></summary>{html}</details>'
+                        for k, (name, html) in enumerate(tables))
         body.append(f'<section id="tables"><h2>Tables</h2><p class="lead">RUN_DIR/tables/ as the run wrote them.</p>{parts}</section>')
     if estimate:
         totals = estimate.get("totals") or {}

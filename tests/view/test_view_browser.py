@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("selenium")
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 from ray_knowsim.view.query import parse_query, select  # noqa: E402
 from tests.doubles.browser import start_chrome  # noqa: E402
@@ -39,6 +39,12 @@ def entries(viewer, browser):
     browser.get(base)
     links = browser.find_elements(By.CSS_SELECTOR, "a[href^='/run/'], a[href^='/sweep/'], a[href^='/compare/']")
     return {a.text.removeprefix("served/"): a.get_attribute("href") for a in links}
+
+
+def click_and_wait(driver, element, url_part: str) -> None:
+    """Click what navigates, then wait for the new page (a click does not wait for it)."""
+    element.click()
+    WebDriverWait(driver, 60).until(lambda d: url_part in d.current_url and d.execute_script("return document.readyState") == "complete")
 
 
 def severe(driver) -> list[dict]:
@@ -69,8 +75,8 @@ def test_filter_form_narrows_the_list_as_the_query_says(viewer, browser, entries
     browser.find_element(By.NAME, "min.kg").send_keys("4")
     Select(browser.find_element(By.NAME, "sort")).select_by_visible_text("co")
     browser.find_element(By.NAME, "desc").click()
-    browser.find_element(By.ID, "apply").click()
-    assert "level=novice" in browser.current_url and "min.kg=4" in browser.current_url
+    click_and_wait(browser, browser.find_element(By.ID, "apply"), "min.kg=4")
+    assert "level=novice" in browser.current_url
     assert not severe(browser)
     rows = browser.find_elements(By.CSS_SELECTOR, "#session-table tbody tr")
     table, _ = state.files.sessions(folders["runs"] / "paper", ["knowledge_level", "condition", "kg", "co", "status", "error"])
@@ -82,7 +88,7 @@ def test_filter_form_narrows_the_list_as_the_query_says(viewer, browser, entries
 
     browser.get(entries["runs/paper"] + "/sessions")
     browser.find_element(By.NAME, "failed").click()
-    browser.find_element(By.ID, "apply").click()
+    click_and_wait(browser, browser.find_element(By.ID, "apply"), "failed=1")
     statuses = {s.text for s in browser.find_elements(By.CSS_SELECTOR, "#session-table tbody .status")}
     assert statuses == {"failed"}
 
@@ -91,7 +97,7 @@ def test_a_conversation_opens_in_the_reports_viewer(browser, entries):
     browser.get(entries["runs/paper"] + "/sessions?sort=kg&desc=1")
     first = browser.find_element(By.CSS_SELECTOR, "a.conv-link")
     sid = first.text
-    first.click()
+    click_and_wait(browser, first, "/conversation?")
     assert not severe(browser)
     article = browser.find_element(By.CSS_SELECTOR, "article.conv")
     assert article.get_attribute("data-session") == sid
@@ -104,7 +110,9 @@ def test_a_conversation_opens_in_the_reports_viewer(browser, entries):
     still = len(browser.find_elements(By.CSS_SELECTOR, "li.turn.no-moves"))
     browser.find_element(By.ID, "only-moves").click()  # /static/view.js runs under the CSP
     assert browser.execute_script(shown) == 15 - still
+    before = browser.current_url
     browser.find_element(By.ID, "conv-next").click()
+    WebDriverWait(browser, 60).until(lambda d: d.current_url != before and d.execute_script("return document.readyState") == "complete")
     assert browser.find_element(By.CSS_SELECTOR, "article.conv").get_attribute("data-session") != sid
     assert browser.find_element(By.ID, "conv-pos").text.startswith("2 of ")
 

@@ -200,3 +200,12 @@ def test_unknown_pages_and_sessions_are_404_pages(viewer, entries):
     assert get(base + entries["runs/complete"].lstrip("/") + "/conversation?sid=nope")[0] == 404
     status, _, body = get(base + entries["runs/complete"].lstrip("/") + "/sessions?min.kg=lots")
     assert status == 200 and "min.kg: &#x27;lots&#x27; is not a number" in body
+
+
+def test_a_failed_session_opens_with_its_error(viewer, entries):
+    base, _ = viewer
+    _, _, body = get(base + entries["runs/all_failed"].lstrip("/") + "/sessions?per=1")
+    link = re.search(r'class="conv-link" href="([^"]+)"', body).group(1).replace("&amp;", "&")
+    status, _, page = get(base + link.lstrip("/"))
+    assert status == 200 and 'id="session-error"' in page
+    assert "The model `gpt-nonexistent` does not exist" in page and "No turns recorded" in page
