@@ -26,8 +26,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ray_knowsim.engine.results import RunDir
-from ray_knowsim.score.store import SCORE_SCHEMA, RunScores, ScoreDir, primary_name, score_names
+from ray_knowsim.engine.results import Marker, RunDir
+from ray_knowsim.score.store import SCORE_SCHEMA, SCORES, RunScores, ScoreMarker
 
 #: folders never descended into while looking for outputs (big, or internals of a run)
 SKIP_DIRS = frozenset({"sessions", "turns", "shards", "scores", "cache", "rows", "partials", "node_modules", "__pycache__"})
@@ -187,41 +187,66 @@ class Files:
 
     # ---- run directories -------------------------------------------------------------------
 
+    def _json_files(self, folder: Path, pattern: str) -> Iterator[tuple[Path, Any]]:
+        """(path, parsed JSON) of each ``pattern`` file in ``folder`` that lies under the roots
+        (a marker symlinked out is never opened); unreadable ones are left out."""
+        real = self.contained(folder)
+        if real is None or not real.is_dir():
+            return
+        for path in sorted(real.glob(pattern)):
+            data = self.read_json(path)
+            if data is not None:
+                yield path, data
+
     def run_files(self, run_dir: Path, config_hash: str | None = None) -> RunFiles:
         """The committed files of ``run_dir``: those its commit markers name (of ``config_hash``
-        when given), each checked to lie under the roots."""
+        when given; a marker whose files are not all there is not a commit), each checked to lie
+        under the roots. The markers are read here, not by ``RunDir.markers``, so that none is
+        opened through a link that leaves the roots."""
         rd = RunDir(self.require(run_dir))
-        if not rd.shards.is_dir():
+        if not rd.shards.exists():
             sessions = sorted(p for p in (rd.root / "sessions").glob("*.parquet") if self.is_file(p))
             turns = [self.contained(rd.root / "turns" / p.name) for p in sessions]
             return RunFiles(sessions, [t if t is not None and t.is_file() else None for t in turns], False)
         out = RunFiles([], [], True)
-        for marker in rd.markers(config_hash).values():
-            files = marker.files()
+        markers = {}
+        for path, data in self._json_files(rd.shards, "*.json"):
+            try:
+                marker = Marker.from_dict(data)
+            except (TypeError, ValueError):
+                continue  # unreadable: not a commit (the engine redoes such a shard)
+            if config_hash is None or marker.config_hash == config_hash:
+                markers[marker.shard_id] = marker
+        for shard_id in sorted(markers):
+            files = markers[shard_id].files()
             s, t = self.contained(rd.root / files["sessions"]), self.contained(rd.root / files["turns"])
             if s is None or t is None:
-                out.refused.append(marker.shard_id)
-                continue
-            out.sessions.append(s)
-            out.turns.append(t)
+                out.refused.append(shard_id)
+            elif s.is_file() and t.is_file():
+                out.sessions.append(s)
+                out.turns.append(t)
         return out
 
     def scores(self, run_dir: Path) -> RunScores:
         """The run's score sets (``scores/``), reading only marker-named files under the roots."""
         root = self.require(run_dir)
+        folder = self.contained(root / SCORES)
         sets = {}
-        for name in score_names(root):
-            try:
-                sd = ScoreDir(root, name)
-                files = [self.contained(sd.root / m.file) for m in sd.markers().values()]
-            except (ValueError, TypeError, OSError):
-                continue  # an unreadable score set is left out, not guessed at
-            files = [f for f in files if f is not None]
-            sets[name] = pa.concat_tables([pq.read_table(f, schema=SCORE_SCHEMA) for f in files]) if files else SCORE_SCHEMA.empty_table()
-        try:
-            primary = primary_name(root)
-        except (OSError, ValueError, KeyError):
-            primary = None
+        for sub in sorted(p for p in folder.iterdir() if p.is_dir()) if folder is not None and folder.is_dir() else []:
+            if self.contained(sub) is None:
+                continue
+            files = []
+            for _path, data in self._json_files(sub, "shard-*.json"):
+                try:
+                    marker = ScoreMarker(**data)
+                except TypeError:
+                    continue
+                target = self.contained(sub / marker.file)
+                if target is not None and target.is_file():
+                    files.append(target)
+            sets[sub.name] = pa.concat_tables([pq.read_table(f, schema=SCORE_SCHEMA) for f in files]) if files else SCORE_SCHEMA.empty_table()
+        index = self.read_json(root / SCORES / "index.json")
+        primary = index.get("primary") if isinstance(index, dict) else None
         return RunScores(primary if primary in sets else next(iter(sets), None), sets)
 
     def _scores_signature(self, run_dir: Path) -> tuple:

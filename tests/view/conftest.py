@@ -38,6 +38,12 @@ def _evil(runs: Path, secret: Path) -> Path:
     marker = {"shard_id": shard, "config_hash": CONFIG_HASH, "token": token, "session_ids": [SECRET], "failed": {}, "turns": 0,
               "committed_at": 0.0, "attempt": 1, "summary": {}, "format": 1}
     (run / "shards" / "shard-escape.json").write_text(json.dumps(marker), encoding="utf-8")
+    # a marker file linked in from outside, naming files that do lie inside the run
+    token = "feedface"
+    pq.write_table(leaked, run / "sessions" / f"shard-900000.{token}.parquet")
+    pq.write_table(leaked.slice(0, 0).select(["session_id"]), run / "turns" / f"shard-900000.{token}.parquet")
+    (secret / "marker.json").write_text(json.dumps({**marker, "shard_id": "shard-900000", "token": token}), encoding="utf-8")
+    os.symlink(secret / "marker.json", run / "shards" / "shard-900000.json")
     (run / "tables").mkdir(exist_ok=True)
     os.symlink(secret / "secret.csv", run / "tables" / "leak.csv")
     os.symlink(secret / "secret.csv", run / "leak.csv")

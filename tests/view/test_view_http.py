@@ -177,7 +177,7 @@ def test_file_route_serves_only_plain_files_inside_the_entry(viewer, entries):
         assert 400 <= get(base + f"file/{rid}/{rel}")[0] < 500, rel
 
 
-def test_a_marker_naming_files_outside_is_refused(viewer, entries):
+def test_markers_naming_or_linked_from_outside_are_refused(viewer, entries):
     base, _ = viewer
     _, _, body = get(base + entries["runs/evil"].lstrip("/"))
     assert "16 of 16" in body and "outside the viewer" in body and SECRET not in body
