@@ -2,7 +2,7 @@
 layer order only, subpackages form no import cycle, and Ray is imported only by the orchestration.
 
     model -> (rules | io | demo) -> kernels -> (prompts | llm) -> (sim | strategies | simulators) -> score
-          -> (engine | sweep | validate | report | compare) -> cli
+          -> (engine | sweep | validate | report | compare | view) -> cli
 
 The registries in prompts/tutors.py and prompts/learners.py load the built-in strategies and
 simulators by module name on first use (as they would a plugin): that runtime edge goes up and is
@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     "validate": 7,
     "report": 7,
     "compare": 7,
+    "view": 7,
     "cli": 8,
 }
 # same-rank imports that are allowed (importer -> imported)
@@ -49,6 +50,8 @@ PEERS = {
     ("sweep", "engine"),  # the sweep reads run directories through engine.results
     ("compare", "engine"),  # run identity: the config's operational fields and role defaults
     ("report", "compare"),  # the report's who-beats-whom matrix is compare's analysis
+    ("view", "report"),  # the viewer draws conversations with the report's renderer
+    ("view", "engine"),  # and reads run directories through engine.results (commit markers)
 }
 RAY_ALLOWED = {"engine", "sweep", "cli"}
 
