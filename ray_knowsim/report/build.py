@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ray_knowsim.report.aggregate import RunSummary, pick_sample
+from ray_knowsim.report.banner import manifest_banner
 from ray_knowsim.report.content import ReportContent
 from ray_knowsim.report.explain import conversation_view
 from ray_knowsim.report.html_page import render_html
@@ -147,37 +148,3 @@ def offline_banner(run_dir: Path) -> str | None:
     if not path.is_file():
         return None
     return manifest_banner(json.loads(path.read_text(encoding="utf-8")))
-
-
-def manifest_banner(manifest: dict[str, Any]) -> str | None:
-    """The banner text of :func:`offline_banner` from a manifest already read (``view`` reads its
-    files through its own contained reader)."""
-    if "test_doubles" in manifest:
-        doubles = sorted(manifest["test_doubles"])
-    else:
-        doubles = sorted(role for role, backend in _config_backends(manifest.get("config") or {}).items() if backend == "offline")
-    notes = []
-    if doubles:
-        notes.append("These results come from the OFFLINE model (roles: " + ", ".join(doubles) + "): a deterministic "
-                     "test double designed to exhibit the paper's qualitative patterns. They check the pipeline; they "
-                     "are not measurements of any real model.")
-    if manifest.get("replaced_shard_fn"):
-        notes.append(f"The sessions were written by engine.shard_fn = {manifest['replaced_shard_fn']}, not by the "
-                     "simulation loop of ray_knowsim: its rows need not follow the method at all.")
-    return " ".join(notes) or None
-
-
-def _config_backends(cfg: dict[str, Any]) -> dict[str, str]:
-    models = cfg.get("models") or {}
-    roles = cfg.get("roles") or {}
-    out = {}
-    for role, rc in roles.items():
-        key = rc.get("model") if isinstance(rc, dict) else rc
-        if key in models:
-            out[role] = models[key].get("backend", "")
-    default = (roles.get("assistant") or {}).get("model")
-    for cond in cfg.get("conditions") or []:
-        key = cond.get("assistant") or default
-        if key in models:
-            out[f"assistant:{key}"] = models[key].get("backend", "")
-    return out

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from aiohttp import web
 
-from ray_knowsim.report.build import manifest_banner
+from ray_knowsim.report.banner import manifest_banner
 from ray_knowsim.report.explain import conversation_view
 from ray_knowsim.report.plots import trajectory_plot
 from ray_knowsim.view import pages_outputs, pages_runs
