@@ -1,6 +1,7 @@
-"""What one shard task does inside a Ray worker: complete the sessions' initial states, run the
-shard's lockstep loop, check that every planned session came back exactly once, and commit the
-rows atomically. Only a small summary travels back to the driver.
+"""Layer 1 of a run — execute: what one shard task does inside a Ray worker. Complete the
+sessions' initial states, run the shard's simulation loop, check that every planned session came
+back exactly once, and commit the rows atomically. Only a small summary travels back to the
+driver. (The layers above: :mod:`ray_knowsim.engine.build`, :mod:`ray_knowsim.engine.batch`.)
 
 No Ray import here: the runner wraps :func:`execute_shard` in ``ray.remote``; the progress board
 is an opaque actor handle.

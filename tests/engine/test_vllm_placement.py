@@ -98,7 +98,7 @@ def ray_8_gpus():
 def test_paper_benchmark_vllm_is_planned_on_8_gpus_without_starting_engines(ray_8_gpus, shared_ref, monkeypatch, capsys):
     from ray_knowsim.cli.main import main as cli_main
     from ray_knowsim.engine.config import load_run_config
-    from ray_knowsim.engine.runner import _placement, plan_only
+    from ray_knowsim.engine.runner import place_models as _placement, plan_only
 
     monkeypatch.setenv("KNOWSIM_REF", str(shared_ref))
     monkeypatch.setenv("HF_TOKEN", "hf_plan_test_token")

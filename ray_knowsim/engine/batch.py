@@ -1,0 +1,373 @@
+"""Layer 3 of a run — batch: Ray fan-out of shard tasks, resume, the manifest and the tables.
+
+The driver holds the plan (arithmetic), a bounded window of in-flight shard tasks and their small
+summaries; trajectories go from the workers straight to Parquet. Each shard is ONE Ray task that
+runs the simulation loop for all its sessions (``engine.shard_fn``, by default
+``ray_knowsim.sim.shard:run_shard``) — never a task per LLM call or per session-turn. What a task
+does is the execute layer (:mod:`ray_knowsim.engine.worker`); what the driver derives from the
+config before any task starts is the build layer (:mod:`ray_knowsim.engine.build`).
+
+Resume: shards with a commit marker of this config hash are skipped; committed shards with
+failed sessions are rerun for those sessions only; everything else runs. A worker that dies is
+retried by Ray (``engine.shard_retries``); a shard that still cannot finish is reported and left
+for the next invocation of the same command.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import traceback
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from ray_knowsim.engine.build import RunError, make_context, place_models, placed_plan, prepare
+from ray_knowsim.engine.config import DEFAULT_SHARD_FN, RunConfig
+from ray_knowsim.engine.local_ray import choose_auth_mode
+from ray_knowsim.engine.manifest import close_manifest, open_manifest
+from ray_knowsim.engine.models import ModelSet, build_models, model_backends, secret_env_names, shutdown_pools, test_double_roles
+from ray_knowsim.engine.plan import Plan, largest_graph
+from ray_knowsim.engine.progress import Counts, Display, progress_actor
+from ray_knowsim.engine.results import Marker, RunDir
+from ray_knowsim.engine.scoring import score_run
+from ray_knowsim.score.store import RunScores
+from ray_knowsim.sim.types import ShardContext
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    run_id: str
+    config_hash: str
+    n_sessions: int
+    n_ok: int
+    n_failed: int
+    skipped_shards: int  # committed before this invocation and left alone
+    ran_shards: int
+    incomplete: dict[str, str] = field(default_factory=dict)  # shard id -> why it did not finish
+    tables: dict[str, Any] = field(default_factory=dict)
+    llm: dict[str, Any] = field(default_factory=dict)  # this invocation's calls/tokens per role (Accounting.to_dict)
+    scores: dict[str, Any] = field(default_factory=dict)  # the scoring stage of this invocation
+    seconds: float = 0.0
+
+    @property
+    def status(self) -> str:
+        if self.incomplete:
+            return "incomplete"
+        return "ok" if self.n_failed == 0 else "ok_with_failed_sessions"
+
+
+@contextmanager
+def ray_session(address: str | None, cfg: RunConfig, quiet: bool) -> Iterator[bool]:
+    """Join ``address`` (or RAY_ADDRESS), else start a local Ray and stop it afterwards.
+    Yields whether this process started Ray."""
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    started = False
+    from ray.data import DataContext
+
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # no per-dataset INFO lines on the terminal
+    logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)  # "progress bars disabled"
+    if ray.is_initialized():
+        DataContext.get_current().enable_progress_bars = False
+        yield False  # an embedding process (tests, notebooks) owns Ray
+        return
+    if address:
+        ray.init(address=address, logging_level="WARNING", log_to_driver=not quiet)
+    else:
+        choose_auth_mode()  # token auth, chosen (Ray's default) rather than defaulted with a warning
+        ray.init(
+            address="local",
+            num_cpus=cfg.engine.num_cpus,
+            object_store_memory=cfg.engine.object_store_mb * 2**20,
+            include_dashboard=False,
+            logging_level="WARNING",
+            log_to_driver=not quiet,
+        )
+        started = True
+    try:
+        DataContext.get_current().enable_progress_bars = False
+        yield started
+    finally:
+        ray.shutdown()
+
+
+def pending_work(plan: Plan, committed: dict[str, Marker]) -> tuple[list[tuple[int, set[str] | None, Marker | None]], int, int]:
+    """(shards to run, with the failed-session subset for partial reruns; sessions already ok;
+    shards skipped)."""
+    todo = []
+    ok = 0
+    skipped = 0
+    for k in range(plan.n_shards):
+        marker = committed.get(f"shard-{k:06d}")
+        if marker is None:
+            todo.append((k, None, None))
+            continue
+        if marker.session_ids != plan.shard_session_ids(k):
+            todo.append((k, None, None))  # planned differently (should not happen with an equal hash)
+            continue
+        ok += marker.n_ok
+        if marker.failed:
+            todo.append((k, set(marker.failed), marker))
+        else:
+            skipped += 1
+    return todo, ok, skipped
+
+
+def write_run_tables(run_dir: RunDir, markers: dict[str, Marker]) -> dict[str, Any]:
+    """Reduce the committed sessions (with the primary score set joined in) to the run's tables
+    and write them to ``tables/``: after a run, and after ``score --primary`` switches the set."""
+    from ray_knowsim.engine.reduce import aggregate_cells, build_tables, write_tables
+    from ray_knowsim.io.cost import cost_tables
+
+    files = run_dir.data_files("sessions", markers.values())
+    scores = RunScores.load(run_dir.root)
+    tables = build_tables(aggregate_cells(files, scores=scores))
+    tables.update(cost_tables(files, scores.attach if scores.sets else None))
+    write_tables(tables, run_dir.tables)
+    return tables
+
+
+def run(
+    cfg: RunConfig,
+    *,
+    address: str | None = None,
+    output: str | Path | None = None,
+    quiet: bool = False,
+    overwrite: bool = False,
+    config_file: str | None = None,
+    print_tables: bool = True,
+    tables: bool = True,
+    console: Any = None,
+) -> RunOutcome:
+    """Run (or resume) ``cfg`` to completion; see the module docstring."""
+    t0 = time.perf_counter()
+    plan, run_dir, run_id, config_hash, inputs = prepare(cfg, output, overwrite)
+    run_dir.create()
+    manifest = open_manifest(
+        run_dir, run_id=run_id, name=cfg.name, config_hash=config_hash, config=cfg.public_dict(),
+        config_file=config_file, secret_env=secret_env_names(cfg), run_seed=cfg.seed, plan=plan.summary(),
+        address=address or os.environ.get("RAY_ADDRESS"), backends=model_backends(cfg), test_doubles=test_double_roles(cfg), base_dir=str(cfg.base_dir),
+        replaced_shard_fn=None if cfg.engine.shard_fn == DEFAULT_SHARD_FN else cfg.engine.shard_fn,
+        roles={"settings": {r: asdict(s) for r, s in cfg.role_settings().items()},
+               "warnings": cfg.budget_warnings(largest_graph(inputs.graphs))},
+        hashed=cfg.hash_payload(),  # a refused resume names the fields that changed
+    )
+    committed = run_dir.markers(config_hash)
+    run_dir.collect_garbage(committed.values())
+    todo, already_ok, skipped = pending_work(plan, committed)
+    display = Display(plan.n_sessions, already_ok, plan.n_shards, quiet=quiet, console=console)
+    display.shards_done = skipped
+    outcome = RunOutcome(run_dir.root, run_id, config_hash, plan.n_sessions, 0, 0, skipped, len(todo))
+    status = "failed"
+    try:
+        with ray_session(address, cfg, quiet), _pools() as pools:
+            vplan = place_models(cfg)  # before anything starts: raises when a model cannot be placed
+            if vplan.grouped:  # shards ordered and cut by condition group; pools start/stop per group
+                plan = placed_plan(cfg, inputs, plan, vplan)
+                todo, already_ok, skipped = pending_work(plan, committed)
+                display.already, display.n_shards, display.shards_done = already_ok, plan.n_shards, skipped
+                outcome.skipped_shards, outcome.ran_shards = skipped, len(todo)
+            if todo:
+                display.log(f"run {run_id}: {plan.n_sessions} sessions in {plan.n_shards} shards; "
+                            f"{skipped} shards committed before, {len(todo)} to run -> {run_dir.root}")
+                unseen = nodes_not_seeing(run_dir)
+                if unseen:
+                    raise RunError(f"the run directory {run_dir.root} is not visible from nodes {unseen}: workers write "
+                                   "their results there, so it must be on storage every node mounts (see docs/cluster.md)")
+                outcome.incomplete, outcome.llm = _run_groups(cfg, plan, inputs, run_dir, make_context(cfg, run_id, config_hash),
+                                                              todo, display, pools)
+            else:
+                display.log(f"run {run_id}: all {plan.n_shards} shards already committed -> {run_dir.root}")
+            if cfg.roles.judge is not None and run_dir.markers(config_hash):
+                # the judges are a stage of their own over the committed transcripts (engine/scoring.py)
+                scored = score_run(cfg, run_dir.root, inputs=inputs, pools=pools,  # a running judge pool is reused
+                                   config_hash=config_hash)
+                outcome.llm = {**outcome.llm, **scored.llm}  # the judge's calls are this invocation's too
+                outcome.scores = {"name": scored.name, "scored_shards": scored.scored_shards,
+                                  "skipped_shards": scored.skipped_shards, "judge_errors": scored.n_errors, "llm": scored.llm}
+            final = run_dir.markers(config_hash)
+            outcome.n_ok = sum(m.n_ok for m in final.values())
+            outcome.n_failed = sum(len(m.failed) for m in final.values())
+            if tables and final:
+                outcome.tables = write_run_tables(run_dir, final)
+        status = outcome.status
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        outcome.seconds = time.perf_counter() - t0
+        close_manifest(run_dir, manifest, status, {
+            "sessions": outcome.n_sessions, "ok": outcome.n_ok, "failed": outcome.n_failed,
+            "incomplete_shards": sorted(outcome.incomplete), "seconds": round(outcome.seconds, 2), "llm": outcome.llm,
+            "scores": outcome.scores,
+        })
+    if outcome.tables and print_tables and not quiet:
+        from ray_knowsim.engine.reduce import print_tables as show
+
+        show(outcome.tables, display.console)
+    return outcome
+
+
+@contextmanager
+def _pools() -> Iterator[dict[str, Any]]:
+    """The driver's engine pools by model key; every one is shut down (engines, GPU memory,
+    placement groups) however the run ends."""
+    pools: dict[str, Any] = {}
+    try:
+        yield pools
+    finally:
+        shutdown_pools(pools)
+
+
+def _run_groups(cfg: RunConfig, plan: Plan, inputs: Any, run_dir: RunDir, ctx: ShardContext,
+                todo: list[tuple[int, set[str] | None, Marker | None]], display: Display,
+                pools: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+    """Run the shards group by group; the engine pools a group needs are started before it and
+    the ones it does not need are stopped (the role models' pools stay up across groups)."""
+    from ray_knowsim.llm.accounting import Accounting
+
+    incomplete: dict[str, str] = {}
+    acc = Accounting()
+    by_name = {c.name: c for c in plan.conditions}
+    roles = {getattr(cfg.roles, r).model for r in ("user_sim", "extractor", "judge") if getattr(cfg.roles, r) is not None}
+    for g, conds in enumerate(plan.condition_groups):
+        work = [t for t in todo if plan.shard_group(t[0]) == g]
+        if not work:
+            continue
+        keys = roles | {by_name[c].assistant for c in conds}
+        if len(plan.condition_groups) > 1:
+            display.log(f"group {g}/{len(plan.condition_groups)}: conditions {conds}; models {sorted(keys)}")
+            shutdown_pools(pools, [k for k in list(pools) if k not in keys])
+        models = build_models(cfg, inputs.graphs, str(run_dir.cache), wait_s=900, keys=keys, pools=pools)
+        inc, llm = _fan_out(cfg, plan, run_dir, models, ctx, work, display)
+        incomplete.update(inc)
+        acc.merge(Accounting.from_dict(llm))
+    return incomplete, acc.to_dict()
+
+
+def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx: ShardContext,
+             todo: list[tuple[int, set[str] | None, Marker | None]], display: Display) -> tuple[dict[str, str], dict[str, Any]]:
+    """Submit shard tasks in a bounded window; collect summaries. Returns the shards that did not
+    finish (id -> why) and the LLM accounting of the finished ones."""
+    import ray
+
+    from ray_knowsim.engine.worker import execute_shard
+
+    eng = cfg.engine
+    task = ray.remote(execute_shard)
+    options = dict(num_cpus=eng.shard_cpus, max_retries=eng.shard_retries, retry_exceptions=False)
+    models_ref, ctx_ref = ray.put(models), ray.put(ctx)
+    board = progress_actor()
+    queue = deque(todo)
+    pending: dict[Any, str] = {}
+    totals = Counts()
+    incomplete: dict[str, str] = {}
+    window = _window(eng)
+    last_poll = last_window = 0.0
+    snapshots: dict[str, dict[str, Any]] = {}
+    with display:
+        while queue or pending:
+            now = time.monotonic()
+            if now - last_window > 10:
+                window, last_window = _window(eng), now
+            while queue and len(pending) < window:
+                k, only, prev = queue.popleft()
+                spec = plan.shard(k, only)
+                ref = task.options(name=f"ray-knowsim {spec.shard_id}", **options).remote(
+                    spec, models_ref, ctx_ref, str(run_dir.root), eng.shard_fn, eng.shard_fn_options,
+                    prev.to_dict() if prev else None, board,
+                )
+                pending[ref] = spec.shard_id
+            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.25, fetch_local=False)
+            for ref in ready:
+                shard_id = pending.pop(ref)
+                board.drop.remote(shard_id)
+                snapshots.pop(shard_id, None)
+                try:
+                    summary = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - a shard failure must not stop the others
+                    incomplete[shard_id] = _short_error(exc)
+                    display.warn(f"{shard_id} did not finish: {incomplete[shard_id]}")
+                    continue
+                display.shards_done += 1
+                totals.add(Counts(summary["sessions"], summary["new_failed"], summary["turns"], summary["accounting"]))
+            if time.monotonic() - last_poll >= 0.5 or not pending:
+                last_poll = time.monotonic()
+                try:
+                    snapshots = ray.get(board.snapshot.remote(), timeout=5)
+                except Exception as exc:  # noqa: BLE001 - display only: the run goes on, the numbers lag
+                    display.warn(f"progress board not reachable ({type(exc).__name__}: {exc}); the display may lag")
+                shown = Counts(totals.sessions, totals.failed, totals.turns, dict(totals.accounting))
+                live = 0
+                for sid, snap in snapshots.items():
+                    if sid in pending.values():
+                        shown.add(Counts.from_dict(snap))
+                        live += int(snap.get("live", 0))
+                display.update(shown, live)
+        display.update(totals, 0)
+    if not display.interactive and not display.quiet:
+        print(display.line(totals), flush=True)
+    ray.kill(board)
+    return incomplete, totals.accounting
+
+
+def nodes_not_seeing(run_dir: RunDir) -> list[str]:
+    """Addresses of CPU nodes that cannot read a probe file the driver just wrote in the run
+    directory (an unshared output path on a multi-node cluster). One node: nothing to check."""
+    import secrets
+
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
+    if len(nodes) <= 1:
+        return []
+    token = secrets.token_hex(8)
+    probe = run_dir.tmp / f"probe-{token}"
+    probe.write_text(token)
+
+    def sees(path: str, expected: str) -> bool:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return fh.read() == expected
+        except OSError:
+            return False
+
+    task = ray.remote(num_cpus=0)(sees)
+    try:
+        refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(str(probe), token)
+                for n in nodes]
+        seen = ray.get(refs, timeout=300)
+    finally:
+        probe.unlink(missing_ok=True)
+    return [n.get("NodeManagerAddress", n["NodeID"]) for n, ok in zip(nodes, seen) if not ok]
+
+
+def _window(eng) -> int:
+    """How many shard tasks to keep submitted: twice what the cluster can run at once (so no
+    worker idles between shards, and an autoscaler sees pending work), or the configured cap."""
+    import ray
+
+    if eng.max_concurrent_shards:
+        return eng.max_concurrent_shards
+    cpus = float(ray.cluster_resources().get("CPU", 1.0))
+    return max(2, 2 * int(cpus / eng.shard_cpus))
+
+
+def _short_error(exc: BaseException) -> str:
+    """The last line of a Ray task error (the exception itself), not the whole traceback."""
+    text = str(exc).strip().splitlines()
+    cause = getattr(exc, "cause", None)
+    if cause is not None:
+        return f"{type(cause).__name__}: {cause}".splitlines()[0][:500]
+    lines = [ln for ln in text if ln.strip()]
+    return (lines[-1] if lines else type(exc).__name__)[:500] if text else "".join(traceback.format_exception_only(exc)).strip()
+
+
+__all__ = ["RunOutcome", "pending_work", "ray_session", "run", "write_run_tables"]
