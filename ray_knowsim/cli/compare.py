@@ -7,7 +7,12 @@ the level-marginal ("all"). Also the bootstrap probability that each condition i
 minimum detectable effect at the run's n. Several run directories merge when their items, levels,
 rules and learner simulator agree; otherwise the first difference is reported and the exit code is 2.
 
-Writes DIR/paired, best, mde, leaderboard (.parquet + .csv), DIR/leaderboard.html, DIR/compare.json.
+Failure rates per condition and level are written beside them (failures); a pair of conditions
+whose failure rates differ (Fisher's exact test, p < alpha and >= 5 points apart) is warned about:
+their means are over different sets of cells.
+
+Writes DIR/paired, best, mde, leaderboard, failures, failure_gaps (.parquet + .csv),
+DIR/leaderboard.html, DIR/compare.json.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ def main(args: argparse.Namespace) -> int:
     except (IncompatibleRuns, RunDirError, ValueError) as exc:
         print(f"ray-knowsim compare: {exc}", file=sys.stderr)
         return 2
+    for line in result.warnings:
+        print(f"warning: failure rates differ: {line}", file=sys.stderr)
     paired = result.tables["paired"]
     sig = paired[paired["significant"]]
     print(f"compared {len(args.runs)} run(s), {len(result.conditions)} conditions: "

@@ -2,8 +2,11 @@
 
 Without an address it starts a local Ray on this machine and stops it at the end; with
 ``--address auto`` (or RAY_ADDRESS, which ``ray job submit`` sets) it joins a cluster. Re-running
-the same command into the same output directory resumes: committed shards are skipped, failed
-sessions redone. Exit codes: 0 all sessions ok, 1 some sessions failed or shards did not finish
+the same command into the same output directory resumes, per session: committed sessions are
+skipped, sessions that failed for the infrastructure (transport, engine, limiter) are rerun, and
+sessions that failed on the model's answer (unreadable, truncated, empty) stay results unless
+``--rerun-model-failures`` asks otherwise (each rerun is recorded on its row). Exit codes: 0 all
+sessions ok, 1 some sessions failed or shards did not finish
 (re-run to resume), 2 bad config or inputs.
 """
 
@@ -24,6 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="override a config value (YAML value), e.g. --set trials=2 --set engine.shard_size=8")
     p.add_argument("--quiet", "-q", action="store_true", help="no live progress or tables; a final summary line only")
     p.add_argument("--overwrite", action="store_true", help="discard results already in the run directory")
+    p.add_argument("--rerun-model-failures", action="store_true",
+                   help="on resume, also rerun sessions that failed on the model's answer (unreadable, truncated, empty); "
+                        "by default only infrastructure failures are rerun. Each rerun is a new draw, recorded on its row")
     p.add_argument("--dry-run", action="store_true",
                    help="call no model, write no session: estimate requests, tokens, cost and wall time into RUN_DIR/estimate.json")
     p.add_argument("--from-run", default=None, metavar="DIR",
@@ -63,7 +69,8 @@ def main(args: argparse.Namespace) -> int:
         return 0
     try:
         outcome = run(cfg, address=args.address, output=args.output, quiet=args.quiet,
-                      overwrite=args.overwrite, config_file=str(args.config))
+                      overwrite=args.overwrite, config_file=str(args.config),
+                      rerun_model_failures=args.rerun_model_failures)
     except (RunError, ManifestMismatch) as exc:
         print(f"ray-knowsim run: {exc}", file=sys.stderr)
         return 2

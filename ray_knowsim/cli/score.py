@@ -36,7 +36,8 @@ def register(sub: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from ray_knowsim.engine.config import ConfigError, parse_run_config
     from ray_knowsim.engine.manifest import read_manifest
-    from ray_knowsim.engine.results import RunDir
+    from ray_knowsim.io.commits import RunDir
+    from ray_knowsim.io.rundir import RunReader
     from ray_knowsim.engine.runner import ray_session, write_run_tables
     from ray_knowsim.score.store import ScoreDir
     from ray_knowsim.engine.scoring import ScoreError, score_run
@@ -56,7 +57,7 @@ def main(args: argparse.Namespace) -> int:
                             judges=[j for j in args.judges.split(",") if j], shard_concurrency=args.shard_concurrency)
             if args.primary:
                 ScoreDir(rd.root, out.name).make_primary()
-                write_run_tables(rd, rd.markers(config_hash))
+                write_run_tables(rd, RunReader.open(rd.root, config_hash))
     except (ConfigError, ScoreError, PluginImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
+from ray_knowsim.compare.failures import failure_counts, failure_gaps, gap_warnings
 from ray_knowsim.compare.leaderboard import leaderboard, render_html
 from ray_knowsim.compare.paired import CompareOptions, analyse, pick_metrics
 from ray_knowsim.compare.runs import load_runs, merged_sessions
 
-TABLES = ("paired", "best", "mde", "leaderboard")
+TABLES = ("paired", "best", "mde", "leaderboard", "failures", "failure_gaps")
 
 
 @dataclass
@@ -21,6 +22,7 @@ class CompareResult:
     out_dir: Path
     tables: dict[str, pd.DataFrame]
     conditions: list[str]
+    warnings: list[str] = field(default_factory=list)  # conditions failing at rates that bias the comparison
 
 
 def default_metrics(sessions: pd.DataFrame) -> list[str]:
@@ -45,6 +47,9 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
     tables = analyse(sessions, conditions, opts)
     runs_of = {c: r.label for r in runs for c in r.conditions}
     tables["leaderboard"] = leaderboard(tables["best"], runs_of)
+    tables["failures"] = failure_counts(pd.concat([r.outcomes for r in runs], ignore_index=True))
+    tables["failure_gaps"] = failure_gaps(tables["failures"], conditions, alpha=alpha)
+    warnings = gap_warnings(tables["failure_gaps"])
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name in TABLES:
@@ -56,6 +61,9 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
         f"Tests: exact sign test on matched cells, Holm-corrected over "
         f"{'the whole comparison' if family == 'run' else 'each (task, level, metric)'} at alpha {alpha}; "
         f"{n_boot} bootstrap replicates, seed {seed}.",
+        "Failure rates per condition and level are in failures.csv; a pair whose rates differ (Fisher's exact test, "
+        f"p < {alpha}, and at least 5 points apart) is compared over different sets of cells: "
+        + ("; ".join(warnings) if warnings else "no such pair."),
     ]
     (out / "leaderboard.html").write_text(render_html(tables["leaderboard"], tables["paired"], metrics, "KnowSim leaderboard", notes),
                                           encoding="utf-8")
@@ -63,6 +71,9 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
             "options": opts.model_dump(), "family": ("every paired row of the comparison" if family == "run" else "per (task, knowledge_level, metric): its condition pairs"),
             "test": "exact two-sided sign test on matched cells (level-marginal: per (item, trial), mean over levels)",
             "ci": "percentile cluster bootstrap over items; *_adj: mean_diff -/+ z(1 - (1 - ci_level) / (2 family_size)) * bootstrap SE",
-            "mde": "(z(1 - alpha/2) + z(power)) * bootstrap SE; mde_holm with alpha / family_size"}
+            "mde": "(z(1 - alpha/2) + z(power)) * bootstrap SE; mde_holm with alpha / family_size",
+            "failure_gaps": "Fisher's exact two-sided test on (failed, ok) x (a, b) per (task, level); biased when "
+                            f"p < {alpha} and the rates differ by >= 0.05 (p unadjusted)",
+            "warnings": warnings}
     (out / "compare.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
-    return CompareResult(out, tables, conditions)
+    return CompareResult(out, tables, conditions, warnings)

@@ -17,7 +17,8 @@ from typing import Any, Sequence
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
-from ray_knowsim.io.rundir import RunDirError, open_run, scan
+from ray_knowsim.compare.failures import OUTCOME_COLUMNS
+from ray_knowsim.io.rundir import RunDirError, open_run
 from ray_knowsim.score.store import RunScores
 
 #: session columns compare reads (metrics beyond these are read when asked for)
@@ -46,6 +47,7 @@ class LoadedRun(BaseModel):
     identity: RunIdentity
     conditions: list[str]
     sessions: Any  # pandas DataFrame of ok sessions (label-qualified condition in "condition")
+    outcomes: Any = None  # every session's task, level, condition (label-qualified), status, failure class, error
 
 
 def _model_identity(models: dict[str, Any], key: str | None) -> dict[str, Any]:
@@ -116,33 +118,32 @@ def load_runs(paths: Sequence[str | Path], metrics: Sequence[str] = ()) -> list[
     paths = [str(p) for p in paths]
     labels = _labels(paths)
     out = []
-    want = list(dict.fromkeys([*BASE_COLUMNS, *DEFAULT_METRICS, *metrics, "cost_usd", "turns"]))
+    want = list(dict.fromkeys([*BASE_COLUMNS, *DEFAULT_METRICS, *metrics, "cost_usd", "turns", "failure_class", "error"]))
     for path, label in zip(paths, labels):
         run = open_run(path)
-        batches = list(scan(run.sessions, want))
-        if not batches:
-            raise RunDirError(f"{path}/sessions holds no rows")
-        import pyarrow as pa
-
-        table = pa.Table.from_batches(batches)
-        scores = RunScores.load(path)  # the judges' columns (IQ, ...) live in scores/, joined here
+        table = run.sessions.read(want)
+        if table.num_rows == 0:
+            raise RunDirError(f"{path}/sessions holds no committed rows")
+        scores = RunScores.load(path, run)  # the judges' columns (IQ, ...) live in scores/, joined here
         df = (scores.attach(table) if scores.sets else table).to_pandas()
         if "judge_cost_usd" in df.columns and "cost_usd" in df.columns:  # the judge's spend is the session's too
             df["cost_usd"] = df["cost_usd"] + df["judge_cost_usd"].fillna(0.0)
-        try:
-            manifest = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise RunDirError(f"{path} has no manifest.json (is it a run directory?)") from None
+        manifest = run.manifest
+        if manifest is None:
+            raise RunDirError(f"{path} has no manifest.json (is it a run directory?)")
         ok = df[df["status"] == "ok"].copy()
         ok["match"] = [hashlib.sha1(json.dumps([int(x) for x in s]).encode()).hexdigest()[:12] for s in ok["initial_states"]]
         ok = ok.drop(columns=["initial_states"])
         ok["run"] = label
         ok["base_condition"] = ok["condition"]
         conditions = [c for c in dict.fromkeys(df["condition"])]
-        out.append(LoadedRun(path=path, label=label, identity=run_identity(manifest, df), conditions=conditions, sessions=ok))
+        outcomes = df[[c for c in OUTCOME_COLUMNS if c in df.columns]].copy()
+        out.append(LoadedRun(path=path, label=label, identity=run_identity(manifest, df), conditions=conditions, sessions=ok,
+                             outcomes=outcomes))
     if len(out) > 1:
         for r in out:
             r.sessions["condition"] = r.label + "/" + r.sessions["base_condition"].astype(str)
+            r.outcomes["condition"] = r.label + "/" + r.outcomes["condition"].astype(str)
             r.conditions = [f"{r.label}/{c}" for c in r.conditions]
     return out
 

@@ -7,10 +7,13 @@ runs the simulation loop for all its sessions (``engine.shard_fn``, by default
 does is the execute layer (:mod:`ray_knowsim.engine.worker`); what the driver derives from the
 config before any task starts is the build layer (:mod:`ray_knowsim.engine.build`).
 
-Resume: shards with a commit marker of this config hash are skipped; committed shards with
-failed sessions are rerun for those sessions only; everything else runs. A worker that dies is
-retried by Ray (``engine.shard_retries``); a shard that still cannot finish is reported and left
-for the next invocation of the same command.
+Resume is per session (engine/resume.py): committed sessions are skipped, infra failures rerun,
+model failures kept unless ``rerun_model_failures``; the plan's cut may differ from the last
+invocation's. Workers commit finished sessions in small steps (engine/worker.py), so a crash
+loses only the sessions in flight. A marker that cannot be read stops the run before anything
+is cleaned up. A worker that dies is retried by Ray (``engine.shard_retries``; the retry runs only
+what is not committed); a shard that still cannot finish is reported and left for the next
+invocation of the same command.
 """
 
 from __future__ import annotations
@@ -32,7 +35,11 @@ from ray_knowsim.engine.manifest import close_manifest, open_manifest
 from ray_knowsim.engine.models import ModelSet, build_models, model_backends, secret_env_names, shutdown_pools, test_double_roles
 from ray_knowsim.engine.plan import Plan, largest_graph
 from ray_knowsim.engine.progress import Counts, Display, progress_actor
-from ray_knowsim.engine.results import Marker, RunDir
+from ray_knowsim.engine.resume import Attempt, ResumePolicy, Work, plan_work
+from ray_knowsim.engine.worker import CommitPolicy, execute_shard
+from ray_knowsim.io.commits import RunDir, collect_garbage
+from ray_knowsim.io.rundir import RunDirError, RunReader
+from ray_knowsim.model.failures import INFRA, MODEL
 from ray_knowsim.engine.scoring import score_run
 from ray_knowsim.score.store import RunScores
 from ray_knowsim.sim.types import ShardContext
@@ -45,12 +52,13 @@ class RunOutcome:
     n_sessions: int
     n_ok: int
     n_failed: int
-    skipped_shards: int  # committed before this invocation and left alone
-    ran_shards: int
+    skipped_shards: int  # shards of the plan with nothing left to run
+    ran_shards: int  # shard tasks this invocation submitted
     incomplete: dict[str, str] = field(default_factory=dict)  # shard id -> why it did not finish
     tables: dict[str, Any] = field(default_factory=dict)
     llm: dict[str, Any] = field(default_factory=dict)  # this invocation's calls/tokens per role (Accounting.to_dict)
     scores: dict[str, Any] = field(default_factory=dict)  # the scoring stage of this invocation
+    resume: dict[str, Any] = field(default_factory=dict)  # what this invocation found and reran (Work.to_dict)
     seconds: float = 0.0
 
     @property
@@ -97,38 +105,30 @@ def ray_session(address: str | None, cfg: RunConfig, quiet: bool) -> Iterator[bo
         ray.shutdown()
 
 
-def pending_work(plan: Plan, committed: dict[str, Marker]) -> tuple[list[tuple[int, set[str] | None, Marker | None]], int, int]:
-    """(shards to run, with the failed-session subset for partial reruns; sessions already ok;
-    shards skipped)."""
-    todo = []
-    ok = 0
-    skipped = 0
-    for k in range(plan.n_shards):
-        marker = committed.get(f"shard-{k:06d}")
-        if marker is None:
-            todo.append((k, None, None))
-            continue
-        if marker.session_ids != plan.shard_session_ids(k):
-            todo.append((k, None, None))  # planned differently (should not happen with an equal hash)
-            continue
-        ok += marker.n_ok
-        if marker.failed:
-            todo.append((k, set(marker.failed), marker))
-        else:
-            skipped += 1
-    return todo, ok, skipped
+def open_committed(run_dir: RunDir, config_hash: str) -> RunReader:
+    """The run directory's commits, read before anything else happens: a marker that cannot be
+    read stops the run here, with its file named, before any clean-up could touch its files."""
+    try:
+        return RunReader.open(run_dir.root, config_hash)
+    except RunDirError as exc:
+        raise RunError(str(exc)) from exc
 
 
-def write_run_tables(run_dir: RunDir, markers: dict[str, Marker]) -> dict[str, Any]:
-    """Reduce the committed sessions (with the primary score set joined in) to the run's tables
+def pending_work(plan: Plan, reader: RunReader, policy: ResumePolicy) -> Work:
+    """The sessions left to run under ``plan`` (see engine/resume.py for the rule)."""
+    return plan_work(plan, reader.entries(), policy)
+
+
+def write_run_tables(run_dir: RunDir, reader: RunReader | None = None) -> dict[str, Any]:
+    """Reduce the counted sessions (with the primary score set joined in) to the run's tables
     and write them to ``tables/``: after a run, and after ``score --primary`` switches the set."""
     from ray_knowsim.engine.reduce import aggregate_cells, build_tables, write_tables
     from ray_knowsim.io.cost import cost_tables
 
-    files = run_dir.data_files("sessions", markers.values())
-    scores = RunScores.load(run_dir.root)
-    tables = build_tables(aggregate_cells(files, scores=scores))
-    tables.update(cost_tables(files, scores.attach if scores.sets else None))
+    reader = reader if reader is not None else RunReader.open(run_dir.root)
+    scores = RunScores.load(run_dir.root, reader)
+    tables = build_tables(aggregate_cells(reader.sessions.files, scores=scores))
+    tables.update(cost_tables(reader.sessions, scores.attach if scores.sets else None))
     write_tables(tables, run_dir.tables)
     return tables
 
@@ -144,11 +144,13 @@ def run(
     print_tables: bool = True,
     tables: bool = True,
     console: Any = None,
+    rerun_model_failures: bool = False,
 ) -> RunOutcome:
     """Run (or resume) ``cfg`` to completion; see the module docstring."""
     t0 = time.perf_counter()
     plan, run_dir, run_id, config_hash, inputs = prepare(cfg, output, overwrite)
     run_dir.create()
+    committed = open_committed(run_dir, config_hash)  # before the manifest is touched: nothing changes on doubt
     manifest = open_manifest(
         run_dir, run_id=run_id, name=cfg.name, config_hash=config_hash, config=cfg.public_dict(),
         config_file=config_file, secret_env=secret_env_names(cfg), run_seed=cfg.seed, plan=plan.summary(),
@@ -158,43 +160,57 @@ def run(
                "warnings": cfg.budget_warnings(largest_graph(inputs.graphs))},
         hashed=cfg.hash_payload(),  # a refused resume names the fields that changed
     )
-    committed = run_dir.markers(config_hash)
-    run_dir.collect_garbage(committed.values())
-    todo, already_ok, skipped = pending_work(plan, committed)
-    display = Display(plan.n_sessions, already_ok, plan.n_shards, quiet=quiet, console=console)
-    display.shards_done = skipped
-    outcome = RunOutcome(run_dir.root, run_id, config_hash, plan.n_sessions, 0, 0, skipped, len(todo))
+    garbage = collect_garbage(run_dir.root, committed.all_commits, committed.index)
+    if garbage.superseded_commits:  # their rows are outranked: re-read what counts
+        committed = open_committed(run_dir, config_hash)
+    policy = ResumePolicy(rerun_model_failures=rerun_model_failures, max_attempts=cfg.engine.max_session_attempts)
+    work = pending_work(plan, committed, policy)
+    display = Display(plan.n_sessions, work.committed, plan.n_shards, quiet=quiet, console=console)
+    display.shards_done = work.skipped_shards
+    outcome = RunOutcome(run_dir.root, run_id, config_hash, plan.n_sessions, 0, 0, work.skipped_shards, len(work.shards))
     status = "failed"
     try:
         with ray_session(address, cfg, quiet), _pools() as pools:
             vplan = place_models(cfg)  # before anything starts: raises when a model cannot be placed
             if vplan.grouped:  # shards ordered and cut by condition group; pools start/stop per group
                 plan = placed_plan(cfg, inputs, plan, vplan)
-                todo, already_ok, skipped = pending_work(plan, committed)
-                display.already, display.n_shards, display.shards_done = already_ok, plan.n_shards, skipped
-                outcome.skipped_shards, outcome.ran_shards = skipped, len(todo)
-            if todo:
+                work = pending_work(plan, committed, policy)  # per session: the new cut redoes nothing
+                display.already, display.n_shards, display.shards_done = work.committed, plan.n_shards, work.skipped_shards
+                outcome.skipped_shards, outcome.ran_shards = work.skipped_shards, len(work.shards)
+                manifest["plan"] = plan.summary()
+                manifest["invocations"][-1]["plan"] = plan.fingerprint
+            outcome.resume = work.to_dict()
+            if work.exhausted:
+                display.warn(f"{len(work.exhausted)} failed session(s) ran {policy.max_attempts} times and are not rerun "
+                             f"(engine.max_session_attempts), e.g. {work.exhausted[0]}")
+            if work.kept[MODEL] and not rerun_model_failures:
+                display.log(f"{work.kept[MODEL]} session(s) failed on the model's answer and stay results "
+                            "(rerun them with --rerun-model-failures)")
+            if work.shards:
                 display.log(f"run {run_id}: {plan.n_sessions} sessions in {plan.n_shards} shards; "
-                            f"{skipped} shards committed before, {len(todo)} to run -> {run_dir.root}")
+                            f"{work.committed} committed before, {work.sessions} to run in {len(work.shards)} shards "
+                            f"(new {work.new}, rerun infra {work.rerun[INFRA]}, model {work.rerun[MODEL]}) -> {run_dir.root}")
                 unseen = nodes_not_seeing(run_dir)
                 if unseen:
                     raise RunError(f"the run directory {run_dir.root} is not visible from nodes {unseen}: workers write "
                                    "their results there, so it must be on storage every node mounts (see docs/cluster.md)")
                 outcome.incomplete, outcome.llm = _run_groups(cfg, plan, inputs, run_dir, make_context(cfg, run_id, config_hash),
-                                                              todo, display, pools)
+                                                              work, display, pools)
             else:
-                display.log(f"run {run_id}: all {plan.n_shards} shards already committed -> {run_dir.root}")
-            if cfg.roles.judge is not None and run_dir.markers(config_hash):
+                display.log(f"run {run_id}: nothing to run, all {plan.n_sessions} sessions committed -> {run_dir.root}")
+            final = open_committed(run_dir, config_hash)
+            if cfg.roles.judge is not None and len(final.index):
                 # the judges are a stage of their own over the committed transcripts (engine/scoring.py)
                 scored = score_run(cfg, run_dir.root, inputs=inputs, pools=pools,  # a running judge pool is reused
                                    config_hash=config_hash)
                 outcome.llm = {**outcome.llm, **scored.llm}  # the judge's calls are this invocation's too
                 outcome.scores = {"name": scored.name, "scored_shards": scored.scored_shards,
                                   "skipped_shards": scored.skipped_shards, "judge_errors": scored.n_errors, "llm": scored.llm}
-            final = run_dir.markers(config_hash)
-            outcome.n_ok = sum(m.n_ok for m in final.values())
-            outcome.n_failed = sum(len(m.failed) for m in final.values())
-            if tables and final:
+            planned = _planned_ids(plan, final)
+            entries = final.entries()
+            outcome.n_ok = sum(entries[sid].status == "ok" for sid in planned)
+            outcome.n_failed = sum(entries[sid].status != "ok" for sid in planned)
+            if tables and len(final.index):
                 outcome.tables = write_run_tables(run_dir, final)
         status = outcome.status
     except KeyboardInterrupt:
@@ -205,13 +221,21 @@ def run(
         close_manifest(run_dir, manifest, status, {
             "sessions": outcome.n_sessions, "ok": outcome.n_ok, "failed": outcome.n_failed,
             "incomplete_shards": sorted(outcome.incomplete), "seconds": round(outcome.seconds, 2), "llm": outcome.llm,
-            "scores": outcome.scores,
+            "scores": outcome.scores, "resume": {**outcome.resume, "rerun_model_failures": rerun_model_failures,
+                                                 "max_session_attempts": policy.max_attempts},
         })
     if outcome.tables and print_tables and not quiet:
         from ray_knowsim.engine.reduce import print_tables as show
 
         show(outcome.tables, display.console)
     return outcome
+
+
+def _planned_ids(plan: Plan, reader: RunReader) -> list[str]:
+    """The planned sessions with a counted row (a session of this config outside the plan — only a
+    shard function breaking its contract makes one — is not counted)."""
+    entries = reader.entries()
+    return [sid for k in range(plan.n_shards) for sid in plan.shard_session_ids(k) if sid in entries]
 
 
 @contextmanager
@@ -225,9 +249,8 @@ def _pools() -> Iterator[dict[str, Any]]:
         shutdown_pools(pools)
 
 
-def _run_groups(cfg: RunConfig, plan: Plan, inputs: Any, run_dir: RunDir, ctx: ShardContext,
-                todo: list[tuple[int, set[str] | None, Marker | None]], display: Display,
-                pools: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+def _run_groups(cfg: RunConfig, plan: Plan, inputs: Any, run_dir: RunDir, ctx: ShardContext, work: Work,
+                display: Display, pools: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
     """Run the shards group by group; the engine pools a group needs are started before it and
     the ones it does not need are stopped (the role models' pools stay up across groups)."""
     from ray_knowsim.llm.accounting import Accounting
@@ -237,34 +260,34 @@ def _run_groups(cfg: RunConfig, plan: Plan, inputs: Any, run_dir: RunDir, ctx: S
     by_name = {c.name: c for c in plan.conditions}
     roles = {getattr(cfg.roles, r).model for r in ("user_sim", "extractor", "judge") if getattr(cfg.roles, r) is not None}
     for g, conds in enumerate(plan.condition_groups):
-        work = [t for t in todo if plan.shard_group(t[0]) == g]
-        if not work:
+        here = {k: a for k, a in work.shards.items() if plan.shard_group(k) == g}
+        if not here:
             continue
         keys = roles | {by_name[c].assistant for c in conds}
         if len(plan.condition_groups) > 1:
             display.log(f"group {g}/{len(plan.condition_groups)}: conditions {conds}; models {sorted(keys)}")
             shutdown_pools(pools, [k for k in list(pools) if k not in keys])
         models = build_models(cfg, inputs.graphs, str(run_dir.cache), wait_s=900, keys=keys, pools=pools)
-        inc, llm = _fan_out(cfg, plan, run_dir, models, ctx, work, display)
+        inc, llm = _fan_out(cfg, plan, run_dir, models, ctx, here, display)
         incomplete.update(inc)
         acc.merge(Accounting.from_dict(llm))
     return incomplete, acc.to_dict()
 
 
 def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx: ShardContext,
-             todo: list[tuple[int, set[str] | None, Marker | None]], display: Display) -> tuple[dict[str, str], dict[str, Any]]:
+             todo: dict[int, dict[str, Attempt]], display: Display) -> tuple[dict[str, str], dict[str, Any]]:
     """Submit shard tasks in a bounded window; collect summaries. Returns the shards that did not
     finish (id -> why) and the LLM accounting of the finished ones."""
     import ray
 
-    from ray_knowsim.engine.worker import execute_shard
 
     eng = cfg.engine
     task = ray.remote(execute_shard)
     options = dict(num_cpus=eng.shard_cpus, max_retries=eng.shard_retries, retry_exceptions=False)
     models_ref, ctx_ref = ray.put(models), ray.put(ctx)
     board = progress_actor()
-    queue = deque(todo)
+    queue = deque(sorted(todo.items()))
+    policy = CommitPolicy(every=eng.commit_every, every_s=eng.commit_every_s)
     pending: dict[Any, str] = {}
     totals = Counts()
     incomplete: dict[str, str] = {}
@@ -277,11 +300,11 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
             if now - last_window > 10:
                 window, last_window = _window(eng), now
             while queue and len(pending) < window:
-                k, only, prev = queue.popleft()
-                spec = plan.shard(k, only)
+                k, attempts = queue.popleft()
+                spec = plan.shard(k, attempts, reseed={sid: a.attempt for sid, a in attempts.items() if a.reseed})
                 ref = task.options(name=f"ray-knowsim {spec.shard_id}", **options).remote(
                     spec, models_ref, ctx_ref, str(run_dir.root), eng.shard_fn, eng.shard_fn_options,
-                    prev.to_dict() if prev else None, board,
+                    {sid: a for sid, a in attempts.items() if a != Attempt()}, board, policy, plan.fingerprint,
                 )
                 pending[ref] = spec.shard_id
             ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.25, fetch_local=False)

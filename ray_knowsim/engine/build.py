@@ -23,7 +23,7 @@ from ray_knowsim.engine.backends import BACKENDS
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.models import check_secrets, used_model_keys
 from ray_knowsim.engine.plan import Plan, load_inputs
-from ray_knowsim.engine.results import RunDir
+from ray_knowsim.io.commits import RunDir
 from ray_knowsim.sim.session import SIMULATION_ROLES
 from ray_knowsim.sim.types import ShardContext
 
@@ -88,7 +88,7 @@ def prepare(cfg: RunConfig, output: str | Path | None = None, overwrite: bool = 
     if overwrite and run_dir.root.exists():
         import shutil
 
-        for sub in ("sessions", "turns", "shards", "tables", "scores", ".tmp"):  # the content-keyed LLM cache stays
+        for sub in ("sessions", "turns", "commits", "shards", "tables", "scores", ".tmp"):  # the content-keyed LLM cache stays
             shutil.rmtree(run_dir.root / sub, ignore_errors=True)
         run_dir.manifest.unlink(missing_ok=True)
     return plan, run_dir, run_id, config_hash, inputs

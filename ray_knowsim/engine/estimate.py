@@ -173,19 +173,20 @@ def prior_completions(cfg: RunConfig) -> CompletionModel:
 
 def completions_from_run(run_dir: str | Path) -> CompletionModel:
     """Per-request completion means from a previous run's session rows (and its manifest's latencies)."""
-    import pyarrow.dataset as ds
+    from ray_knowsim.io.rundir import RunReader
 
     path = Path(run_dir)
-    dataset = ds.dataset(path / "sessions", format="parquet")
+    run = RunReader.open(path)  # the counted rows only: each session once
+    dataset = run.sessions
     need = ["simulator", "assistant_strategy", "turns", "graph_size", "status", *(f"completion_tokens_{r}" for r in ROLES),
             *(f"prompt_tokens_{r}" for r in ROLES), *(f"cached_prompt_tokens_{r}" for r in ROLES)]
-    missing = [c for c in need if c not in dataset.schema.names]
+    missing = [c for c in need if c not in dataset.names]
     if missing:
         raise ValueError(f"{path}: session rows lack {missing[:3]}... (a run written before per-role token columns)")
     from ray_knowsim.score.store import RunScores
 
-    scores = RunScores.load(path)  # the judge's tokens live in scores/, joined onto the sessions
-    table = dataset.to_table(columns=["session_id", *need])
+    scores = RunScores.load(path, run)  # the judge's tokens live in scores/, joined onto the sessions
+    table = dataset.read(["session_id", *need])
     df = (scores.attach(table) if scores.sets else table).to_pandas()
     if df.empty:
         raise ValueError(f"{path}: no session rows")

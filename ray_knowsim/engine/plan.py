@@ -13,11 +13,13 @@ a million sessions costs the driver nothing but the items and graphs themselves.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
+import json
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.io.loaders import LoadError, load_graph_cache, load_init_cache, load_items
@@ -32,6 +34,12 @@ def derive_seed(run_seed: int, key: str) -> int:
     """A 31-bit seed from the run seed and a stable key (positive, fits every API's seed field)."""
     digest = hashlib.sha256(f"{run_seed}\x1f{key}".encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 33
+
+
+def rerun_seed(run_seed: int, session_id: str, attempt: int) -> int:
+    """The session seed of a rerun of a MODEL failure (attempt >= 2): a new draw, as reproducible
+    as the first (engine/resume.py says why the first seed is not reused)."""
+    return derive_seed(run_seed, f"{session_id}#attempt-{attempt}")
 
 
 def session_id(task: str, item_id: str, level: str, condition: str, trial: int) -> str:
@@ -205,11 +213,16 @@ class Plan:
     def shard_session_ids(self, index: int) -> list[str]:
         return [self.session_id(i) for i in self.shard_range(index)]
 
-    def shard(self, index: int, only: set[str] | None = None) -> ShardSpec:
-        """Shard ``index``; with ``only``, just those of its sessions (a rerun of failed ones)."""
+    def shard(self, index: int, only: Iterable[str] | None = None, reseed: Mapping[str, int] | None = None) -> ShardSpec:
+        """Shard ``index``; with ``only``, just those of its sessions (what is left to run);
+        ``reseed``: session id -> attempt, for reruns that draw a new seed (:func:`rerun_seed`)."""
         if not 0 <= index < self.n_shards:
             raise IndexError(index)
-        sessions = tuple(s for s in (self.session(i) for i in self.shard_range(index)) if only is None or s.session_id in only)
+        wanted = set(only) if only is not None else None
+        sessions = tuple(s for s in (self.session(i) for i in self.shard_range(index)) if wanted is None or s.session_id in wanted)
+        if reseed:
+            sessions = tuple(dataclasses.replace(s, seed=rerun_seed(self.run_seed, s.session_id, reseed[s.session_id]))
+                             if s.session_id in reseed else s for s in sessions)
         keys = {s.item_key for s in sessions}
         items = {item_key(t, it.id): it for t, it in self.units if item_key(t, it.id) in keys}
         return ShardSpec(
@@ -223,6 +236,13 @@ class Plan:
     def iter_sessions(self) -> Iterator[SessionSpec]:
         return (self.session(i) for i in range(self.n_sessions))
 
+    @property
+    def fingerprint(self) -> str:
+        """The cut of the plan (shard size, condition groups): recorded in the manifest and in every
+        commit marker. Resume is per session, so a different cut redoes and double-counts nothing."""
+        blob = json.dumps({"shard_size": self.shard_size, "condition_groups": self.condition_groups}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
     def summary(self) -> dict:
         tasks: dict[str, int] = {}
         for t, _ in self.units:
@@ -231,6 +251,7 @@ class Plan:
             "n_sessions": self.n_sessions,
             "n_shards": self.n_shards,
             "shard_size": self.shard_size,
+            "fingerprint": self.fingerprint,
             "items_per_task": tasks,
             "levels": self.levels,
             "conditions": [c.name for c in self.conditions],
@@ -239,4 +260,4 @@ class Plan:
         }
 
 
-__all__ = ["Condition", "Inputs", "Plan", "derive_seed", "load_inputs", "session_id", "shard_name"]
+__all__ = ["Condition", "Inputs", "Plan", "derive_seed", "load_inputs", "rerun_seed", "session_id", "shard_name"]

@@ -16,6 +16,12 @@ few cells:
 * ``failure_modes``: per (task, condition, level) the count and share of each failure mode
   (plus task "all" when a run has several tasks).
 
+``level_means`` and ``marginal`` carry, next to the metrics, how many sessions failed and why:
+``n_failed_infra`` / ``n_failed_model`` (model/failures.py), ``failure_rate`` and
+``infra_failure_rate`` / ``model_failure_rate`` (shares of the cell's sessions), and ``n_rerun``
+(sessions whose counted row is a 2nd or later attempt). A mean over ok sessions of a condition
+that fails often is a mean over its easier cases: read it with its failure rate.
+
 ``level_means`` and ``marginal`` also carry how often the models drifted, summed over all sessions
 of the cell (failed ones included): ``extractor_repairs`` (harmless drift normalised, e.g. ``iu1``
 for ``IU1``), ``extractor_refusals`` (answers refused and re-asked or failed),
@@ -25,6 +31,7 @@ for ``IU1``), ``extractor_refusals`` (answers refused and re-asked or failed),
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any, Sequence
@@ -34,6 +41,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ray_knowsim.io.rundir import LiveFile
+from ray_knowsim.model.failures import FAILURE_CLASSES, MODEL, failure_class
 from ray_knowsim.model.results import DRIFT_COLUMNS, FAILURE_MODES, LOWER_IS_BETTER
 from ray_knowsim.model.states import KNOWLEDGE_LEVELS
 
@@ -73,41 +82,67 @@ def partial_moments(batch: pa.Table) -> pa.Table:
     for f in FM_COLUMNS:
         cols[f] = pc.if_else(ok, pc.cast(batch.column(f), pa.int64()), pa.scalar(0, pa.int64()))
     for d in DRIFT_COLUMNS:  # runs written before these columns existed read as 0
-        cols[d] = (pc.cast(batch.column(d), pa.int64()) if d in batch.column_names
+        cols[d] = (pc.fill_null(pc.cast(batch.column(d), pa.int64()), 0) if d in batch.column_names
                    else pa.array([0] * batch.num_rows, pa.int64()))
+    classes = failure_classes(batch)
+    for cls in FAILURE_CLASSES:
+        cols[f"n_failed_{cls}"] = pc.cast(pc.fill_null(pc.equal(classes, cls), False), pa.int64())
+    attempt = (pc.fill_null(pc.cast(batch.column("attempt"), pa.int64()), 1) if "attempt" in batch.column_names
+               else pa.array([1] * batch.num_rows, pa.int64()))
+    cols["n_rerun"] = pc.cast(pc.greater(attempt, 1), pa.int64())
     table = pa.table(cols)
     sums = [c for c in table.column_names if c not in KEYS]
     grouped = table.group_by(list(KEYS)).aggregate([(c, "sum") for c in sums])
     return grouped.rename_columns([c[:-4] if c.endswith("_sum") else c for c in grouped.column_names])
 
 
+def failure_classes(batch: pa.Table) -> pa.Array:
+    """Per row: "infra" / "model" for a failed session, null for an ok one. Rows written before
+    the ``failure_class`` column get theirs from their error (the one rule, model/failures.py)."""
+    ok = pc.equal(batch.column("status"), "ok")
+    recorded = batch.column("failure_class") if "failure_class" in batch.column_names else pa.nulls(batch.num_rows, pa.string())
+    recorded = pc.cast(recorded, pa.string())
+    if pc.all(pc.or_(ok, pc.is_valid(recorded))).as_py() is not False:
+        return pc.if_else(ok, pa.scalar(None, pa.string()), recorded)
+    errors = pc.cast(batch.column("error"), pa.string()) if "error" in batch.column_names else pa.nulls(batch.num_rows, pa.string())
+    codes = pc.unique(errors).to_pylist()
+    derived = pc.take(pa.array([failure_class(c) or MODEL for c in codes], pa.string()),
+                      pc.index_in(errors, value_set=pa.array(codes, pa.string())))
+    return pc.if_else(ok, pa.scalar(None, pa.string()), pc.coalesce(recorded, derived))
+
+
+#: failures per class and reruns, summed per cell beside ``n_failed``
+FAILURE_COLUMNS: tuple[str, ...] = (*(f"n_failed_{c}" for c in FAILURE_CLASSES), "n_rerun")
 SUM_COLUMNS: tuple[str, ...] = (
-    "n_sessions", "n_ok", "n_failed", *(f"{m}__{p}" for m in METRICS for p in ("n", "s1", "s2")), *FM_COLUMNS,
-    *DRIFT_COLUMNS,
+    "n_sessions", "n_ok", "n_failed", *FAILURE_COLUMNS, *(f"{m}__{p}" for m in METRICS for p in ("n", "s1", "s2")),
+    *FM_COLUMNS, *DRIFT_COLUMNS,
 )
+#: columns of the session rows the reduction reads besides the metrics (absent ones read as null)
+READ_COLUMNS: tuple[str, ...] = ("session_id", *KEYS, "status", "error", "failure_class", "attempt")
 
 
-def aggregate_cells(session_files: Sequence[str], num_partitions: int | None = None, scores: Any = None) -> pd.DataFrame:
-    """One row per (task, condition, level): n_sessions, n_ok, n_failed, ``<m>__n/__mean/__sd``
-    per metric and ``fm_*`` sums. ONE Ray Data groupby (over per-block partial sums, with the
-    sort-based shuffle: the hash shuffle's 200 aggregator partitions cost minutes on small
-    machines). ``scores`` (a :class:`~ray_knowsim.score.store.RunScores`) joins the judges'
-    columns (``iq`` & co.) onto the session rows first. Ray must be initialised."""
+def aggregate_cells(session_files: Sequence[Any], num_partitions: int | None = None, scores: Any = None) -> pd.DataFrame:
+    """One row per (task, condition, level): n_sessions, n_ok, n_failed (and per failure class),
+    n_rerun, ``<m>__n/__mean/__sd`` per metric and ``fm_*`` sums. ``session_files``: the counted
+    files (:attr:`ray_knowsim.io.rundir.CommittedTable.files`; their superseded rows are dropped
+    here) or plain paths. ONE Ray Data groupby (over per-block partial sums, with the sort-based
+    shuffle: the hash shuffle's 200 aggregator partitions cost minutes on small machines).
+    ``scores`` (a :class:`~ray_knowsim.score.store.RunScores`) joins the judges' columns (``iq`` &
+    co.) onto the session rows first. Ray must be initialised."""
     import ray
     import ray.data
     from ray.data import DataContext
     from ray.data.aggregate import Sum
     from ray.data.context import ShuffleStrategy
 
+    files = [LiveFile(str(f)) if isinstance(f, (str, Path)) else f for f in session_files]
     if num_partitions is None:
-        num_partitions = max(1, min(len(session_files), int(ray.cluster_resources().get("CPU", 1))))
+        num_partitions = max(1, min(len(files), int(ray.cluster_resources().get("CPU", 1))))
     ctx = DataContext.get_current()
     saved = ctx._shuffle_strategy
     ctx._shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
     try:
-        ds = ray.data.read_parquet(list(session_files))
-        drift = [d for d in DRIFT_COLUMNS if d in ds.schema().names]
-        ds = ds.select_columns(["session_id", *KEYS, "status", *METRICS, *FM_COLUMNS, *drift])
+        ds = counted_dataset(files, [*READ_COLUMNS, *METRICS, *FM_COLUMNS, *DRIFT_COLUMNS])
         if scores is not None and scores.sets:
             ds = ds.map_batches(scores.attach, batch_format="pyarrow")
         ds = ds.map_batches(partial_moments, batch_format="pyarrow")
@@ -118,10 +153,47 @@ def aggregate_cells(session_files: Sequence[str], num_partitions: int | None = N
     return cells_from_sums(sums)
 
 
+def counted_dataset(files: Sequence[LiveFile], columns: Sequence[str] | None = None, table: str = "sessions") -> Any:
+    """The counted rows of ``files`` (a :class:`~ray_knowsim.io.rundir.CommittedTable`'s) as a Ray
+    Dataset, read with the row model's schema (columns a file lacks read as null) and without the
+    rows another commit outranks. Ray must be initialised."""
+    import ray.data
+
+    from ray_knowsim.io.commits import SCHEMAS
+
+    if not files:
+        raise FileNotFoundError(f"no committed {table} rows")
+    schema = SCHEMAS[table]
+    cols = [c for c in (columns or schema.names) if c in schema.names]
+    drops = {Path(f.path).name: f.drop for f in files if f.drop}
+    ds = ray.data.read_parquet([str(f.path) for f in files], schema=schema, include_paths=bool(drops))
+    ds = ds.select_columns([*cols, *(["path"] if drops else [])])  # pushed down into the read
+    if drops:  # rows outranked by another commit's row of the same session (io/commits.py)
+        ds = ds.map_batches(functools.partial(drop_superseded, drops=drops), batch_format="pyarrow")
+    return ds
+
+
+def open_dataset(run_dir: str | Path, table: str = "sessions", config_hash: str | None = None) -> Any:
+    """A run directory's counted rows of ``table`` as a Ray Dataset (io/rundir.py decides what counts)."""
+    from ray_knowsim.io.rundir import RunReader
+
+    reader = RunReader.open(run_dir, config_hash)
+    part = reader.sessions if table == "sessions" else reader.turns
+    return counted_dataset(part.files if part is not None else [], None, table)
+
+
+def drop_superseded(batch: pa.Table, drops: dict[str, frozenset[str]]) -> pa.Table:
+    """``batch`` (read with its file path) without the rows its file's commit no longer counts."""
+    paths = batch.column("path").to_pylist()
+    ids = batch.column("session_id").to_pylist()
+    keep = [sid not in drops.get(Path(p).name, ()) for p, sid in zip(paths, ids)]
+    return batch.filter(pa.array(keep, pa.bool_())).drop_columns(["path"])
+
+
 def cells_from_sums(sums: pd.DataFrame) -> pd.DataFrame:
     """Means and sample standard deviations from the summed moments."""
     cells = sums[list(KEYS)].copy()
-    for c in ("n_sessions", "n_ok", "n_failed", *FM_COLUMNS, *DRIFT_COLUMNS):
+    for c in ("n_sessions", "n_ok", "n_failed", *FAILURE_COLUMNS, *FM_COLUMNS, *DRIFT_COLUMNS):
         cells[c] = sums[c]
     for m in METRICS:
         n = pd.to_numeric(sums[f"{m}__n"]).fillna(0).astype("int64")
@@ -138,10 +210,10 @@ def cells_from_sums(sums: pd.DataFrame) -> pd.DataFrame:
 def normalise_cells(cells: pd.DataFrame) -> pd.DataFrame:
     """Consistent dtypes and order; a mean/sd without enough values is NaN, never 0."""
     cells = cells.copy()
-    for c in DRIFT_COLUMNS:
+    for c in (*DRIFT_COLUMNS, *FAILURE_COLUMNS):
         if c not in cells:
             cells[c] = 0
-    for c in ("n_sessions", "n_ok", "n_failed", *FM_COLUMNS, *DRIFT_COLUMNS, *(f"{m}__n" for m in METRICS)):
+    for c in ("n_sessions", "n_ok", "n_failed", *FAILURE_COLUMNS, *FM_COLUMNS, *DRIFT_COLUMNS, *(f"{m}__n" for m in METRICS)):
         cells[c] = pd.to_numeric(cells[c]).fillna(0).astype("int64")
     for m in METRICS:
         n = cells[f"{m}__n"]
@@ -176,8 +248,19 @@ def t_half_width(sd: float, n: int) -> float:
     return float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
 
 
+def failure_rates(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (with n_sessions, n_failed and n_failed_<class>) with the shares of sessions that
+    failed, overall and per class: next to the metrics, a reader sees what the means leave out."""
+    n = df["n_sessions"].where(df["n_sessions"] > 0)
+    out = df.copy()
+    out["failure_rate"] = (df["n_failed"] / n).astype(float)
+    for cls in FAILURE_CLASSES:
+        out[f"{cls}_failure_rate"] = (df[f"n_failed_{cls}"] / n).astype(float)
+    return out
+
+
 def level_means(cells: pd.DataFrame) -> pd.DataFrame:
-    out = cells[[*KEYS, "n_sessions", "n_ok", "n_failed", *DRIFT_COLUMNS]].copy()
+    out = failure_rates(cells[[*KEYS, "n_sessions", "n_ok", "n_failed", *FAILURE_COLUMNS, *DRIFT_COLUMNS]].copy())
     for m in METRICS:
         mean, sd, n = cells[f"{m}__mean"], cells[f"{m}__sd"], cells[f"{m}__n"]
         half = np.array([t_half_width(s, k) for s, k in zip(sd, n)], dtype=float)
@@ -194,7 +277,7 @@ def marginal(cells: pd.DataFrame) -> pd.DataFrame:
     for (task, cond), g in cells.groupby(["task", "condition"], sort=True):
         row = {"task": task, "condition": cond, "n_levels": len(g), "n_sessions": int(g["n_sessions"].sum()),
                "n_ok": int(g["n_ok"].sum()), "n_failed": int(g["n_failed"].sum()),
-               **{d: int(g[d].sum()) for d in DRIFT_COLUMNS}}
+               **{c: int(g[c].sum()) for c in (*FAILURE_COLUMNS, *DRIFT_COLUMNS)}}
         for m in METRICS:
             means = g[f"{m}__mean"].to_numpy(dtype=float)
             have = ~np.isnan(means)
@@ -206,7 +289,8 @@ def marginal(cells: pd.DataFrame) -> pd.DataFrame:
             row[f"{m}_ci_low"] = row[m] - half
             row[f"{m}_ci_high"] = row[m] + half
         rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    return failure_rates(out) if len(out) else out
 
 
 def _rank_block(df: pd.DataFrame) -> pd.DataFrame:
@@ -328,6 +412,6 @@ def print_tables(tables: dict[str, pd.DataFrame], console=None) -> None:
 
 __all__ = [
     "KEYS", "METRICS", "RANK_METRICS", "RANK_METRICS_ES", "TABLE_NAMES",
-    "aggregate_cells", "build_tables", "cells_from_sums", "failure_modes", "level_means", "marginal",
+    "FAILURE_COLUMNS", "aggregate_cells", "build_tables", "counted_dataset", "drop_superseded", "open_dataset", "failure_classes", "failure_rates", "cells_from_sums", "failure_modes", "level_means", "marginal",
     "normalise_cells", "partial_moments", "print_tables", "ranks", "write_tables",
 ]

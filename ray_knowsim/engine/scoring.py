@@ -1,10 +1,12 @@
-"""Score a run directory: the judges as a stage over committed shards, resumable like a run.
+"""Score a run directory: the judges as a stage over its commits, resumable like a run.
 
 ``run`` calls :func:`score_run` after the simulation with the config's judge; ``ray-knowsim
-score RUN_DIR --judge ...`` calls it later with another judge into another score set. A few shards
+score RUN_DIR --judge ...`` calls it later with another judge into another score set. The unit is
+a simulation commit (usually one per shard: a shard folds its small commits when it ends), read
+through the run's reader (io/rundir.py), so only the rows it counts are judged. A few commits
 are judged at once on the driver (their requests go through the judge model's client, so its
 limiter or engine pool batches them), each committed on its own (``scores/<name>/``) as soon as it
-is done, so an interrupted pass resumes where it stopped; shards whose scores are committed are
+is done, so an interrupted pass resumes where it stopped; commits whose scores are committed are
 skipped.
 """
 
@@ -25,7 +27,8 @@ from ray_knowsim.engine.config.base import ConfigError, format_errors
 from ray_knowsim.engine.config.models import answer_fields, validate_model_entries
 from ray_knowsim.engine.models import ModelSet, build_models, shutdown_pools
 from ray_knowsim.engine.plan import load_inputs
-from ray_knowsim.engine.results import Marker, RunDir
+from ray_knowsim.io.commits import Commit, RunDir, read_commit_tables
+from ray_knowsim.io.rundir import RunDirError, RunReader
 from ray_knowsim.llm.accounting import Accounting
 from ray_knowsim.score.judges import DEFAULT_JUDGES, JUDGES
 from ray_knowsim.score.stage import judge_transcripts
@@ -42,8 +45,8 @@ class ScoreError(RuntimeError):
 class ScoreOutcome:
     name: str
     judge_model: str
-    committed: list[ScoreMarker] = field(default_factory=list)  # the shards judged by this call
-    skipped_shards: int = 0  # committed before and left alone
+    committed: list[ScoreMarker] = field(default_factory=list)  # the commits judged by this call
+    skipped_shards: int = 0  # commits scored before and left alone
     llm: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -144,9 +147,13 @@ def score_run(
                          "(a judge of a plugin module: --plugin MODULE)")
     name = name or key
     rd = RunDir(run_dir)
-    markers = rd.markers(config_hash)
-    if not markers:
-        raise ScoreError(f"{rd.root}: no committed shards of this config to score")
+    try:
+        reader = RunReader.open(rd.root, config_hash)
+    except RunDirError as exc:
+        raise ScoreError(str(exc)) from exc
+    commits = {c.name: c for c in (reader.index.live() if reader.index is not None else [])}
+    if not commits:
+        raise ScoreError(f"{rd.root}: no committed sessions of this config to score")
     store = ScoreDir(rd.root, name)
     entry = cfg.models[key]
     info = {"name": name, "judge_model": key, "backend": entry.backend,
@@ -155,8 +162,8 @@ def score_run(
     _check_same_judge(store, info, has_scores=bool(done))
     store.write_info(info)
     out = ScoreOutcome(name=name, judge_model=key)
-    todo = [m for m in markers.values() if not store.is_done(m.shard_id, m.token, done)]
-    out.skipped_shards = len(markers) - len(todo)
+    todo = [c for c in commits.values() if not store.is_done(c.name, done)]
+    out.skipped_shards = len(commits) - len(todo)
     if not todo:
         out.seconds = time.perf_counter() - t0
         return out
@@ -174,11 +181,12 @@ def score_run(
 
     gate = asyncio.Semaphore(max(1, shard_concurrency))
 
-    async def judge_shard(marker: Marker) -> None:
+    async def judge_shard(marker: Commit) -> None:
         async with gate:
-            sessions, turns = rd.read_shard_tables(marker, SESSION_COLUMNS, TURN_COLUMNS)
+            sessions, turns = read_commit_tables(rd.root, marker, reader.index.superseded[marker.name],
+                                                 SESSION_COLUMNS, TURN_COLUMNS)
             transcripts = transcripts_from_tables(sessions, turns, items)
-            kept = store.kept_rows(marker.shard_id, done.get(marker.shard_id))
+            kept = store.kept_rows(marker.name, done.get(marker.name))
             started = time.perf_counter()
             fresh = await judge_transcripts([t for t in transcripts if t.session_id not in kept], model,
                                             name=name, model_key=key, judges=judges, settings=settings,
@@ -187,12 +195,12 @@ def score_run(
             rows = [by_id[t.session_id] for t in transcripts]
             out.committed.append(
                 store.commit(marker.shard_id, marker.token, rows, {"seconds": round(time.perf_counter() - started, 3)},
-                             old=done.get(marker.shard_id))
+                             old=done.get(marker.name))
             )
 
     async def judge_all() -> None:
         try:
-            await asyncio.gather(*(judge_shard(m) for m in sorted(todo, key=lambda m: m.shard_id)))
+            await asyncio.gather(*(judge_shard(m) for m in sorted(todo, key=lambda m: m.name)))
         finally:
             close = getattr(model, "aclose", None)
             if close is not None:

@@ -1,10 +1,21 @@
-"""Layer 1 of a run — execute: what one shard task does inside a Ray worker. Complete the
-sessions' initial states, run the shard's simulation loop, check that every planned session came
-back exactly once, and commit the rows atomically. Only a small summary travels back to the
-driver. (The layers above: :mod:`ray_knowsim.engine.build`, :mod:`ray_knowsim.engine.batch`.)
+"""Layer 1 of a run — execute: what one shard task does inside a Ray worker. (The layers above:
+:mod:`ray_knowsim.engine.build`, :mod:`ray_knowsim.engine.batch`.)
 
-No Ray import here: the runner wraps :func:`execute_shard` in ``ray.remote``; the progress board
-is an opaque actor handle.
+1. Skip the shard's sessions already committed at (at least) the attempt this task is to run:
+   a task Ray retries after its worker died mid-shard runs only what the dead one had not
+   committed (session-level resume; the driver's plan may also be older than those commits).
+2. Complete the sessions' initial states.
+3. Run the shard function (``engine.shard_fn``), which yields each session as it finishes, and
+   stamp each row with its attempt, the errors of its earlier attempts and its failure class
+   (:func:`ray_knowsim.model.failures.failure_class`).
+4. Commit finished sessions in small steps (:class:`CommitPolicy`: every N sessions or T
+   seconds, whichever first; the writes run off the event loop), so a crash loses only the
+   sessions in flight; fold the steps into one commit when the shard ends
+   (:func:`ray_knowsim.io.commits.fold_commits`).
+5. Check the contract: every planned session exactly once, of this run, failed ones naming why.
+
+Only a small summary travels back to the driver. No Ray import here: the batch layer wraps
+:func:`execute_shard` in ``ray.remote``; the progress board is an opaque actor handle.
 """
 
 from __future__ import annotations
@@ -12,14 +23,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import json
 import random
 import time
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 from ray_knowsim.engine.models import ModelSet
 from ray_knowsim.engine.progress import Reporter
-from ray_knowsim.engine.results import SESSION_SCHEMA, TURN_SCHEMA, Marker, RunDir, merge_rerun, rows_table, sort_tables
+from ray_knowsim.engine.resume import Attempt
+from ray_knowsim.io.commits import SESSION_SCHEMA, TURN_SCHEMA, Commit, fold_commits, shard_markers, sort_tables, write_commit
+from ray_knowsim.io.parquet import rows_table
 from ray_knowsim.llm.accounting import Accounting
+from ray_knowsim.model.failures import failure_class
 from ray_knowsim.model.graph import build_index
 from ray_knowsim.registry import load_object
 from ray_knowsim.rules.init_state import sample_initial_states, states_to_ks
@@ -28,6 +44,16 @@ from ray_knowsim.sim.types import SessionResult, ShardContext, ShardSpec
 
 class ShardContractError(RuntimeError):
     """The shard function broke its contract (a session missing, repeated or foreign)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CommitPolicy:
+    """When finished sessions are committed: after ``every`` sessions, or ``every_s`` seconds after
+    the first one still uncommitted, whichever comes first; ``fold``: one commit per shard at its end."""
+
+    every: int = 8
+    every_s: float = 30.0
+    fold: bool = True
 
 
 def load_shard_fn(path: str, options: dict[str, Any] | None = None) -> Callable:
@@ -56,6 +82,59 @@ def with_initial_states(shard: ShardSpec, ctx: ShardContext) -> ShardSpec:
     return dataclasses.replace(shard, sessions=tuple(sessions))
 
 
+def committed_attempts(run_dir: Path, shard_id: str, config_hash: str) -> dict[str, int]:
+    """Session id -> highest committed attempt, over this shard id's commits of this config."""
+    out: dict[str, int] = {}
+    for c in shard_markers(run_dir, shard_id):
+        if c.config_hash != config_hash:
+            continue
+        for sid, e in c.sessions.items():
+            out[sid] = max(out.get(sid, 0), e.attempt)
+    return out
+
+
+def stamp(result: SessionResult, attempt: Attempt) -> SessionResult:
+    """The row with its attempt, earlier errors and failure class (the loop leaves the defaults)."""
+    row = result.session
+    update = {"attempt": attempt.attempt, "previous_errors": json.dumps(list(attempt.previous_errors)),
+              "failure_class": failure_class(row.error) if row.status != "ok" else None}
+    return SessionResult(session=row.model_copy(update=update), turns=result.turns)
+
+
+class _Contract:
+    """Checks each result as it arrives (before it is committed), and completeness at the end."""
+
+    def __init__(self, shard: ShardSpec, ctx: ShardContext) -> None:
+        self.shard_id = shard.shard_id
+        self.planned = {s.session_id for s in shard.sessions}
+        self.ctx = ctx
+        self.seen: set[str] = set()
+
+    def check(self, r: SessionResult) -> None:
+        sid = r.session.session_id
+        problem = None
+        if sid not in self.planned:
+            problem = f"unplanned session {sid}"
+        elif sid in self.seen:
+            problem = f"session {sid} returned twice"
+        elif r.session.config_hash != self.ctx.config_hash or r.session.run_id != self.ctx.run_id:
+            problem = f"session {sid} carries run {r.session.run_id}/{r.session.config_hash}"
+        elif any(t.session_id != sid for t in r.turns):
+            problem = f"session {sid} has turn rows of another session"
+        elif r.session.status not in ("ok", "failed"):
+            problem = f"session {sid} has status {r.session.status!r} (expected ok/failed)"
+        elif r.session.status == "failed" and not r.session.error:
+            problem = f"session {sid} failed without naming an error"
+        if problem:
+            raise ShardContractError(f"{self.shard_id}: {problem}")
+        self.seen.add(sid)
+
+    def finish(self) -> None:
+        missing = sorted(self.planned - self.seen)
+        if missing:
+            raise ShardContractError(f"{self.shard_id}: missing sessions {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+
+
 def execute_shard(
     shard: ShardSpec,
     models: ModelSet,
@@ -63,16 +142,32 @@ def execute_shard(
     run_dir: str,
     shard_fn: str,
     shard_fn_options: dict[str, Any],
-    previous: dict[str, Any] | None,
+    attempts: Mapping[str, Attempt] | None = None,
     board: Any = None,
+    policy: CommitPolicy = CommitPolicy(),
+    plan: str = "",
 ) -> dict[str, Any]:
-    """Run and commit one shard (or, with ``previous``, rerun some of its sessions)."""
+    """Run and commit one shard's sessions (see the module docstring). ``attempts``: the runs
+    the driver plans for reruns (absent: a first run)."""
     t0 = time.perf_counter()
+    root = Path(run_dir)
+    attempts = dict(attempts or {})
+    order = [s.session_id for s in shard.sessions]
+    done = committed_attempts(root, shard.shard_id, ctx.config_hash)
+    todo = tuple(s for s in shard.sessions if done.get(s.session_id, 0) < attempts.get(s.session_id, Attempt()).attempt)
+    summary: dict[str, Any] = {"shard_id": shard.shard_id, "sessions": 0, "new_failed": 0, "turns": 0,
+                               "already_committed": len(shard.sessions) - len(todo), "accounting": {},
+                               "commits": 0, "commit_seconds": 0.0, "fold_seconds": 0.0}
+    if not todo:
+        summary["seconds"] = round(time.perf_counter() - t0, 3)
+        return summary
+    shard = with_initial_states(dataclasses.replace(shard, sessions=todo), ctx)
     fn = load_shard_fn(shard_fn, shard_fn_options)
-    shard = with_initial_states(shard, ctx)
     accounting = Accounting()
     role_models = models.role_models(accounting)
     reporter = Reporter(board, shard.shard_id)
+    contract = _Contract(shard, ctx)
+    commits: list[Commit] = []
 
     def on_turn(info: dict[str, Any]) -> None:
         reporter.live = int(info.get("live", 0))
@@ -81,72 +176,84 @@ def execute_shard(
 
     run_ctx = dataclasses.replace(ctx, on_turn=on_turn)
 
-    async def drive() -> list[SessionResult]:
-        out = []
-        async for result in fn(shard, role_models, run_ctx):
-            out.append(result)
-            reporter.counts.sessions += 1
-            reporter.counts.failed += result.session.status != "ok"
-            reporter.update(accounting)
-        for model in {id(m): m for m in (role_models.user_sim, role_models.extractor,
-                                         *role_models.assistants.values()) if m is not None}.values():
-            close = getattr(model, "aclose", None)
-            if close is not None:
-                await close()
-        return out
-
-    results = asyncio.run(drive())
-    _check_contract(shard, ctx, results)
-
-    sessions = rows_table([r.session for r in results], SESSION_SCHEMA)
-    turns = rows_table([t for r in results for t in r.turns], TURN_SCHEMA)
-    rd = RunDir(run_dir)
-    prev = Marker.from_dict(previous) if previous else None
-    order = prev.session_ids if prev else [s.session_id for s in shard.sessions]
-    if prev is not None:
-        old_sessions, old_turns = rd.read_shard_tables(prev)
-        sessions, turns = merge_rerun(old_sessions, old_turns, sessions, turns, order)
-    else:
+    def commit(batch: list[SessionResult]) -> Commit:
+        started = time.perf_counter()
+        sessions = rows_table([r.session for r in batch], SESSION_SCHEMA)
+        turns = rows_table([t for r in batch for t in r.turns], TURN_SCHEMA)
         sessions, turns = sort_tables(sessions, turns, order)
-    new_turns = sum(len(r.turns) for r in results)
-    summary = {
-        "shard_id": shard.shard_id,
-        "sessions": len(results),
-        "new_failed": sum(r.session.status != "ok" for r in results),
-        "turns": new_turns,
-        "accounting": accounting.to_dict(),
-        "seconds": round(time.perf_counter() - t0, 3),
-    }
-    marker = rd.commit_shard(shard.shard_id, ctx.config_hash, order, sessions, turns, summary, previous=prev)
-    summary["failed"] = len(marker.failed)
+        made = write_commit(root, shard_id=shard.shard_id, config_hash=ctx.config_hash, plan=plan, sessions=sessions,
+                            turns=turns, summary={"sessions": len(batch), "step": len(commits) + 1})
+        summary["commit_seconds"] += time.perf_counter() - started
+        return made
+
+    async def drive() -> None:
+        stream = fn(shard, role_models, run_ctx).__aiter__()
+        buffer: list[SessionResult] = []
+        first_at = 0.0
+        upcoming: asyncio.Future | None = asyncio.ensure_future(stream.__anext__())
+
+        async def flush() -> None:
+            nonlocal buffer
+            if buffer:
+                batch, buffer = buffer, []
+                commits.append(await asyncio.to_thread(commit, batch))  # the loop keeps running sessions
+
+        try:
+            while upcoming is not None:
+                wait = None if not buffer else max(0.0, first_at + policy.every_s - time.monotonic())
+                ready, _ = await asyncio.wait({upcoming}, timeout=wait)
+                if upcoming in ready:
+                    try:
+                        result = upcoming.result()
+                    except StopAsyncIteration:
+                        upcoming = None
+                        break
+                    upcoming = asyncio.ensure_future(stream.__anext__())
+                    contract.check(result)
+                    sid = result.session.session_id
+                    buffer.append(stamp(result, attempts.get(sid, Attempt())))
+                    if len(buffer) == 1:
+                        first_at = time.monotonic()
+                    summary["sessions"] += 1
+                    summary["new_failed"] += result.session.status != "ok"
+                    summary["turns"] += len(result.turns)
+                    reporter.counts.sessions += 1
+                    reporter.counts.failed += result.session.status != "ok"
+                    reporter.update(accounting)
+                if buffer and (len(buffer) >= policy.every or time.monotonic() - first_at >= policy.every_s):
+                    await flush()
+            await flush()
+        except Exception as exc:
+            if not isinstance(exc, ShardContractError):  # what finished before the failure is kept
+                await flush()
+            raise
+        finally:
+            if upcoming is not None and not upcoming.done():
+                upcoming.cancel()
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()
+                except RuntimeError:  # a generator still running its cancelled step
+                    pass
+            for model in {id(m): m for m in (role_models.user_sim, role_models.extractor,
+                                             *role_models.assistants.values()) if m is not None}.values():
+                close = getattr(model, "aclose", None)
+                if close is not None:
+                    await close()
+
+    asyncio.run(drive())
+    contract.finish()
+    summary["commits"] = len(commits)
+    if policy.fold and len(commits) > 1:
+        started = time.perf_counter()
+        fold_commits(root, commits, order, plan=plan, summary={"sessions": summary["sessions"]})
+        summary["fold_seconds"] = round(time.perf_counter() - started, 4)
+    summary["commit_seconds"] = round(summary["commit_seconds"], 4)
+    summary["accounting"] = accounting.to_dict()
+    summary["seconds"] = round(time.perf_counter() - t0, 3)
     return summary
 
 
-def _check_contract(shard: ShardSpec, ctx: ShardContext, results: list[SessionResult]) -> None:
-    planned = [s.session_id for s in shard.sessions]
-    got = [r.session.session_id for r in results]
-    problems = []
-    missing = sorted(set(planned) - set(got))
-    extra = sorted(set(got) - set(planned))
-    repeated = sorted({sid for sid in got if got.count(sid) > 1})
-    for ids, what in ((missing, "missing sessions"), (extra, "unplanned sessions"), (repeated, "sessions returned twice")):
-        if ids:
-            problems.append(f"{what} {ids[:5]}{' ...' if len(ids) > 5 else ''}")
-    for r in results:
-        if r.session.config_hash != ctx.config_hash or r.session.run_id != ctx.run_id:
-            problems.append(f"session {r.session.session_id} carries run {r.session.run_id}/{r.session.config_hash}")
-            break
-        if any(t.session_id != r.session.session_id for t in r.turns):
-            problems.append(f"session {r.session.session_id} has turn rows of another session")
-            break
-        if r.session.status not in ("ok", "failed"):
-            problems.append(f"session {r.session.session_id} has status {r.session.status!r} (expected ok/failed)")
-            break
-        if r.session.status == "failed" and not r.session.error:
-            problems.append(f"session {r.session.session_id} failed without naming an error")
-            break
-    if problems:
-        raise ShardContractError(f"{shard.shard_id}: " + "; ".join(problems))
-
-
-__all__ = ["ShardContractError", "execute_shard", "load_shard_fn", "with_initial_states"]
+__all__ = ["Attempt", "CommitPolicy", "ShardContractError", "committed_attempts", "execute_shard", "load_shard_fn",
+           "stamp", "with_initial_states"]

@@ -1,6 +1,6 @@
 """The run's cost table (``tables/cost.parquet`` + CSV): tokens and USD per condition and per run.
 
-Read straight from the session files' token columns with pyarrow (a handful of numeric columns;
+Read from the run's counted session rows (io/rundir.py), token columns only, with pyarrow (a handful of numeric columns;
 no Ray Data groupby needed). Every session counts, failed ones included: they were paid for.
 ``cost_usd`` is the sum of the sessions' costs; it is empty (NaN) for a group where some session
 used a model without a price, and ``priced_sessions`` says how many were priced.
@@ -8,13 +8,13 @@ used a model without a price, and ``priced_sessions`` says how many were priced.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from ray_knowsim.io.rundir import CommittedTable
 from ray_knowsim.model.results import ROLES
 
 TOKEN_COLUMNS: tuple[str, ...] = tuple(f"{kind}_{role}" for role in ROLES for kind in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens"))
@@ -24,13 +24,13 @@ JUDGE_COLUMNS = ("judge_calls", "judge_cost_usd")
 ALL = "all"
 
 
-def read_cost_columns(session_files: Sequence[str], attach: Callable[[pa.Table], pa.Table] | None = None) -> pd.DataFrame:
-    """The cost columns of every session; ``attach`` (the run's ``RunScores.attach``) joins the
-    judge's tokens, calls and cost from the scoring stage, which count like the session's own."""
+def read_cost_columns(sessions: CommittedTable, attach: Callable[[pa.Table], pa.Table] | None = None) -> pd.DataFrame:
+    """The cost columns of every counted session (``sessions``: a run's
+    :attr:`~ray_knowsim.io.rundir.RunReader.sessions`); ``attach`` (the run's ``RunScores.attach``)
+    joins the judge's tokens, calls and cost from the scoring stage, which count like the session's own."""
     frames = []
-    for f in session_files:
-        names = set(pq.read_schema(f).names)
-        table = pq.read_table(f, columns=[c for c in ("session_id", *READ) if c in names])
+    for batch in sessions.scan(["session_id", *READ]):
+        table = pa.Table.from_batches([batch])
         if attach is not None:
             table = attach(table)
         frames.append(table.to_pandas())
@@ -71,8 +71,8 @@ def cost_table(sessions: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def cost_tables(session_files: Sequence[str], attach: Callable[[pa.Table], pa.Table] | None = None) -> dict[str, pd.DataFrame]:
-    return {"cost": cost_table(read_cost_columns(session_files, attach))}
+def cost_tables(sessions: CommittedTable, attach: Callable[[pa.Table], pa.Table] | None = None) -> dict[str, pd.DataFrame]:
+    return {"cost": cost_table(read_cost_columns(sessions, attach))}
 
 
 __all__ = ["cost_table", "cost_tables", "read_cost_columns"]

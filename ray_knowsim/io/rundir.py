@@ -1,93 +1,340 @@
-"""Streaming access to a run directory's Parquet tables (``RUN_DIR/sessions/``, ``RUN_DIR/turns/``).
+"""THE reader of a run directory: every reader of results (tables, report, compare, validate,
+sweep, score, the viewer) reads sessions and turns through it, so they all see the same rows —
+each session once, never a partial one, only what commit markers name
+(:mod:`ray_knowsim.io.commits` is the protocol it follows).
 
-Why: the turns table holds every message of every conversation (hundreds of MB for 10,000
-conversations). The report only ever reads projected columns batch by batch, and reads whole
-turn rows just for the few conversations it shows.
+Use::
+
+    from ray_knowsim.io.rundir import RunReader
+
+    run = RunReader.open("runs/demo")          # reads manifest + markers; RunDirError / MarkerError
+    st = run.status()                           # n of N planned, ok / failed (by class), commits
+    print(f"{st.n_committed} of {st.n_planned} sessions, {st.n_failed} failed")
+
+    # sessions, lazily: projected columns, a filter, batches of bounded size
+    import pyarrow.compute as pc
+    for batch in run.sessions.scan(["session_id", "condition", "kg"], pc.field("status") == "ok"):
+        ...
+    table = run.sessions.read(["session_id", "condition", "status"])   # the same, as one table
+
+    # one session's turns (in turn order), and a few sessions' rows
+    turns = run.turns_of("math/demo_math_01/novice/sim:adaptive/0")
+    rows = run.sessions.rows_of(["math/demo_math_01/novice/sim:adaptive/0"])
+
+    # a live run: open again to see the commits made since (markers are small; opening is cheap)
+
+What counts (see :mod:`ray_knowsim.io.commits`): of each session, the row of its highest-ranked
+commit; files no marker names are ignored (leftovers of interrupted commits, or another layout's
+files lying beside). Commits of another config than the manifest's are never counted (they are
+listed in :attr:`RunStatus.foreign_commits`). A marker that cannot be read raises
+:class:`MarkerError` naming the file: a reader never guesses past it.
+
+A folder with neither a manifest nor markers (a Parquet export, synthetic test data) is read as a
+**plain** layout: every Parquet file under ``sessions/`` and ``turns/`` (hive partitions allowed,
+or ``sessions.parquet``), and a session id found twice is an error naming both files — with no
+marker to say which copy counts, none is picked.
+
+No Ray here (the engine's Ray Data reduction takes :meth:`CommittedTable.files`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Literal, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from ray_knowsim.io.commits import (
+    COMMITS,
+    SCHEMAS,
+    SHARDS,
+    Commit,
+    CommitIndex,
+    MarkerError,
+    RunDirError,
+    SessionEntry,
+    read_markers,
+)
+
 BATCH_ROWS = 8192
+REQUIRED_SESSION_COLUMNS = ("session_id", "condition", "knowledge_level", "status")
+Layout = Literal["committed", "plain"]
 
 
-class RunDirError(ValueError):
-    """The folder is not a readable run directory; the message says what is missing."""
+@dataclass(frozen=True)
+class LiveFile:
+    """A data file and the sessions in it that do not count (superseded by another commit)."""
+
+    path: str
+    drop: frozenset[str] = frozenset()
+
+
+class CommittedTable:
+    """The counted rows of one table ("sessions" or "turns"), read lazily from its files."""
+
+    def __init__(self, name: str, files: Sequence[LiveFile], schema: pa.Schema, *, partitioning: Any = None) -> None:
+        self.name = name
+        self.files = list(files)
+        self.schema = schema
+        self._partitioning = partitioning
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.schema.names)
+
+    def __len__(self) -> int:
+        return self.count_rows()
+
+    def _dataset(self, paths: Sequence[str]) -> ds.Dataset:
+        try:
+            return ds.dataset(list(paths), schema=self.schema, format="parquet", partitioning=self._partitioning)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise RunDirError(f"cannot read the {self.name} files ({exc})") from exc
+
+    def _groups(self) -> Iterator[tuple[list[str], frozenset[str]]]:
+        """Runs of consecutive files with the same drop set (in file order: readers that sample see
+        the rows in a stable order)."""
+        run: list[str] = []
+        drop: frozenset[str] = frozenset()
+        for f in self.files:
+            if run and f.drop != drop:
+                yield run, drop
+                run = []
+            run.append(f.path)
+            drop = f.drop
+        if run:
+            yield run, drop
+
+    def id_array(self, session_ids: Iterable[str]) -> pa.Array:
+        """Session ids as an array of the table's id type (for ``isin`` filters)."""
+        id_type = self.schema.field("session_id").type
+        if pa.types.is_dictionary(id_type):
+            id_type = id_type.value_type
+        return pa.array(sorted(set(session_ids)), type=id_type)
+
+    def present(self, columns: Iterable[str]) -> list[str]:
+        names = set(self.schema.names)
+        return [c for c in columns if c in names]
+
+    def scan(self, columns: Iterable[str] | None = None, filter: ds.Expression | None = None,
+             batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+        """Projected batches of the counted rows (columns the table lacks are skipped; memory is
+        bounded by a few batches, not by the table)."""
+        cols = self.present(columns) if columns is not None else self.names
+        for paths, drop in self._groups():
+            expr = filter
+            if drop:
+                keep = pc.invert(pc.field("session_id").isin(self.id_array(drop)))
+                expr = keep if expr is None else (expr & keep)
+            scanner = self._dataset(paths).scanner(columns=cols, filter=expr, batch_size=batch_rows,
+                                                   batch_readahead=1, fragment_readahead=1)
+            try:
+                yield from scanner.to_batches()
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise RunDirError(f"cannot read the {self.name} files ({exc})") from exc
+
+    def read(self, columns: Iterable[str] | None = None, filter: ds.Expression | None = None) -> pa.Table:
+        cols = self.present(columns) if columns is not None else self.names
+        batches = list(self.scan(cols, filter))
+        return pa.Table.from_batches(batches) if batches else self.schema.empty_table().select(cols)
+
+    def count_rows(self, filter: ds.Expression | None = None) -> int:
+        return sum(b.num_rows for b in self.scan(["session_id"], filter))
+
+    def rows_of(self, session_ids: Sequence[str], columns: Iterable[str] | None = None) -> list[dict]:
+        """Rows of the given sessions only (filtered as they stream; row groups pruned by statistics)."""
+        if not session_ids:
+            return []
+        wanted = self.id_array(session_ids)
+        out: list[dict] = []
+        for batch in self.scan(columns, pc.field("session_id").isin(wanted)):
+            out.extend(batch.to_pylist())
+        return out
 
 
 @dataclass
-class RunTables:
-    run_dir: Path
-    sessions: ds.Dataset
-    turns: ds.Dataset | None  # None: the run wrote no turns table
+class RunStatus:
+    """Where a run directory stands, from its manifest and markers (no Parquet file opened)."""
+
+    root: Path
+    layout: Layout
+    config_hash: str | None
+    n_planned: int | None  # from the manifest's plan (None: no manifest)
+    n_committed: int  # sessions with a counted row
+    n_ok: int
+    n_failed: int
+    failed_by_class: dict[str, int] = field(default_factory=dict)  # "infra" / "model" -> sessions
+    rerun: int = 0  # counted sessions on their 2nd or later attempt
+    commits: int = 0
+    superseded_rows: int = 0  # rows of commits that another commit's row of the session outranks
+    foreign_commits: list[str] = field(default_factory=list)  # markers of another config (never counted)
+    manifest_status: str | None = None  # the last invocation's status ("running", "ok", ...)
+
+    @property
+    def complete(self) -> bool:
+        return self.n_planned is not None and self.n_committed >= self.n_planned
 
 
-def _dataset(path: Path) -> ds.Dataset | None:
-    if not path.exists():
-        return None
-    try:
-        dataset = ds.dataset(path, format="parquet", partitioning="hive", exclude_invalid_files=False)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise RunDirError(f"cannot read Parquet under {path}: {exc}") from exc
-    return dataset if dataset.files else None
+class RunReader:
+    """A run directory opened for reading (see the module docstring)."""
+
+    def __init__(self, root: Path, layout: Layout, manifest: dict[str, Any] | None, config_hash: str | None,
+                 index: CommitIndex | None, foreign: Sequence[Commit], sessions: CommittedTable,
+                 turns: CommittedTable | None, all_commits: Sequence[Commit] = ()) -> None:
+        self.root = root
+        self.layout = layout
+        self.manifest = manifest
+        self.config_hash = config_hash
+        self.index = index
+        self.foreign = list(foreign)
+        self.sessions = sessions
+        self.turns = turns
+        self.all_commits = list(all_commits)
+
+    # ---- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, root: str | Path, config_hash: str | None = None) -> "RunReader":
+        """Read the manifest and every marker. ``config_hash``: the config whose commits count
+        (default: the manifest's; without a manifest, the one config the markers share)."""
+        root = Path(root)
+        if not root.is_dir():
+            raise RunDirError(f"run directory {root} does not exist")
+        manifest = _read_manifest(root)
+        if manifest is None and not has_commit_markers(root):
+            return cls._open_plain(root)
+        commits = read_markers(root)
+        wanted = config_hash or (manifest or {}).get("config_hash")
+        if wanted is None:
+            hashes = sorted({c.config_hash for c in commits})
+            if len(hashes) > 1:
+                raise RunDirError(f"{root} has commits of {len(hashes)} configs ({', '.join(hashes)}) and no manifest.json "
+                                  "to say which is the run's")
+            wanted = hashes[0] if hashes else None
+        own = [c for c in commits if c.config_hash == wanted]
+        foreign = [c for c in commits if c.config_hash != wanted]
+        index = CommitIndex(own)
+        live = index.live()
+        tables = {}
+        for name in ("sessions", "turns"):
+            files = [LiveFile(str(root / c.files()[name]), index.superseded[c.name]) for c in live]
+            tables[name] = CommittedTable(name, files, SCHEMAS[name])
+        return cls(root, "committed", manifest, wanted, index, foreign, tables["sessions"], tables["turns"], commits)
+
+    @classmethod
+    def _open_plain(cls, root: Path) -> "RunReader":
+        tables: dict[str, CommittedTable | None] = {}
+        for name in ("sessions", "turns"):
+            tables[name] = _plain_table(root, name)
+        sessions = tables["sessions"]
+        if sessions is None:
+            raise RunDirError(f"{root} has no Parquet files under sessions/ and no manifest.json or commit markers "
+                              "(is it a run directory?)")
+        missing = [c for c in REQUIRED_SESSION_COLUMNS if c not in sessions.names]
+        if missing:
+            raise RunDirError(f"{root}/sessions lacks required columns: {', '.join(missing)}")
+        _check_unique(sessions)
+        return cls(root, "plain", None, None, None, [], sessions, tables["turns"])
+
+    # ---- what is there ----------------------------------------------------------------------
+
+    def entries(self) -> dict[str, SessionEntry]:
+        """Session id -> the marker entry that counts (status, attempt, error, failure class);
+        empty for a plain layout (it has no markers: read the rows)."""
+        return self.index.entries() if self.index is not None else {}
+
+    def status(self) -> RunStatus:
+        plan = (self.manifest or {}).get("plan") or {}
+        if self.index is None:  # plain: count the rows
+            table = self.sessions.read(["status", *self.sessions.present(["failure_class", "attempt"])])
+            status = table.column("status").to_pylist()
+            classes = table.column("failure_class").to_pylist() if "failure_class" in table.column_names else [None] * len(status)
+            attempts = table.column("attempt").to_pylist() if "attempt" in table.column_names else [1] * len(status)
+            entries = [(s, c, a or 1) for s, c, a in zip(status, classes, attempts)]
+        else:
+            entries = [(e.status, e.failure_class, e.attempt) for e in self.index.entries().values()]
+        by_class: dict[str, int] = {}
+        for st, cls, _ in entries:
+            if st != "ok":
+                by_class[cls or "model"] = by_class.get(cls or "model", 0) + 1
+        invocations = (self.manifest or {}).get("invocations") or []
+        return RunStatus(
+            root=self.root, layout=self.layout, config_hash=self.config_hash, n_planned=plan.get("n_sessions"),
+            n_committed=len(entries), n_ok=sum(st == "ok" for st, _, _ in entries),
+            n_failed=sum(st != "ok" for st, _, _ in entries), failed_by_class=by_class,
+            rerun=sum(a > 1 for _, _, a in entries), commits=len(self.index.live()) if self.index else 0,
+            superseded_rows=sum(len(s) for s in self.index.superseded.values()) if self.index else 0,
+            foreign_commits=[c.name for c in self.foreign],
+            manifest_status=invocations[-1].get("status") if invocations else None,
+        )
+
+    def turns_of(self, session_id: str, columns: Iterable[str] | None = None) -> list[dict]:
+        """One session's turn rows, in turn order (empty when the run has no turns table)."""
+        if self.turns is None:
+            return []
+        cols = list(columns) if columns is not None else None
+        if cols is not None and "turn" not in cols:
+            cols.append("turn")
+        return sorted(self.turns.rows_of([session_id], cols), key=lambda r: r["turn"])
 
 
-def open_run(run_dir: str | Path) -> RunTables:
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise RunDirError(f"run directory {run_dir} does not exist")
-    sessions = _dataset(run_dir / "sessions")
-    if sessions is None:
-        raise RunDirError(f"{run_dir} has no Parquet files under sessions/ (is it a run directory?)")
-    missing = {"session_id", "condition", "knowledge_level", "status"} - set(sessions.schema.names)
+def has_commit_markers(root: str | Path) -> bool:
+    """Whether a folder has the commit layout (marker folders); without them and without a
+    manifest, it is read as a plain layout."""
+    root = Path(root)
+    return (root / COMMITS).is_dir() or (root / SHARDS).is_dir()
+
+
+def open_run(root: str | Path, config_hash: str | None = None) -> RunReader:
+    """:meth:`RunReader.open`, checked to hold at least the columns every reader needs."""
+    run = RunReader.open(root, config_hash)
+    missing = [c for c in REQUIRED_SESSION_COLUMNS if c not in run.sessions.names]
     if missing:
-        raise RunDirError(f"{run_dir}/sessions lacks required columns: {', '.join(sorted(missing))}")
-    return RunTables(run_dir, sessions, _dataset(run_dir / "turns"))
+        raise RunDirError(f"{run.root}/sessions lacks required columns: {', '.join(missing)}")
+    return run
 
 
-def _present(dataset: ds.Dataset, columns: Iterable[str]) -> list[str]:
-    names = set(dataset.schema.names)
-    return [c for c in columns if c in names]
+def _read_manifest(root: Path) -> dict[str, Any] | None:
+    path = root / "manifest.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise RunDirError(f"{path} cannot be read ({exc}); nothing was read") from exc
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path} is not a JSON object")
+    return data
 
 
-def scan(dataset: ds.Dataset, columns: Iterable[str], filter: ds.Expression | None = None) -> Iterator[pa.RecordBatch]:
-    """Projected batches, little read-ahead (memory is bounded by a few batches, not the table)."""
-    scanner = dataset.scanner(
-        columns=_present(dataset, columns),
-        filter=filter,
-        batch_size=BATCH_ROWS,
-        batch_readahead=1,
-        fragment_readahead=1,
-    )
-    yield from scanner.to_batches()
+def _plain_table(root: Path, name: str) -> CommittedTable | None:
+    for path in (root / name, root / f"{name}.parquet"):
+        if not path.exists():
+            continue
+        try:
+            dataset = ds.dataset(path, format="parquet", partitioning="hive", exclude_invalid_files=False)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise RunDirError(f"cannot read Parquet under {path}: {exc}") from exc
+        if not dataset.files:
+            return None
+        return CommittedTable(name, [LiveFile(f) for f in dataset.files], dataset.schema, partitioning="hive")
+    return None
 
 
-def read_rows(dataset: ds.Dataset, session_ids: Sequence[str], columns: Iterable[str] | None = None) -> list[dict]:
-    """Rows of the given sessions only (streamed and filtered; row groups pruned by statistics)."""
-    if not session_ids:
-        return []
-    cols = _present(dataset, columns) if columns is not None else dataset.schema.names
-    id_type = dataset.schema.field("session_id").type
-    if pa.types.is_dictionary(id_type):
-        id_type = id_type.value_type
-    wanted = pa.array(sorted(set(session_ids)), type=id_type)
-    expr = pc.field("session_id").isin(wanted)
-    out: list[dict] = []
-    for fragment in dataset.get_fragments(filter=expr):
-        pieces = fragment.split_by_row_group(expr, schema=dataset.schema) if isinstance(fragment, ds.ParquetFileFragment) else [fragment]
-        for piece in pieces:
-            # Two steps: the id column alone says whether this row group holds a wanted session,
-            # so the (large) message columns are decoded only where they are needed.
-            ids = piece.to_table(schema=dataset.schema, columns=["session_id"]).column("session_id")
-            if not pc.any(pc.is_in(ids, value_set=wanted)).as_py():
-                continue
-            for batch in piece.to_batches(schema=dataset.schema, columns=cols, filter=expr, batch_size=BATCH_ROWS):
-                out.extend(batch.to_pylist())
-    return out
+def _check_unique(sessions: CommittedTable) -> None:
+    seen: dict[str, str] = {}
+    for f in sessions.files:
+        ids = CommittedTable("sessions", [f], sessions.schema, partitioning=sessions._partitioning).read(["session_id"])
+        for sid in ids.column("session_id").to_pylist():
+            if sid in seen:
+                where = seen[sid] if seen[sid] == f.path else f"{seen[sid]} and {f.path}"
+                raise RunDirError(f"session {sid!r} is in the sessions table twice ({where}); a folder without "
+                                  "commit markers must hold each session once")
+            seen[sid] = f.path
+
+
+__all__ = ["BATCH_ROWS", "CommittedTable", "LiveFile", "MarkerError", "RunDirError", "RunReader", "RunStatus", "has_commit_markers", "open_run"]

@@ -72,6 +72,12 @@ class _SessionCore(BaseModel):
     early_stop_turn: int | None = None  # 1-based turn of the virtual early stop (None: none)
     early_stop_reason: str | None = None  # "mastery" | "cognitive_overload" | judge reason
     error: str | None = None
+    # resume bookkeeping, set by the engine when it commits the row (the loop leaves the defaults):
+    # which run of this session the row is (1 = first), the errors of the earlier runs (JSON list,
+    # oldest first) and the class of this row's error (ray_knowsim.model.failures.failure_class)
+    attempt: int = 1
+    previous_errors: str = "[]"
+    failure_class: str | None = None  # "infra" | "model" | None (ok)
     # a baseline learner's closing message that got no reply (no turn row holds it); judges read it
     final_user_message: str | None = None
     # final metrics (None for baselines, which carry no state)

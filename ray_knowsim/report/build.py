@@ -23,7 +23,7 @@ from ray_knowsim.report.judges import judge_blocks, judges_html, judges_markdown
 from ray_knowsim.report.markdown import render_markdown
 from ray_knowsim.report.metrics import Gain, Variant, metric_specs
 from ray_knowsim.report.plots import failure_mode_plot, overview_plot, trajectory_plot
-from ray_knowsim.io.rundir import RunDirError, open_run, read_rows, scan
+from ray_knowsim.io.rundir import RunDirError, open_run
 from ray_knowsim.report.tables import failure_table, marginal_table, per_level_table
 from ray_knowsim.score.store import RunScores
 
@@ -49,12 +49,12 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
     opts = options or ReportOptions()
     run = open_run(run_dir)
     specs = metric_specs(opts.variant, opts.gain)
-    scores = RunScores.load(run.run_dir)
+    scores = RunScores.load(run.root, run)
 
     def summarise(task: str | None, sample: int) -> RunSummary:
         summary = RunSummary(tuple(s.column for s in specs), sample_per_cell=sample, seed=opts.seed)
         where = pc.field("task") == task if task is not None else None
-        for batch in scan(run.sessions, summary.columns(), where):
+        for batch in run.sessions.scan(summary.columns(), where):
             if batch.num_rows == 0:  # a filtered-out block
                 continue
             summary.add(scores.attach(batch) if scores.sets else batch)
@@ -62,7 +62,7 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
 
     summary = summarise(None, 0 if opts.sessions else max(0, opts.sample))
     if summary.rows == 0:
-        raise RunDirError(f"{run.run_dir}/sessions holds no rows")
+        raise RunDirError(f"{run.root}/sessions holds no rows")
     tasks = sorted(str(t) for t in summary.facts.get("task", {}) if t is not None)
 
     if opts.sessions:
@@ -74,13 +74,13 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
             f"{len(ids)} conversation(s) sampled (seed {opts.seed}), spread over levels and conditions; "
             "choose others with --sessions or --sample/--seed."
         )
-    session_rows = {r["session_id"]: r for r in _joined(read_rows(run.sessions, ids), scores)}
+    session_rows = {r["session_id"]: r for r in _joined(run.sessions.rows_of(ids), scores)}
     unknown = [i for i in ids if i not in session_rows]
     if unknown and opts.sessions:
-        raise RunDirError(f"session id(s) not in {run.run_dir}/sessions: {', '.join(unknown[:5])}")
+        raise RunDirError(f"session id(s) not in {run.root}/sessions: {', '.join(unknown[:5])}")
     turns_by: dict[str, list[dict]] = defaultdict(list)
     if run.turns is not None:
-        for row in read_rows(run.turns, [i for i in ids if i in session_rows]):
+        for row in run.turns.rows_of([i for i in ids if i in session_rows]):
             turns_by[row["session_id"]].append(row)
     else:
         note += " This run has no turns table, so no messages or trajectories."
@@ -88,8 +88,8 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
 
     run_ids = sorted(str(v) for v in summary.facts.get("run_id", {}) if v is not None)
     content = ReportContent(
-        title=opts.title or f"KnowSim report — {', '.join(run_ids[:3]) or Path(run.run_dir).name}",
-        run_dir=Path(run.run_dir).resolve(),
+        title=opts.title or f"KnowSim report — {', '.join(run_ids[:3]) or Path(run.root).name}",
+        run_dir=Path(run.root).resolve(),
         variant=opts.variant,
         specs=specs,
         summary=summary,
@@ -98,7 +98,7 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
         generated=_dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         sample_note=note,
     )
-    content.banner = offline_banner(Path(run.run_dir))
+    content.banner = offline_banner(Path(run.root))
     for task in tasks or [None]:
         part = summarise(task, 0) if len(tasks) > 1 else summary
         part_failures = failure_table(part)
@@ -115,14 +115,14 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
     content.trajectories = [trajectory_plot(v) for v in views]
     from ray_knowsim.report.decisions import decision_sections
 
-    content.decisions_html, content.decisions_md = decision_sections(run.run_dir, scores=scores)
+    content.decisions_html, content.decisions_md = decision_sections(run.root, scores=scores, reader=run)
     if len(scores.sets) > 1:  # re-judged: does the verdict depend on the judge?
-        small = pa.Table.from_batches(list(scan(run.sessions, ["session_id", "task", "condition", "status"])))
+        small = run.sessions.read(["session_id", "task", "condition", "status"])
         blocks = judge_blocks(scores.attach(small).to_pandas(), scores.primary, list(scores.sets))
         content.decisions_html += judges_html(blocks)
         content.decisions_md += judges_markdown(blocks)
 
-    out = Path(out_dir) if out_dir is not None else Path(run.run_dir) / "report"
+    out = Path(out_dir) if out_dir is not None else Path(run.root) / "report"
     out.mkdir(parents=True, exist_ok=True)
     suffix = ("_nkg" if opts.gain == "nkg" else "") + ("_es" if opts.variant == "es" else "")  # variants side by side
     html_path = out / f"report{suffix}.html"

@@ -19,6 +19,7 @@ from ray_knowsim.model.states import level_order
 from ray_knowsim.compare.pipeline import default_metrics
 from ray_knowsim.compare.runs import load_runs
 from ray_knowsim.io.cost import cost_table, read_cost_columns
+from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.score.store import RunScores
 
 log = logging.getLogger(__name__)
@@ -27,10 +28,10 @@ NOTE = ("A cell lists the metrics on which the row's condition beats the column'
         "(alpha 0.05); CO and PO count lower as better. Details with CIs: ray-knowsim compare RUN_DIR --out DIR.")
 
 
-def decision_sections(run_dir: str | Path, n_boot: int = 1000,
-                      scores: RunScores | None = None) -> tuple[list[str], list[str]]:
+def decision_sections(run_dir: str | Path, n_boot: int = 1000, scores: RunScores | None = None,
+                      reader: RunReader | None = None) -> tuple[list[str], list[str]]:
     """(HTML sections, Markdown lines); empty when there is nothing to compare or cost.
-    ``scores``: the run's score sets when the caller already loaded them."""
+    ``scores`` / ``reader``: the run's score sets and reader when the caller already has them."""
     html_parts: list[str] = []
     md: list[str] = []
     try:
@@ -54,10 +55,10 @@ def decision_sections(run_dir: str | Path, n_boot: int = 1000,
         html_parts.append('<section id="who-beats-whom"><h2>Who beats whom</h2>'
                           f'<p class="lead">{html.escape(NOTE)}</p>{"".join(blocks)}</section>')
         md += ["## Who beats whom", "", NOTE, "", *md_blocks]
-    files = sorted(str(p) for p in (Path(run_dir) / "sessions").glob("*.parquet"))
-    if files:
-        scores = scores if scores is not None else RunScores.load(run_dir)
-        cost = cost_table(read_cost_columns(files, scores.attach if scores.sets else None))
+    reader = reader if reader is not None else RunReader.open(run_dir)
+    if reader.sessions.files:
+        scores = scores if scores is not None else RunScores.load(run_dir, reader)
+        cost = cost_table(read_cost_columns(reader.sessions, scores.attach if scores.sets else None))
         html_parts.append(_cost_html(cost))
         md += _cost_md(cost)
     return html_parts, md

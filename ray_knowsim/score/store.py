@@ -2,15 +2,18 @@
 
 Layout::
 
-    scores/index.json                         {"primary": NAME}: the set that fills ``iq`` & co.
-    scores/<name>/judge.json                  who judged: model key, model entry, judges
-    scores/<name>/<shard>.<token>.parquet     one ScoreRow per finished session of the shard
-    scores/<name>/<shard>.json                the commit marker (which sessions file was judged)
+    scores/index.json                                  {"primary": NAME}: the set that fills ``iq`` & co.
+    scores/<name>/judge.json                           who judged: model key, model entry, judges
+    scores/<name>/<shard>.<token>.parquet              one ScoreRow per finished session of one commit
+    scores/<name>/<shard>.<sessions token>.json        the score marker of the simulation commit it judged
 
-A shard's scores are committed like its simulation rows (file renamed into place, then its
-marker). A marker names the token of the sessions file it judged, so a shard whose failed
-sessions were rerun since is judged again; a marker with judge errors is judged again too.
-Session and turn files are never rewritten: re-judging leaves the simulation byte-identical.
+The unit of scoring is a simulation commit (``<shard>.<token>``, io/commits.py): its scores are
+committed like its rows (file renamed into place, then the marker). A marker with judge errors
+is judged again. Markers of earlier releases (``<shard>.json``, one per shard) are still read:
+they name the commit they judged by its token. Only the scores of sessions the run's reader
+counts from that commit are joined (:meth:`RunScores.load`): a session rerun since, in another
+commit, is judged there. Session and turn files are never rewritten: re-judging leaves the
+simulation byte-identical.
 """
 
 from __future__ import annotations
@@ -18,14 +21,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
+from ray_knowsim.io.commits import MarkerError
 from ray_knowsim.io.parquet import arrow_schema, atomic_write_parquet, atomic_write_text, rows_table
+from ray_knowsim.io.rundir import RunReader, has_commit_markers
 from ray_knowsim.model.results import JUDGE_DRIFT, token_columns
 
 SCORES = "scores"
@@ -78,7 +83,7 @@ class ScoreMarker:
     shard_id: str
     name: str
     token: str  # of this score file
-    sessions_token: str  # of the sessions file that was judged
+    sessions_token: str  # of the simulation commit that was judged
     n_sessions: int
     n_errors: int
     summary: dict[str, Any] = field(default_factory=dict)
@@ -86,6 +91,11 @@ class ScoreMarker:
     @property
     def file(self) -> str:
         return f"{self.shard_id}.{self.token}.parquet"
+
+    @property
+    def commit(self) -> str:
+        """The simulation commit judged (``<shard>.<token>``, io/commits.py)."""
+        return f"{self.shard_id}.{self.sessions_token}"
 
 
 class ScoreDir:
@@ -99,20 +109,39 @@ class ScoreDir:
         self.root = self.run_root / SCORES / name
         self.tmp = self.run_root / ".tmp"
 
-    def markers(self) -> dict[str, ScoreMarker]:
-        out: dict[str, ScoreMarker] = {}
+    def _marker_files(self) -> dict[str, list[Path]]:
+        """Commit -> its marker files (a commit judged by an earlier release may also have a
+        ``<shard>.json``; the newest marker of a commit wins)."""
+        out: dict[str, list[Path]] = {}
         if not self.root.is_dir():
             return out
-        for path in sorted(self.root.glob("shard-*.json")):
-            marker = ScoreMarker(**json.loads(path.read_text(encoding="utf-8")))
-            if (self.root / marker.file).is_file():
-                out[marker.shard_id] = marker
+        for path in sorted(self.root.glob("*.json")):
+            if path.name == "judge.json":
+                continue
+            marker = self._read(path)
+            out.setdefault(marker.commit, []).append(path)
         return out
 
-    def is_done(self, shard_id: str, sessions_token: str, markers: dict[str, ScoreMarker] | None = None) -> bool:
+    def _read(self, path: Path) -> ScoreMarker:
+        try:
+            return ScoreMarker(**json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError) as exc:
+            raise MarkerError(path, f"is not a score marker ({type(exc).__name__}: {exc})") from exc
+
+    def markers(self) -> dict[str, ScoreMarker]:
+        """Commit (``<shard>.<token>`` of the simulation) -> its score marker, whose file exists."""
+        out: dict[str, ScoreMarker] = {}
+        for commit, paths in self._marker_files().items():
+            for path in sorted(paths, key=lambda p: p.name == f"{commit}.json"):  # the commit-named one wins
+                marker = self._read(path)
+                if (self.root / marker.file).is_file():
+                    out[commit] = marker
+        return out
+
+    def is_done(self, commit: str, markers: dict[str, ScoreMarker] | None = None) -> bool:
         """``markers``: the set's markers when the caller already read them (one directory read)."""
-        m = (self.markers() if markers is None else markers).get(shard_id)
-        return m is not None and m.sessions_token == sessions_token and m.n_errors == 0
+        m = (self.markers() if markers is None else markers).get(commit)
+        return m is not None and m.n_errors == 0
 
     def write_info(self, info: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -133,39 +162,62 @@ class ScoreDir:
 
     def commit(self, shard_id: str, sessions_token: str, rows: list[ScoreRow], summary: dict[str, Any],
                old: ScoreMarker | None = None) -> ScoreMarker:
-        """``old``: the shard's previous marker when the caller already has it (its file is replaced)."""
+        """Commit the scores of simulation commit ``<shard_id>.<sessions_token>``; ``old``: its
+        previous score marker when the caller already has it (its file is replaced)."""
         import secrets
         import time
 
         self.root.mkdir(parents=True, exist_ok=True)
-        old = old if old is not None else self.markers().get(shard_id)
+        commit = f"{shard_id}.{sessions_token}"
+        old = old if old is not None else self.markers().get(commit)
         marker = ScoreMarker(
             shard_id=shard_id, name=self.name, token=f"{int(time.time())}{secrets.token_hex(4)}",
             sessions_token=sessions_token, n_sessions=len(rows), n_errors=sum(r.judge_error is not None for r in rows),
             summary=summary,
         )  # fmt: skip
         atomic_write_parquet(rows_table(rows, SCORE_SCHEMA), self.root / marker.file, self.tmp)
-        atomic_write_text(self.root / f"{shard_id}.json", json.dumps(asdict(marker), sort_keys=True, indent=1), self.tmp)
+        atomic_write_text(self.root / f"{commit}.json", json.dumps(asdict(marker), sort_keys=True, indent=1), self.tmp)
+        for path in self._marker_files().get(commit, []):
+            if path.name != f"{commit}.json":  # an earlier release's "<shard>.json" for the same commit
+                path.unlink(missing_ok=True)
         if old is not None and old.token != marker.token:
             (self.root / old.file).unlink(missing_ok=True)
         return marker
 
-    def kept_rows(self, shard_id: str, marker: ScoreMarker | None = None) -> dict[str, ScoreRow]:
-        """A shard's committed scores that need no redo (no judge error), by session id: a shard
-        rerun for its failed sessions keeps the scores of the sessions it did not rerun.
-        ``marker``: the shard's committed marker when the caller already read it."""
-        m = marker if marker is not None else self.markers().get(shard_id)
+    def kept_rows(self, commit: str, marker: ScoreMarker | None = None) -> dict[str, ScoreRow]:
+        """A commit's scores that need no redo (no judge error), by session id.
+        ``marker``: the commit's score marker when the caller already read it."""
+        m = marker if marker is not None else self.markers().get(commit)
         if m is None:
             return {}
         rows = pq.read_table(self.root / m.file, schema=SCORE_SCHEMA).to_pylist()
         # a column the file predates reads as null: the row's default stands
         return {r["session_id"]: ScoreRow(**{k: v for k, v in r.items() if v is not None}) for r in rows if r["judge_error"] is None}
 
-    def read(self) -> pa.Table:
-        files = [self.root / m.file for m in self.markers().values()]
-        if not files:
-            return SCORE_SCHEMA.empty_table()
-        return pa.concat_tables([pq.read_table(f, schema=SCORE_SCHEMA) for f in files])
+    def read(self, counted: Mapping[str, Any] | None = None) -> pa.Table:
+        """The set's score rows; with ``counted`` (simulation commit -> the session ids the run
+        counts from it), only those: scores of a superseded row of a session are not its scores."""
+        parts = []
+        for commit, m in self.markers().items():
+            if counted is not None and commit not in counted:
+                continue
+            table = pq.read_table(self.root / m.file, schema=SCORE_SCHEMA)
+            if counted is not None:
+                keep = pa.array(sorted(counted[commit]), pa.string())
+                table = table.filter(pc.is_in(table.column("session_id"), value_set=keep))
+            parts.append(table)
+        return pa.concat_tables(parts) if parts else SCORE_SCHEMA.empty_table()
+
+
+def counted_sessions(reader: Any) -> dict[str, set[str]] | None:
+    """Simulation commit -> the session ids the run counts from it (None: a plain layout, whose
+    scores are taken as they are)."""
+    if reader.index is None:
+        return None
+    out: dict[str, set[str]] = {}
+    for commit in reader.index.live():
+        out[commit.name] = set(commit.sessions) - reader.index.superseded[commit.name]
+    return out
 
 
 def score_names(run_root: str | Path) -> list[str]:
@@ -186,8 +238,17 @@ class RunScores:
     sets: dict[str, pa.Table]
 
     @classmethod
-    def load(cls, run_root: str | Path) -> "RunScores":
-        return cls(primary_name(run_root), {n: ScoreDir(run_root, n).read() for n in score_names(run_root)})
+    def load(cls, run_root: str | Path, reader: Any = None) -> "RunScores":
+        """Every set's scores of the sessions the run counts (``reader``: the run's
+        :class:`~ray_knowsim.io.rundir.RunReader` when the caller has it open)."""
+        names = score_names(run_root)
+        if not names:
+            return cls(primary_name(run_root), {})
+        root = Path(run_root)
+        if reader is None and ((root / "manifest.json").is_file() or has_commit_markers(root)):
+            reader = RunReader.open(root)
+        counted = counted_sessions(reader) if reader is not None else None  # a plain layout: scores as they are
+        return cls(primary_name(run_root), {n: ScoreDir(run_root, n).read(counted) for n in names})
 
     def columns(self) -> list[str]:
         """The columns :meth:`attach` adds to (or fills in) a session batch."""
@@ -240,4 +301,4 @@ def _put(table: pa.Table, name: str, values: Any) -> pa.Table:
     return table.append_column(name, values)
 
 
-__all__ = ["ADDED", "FILLED", "SCORES", "SCORE_SCHEMA", "RunScores", "ScoreDir", "ScoreMarker", "ScoreRow", "primary_name", "score_names"]
+__all__ = ["ADDED", "FILLED", "SCORES", "SCORE_SCHEMA", "RunScores", "ScoreDir", "ScoreMarker", "ScoreRow", "counted_sessions", "primary_name", "score_names"]

@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from ray_knowsim.io.loaders import load_graph_cache, load_records
+from ray_knowsim.io.rundir import CommittedTable, RunDirError, RunReader
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.records import ConversationRecord
 from ray_knowsim.model.results import FAILURE_MODES
@@ -111,40 +110,29 @@ _SESSION_COLUMNS = (
 )  # fmt: skip
 
 
-def _datasets(run_dir: Path) -> tuple[ds.Dataset, ds.Dataset]:
-    """(sessions, turns) of a run directory: the files its commit markers name when it has them
-    (engine.results: a rerun shard's superseded files may still lie beside the new ones), else
-    every Parquet file under sessions/ and turns/."""
-    for what in ("sessions", "turns"):
-        if not (run_dir / what).is_dir():
-            raise SweepConfigError(f"{run_dir} is not a run directory: {what}/ is missing")
-    if (run_dir / "shards").is_dir():
-        from ray_knowsim.engine.results import RunDir
-
-        rd = RunDir(run_dir)
-        markers = list(rd.markers().values())
-        files = {t: rd.data_files(t, markers) for t in ("sessions", "turns")}
-        if not files["sessions"]:
-            raise SweepConfigError(f"{run_dir} has no committed shard yet (shards/ names no complete files)")
-        return ds.dataset(files["sessions"], format="parquet"), ds.dataset(files["turns"], format="parquet")
-    out = []
-    for what in ("sessions", "turns"):
-        dataset = ds.dataset(run_dir / what, format="parquet")
-        if not dataset.files:
-            raise SweepConfigError(f"{run_dir / what} holds no Parquet files")
-        out.append(dataset)
-    return out[0], out[1]
+def _datasets(run_dir: Path) -> tuple[CommittedTable, CommittedTable]:
+    """(sessions, turns) of a run directory, as the one run-directory reader counts them
+    (io/rundir.py: only what commit markers name, each session once)."""
+    try:
+        run = RunReader.open(run_dir)
+    except RunDirError as exc:
+        raise SweepConfigError(str(exc)) from exc
+    if run.turns is None or not run.turns.files:
+        raise SweepConfigError(f"{run_dir} is not a run directory with turns: {run_dir / 'turns'} holds no committed files")
+    if not run.sessions.files:
+        raise SweepConfigError(f"{run_dir} has no committed sessions yet")
+    return run.sessions, run.turns
 
 
 def _load_run_dir(cfg: SweepConfig, src: RunDirSource) -> SourceData:
     run_dir = cfg.resolve(src.run_dir)
     sessions, turns = _datasets(run_dir)
-    names = set(sessions.schema.names)
+    names = set(sessions.names)
     missing = {"session_id", "knowledge_level", "condition", "graph_json", "initial_states"} - names
     if missing:
         raise SweepConfigError(f"{run_dir}/sessions lacks columns {sorted(missing)} (not our results contract?)")
     recorded_cols = [c for c in RUN_METRIC_COLUMNS if c in names]
-    table = sessions.to_table(columns=[c for c in _SESSION_COLUMNS if c in names] + recorded_cols)
+    table = sessions.read([c for c in _SESSION_COLUMNS if c in names] + recorded_cols)
     out = SourceData([], f"run directory {run_dir}")
     keep: dict[str, dict[str, Any]] = {}
     for row in table.to_pylist():
@@ -163,9 +151,8 @@ def _load_run_dir(cfg: SweepConfig, src: RunDirSource) -> SourceData:
 
     per_turn: dict[str, list[tuple[int, list]]] = {sid: [] for sid in keep}
     if keep:
-        wanted = pa.array(sorted(keep), type=turns.schema.field("session_id").type)
-        scanner = turns.scanner(columns=["session_id", "turn", "signals_json"], filter=pc.field("session_id").isin(wanted))
-        for batch in scanner.to_batches():
+        wanted = turns.id_array(keep)
+        for batch in turns.scan(["session_id", "turn", "signals_json"], pc.field("session_id").isin(wanted)):
             for sid, t, sj in zip(*(batch.column(k).to_pylist() for k in range(3))):
                 per_turn[sid].append((t, compact_turn(json.loads(sj) if sj else [])))
 

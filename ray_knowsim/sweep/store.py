@@ -1,4 +1,4 @@
-"""Atomic writes for the sweep's output folder (the same commit discipline as engine/results.py).
+"""Atomic writes for the sweep's output folder (the same commit discipline as io/commits.py).
 
 Why: resume trusts that a file under its final name is complete. Every file is written under
 ``<folder>/.tmp/`` (same filesystem), fsynced and renamed into place, so a sweep killed mid-write
@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ray_knowsim.engine.results import atomic_write_text
+from ray_knowsim.io.parquet import atomic_write_text
 
 TMP = ".tmp"
 

@@ -1,4 +1,5 @@
-"""Streaming reads of a run's Parquet tables (``RUN_DIR/sessions``, ``RUN_DIR/turns``).
+"""Streaming reads of a run's tables (``RUN_DIR/sessions``, ``RUN_DIR/turns``), through the one
+run-directory reader (:mod:`ray_knowsim.io.rundir`: only committed rows, each session once).
 
 Validation needs only a few small columns per session plus, for concept coverage, one IU graph
 per item and the turn texts. Everything is read batch by batch through ``pyarrow.dataset`` with
@@ -16,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
+
+from ray_knowsim.io.rundir import CommittedTable, RunDirError, RunReader
 
 #: the session columns that identify a sim cell before arm mapping
 KEY_COLUMNS: tuple[str, ...] = ("simulator", "task", "knowledge_level", "condition", "assistant_model", "assistant_strategy")
@@ -28,28 +30,30 @@ class SimDataError(ValueError):
     """A run folder whose tables cannot be used; the message names the path and column."""
 
 
-def open_table(run_dir: Path, name: str, *, required: bool = True) -> ds.Dataset | None:
-    """``RUN_DIR/<name>/`` (a Parquet folder, hive partitions allowed) or ``RUN_DIR/<name>.parquet``."""
+def open_table(run_dir: Path, name: str, *, required: bool = True) -> CommittedTable | None:
+    """The counted rows of ``RUN_DIR/<name>`` (a run directory, or a plain Parquet folder /
+    ``RUN_DIR/<name>.parquet`` holding each session once)."""
     run_dir = Path(run_dir)
-    for path in (run_dir / name, run_dir / f"{name}.parquet"):
-        if path.exists():
-            try:
-                return ds.dataset(path, format="parquet", partitioning="hive")
-            except Exception as exc:  # pyarrow raises several types for unreadable files
-                raise SimDataError(f"{path}: cannot read as Parquet ({exc})") from exc
-    if required:
-        raise SimDataError(f"{run_dir}: no '{name}' table (expected {run_dir / name}/ with Parquet files)")
-    return None
+    try:
+        run = RunReader.open(run_dir)
+    except RunDirError as exc:  # the message names the folder or file
+        raise SimDataError(str(exc)) from exc
+    table = run.sessions if name == "sessions" else run.turns
+    if table is None or (run.layout == "plain" and not table.files):
+        if required:
+            raise SimDataError(f"{run_dir}: no '{name}' table (expected {run_dir / name}/ with Parquet files)")
+        return None
+    return table
 
 
-def _need(dataset: ds.Dataset, columns: list[str], what: str) -> None:
-    have = set(dataset.schema.names)
+def _need(dataset: CommittedTable, columns: list[str], what: str) -> None:
+    have = set(dataset.names)
     missing = [c for c in columns if c not in have]
     if missing:
         raise SimDataError(f"{what}: missing column(s) {', '.join(missing)}")
 
 
-def aggregate_metrics(dataset: ds.Dataset, columns: list[str], scores: Any = None) -> pd.DataFrame:
+def aggregate_metrics(dataset: CommittedTable, columns: list[str], scores: Any = None) -> pd.DataFrame:
     """Per (KEY_COLUMNS, column): n, sum, sum of squares over finished sessions (status 'ok').
     ``scores`` (a ``ray_knowsim.score.store.RunScores``) joins the judges' columns (``iq``) in.
 
@@ -59,11 +63,7 @@ def aggregate_metrics(dataset: ds.Dataset, columns: list[str], scores: Any = Non
     joined = scores is not None and bool(scores.sets)
     _need(dataset, [*KEY_COLUMNS, "status", *cols] + (["session_id"] if joined else []), "sessions table")
     parts: list[pd.DataFrame] = []
-    scanner = dataset.scanner(
-        columns=[*KEY_COLUMNS, *cols] + (["session_id"] if joined else []), filter=pc.field("status") == "ok",
-        batch_size=_BATCH, use_threads=False,
-    )
-    for batch in scanner.to_batches():
+    for batch in dataset.scan([*KEY_COLUMNS, *cols] + (["session_id"] if joined else []), pc.field("status") == "ok", _BATCH):
         if batch.num_rows == 0:
             continue
         if joined:
@@ -88,24 +88,23 @@ def aggregate_metrics(dataset: ds.Dataset, columns: list[str], scores: Any = Non
     return out.groupby([*KEY_COLUMNS, "column"], dropna=False, as_index=False)[["n", "sum", "sumsq"]].sum()
 
 
-def session_index(dataset: ds.Dataset) -> pd.DataFrame:
+def session_index(dataset: CommittedTable) -> pd.DataFrame:
     """session_id + item identity + KEY_COLUMNS of every finished session (small columns only)."""
     cols = ["session_id", "item_id", *KEY_COLUMNS]
     _need(dataset, [*cols, "status"], "sessions table")
     parts = [
         b.to_pandas()
-        for b in dataset.scanner(columns=cols, filter=pc.field("status") == "ok", batch_size=_BATCH, use_threads=False).to_batches()
+        for b in dataset.scan(cols, pc.field("status") == "ok", _BATCH)
         if b.num_rows
     ]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
 
 
-def item_graphs(dataset: ds.Dataset, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+def item_graphs(dataset: CommittedTable, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], list[tuple[str, str]]]:
     """(task, item_id) -> [(IU id, concept), ...] from the first session carrying each graph."""
     _need(dataset, ["task", "item_id", "graph_json"], "sessions table")
     out: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    scanner = dataset.scanner(columns=["task", "item_id", "graph_json"], batch_size=_SMALL_BATCH, use_threads=False)
-    for batch in scanner.to_batches():
+    for batch in dataset.scan(["task", "item_id", "graph_json"], batch_rows=_SMALL_BATCH):
         tasks, items = batch.column("task").to_pylist(), batch.column("item_id").to_pylist()
         graphs = batch.column("graph_json")
         for i, key in enumerate(zip(tasks, items)):
@@ -117,11 +116,11 @@ def item_graphs(dataset: ds.Dataset, wanted: set[tuple[str, str]]) -> dict[tuple
     return out
 
 
-def iter_turn_texts(dataset: ds.Dataset) -> Iterator[tuple[list[str], list[str], list[str]]]:
+def iter_turn_texts(dataset: CommittedTable) -> Iterator[tuple[list[str], list[str], list[str]]]:
     """Batches of (session_id, user_message, assistant_message) lists from the turns table."""
     cols = ["session_id", "user_message", "assistant_message"]
     _need(dataset, cols, "turns table")
-    for batch in dataset.scanner(columns=cols, batch_size=_SMALL_BATCH * 4, use_threads=False).to_batches():
+    for batch in dataset.scan(cols, batch_rows=_SMALL_BATCH * 4):
         yield (
             batch.column("session_id").to_pylist(),
             batch.column("user_message").to_pylist(),

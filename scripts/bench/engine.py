@@ -80,7 +80,8 @@ def single_process(cfg) -> tuple[float, int]:
 
     from ray_knowsim.engine.models import build_models
     from ray_knowsim.engine.plan import Plan, load_inputs
-    from ray_knowsim.engine.results import SESSION_SCHEMA, TURN_SCHEMA, rows_table
+    from ray_knowsim.io.commits import SESSION_SCHEMA, TURN_SCHEMA
+    from ray_knowsim.io.parquet import rows_table
     from ray_knowsim.engine.runner import make_context
     from ray_knowsim.engine.worker import load_shard_fn, with_initial_states
     from ray_knowsim.llm.accounting import Accounting
@@ -113,7 +114,7 @@ def bench_a(args, workdir: Path) -> dict:
     from ray_knowsim.engine.runner import run
 
     from ray_knowsim.engine.reduce import aggregate_cells
-    from ray_knowsim.engine.results import RunDir
+    from ray_knowsim.io.rundir import RunReader
 
     n_planned = trials_for(args.sessions_a, 4) * DEMO_ITEMS * 3 * 4
     shard_size = args.shard_size or math.ceil(n_planned / (4 * args.cpus))  # 4 even waves per CPU
@@ -124,7 +125,7 @@ def bench_a(args, workdir: Path) -> dict:
     engine_s = time.perf_counter() - t0
     assert out.n_ok + out.n_failed == n, (out.n_ok, out.n_failed, n)
     t0 = time.perf_counter()
-    aggregate_cells(RunDir(workdir / "a").data_files("sessions"))  # the Ray Data groupby, for reference
+    aggregate_cells(RunReader.open(workdir / "a").sessions.files)  # the Ray Data groupby, for reference
     reduce_s = time.perf_counter() - t0
     res = {"a_sessions": n, "a_turns": args.turns_a, "single_s": round(single_s, 2), "ray_engine_s": round(engine_s, 2),
            "reduce_s": round(reduce_s, 2), "single_sessions_per_s": round(n / single_s, 2),

@@ -12,7 +12,12 @@ Options (``engine.shard_fn_options``):
 * ``turn_delay_s``: sleep per turn; ``start_delay_s``: sleep once per shard (slow enough to interrupt).
 * ``delegate``: ``"module:function"`` of a real shard function: after the delay and crash hooks,
   its results are passed through unchanged (the hooks around the real simulation loop).
-* ``fail_sessions``: session ids that end as failed ("standin: injected failure").
+  ``stream_delay_s``: a pause before each result after the first, so results arrive one by one
+  as a per-session loop yields them (the worker's streamed commits can be caught mid-shard).
+* ``fail_sessions``: session ids that end as failed: a list (error ``assistant_invalid_output``, a
+  model failure) or a mapping session id -> error code (``assistant_http_503`` for an infra
+  failure, ...: model/failures.py classifies it). ``fail_once_file``: when set, a session fails only
+  while this file does not exist (it fails, then the test creates the file: the next run heals).
 * ``crash_file``: when this file exists and names the shard, the worker that runs the shard
   renames it to ``<file>.fired`` and kills itself (SIGKILL): a worker dying mid-run, once. The
   trigger lives outside the config, so a crashed run and a clean run share one config hash.
@@ -26,7 +31,7 @@ import json
 import os
 import signal
 from pathlib import Path
-from typing import AsyncIterator, Sequence
+from typing import AsyncIterator, Mapping, Sequence
 
 import numpy as np
 
@@ -38,6 +43,10 @@ from ray_knowsim.sim.types import RoleModels, SessionResult, SessionSpec, ShardC
 from ray_knowsim.simulators import SIMULATORS
 
 
+#: the error of an injected failure given as a plain list: a model failure (an unreadable answer)
+INJECTED = "assistant_invalid_output"
+
+
 async def run_shard(
     shard: ShardSpec,
     models: RoleModels,
@@ -45,10 +54,12 @@ async def run_shard(
     *,
     call_models: bool = False,
     turn_delay_s: float = 0.0,
-    fail_sessions: Sequence[str] = (),
+    fail_sessions: Sequence[str] | Mapping[str, str] = (),
+    fail_once_file: str | None = None,
     crash_file: str | None = None,
     start_delay_s: float = 0.0,
     delegate: str | None = None,
+    stream_delay_s: float = 0.0,
 ) -> AsyncIterator[SessionResult]:
     if crash_file and _claim_crash(crash_file, shard.shard_id):
         os.kill(os.getpid(), signal.SIGKILL)
@@ -56,7 +67,11 @@ async def run_shard(
         await asyncio.sleep(start_delay_s)
     if delegate:
         module, _, name = delegate.partition(":")
+        first = True
         async for result in getattr(importlib.import_module(module), name)(shard, models, ctx):
+            if stream_delay_s and not first:
+                await asyncio.sleep(stream_delay_s)
+            first = False
             yield result
         return
     live = {s.session_id: s for s in shard.sessions}
@@ -80,9 +95,11 @@ async def run_shard(
             turns_done[sid] = turn
         if ctx.on_turn is not None:
             ctx.on_turn({"turn": turn, "live": len(live)})
-    injected = set(fail_sessions)
+    injected = dict(fail_sessions) if isinstance(fail_sessions, Mapping) else {sid: INJECTED for sid in fail_sessions}
+    if fail_once_file and Path(fail_once_file).exists():
+        injected = {}
     for s in shard.sessions:
-        error = errors.get(s.session_id) or ("standin: injected failure" if s.session_id in injected else None)
+        error = errors.get(s.session_id) or injected.get(s.session_id)
         yield _result(shard, s, ctx, turns_done.get(s.session_id, 0), error, tokens[s.session_id], calls[s.session_id])
 
 
@@ -125,8 +142,9 @@ async def _ask(model, role, turn, sessions: list[SessionSpec], ctx, errors, toke
                 last[s.session_id] = resp.error
                 retry.append(s)
         pending = retry
-    for s in pending:
-        errors[s.session_id] = f"{role}: {last[s.session_id]} (after {settings.attempts} attempts)"
+    for s in pending:  # named like the loop's: <role>_<reason>
+        reason = last[s.session_id].split(":")[0].strip().replace(" ", "_")
+        errors[s.session_id] = reason if reason.startswith(role) else f"{role}_{reason}"
 
 
 def _result(shard: ShardSpec, s: SessionSpec, ctx: ShardContext, n_turns: int, error: str | None,

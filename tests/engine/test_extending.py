@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-import pyarrow.parquet as pq
 import pytest
 
 from ray_knowsim.engine.config import ConfigError, parse_run_config
-from ray_knowsim.engine.results import RunDir
+from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.engine.runner import run
 from tests.engine.conftest import small_config
 
@@ -40,7 +39,7 @@ def test_a_run_with_a_backend_registered_outside_the_package(tmp_path):
     cfg = parse_run_config(tagged_config())
     outcome = run(cfg, output=tmp_path, quiet=True, tables=False)
     assert outcome.n_failed == 0 and outcome.n_ok == 4
-    turns = pq.read_table(RunDir(tmp_path).data_files("turns")).to_pylist()
+    turns = RunReader.open(tmp_path).turns.read().to_pylist()
     assert turns and all(t["assistant_message"].startswith("[tagged] ") for t in turns)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["backends"] == {"user_sim": "offline", "extractor": "offline", "judge": "offline", "assistant:tag": "tagged"}

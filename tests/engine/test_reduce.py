@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from ray_knowsim.engine.reduce import KEYS, SUM_COLUMNS, build_tables, cells_from_sums, partial_moments
-from ray_knowsim.engine.results import SESSION_SCHEMA
+from ray_knowsim.io.commits import SESSION_SCHEMA
 
 
 def session(cond: str, level: str, status: str = "ok", **metrics) -> dict:

@@ -15,7 +15,7 @@ import pytest
 
 from ray_knowsim.engine.config import parse_run_config
 from ray_knowsim.engine.reduce import FM_COLUMNS, METRICS, RANK_METRICS
-from ray_knowsim.engine.results import RunDir
+from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.engine.runner import run
 from ray_knowsim.model.results import LOWER_IS_BETTER
 from ray_knowsim.score.store import RunScores
@@ -25,13 +25,19 @@ pytestmark = pytest.mark.usefixtures("ray_local")
 
 
 def rows(run_dir, table: str, scores: bool = True) -> pd.DataFrame:
-    """A table's committed rows; sessions with the judges' scores joined in (as tables see them)."""
-    rd = RunDir(run_dir)
-    join = RunScores.load(run_dir) if table == "sessions" and scores else None
-    frames = [(join.attach(pq.read_table(f)) if join else pq.read_table(f)).to_pandas() for f in rd.data_files(table)]
-    df = pd.concat(frames, ignore_index=True)
+    """A table's counted rows; sessions with the judges' scores joined in (as tables see them)."""
+    reader = RunReader.open(run_dir)
+    data = (reader.sessions if table == "sessions" else reader.turns).read()
+    if table == "sessions" and scores:
+        data = RunScores.load(run_dir, reader).attach(data)
+    df = data.to_pandas()
     keys = ["session_id", "turn"] if table == "turns" else ["session_id"]
     return df.sort_values(keys).reset_index(drop=True)
+
+
+def commits(run_dir) -> dict[str, object]:
+    """Commit name -> commit, of every counted commit."""
+    return {c.name: c for c in RunReader.open(run_dir).index.live()}
 
 
 def assert_same_rows(a, b):
@@ -116,24 +122,42 @@ def test_tables_match_a_pandas_reduction(clean_run):
     assert set(roles) == {"user_sim", "assistant", "extractor", "judge"} and manifest["roles"]["warnings"] == []
 
 
-def test_rerun_skips_committed_shards_and_redoes_failed_sessions(clean_run, tmp_path):
+def test_a_model_failure_stays_a_result_unless_rerun_is_asked_for(clean_run, tmp_path):
+    """The injected failure is a model failure (an unreadable answer): the same command leaves it;
+    --rerun-model-failures reruns it as a new draw (attempt 2, its own seed, the first error kept);
+    after engine.max_session_attempts runs it is not rerun again."""
     cfg, out, _ = clean_run
     import shutil
 
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
-    before = RunDir(copy).markers(cfg.config_hash())
+    before = commits(copy)
     again = run(cfg, output=copy, quiet=True, tables=False)
-    after = RunDir(copy).markers(cfg.config_hash())
-    assert again.skipped_shards == 5 and again.ran_shards == 1  # only the shard with a failed session
-    changed = [k for k in after if after[k].token != before[k].token]
-    assert len(changed) == 1 and after[changed[0]].attempt == 2
-    assert_same_rows(out, copy)  # the injected failure fails again: same rows, none duplicated
+    assert again.ran_shards == 0 and again.skipped_shards == 6 and again.resume["kept_failed"]["model"] == 1
+    assert commits(copy).keys() == before.keys()
+    assert_same_rows(out, copy)
+
+    rerun = run(cfg, output=copy, quiet=True, tables=False, rerun_model_failures=True)
+    assert rerun.ran_shards == 1 and rerun.resume["rerun"] == {"infra": 0, "model": 1} and rerun.n_failed == 1
+    df, first = rows(copy, "sessions"), rows(out, "sessions")
+    assert df["session_id"].is_unique and len(df) == 24
+    row = df.set_index("session_id").loc[FAILS[0]]
+    old = first.set_index("session_id").loc[FAILS[0]]
+    assert row["attempt"] == 2 and json.loads(row["previous_errors"]) == ["assistant_invalid_output"]
+    assert row["failure_class"] == "model" and row["seed"] != old["seed"]  # a new draw, recorded
+    others = df[df["session_id"] != FAILS[0]].reset_index(drop=True)
+    pd.testing.assert_frame_equal(others, first[first["session_id"] != FAILS[0]].reset_index(drop=True))
+    run(cfg, output=copy, quiet=True, tables=False, rerun_model_failures=True)  # attempt 3 = max_session_attempts
+    last = run(cfg, output=copy, quiet=True, tables=False, rerun_model_failures=True)
+    assert last.ran_shards == 0 and last.resume["exhausted"] == 1
+    assert rows(copy, "sessions").set_index("session_id").loc[FAILS[0], "attempt"] == 3
+    manifest = json.loads((copy / "manifest.json").read_text())
+    assert [i["totals"]["resume"]["rerun_model_failures"] for i in manifest["invocations"]] == [False, False, True, True, True]
 
 
 def test_a_run_dir_of_another_config_is_refused(clean_run):
     from ray_knowsim.engine.manifest import ManifestMismatch
-    from ray_knowsim.engine.results import open_dataset
+    from ray_knowsim.engine.reduce import open_dataset
 
     cfg, out, _ = clean_run
     other = parse_run_config(small_config(max_turns=4))
@@ -156,7 +180,7 @@ def test_worker_killed_mid_run_then_resumed_equals_clean(clean_run, crash_file, 
     else:
         assert list(first.incomplete) == ["shard-000003"] and first.n_ok == 19
         resumed = run(killed, output=tmp_path / "run", quiet=True, tables=False)
-        assert resumed.ran_shards == 2 and not resumed.incomplete  # the lost shard + the failed session's
+        assert resumed.ran_shards == 1 and not resumed.incomplete  # the lost shard (the model failure stays)
     assert_same_rows(out, tmp_path / "run")
 
 
@@ -217,13 +241,18 @@ def test_failing_endpoint_gives_retried_then_explicitly_failed_sessions(tmp_path
         assert all(n == 2 for k, n in model.seen.items() if "demo_math_01" in k)
         # the endpoint heals; the same command redoes only the failed sessions
         model.broken = False
-        before = RunDir(tmp_path).markers(cfg.config_hash())
+        assert set(failed["failure_class"]) == {"infra"}  # the model was never heard: rerun by default
+        before = commits(tmp_path)
         second = run(cfg, output=tmp_path, quiet=True, tables=False)
-        after = RunDir(tmp_path).markers(cfg.config_hash())
+        after = commits(tmp_path)
     assert second.n_failed == 0 and second.n_ok == 24
-    assert second.ran_shards == sum(1 for m in before.values() if m.failed)
-    assert {k for k in after if after[k].token != before[k].token} == {k for k, m in before.items() if m.failed}
+    assert second.resume["rerun"] == {"infra": 6, "model": 0}
+    assert second.ran_shards == len({c.shard_id for c in before.values() if any(e.status != "ok" for e in c.sessions.values())})
+    new = [c for name, c in after.items() if name not in before]
+    assert sorted(sid for c in new for sid in c.sessions) == sorted(failed["session_id"])
+    assert all(e.attempt == 2 and e.previous_errors[0].startswith("user_sim_http_500") for c in new for e in c.sessions.values())
     again = rows(tmp_path, "sessions")
     assert again["session_id"].is_unique and len(again) == 24
+    assert (again[again["item_id"] == "demo_math_03"]["attempt"] == 2).all()
     kept = again[again["item_id"] != "demo_math_03"].reset_index(drop=True)
     pd.testing.assert_frame_equal(kept, df[df["item_id"] != "demo_math_03"].reset_index(drop=True))

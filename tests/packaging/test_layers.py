@@ -47,7 +47,6 @@ LAYERS: dict[str, int] = {
 }
 # same-rank imports that are allowed (importer -> imported)
 PEERS = {
-    ("sweep", "engine"),  # the sweep reads run directories through engine.results
     ("compare", "engine"),  # run identity: the config's operational fields and role defaults
     ("report", "compare"),  # the report's who-beats-whom matrix is compare's analysis
     ("view", "report"),  # the viewer draws conversations with the report's renderer

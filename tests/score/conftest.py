@@ -20,7 +20,7 @@ def finished_run(folder: Path, **overrides: Any):
     return cfg, out, run(cfg, output=out, quiet=True, config_file=str(path))
 
 
-def digests(root: Path, subs: tuple[str, ...] = ("sessions", "turns", "shards")) -> dict[str, str]:
-    """sha256 of every file under ``subs`` (default: the simulation's sessions, turns, shard markers)."""
+def digests(root: Path, subs: tuple[str, ...] = ("sessions", "turns", "commits")) -> dict[str, str]:
+    """sha256 of every file under ``subs`` (default: the simulation's sessions, turns, commit markers)."""
     return {f"{sub}/{f.name}": hashlib.sha256(f.read_bytes()).hexdigest()
             for sub in subs for f in sorted((root / sub).glob("*")) if f.is_file()}

@@ -4,11 +4,10 @@ baseline's early stop comes from the termination judge only where the simulation
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from ray_knowsim.score.store import RunScores, ScoreDir, ScoreRow
-from ray_knowsim.validate.simdata import aggregate_metrics
+from ray_knowsim.validate.simdata import aggregate_metrics, open_table
 
 
 def sessions() -> pa.Table:
@@ -43,11 +42,12 @@ def test_primary_fills_and_other_sets_add_columns(tmp_path):
 
 def test_validation_reads_the_joined_iq(tmp_path):
     commit(tmp_path, "first", [{"session_id": "a", "iq": 7.0}, {"session_id": "b", "iq": 9.0}])
-    pq.write_table(sessions(), tmp_path / "s.parquet")
-    agg = aggregate_metrics(ds.dataset(tmp_path / "s.parquet"), ["iq"], scores=RunScores.load(tmp_path))
+    pq.write_table(sessions(), tmp_path / "sessions.parquet")  # a plain layout: no markers, no manifest
+    table = open_table(tmp_path, "sessions")
+    agg = aggregate_metrics(table, ["iq"], scores=RunScores.load(tmp_path))
     row = agg[agg["condition"] == "x"].iloc[0]
     assert row["n"] == 2 and row["sum"] == 16.0
-    plain = aggregate_metrics(ds.dataset(tmp_path / "s.parquet"), ["iq"])
+    plain = aggregate_metrics(table, ["iq"])
     assert plain.empty or (plain["n"] == 0).all()
 
 

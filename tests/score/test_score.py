@@ -3,12 +3,11 @@ its simulation files, resumably, and a judge failure never discards a finished c
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from ray_knowsim.cli.main import main as cli
-from ray_knowsim.engine.results import RunDir
+from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.engine.scoring import score_run
 from ray_knowsim.score.store import RunScores, ScoreDir
 from tests.score.conftest import digests, finished_run
@@ -26,7 +25,7 @@ def finished(tmp_path_factory):
 def test_run_writes_the_judges_as_their_own_score_set(finished):
     cfg, out, outcome = finished
     assert outcome.n_failed == 0 and outcome.scores["name"] == "sim"
-    raw = pq.read_table(RunDir(out).data_files("sessions")[0])
+    raw = RunReader.open(out).sessions.read()
     assert raw.column("iq").null_count == raw.num_rows  # the simulation leaves the judge columns empty
     scores = ScoreDir(out, "sim").read()
     assert scores.num_rows == outcome.n_ok and scores.column("judge_error").null_count == scores.num_rows
@@ -47,12 +46,12 @@ def test_score_rejudges_into_a_second_set_with_the_simulation_byte_identical(fin
     assert second.info()["judge_model"] == "judge2" and second.read().num_rows > 0
     rs = RunScores.load(out)
     assert rs.primary == "sim" and set(rs.sets) == {"sim", "judge2"}
-    table = rs.attach(pq.read_table(RunDir(out).data_files("sessions")[0]))
+    table = rs.attach(RunReader.open(out).sessions.read())
     assert "iq@judge2" in table.column_names and table.column("iq@judge2").null_count == 0
     assert table.column("iq").null_count == 0
     # resumable: a second invocation skips every committed shard
     again = score_run(cfg, out, judge=str(judge))
-    assert again.scored_shards == 0 and again.skipped_shards == len(RunDir(out).markers())
+    assert again.scored_shards == 0 and again.skipped_shards == len(RunReader.open(out).index.live())
     assert digests(out) == before
 
 
@@ -76,7 +75,7 @@ def test_a_failing_judge_keeps_the_simulation_and_names_its_error(finished):
     rows = ScoreDir(out, "broken").read().to_pylist()
     assert all(r["iq"] is None and r["judge_error"].startswith("interaction_quality: judge_http_500") for r in rows)
     assert digests(out) == before
-    sessions = pq.read_table(RunDir(out).data_files("sessions")[0]).to_pylist()
+    sessions = RunReader.open(out).sessions.read().to_pylist()
     assert all(s["status"] == "ok" and s["kg"] is not None for s in sessions if s["simulator"] == "structured")
 
 
@@ -89,13 +88,13 @@ def test_an_interrupted_score_pass_redoes_only_the_shards_it_had_not_committed(f
     cfg, out, _ = finished
     before = digests(out)
     one = score_run(cfg, out, name="serial", shard_concurrency=1)
-    assert one.scored_shards == len(RunDir(out).markers()) >= 3
+    assert one.scored_shards == len(RunReader.open(out).index.live()) >= 3
     serial = ScoreDir(out, "serial")
     # an interruption after some shards: drop two shards' commits (marker and file), as if never written
     lost = sorted(serial.markers().values(), key=lambda m: m.shard_id)[:2]
     for m in lost:
         (serial.root / m.file).unlink()
-        (serial.root / f"{m.shard_id}.json").unlink()
+        (serial.root / f"{m.commit}.json").unlink()
     kept = {m.shard_id: m.token for m in serial.markers().values()}
     again = score_run(cfg, out, name="serial", shard_concurrency=4)
     assert sorted(m.shard_id for m in again.committed) == sorted(m.shard_id for m in lost)
@@ -199,7 +198,7 @@ def test_primary_switches_the_set_the_tables_show(finished, tmp_path, capsys):
     assert '"primary": true' in capsys.readouterr().out
     rs = RunScores.load(out)
     assert rs.primary == "strict" and level_means.is_file()
-    table = rs.attach(pq.read_table(RunDir(out).data_files("sessions")[0]))
+    table = rs.attach(RunReader.open(out).sessions.read())
     assert "iq@sim" in table.column_names and "iq@strict" not in table.column_names  # sim is now the extra set
     assert digests(out) == before
     # and back: the run's own judge set, already complete, becomes primary again without judging anything

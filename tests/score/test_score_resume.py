@@ -3,11 +3,10 @@ score sets still builds its report (the primary set fills ``iq``)."""
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 import pytest
 
 from ray_knowsim.engine.models import ModelSet
-from ray_knowsim.engine.results import RunDir
+from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.engine.scoring import score_run
 from ray_knowsim.llm.offline import OfflineModel
 from ray_knowsim.score.store import RunScores, ScoreDir
@@ -43,9 +42,9 @@ class Interrupted:
 
 def test_an_interrupted_score_pass_resumes_without_redoing_finished_shards(finished):
     cfg, out = finished
-    n_shards = len(RunDir(out).markers())
+    n_shards = len(RunReader.open(out).index.live())
     assert n_shards >= 3
-    simulation = digests(out, ("sessions", "turns", "shards"))
+    simulation = digests(out, ("sessions", "turns", "commits"))
     store = ScoreDir(out, "second")
     with pytest.raises(KeyboardInterrupt):
         score_run(cfg, out, name="second", models=ModelSet({"sim": Interrupted(store)}, {}, []), shard_concurrency=1)
@@ -57,8 +56,8 @@ def test_an_interrupted_score_pass_resumes_without_redoing_finished_shards(finis
     after = digests(out, ("scores/second",))
     assert {k: v for k, v in after.items() if k in first and k != "scores/second/judge.json"} == \
         {k: v for k, v in first.items() if k != "scores/second/judge.json"}  # the finished shard was not redone
-    assert store.read().num_rows == pq.read_table(RunDir(out).data_files("sessions")).num_rows  # every session once
-    assert digests(out, ("sessions", "turns", "shards")) == simulation
+    assert store.read().num_rows == RunReader.open(out).sessions.count_rows()  # every session once
+    assert digests(out, ("sessions", "turns", "commits")) == simulation
     third = score_run(cfg, out, name="second")
     assert third.scored_shards == 0 and third.skipped_shards == n_shards
 

@@ -159,10 +159,10 @@ class RulesSection(Strict):
 
 
 class EngineConfig(Strict):
-    """How the work is cut and scheduled; none of it changes results except ``shard_size``,
-    which fixes the shard layout of a run directory (resume needs the same value)."""
+    """How the work is cut and scheduled; none of it changes results. Resume is per session, so
+    ``shard_size`` (and the condition grouping of a placement) may differ between invocations."""
 
-    shard_size: int = Field(32, ge=1)  # sessions advanced in lockstep by one Ray task
+    shard_size: int = Field(32, ge=1)  # sessions run by one Ray task
     shard_cpus: float = Field(1.0, gt=0)  # Ray CPUs per shard task (< 1 for LLM-bound shards)
     max_concurrent_shards: int | None = Field(None, ge=1)  # default: cluster CPUs / shard_cpus
     shard_retries: int = Field(2, ge=0)  # Ray re-runs of a shard whose worker died
@@ -170,6 +170,15 @@ class EngineConfig(Strict):
     object_store_mb: int = Field(256, ge=64)  # local Ray only
     llm_cache: bool = True  # reuse identical reproducible LLM answers (RUN_DIR/cache) on resume
     shard_fn: str = DEFAULT_SHARD_FN  # "module:function" with run_shard's signature
+    # finished sessions are committed in small steps within a shard (a crash loses only the
+    # sessions in flight): every ``commit_every`` sessions, or ``commit_every_s`` seconds after the
+    # first one still uncommitted, whichever comes first; the steps are folded into one commit
+    # when the shard ends
+    commit_every: int = Field(8, ge=1)
+    commit_every_s: float = Field(30.0, gt=0)
+    # most runs of one session over all invocations: a failure that keeps coming back (a seeded
+    # model failing the same way, an endpoint that stays down) is rerun at most this often
+    max_session_attempts: int = Field(3, ge=1)
     shard_fn_options: dict[str, Any] = Field(default_factory=dict)  # keyword args for shard_fn
 
     @field_validator("shard_fn")

@@ -1,0 +1,95 @@
+"""Do the conditions being compared fail at rates different enough to bias the comparison?
+
+Compare's metrics are over ok sessions only. A condition whose sessions fail more often (a verbose
+tutor truncating at the cap, an endpoint that times out) is then measured on the cases it got
+through: its mean is a mean over a different, often easier, set of cells than its rival's. So
+compare reports the failure rates of every condition per (task, level) and warns about a pair
+whose rates differ enough to matter.
+
+The rule (one per (task, level) and pair of conditions, plus the level-marginal "all"): **Fisher's
+exact test**, two-sided, on the 2x2 table (failed, ok) x (condition a, condition b), and a warning
+when ``p < alpha`` AND the rates differ by at least ``min_diff`` (5 percentage points by default).
+Fisher's test is exact at the small n of a cell (tens of sessions), where a normal two-proportion
+test is not; the floor on the difference keeps a large run from warning about a 0.5-point gap
+that cannot move a mean. The p-values are not adjusted for the number of pairs: a warning errs on
+the side of speaking (a missed bias costs more than a second look).
+
+Pure: pandas in, pandas out.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from typing import Sequence
+
+import pandas as pd
+
+from ray_knowsim.model.failures import FAILURE_CLASSES, MODEL, failure_class
+
+ALL_LEVELS = "all"
+OUTCOME_COLUMNS = ("task", "knowledge_level", "condition", "status", "failure_class", "error")
+
+
+def session_classes(outcomes: pd.DataFrame) -> pd.Series:
+    """Per session: its failure class (None when ok); rows without the column get it from their error."""
+    recorded = outcomes["failure_class"] if "failure_class" in outcomes.columns else pd.Series(None, index=outcomes.index)
+    errors = outcomes["error"] if "error" in outcomes.columns else pd.Series(None, index=outcomes.index)
+    derived = [c if isinstance(c, str) else (failure_class(e) or MODEL) for c, e in zip(recorded, errors)]
+    return pd.Series([None if st == "ok" else d for st, d in zip(outcomes["status"], derived)], index=outcomes.index)
+
+
+def failure_counts(outcomes: pd.DataFrame) -> pd.DataFrame:
+    """Per (task, knowledge_level, condition) and per (task, "all", condition): sessions, failed
+    (and per class) and the failure rate. ``outcomes``: one row per session, ok or failed."""
+    df = outcomes.assign(_failed=outcomes["status"] != "ok", _class=session_classes(outcomes))
+    rows = []
+    for scope in ("level", ALL_LEVELS):
+        keys = ["task", "knowledge_level", "condition"] if scope == "level" else ["task", "condition"]
+        for key, g in df.groupby(keys, sort=True):
+            task, level, cond = key if scope == "level" else (key[0], ALL_LEVELS, key[1])
+            row = {"task": task, "knowledge_level": level, "condition": cond, "n_sessions": len(g),
+                   "n_failed": int(g["_failed"].sum())}
+            for cls in FAILURE_CLASSES:
+                row[f"n_failed_{cls}"] = int((g["_class"] == cls).sum())
+            row["failure_rate"] = row["n_failed"] / row["n_sessions"] if row["n_sessions"] else float("nan")
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def failure_gaps(counts: pd.DataFrame, conditions: Sequence[str], alpha: float = 0.05,
+                 min_diff: float = 0.05) -> pd.DataFrame:
+    """Per (task, level, a before b in ``conditions``): both rates, their difference, Fisher's
+    two-sided p and ``biased`` (the warning rule of the module docstring)."""
+    from scipy.stats import fisher_exact
+
+    order = {c: k for k, c in enumerate(conditions)}
+    rows = []
+    for (task, level), g in counts.groupby(["task", "knowledge_level"], sort=True):
+        by = g.set_index("condition")
+        present = sorted((c for c in by.index if c in order), key=order.get)
+        for a, b in combinations(present, 2):
+            fa, na = int(by.loc[a, "n_failed"]), int(by.loc[a, "n_sessions"])
+            fb, nb = int(by.loc[b, "n_failed"]), int(by.loc[b, "n_sessions"])
+            if not na or not nb:
+                continue
+            p = float(fisher_exact([[fa, na - fa], [fb, nb - fb]], alternative="two-sided")[1])
+            diff = fa / na - fb / nb
+            rows.append({"task": task, "knowledge_level": level, "condition_a": a, "condition_b": b,
+                         "failure_rate_a": fa / na, "failure_rate_b": fb / nb, "diff": diff, "n_a": na, "n_b": nb,
+                         "p_fisher": p, "biased": bool(p < alpha and abs(diff) >= min_diff)})
+    cols = ["task", "knowledge_level", "condition_a", "condition_b", "failure_rate_a", "failure_rate_b", "diff",
+            "n_a", "n_b", "p_fisher", "biased"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def gap_warnings(gaps: pd.DataFrame) -> list[str]:
+    """One line per biased pair, e.g. ``math/novice: a fails 40% of 20 sessions, b 5% of 20 (Fisher p 0.02)``."""
+    out = []
+    for _, r in gaps[gaps["biased"]].iterrows():
+        out.append(f"{r['task']}/{r['knowledge_level']}: {r['condition_a']} fails {r['failure_rate_a']:.0%} of {r['n_a']} "
+                   f"sessions, {r['condition_b']} {r['failure_rate_b']:.0%} of {r['n_b']} (Fisher p {r['p_fisher']:.2g}): "
+                   "their means are over different sets of cells")
+    return out
+
+
+__all__ = ["ALL_LEVELS", "OUTCOME_COLUMNS", "failure_counts", "failure_gaps", "gap_warnings", "session_classes"]
