@@ -29,8 +29,8 @@ files lying beside). Commits of another config than the manifest's are never cou
 listed in :attr:`RunStatus.foreign_commits`). A marker that cannot be read raises
 :class:`MarkerError` naming the file: a reader never guesses past it.
 
-A folder with neither a manifest nor markers (a Parquet export, synthetic test data) is read as a
-**plain** layout: every Parquet file under ``sessions/`` and ``turns/`` (hive partitions allowed,
+A folder with no marker folder and no run manifest (none, or one without a ``config_hash``: not
+written by ``ray-knowsim run``) — a Parquet export, synthetic test data — is read as a **plain** layout: every Parquet file under ``sessions/`` and ``turns/`` (hive partitions allowed,
 or ``sessions.parquet``), and a session id found twice is an error naming both files — with no
 marker to say which copy counts, none is picked.
 
@@ -205,7 +205,7 @@ class RunReader:
         if not root.is_dir():
             raise RunDirError(f"run directory {root} does not exist")
         manifest = _read_manifest(root)
-        if manifest is None and not has_commit_markers(root):
+        if not has_commit_markers(root) and not (manifest or {}).get("config_hash"):
             return cls._open_plain(root)
         commits = read_markers(root)
         wanted = config_hash or (manifest or {}).get("config_hash")

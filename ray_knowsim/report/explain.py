@@ -127,7 +127,7 @@ def _reason(g: GraphIndex | None, v: str, pre: dict[str, int], m: IUMove, turn: 
 
 
 def conversation_view(session: dict, turn_rows: list[dict]) -> ConversationView:
-    """Assemble one conversation for the viewer (rows as produced by ``ray_knowsim.io.rundir.read_rows``)."""
+    """Assemble one conversation for the viewer (rows as :meth:`ray_knowsim.io.rundir.CommittedTable.rows_of` gives them)."""
     labels = list(session.get("iu_labels") or [])
     g = _index(session)
     ids = list(g.ids) if g and len(g.ids) == len(labels) else [lab.split(":", 1)[0].strip() for lab in labels]

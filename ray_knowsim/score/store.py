@@ -245,7 +245,7 @@ class RunScores:
         if not names:
             return cls(primary_name(run_root), {})
         root = Path(run_root)
-        if reader is None and ((root / "manifest.json").is_file() or has_commit_markers(root)):
+        if reader is None and ((root / "sessions").exists() or has_commit_markers(root)):
             reader = RunReader.open(root)
         counted = counted_sessions(reader) if reader is not None else None  # a plain layout: scores as they are
         return cls(primary_name(run_root), {n: ScoreDir(run_root, n).read(counted) for n in names})

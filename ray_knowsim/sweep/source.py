@@ -113,6 +113,8 @@ _SESSION_COLUMNS = (
 def _datasets(run_dir: Path) -> tuple[CommittedTable, CommittedTable]:
     """(sessions, turns) of a run directory, as the one run-directory reader counts them
     (io/rundir.py: only what commit markers name, each session once)."""
+    if not run_dir.is_dir():
+        raise SweepConfigError(f"{run_dir} is not a run directory: it does not exist")
     try:
         run = RunReader.open(run_dir)
     except RunDirError as exc:

@@ -34,6 +34,8 @@ def open_table(run_dir: Path, name: str, *, required: bool = True) -> CommittedT
     """The counted rows of ``RUN_DIR/<name>`` (a run directory, or a plain Parquet folder /
     ``RUN_DIR/<name>.parquet`` holding each session once)."""
     run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise SimDataError(f"{run_dir}: no '{name}' table (expected {run_dir / name}/ with Parquet files)")
     try:
         run = RunReader.open(run_dir)
     except RunDirError as exc:  # the message names the folder or file

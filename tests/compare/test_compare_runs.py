@@ -92,7 +92,7 @@ def test_two_runs_merge_and_pair_across_runs(planted, second, tmp_path):
 
 def test_incompatible_run_is_refused_naming_the_difference(planted, tmp_path, capsys):
     other = tmp_path / "softer"
-    shutil.copytree(planted, other, ignore=shutil.ignore_patterns("cache", "turns"))
+    shutil.copytree(planted, other, ignore=shutil.ignore_patterns("cache"))  # its markers name its turns: copied too
     manifest = json.loads((other / "manifest.json").read_text())
     manifest["config"]["rules"]["overrides"] = {"dropoff_softening": 1.0}
     (other / "manifest.json").write_text(json.dumps(manifest))
@@ -122,11 +122,10 @@ ROLES = ("user_sim", "assistant", "extractor", "judge")
 
 
 def actual_tokens(run_dir) -> dict[str, tuple[int, int]]:
-    import pyarrow.dataset as ds
-
+    from ray_knowsim.io.rundir import RunReader
     from ray_knowsim.score.store import RunScores
 
-    df = RunScores.load(run_dir).attach(ds.dataset(run_dir / "sessions", format="parquet").to_table()).to_pandas()
+    df = RunScores.load(run_dir).attach(RunReader.open(run_dir).sessions.read()).to_pandas()
     return {r: (int(df[f"prompt_tokens_{r}"].sum()), int(df[f"completion_tokens_{r}"].sum())) for r in ROLES}
 
 
@@ -156,13 +155,11 @@ def test_dry_run_estimate_matches_the_real_run_within_a_factor_of_two(planted, t
     est = Estimate.model_validate(raw)
     assert est.n_sessions == 96 and est.first_turn["user_sim"].rendered == 96
     # requests: 3 per turn x 3 turns + 1 judge per session, as the real run made (no retries there)
-    import pyarrow.dataset as ds
-
     from ray_knowsim.io.cost import read_cost_columns
+    from ray_knowsim.io.rundir import RunReader
     from ray_knowsim.score.store import RunScores
 
-    files = sorted(str(f) for f in (planted / "sessions").glob("*.parquet"))
-    calls = int(read_cost_columns(files, RunScores.load(planted).attach)["llm_calls"].sum())  # the judges' calls included
+    calls = int(read_cost_columns(RunReader.open(planted).sessions, RunScores.load(planted).attach)["llm_calls"].sum())  # the judges' calls included
     assert est.totals.requests == 96 * 10 == calls
     assert est.totals.cost_usd == 0.0  # the offline model is free
     assert_within_factor(est, actual_tokens(planted))

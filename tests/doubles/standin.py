@@ -12,8 +12,9 @@ Options (``engine.shard_fn_options``):
 * ``turn_delay_s``: sleep per turn; ``start_delay_s``: sleep once per shard (slow enough to interrupt).
 * ``delegate``: ``"module:function"`` of a real shard function: after the delay and crash hooks,
   its results are passed through unchanged (the hooks around the real simulation loop).
-  ``stream_delay_s``: a pause before each result after the first, so results arrive one by one
-  as a per-session loop yields them (the worker's streamed commits can be caught mid-shard).
+* ``stream_delay_s``: a pause before each result after the first, so results arrive one by one
+  as a per-session loop yields them (the worker's streamed commits can be caught mid-shard);
+  ``raise_after``: raise RuntimeError after yielding that many results (a loop crashing mid-shard).
 * ``fail_sessions``: session ids that end as failed: a list (error ``assistant_invalid_output``, a
   model failure) or a mapping session id -> error code (``assistant_http_503`` for an infra
   failure, ...: model/failures.py classifies it). ``fail_once_file``: when set, a session fails only
@@ -60,6 +61,7 @@ async def run_shard(
     start_delay_s: float = 0.0,
     delegate: str | None = None,
     stream_delay_s: float = 0.0,
+    raise_after: int | None = None,
 ) -> AsyncIterator[SessionResult]:
     if crash_file and _claim_crash(crash_file, shard.shard_id):
         os.kill(os.getpid(), signal.SIGKILL)
@@ -98,7 +100,11 @@ async def run_shard(
     injected = dict(fail_sessions) if isinstance(fail_sessions, Mapping) else {sid: INJECTED for sid in fail_sessions}
     if fail_once_file and Path(fail_once_file).exists():
         injected = {}
-    for s in shard.sessions:
+    for k, s in enumerate(shard.sessions):
+        if raise_after is not None and k >= raise_after:
+            raise RuntimeError(f"standin: the loop crashed after {k} sessions")
+        if stream_delay_s and k:
+            await asyncio.sleep(stream_delay_s)
         error = errors.get(s.session_id) or injected.get(s.session_id)
         yield _result(shard, s, ctx, turns_done.get(s.session_id, 0), error, tokens[s.session_id], calls[s.session_id])
 

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 
-import pyarrow.dataset as ds
+import pyarrow.compute as pc
 
 from ray_knowsim.report.explain import conversation_view
-from ray_knowsim.io.rundir import open_run, read_rows
+from ray_knowsim.io.rundir import open_run
 
 
 def test_derived_classes_match_recorded_counts_and_states(small_run):
     run = open_run(small_run.run_dir)
-    sessions = ds.dataset(small_run.run_dir / "sessions").to_table(columns=["session_id", "simulator", "status"]).to_pylist()
+    sessions = run.sessions.read(["session_id", "simulator", "status"]).to_pylist()
     ids = [s["session_id"] for s in sessions if s["simulator"] == "structured" and s["status"] == "ok"][:8]
-    rows = {r["session_id"]: r for r in read_rows(run.sessions, ids)}
-    turns = read_rows(run.turns, ids)
+    rows = {r["session_id"]: r for r in run.sessions.rows_of(ids)}
+    turns = run.turns.rows_of(ids)
     checked_turns = reasons = 0
     for sid in ids:
         view = conversation_view(rows[sid], [t for t in turns if t["session_id"] == sid])
@@ -40,12 +40,12 @@ def test_derived_classes_match_recorded_counts_and_states(small_run):
 
 def test_baseline_and_bad_signals_do_not_break_the_view(small_run):
     run = open_run(small_run.run_dir)
-    base = ds.dataset(small_run.run_dir / "sessions").to_table(filter=ds.field("simulator") == "zero-shot-cot").slice(0, 1).to_pylist()[0]
-    view = conversation_view(base, read_rows(run.turns, [base["session_id"]]))
+    base = run.sessions.read(filter=pc.field("simulator") == "zero-shot-cot").slice(0, 1).to_pylist()[0]
+    view = conversation_view(base, run.turns_of(base["session_id"]))
     assert not view.has_state and view.turns and "baseline" in view.note
 
-    session = read_rows(run.sessions, ["synthetic/synth_000/novice/model-a:adaptive/0"])[0]
-    turn = dict(read_rows(run.turns, [session["session_id"]])[0], signals_json="{not json")
+    session = run.sessions.rows_of(["synthetic/synth_000/novice/model-a:adaptive/0"])[0]
+    turn = dict(run.turns_of(session["session_id"])[0], signals_json="{not json")
     view = conversation_view(session, [turn])
     assert view.turns[0].signal_error and "unreadable" in view.turns[0].signal_error
     assert json.loads(json.dumps(view.turns[0].recorded_fm))  # still a plain dict

@@ -1,0 +1,121 @@
+"""Every reader of a run directory — the tables (and cost), the report, compare, validate, sweep,
+the scoring stage — reads it through the one reader (io/rundir.py), so each sees each session
+once: in a run directory where a shard was committed twice (what a Ray retry after a commit does)
+and stale copies of every file lie beside the committed ones (another layout's, and our naming's
+without a marker). And each stops, naming the file, at a marker it cannot read, deleting nothing.
+
+One small finished run (the real loop, offline models) is doctored once per module; each reader
+is one parameter of the same test."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ray_knowsim.io.commits import new_token
+from ray_knowsim.io.rundir import RunReader
+from tests.score.conftest import finished_run
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+
+def sessions_seen(reader: str, cfg, run_dir: Path, tmp: Path) -> tuple[int, int]:
+    """(sessions, ok sessions) the reader works on."""
+    if reader == "tables":
+        from ray_knowsim.engine.reduce import aggregate_cells
+        from ray_knowsim.io.cost import cost_tables
+
+        run = RunReader.open(run_dir)
+        cells = aggregate_cells(run.sessions.files)
+        cost = cost_tables(run.sessions)["cost"]
+        total = cost[(cost["task"] == "all") & (cost["condition"] == "all")].iloc[0]
+        assert int(total["n_sessions"]) == int(cells["n_sessions"].sum())
+        return int(cells["n_sessions"].sum()), int(cells["n_ok"].sum())
+    if reader == "report":
+        from ray_knowsim.report.build import ReportOptions, build_report
+
+        content = build_report(run_dir, tmp / "report", ReportOptions(sample=2)).content
+        return content.summary.rows, -1  # the report's own figures are per cell: its row count is what it read
+    if reader == "compare":
+        from ray_knowsim.compare.runs import load_runs
+
+        loaded = load_runs([run_dir])[0]
+        return len(loaded.outcomes), len(loaded.sessions)
+    if reader == "validate":
+        from ray_knowsim.validate.simdata import open_table, session_index
+
+        table = open_table(run_dir, "sessions")
+        return table.count_rows(), len(session_index(table))
+    if reader == "sweep":
+        from ray_knowsim.sweep.config import parse_sweep_config
+        from ray_knowsim.sweep.source import load_source
+
+        data = load_source(parse_sweep_config({"name": "t", "source": {"run_dir": str(run_dir)}, "output": str(tmp / "sweep")}))
+        return len(data.conversations) + sum(data.skipped.values()), len(data.conversations) + data.skipped.get(
+            "no knowledge state (baseline)", 0)
+    if reader == "score":
+        from ray_knowsim.engine.scoring import score_run
+        from ray_knowsim.score.store import RunScores
+
+        out = score_run(cfg, run_dir, name=f"again-{tmp.name}")
+        scores = RunScores.load(run_dir).sets[f"again-{tmp.name}"]
+        ids = scores.column("session_id").to_pylist()
+        assert len(ids) == len(set(ids))
+        return -1, out.n_sessions  # the judges read ok sessions only
+    raise AssertionError(reader)
+
+
+READERS = ["tables", "report", "compare", "validate", "sweep", "score"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """(config, clean run dir, doctored run dir, the clean run's (sessions, ok))."""
+    base = tmp_path_factory.mktemp("every_reader")
+    cfg, clean, outcome = finished_run(base)
+    assert outcome.n_ok + outcome.n_failed == 24
+    doctored = base / "doctored"
+    shutil.copytree(clean, doctored)
+    run = RunReader.open(doctored)
+    twice = run.index.live()[0]
+    token = new_token()
+    for rel in twice.files().values():  # the same shard committed again, under another token
+        shutil.copy(doctored / rel, doctored / rel.replace(twice.token, token))
+    marker = twice.marker.read_text().replace(twice.token, token)
+    (doctored / "commits" / f"{twice.shard_id}.{token}.json").write_text(marker)
+    for table in ("sessions", "turns"):  # stale copies: another layout's names, and ours without a marker
+        for k, f in enumerate(sorted((doctored / table).glob("*.parquet"))):
+            shutil.copy(f, doctored / table / f"part-{k:05d}.parquet")
+            shutil.copy(f, doctored / table / f"{twice.shard_id}.{new_token()}.parquet")
+    assert RunReader.open(doctored).status().superseded_rows == len(twice.sessions)
+    truth = RunReader.open(clean).status()
+    return cfg, clean, doctored, (truth.n_committed, truth.n_ok)
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_every_reader_sees_each_session_once(runs, reader, tmp_path):
+    cfg, clean, doctored, (n, n_ok) = runs
+    expected = sessions_seen(reader, cfg, clean, tmp_path / "clean")
+    got = sessions_seen(reader, cfg, doctored, tmp_path / "doctored")
+    assert got == expected
+    if expected[0] >= 0:
+        assert expected[0] == n
+    if expected[1] >= 0:
+        assert expected[1] == n_ok
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_every_reader_stops_at_an_unreadable_marker(runs, reader, tmp_path):
+    cfg, clean, _, _ = runs
+    broken = tmp_path / "broken"
+    shutil.copytree(clean, broken)
+    marker = sorted((broken / "commits").glob("*.json"))[0]
+    marker.write_text('{"format": 2, "shard_id": ')  # cut short, as a full disk leaves it
+    before = sorted(str(p.relative_to(broken)) for p in broken.rglob("*") if p.is_file())
+    with pytest.raises(Exception) as err:
+        sessions_seen(reader, cfg, broken, tmp_path / "out")
+    assert str(marker) in str(err.value), f"{type(err.value).__name__}: {err.value}"
+    after = sorted(str(p.relative_to(broken)) for p in broken.rglob("*") if p.is_file())
+    assert [p for p in before if p not in after] == []  # nothing deleted
