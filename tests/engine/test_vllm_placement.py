@@ -191,16 +191,14 @@ def test_a_self_hosted_model_gets_exactly_its_settings_and_no_secret_reaches_the
 
 
 def test_cached_prompt_tokens_of_a_self_hosted_model_reach_rows_costs_and_estimates(self_hosted_run, tmp_path):
-    import pyarrow.parquet as pq
-
     from ray_knowsim.engine.estimate import dry_run
-    from ray_knowsim.engine.results import RunDir
     from ray_knowsim.io.cost import cost_tables
+    from ray_knowsim.io.rundir import RunReader
     from ray_knowsim.model.price import Price
 
     cfg, run_dir, _, _ = self_hosted_run
-    files = RunDir(run_dir).data_files("sessions")
-    rows = [r for f in files for r in pq.read_table(f).to_pylist()]
+    sessions = RunReader.open(run_dir).sessions
+    rows = sessions.read().to_pylist()
     cached = sum(r["cached_prompt_tokens_assistant"] for r in rows)
     prompt = sum(r["prompt_tokens_assistant"] for r in rows)
     assert 0 < cached < prompt  # the engine's prefix cache, as it reported it
@@ -209,7 +207,7 @@ def test_cached_prompt_tokens_of_a_self_hosted_model_reach_rows_costs_and_estima
     for r in rows:  # the cached-input rate applies (the offline roles are free)
         want = price.cost(r["prompt_tokens_assistant"], r["completion_tokens_assistant"], r["cached_prompt_tokens_assistant"])
         assert r["cost_usd"] == pytest.approx(want)
-    total = cost_tables(files)["cost"].set_index(["task", "condition"]).loc[("all", "all")]
+    total = cost_tables(sessions)["cost"].set_index(["task", "condition"]).loc[("all", "all")]
     assert total["cached_prompt_tokens_assistant"] == cached and total["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in rows))
     # run --dry-run --from-run: the measured cached share prices the estimate
     est, _ = dry_run(cfg, tmp_path / "estimate", from_run=run_dir)

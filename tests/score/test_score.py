@@ -229,7 +229,6 @@ def test_judge_repairs_refusals_and_warnings_are_stored_counted_and_reported(fin
     import json
 
     import pandas as pd
-    import pyarrow as pa
 
     from ray_knowsim.engine.models import ModelSet
     from ray_knowsim.engine.reduce import cells_from_sums, level_means, partial_moments
@@ -255,7 +254,7 @@ def test_judge_repairs_refusals_and_warnings_are_stored_counted_and_reported(fin
     ScoreDir(out, "drifting").make_primary()
     try:
         scores = RunScores.load(out)
-        sessions = pa.concat_tables([pq.read_table(f) for f in RunDir(out).data_files("sessions")])
+        sessions = RunReader.open(out).sessions.read()
         sums = partial_moments(scores.attach(sessions)).to_pandas()
         lm = level_means(cells_from_sums(sums.groupby(["task", "condition", "knowledge_level"], as_index=False).sum()))
         per_condition = lm.groupby("condition")[["judge_refusals", "judge_warnings"]].sum()
