@@ -6,10 +6,12 @@ Why one module:
   resolved (symlinks followed) and checked against those folders right before it is opened, so
   neither a request's path nor a file's content (a commit marker naming ``../x``, a symlink
   pointing out) reaches anything outside them.
-* **One reader to swap.** A run directory is read the way the engine commits it: only the
-  Parquet files that a commit marker (``shards/*.json``) names, so an interrupted commit's
-  leftovers or a rerun's replaced files are never counted twice. When ``io/`` gains the project's
-  one run-directory reader, :meth:`Files.run_files` is the function that changes.
+* **The one reader.** A run directory is read through the project's run-directory reader
+  (:class:`ray_knowsim.io.rundir.RunReader`): only the Parquet files commit markers name, each
+  session once (a shard committed twice, a rerun's outranked rows, leftovers of an interrupted
+  commit are never counted). Before it opens anything, every marker is checked to lie under the
+  roots, and after, every file the markers name; a marker it cannot read leaves the run unread,
+  with the reader's message (naming the file) shown.
 """
 
 from __future__ import annotations
@@ -23,14 +25,16 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ray_knowsim.engine.results import Marker, RunDir
-from ray_knowsim.score.store import SCORE_SCHEMA, SCORES, RunScores, ScoreMarker
+from ray_knowsim.io.commits import COMMITS, SESSION_SCHEMA, SHARDS
+from ray_knowsim.io.rundir import CommittedTable, LiveFile, RunDirError, RunReader, has_commit_markers
+from ray_knowsim.score.store import SCORE_SCHEMA, SCORES, RunScores, ScoreMarker, counted_sessions
 
 #: folders never descended into while looking for outputs (big, or internals of a run)
-SKIP_DIRS = frozenset({"sessions", "turns", "shards", "scores", "cache", "rows", "partials", "node_modules", "__pycache__"})
+SKIP_DIRS = frozenset({"sessions", "turns", "shards", "commits", "scores", "cache", "rows", "partials", "node_modules", "__pycache__"})
 MAX_JSON_BYTES = 8 << 20
 MAX_FILE_BYTES = 64 << 20
 
@@ -55,8 +59,14 @@ class RunFiles:
 
     sessions: list[Path]
     turns: list[Path | None]  # the turns file of each sessions file (same index); None: none committed
-    follows_markers: bool  # False: the folder has no shards/ (written by hand or by a test double): files read as found
-    refused: list[str] = field(default_factory=list)  # marker-named files outside the roots, not read
+    follows_markers: bool  # False: a plain layout (no markers, no run manifest): files read as found, each session once
+    refused: list[str] = field(default_factory=list)  # markers / marker-named files outside the roots, not read
+    drops: list[frozenset[str]] = field(default_factory=list)  # per sessions file: its sessions another commit outranks
+    error: str | None = None  # the reader refused the run (an unreadable marker): nothing of it was read
+    counted: dict[str, set[str]] | None = None  # commit -> its counted sessions (which scores count)
+
+    def drop(self, part: int) -> frozenset[str]:
+        return self.drops[part] if part < len(self.drops) else frozenset()
 
     def signature(self) -> tuple:
         out = []
@@ -199,52 +209,61 @@ class Files:
                 yield path, data
 
     def run_files(self, run_dir: Path, config_hash: str | None = None) -> RunFiles:
-        """The committed files of ``run_dir``: those its commit markers name (of ``config_hash``
-        when given; a marker whose files are not all there is not a commit), each checked to lie
-        under the roots. The markers are read here, not by ``RunDir.markers``, so that none is
-        opened through a link that leaves the roots."""
-        rd = RunDir(self.require(run_dir))
-        if not rd.shards.exists():
-            sessions = sorted(p for p in (rd.root / "sessions").glob("*.parquet") if self.is_file(p))
-            turns = [self.contained(rd.root / "turns" / p.name) for p in sessions]
-            return RunFiles(sessions, [t if t is not None and t.is_file() else None for t in turns], False)
-        out = RunFiles([], [], True)
-        markers = {}
-        for path, data in self._json_files(rd.shards, "*.json"):
-            try:
-                marker = Marker.from_dict(data)
-            except (TypeError, ValueError):
-                continue  # unreadable: not a commit (the engine redoes such a shard)
-            if config_hash is None or marker.config_hash == config_hash:
-                markers[marker.shard_id] = marker
-        for shard_id in sorted(markers):
-            files = markers[shard_id].files()
-            s, t = self.contained(rd.root / files["sessions"]), self.contained(rd.root / files["turns"])
-            if s is None or t is None:
-                out.refused.append(shard_id)
-            elif s.is_file() and t.is_file():
-                out.sessions.append(s)
-                out.turns.append(t)
+        """The counted files of ``run_dir``, as the run-directory reader counts them (of
+        ``config_hash`` when given), each checked to lie under the roots. No marker is opened
+        through a link that leaves the roots: a run with such a marker is not read at all."""
+        root = self.require(run_dir)
+        markers = [p for folder in (root / COMMITS, root / SHARDS) if folder.is_dir() for p in sorted(folder.glob("*.json"))]
+        outside = [p.name for p in markers if self.contained(p) is None]
+        if outside:
+            return RunFiles([], [], True, refused=outside,
+                            error=f"commit marker(s) {', '.join(outside)} lie outside the viewer's folders (linked in?): "
+                                  "the run is not read")
+        try:
+            reader = RunReader.open(root, config_hash)
+        except RunDirError as exc:
+            return RunFiles([], [], has_commit_markers(root), error=str(exc))
+        out = RunFiles([], [], reader.layout == "committed")
+        turns = {Path(f.path).name: f.path for f in (reader.turns.files if reader.turns is not None else [])}
+        for f in reader.sessions.files:
+            s = self.contained(f.path)
+            t_path = turns.get(Path(f.path).name) if out.follows_markers else str(root / "turns" / Path(f.path).name)
+            t = self.contained(t_path) if t_path is not None else None
+            if s is None or (out.follows_markers and t is None):
+                out.refused.append(Path(f.path).name)
+                continue
+            out.sessions.append(s)
+            out.turns.append(t if t is not None and t.is_file() else None)
+            out.drops.append(f.drop)
+        out.counted = counted_sessions(reader)
         return out
 
-    def scores(self, run_dir: Path) -> RunScores:
-        """The run's score sets (``scores/``), reading only marker-named files under the roots."""
+    def scores(self, run_dir: Path, files: RunFiles | None = None) -> RunScores:
+        """The run's score sets (``scores/``), reading only marker-named files under the roots, and
+        of them only the scores of sessions the run counts (``files``: the run's, when at hand)."""
         root = self.require(run_dir)
+        counted = (files if files is not None else self.run_files(run_dir)).counted
         folder = self.contained(root / SCORES)
         sets = {}
         for sub in sorted(p for p in folder.iterdir() if p.is_dir()) if folder is not None and folder.is_dir() else []:
             if self.contained(sub) is None:
                 continue
-            files = []
-            for _path, data in self._json_files(sub, "shard-*.json"):
+            parts = []
+            for _path, data in self._json_files(sub, "*.json"):
                 try:
                     marker = ScoreMarker(**data)
                 except TypeError:
-                    continue
+                    continue  # judge.json, or not a score marker
+                if counted is not None and marker.commit not in counted:
+                    continue  # scores of a commit the run no longer counts
                 target = self.contained(sub / marker.file)
                 if target is not None and target.is_file():
-                    files.append(target)
-            sets[sub.name] = pa.concat_tables([pq.read_table(f, schema=SCORE_SCHEMA) for f in files]) if files else SCORE_SCHEMA.empty_table()
+                    table = pq.read_table(target, schema=SCORE_SCHEMA)
+                    if counted is not None:
+                        keep = pa.array(sorted(counted[marker.commit]), pa.string())
+                        table = table.filter(pc.is_in(table.column("session_id"), value_set=keep))
+                    parts.append(table)
+            sets[sub.name] = pa.concat_tables(parts) if parts else SCORE_SCHEMA.empty_table()
         index = self.read_json(root / SCORES / "index.json")
         primary = index.get("primary") if isinstance(index, dict) else None
         return RunScores(primary if primary in sets else next(iter(sets), None), sets)
@@ -276,9 +295,11 @@ class Files:
         for k, path in enumerate(files.sessions):
             names = set(pq.read_schema(path).names)
             table = pq.read_table(path, columns=[c for c in ("session_id", *columns) if c in names])
+            if files.drop(k):  # rows another commit outranks
+                table = table.filter(pc.invert(pc.is_in(table.column("session_id"), value_set=pa.array(sorted(files.drop(k)), pa.string()))))
             parts.append(table.append_column("_part", pa.array([k] * table.num_rows, pa.int32())))
         table = pa.concat_tables(parts, promote_options="permissive") if parts else pa.table({"session_id": pa.array([], pa.string())})
-        scores = self.scores(run_dir)
+        scores = self.scores(run_dir, files)
         if scores.sets and table.num_rows:
             table = scores.attach(table)
         with self._lock:
@@ -301,8 +322,9 @@ class Files:
                 return hit[1]
         if not files.sessions:
             return {"cost_usd": float("nan"), "priced_sessions": 0, "n_sessions": 0}
-        scores = self.scores(run_dir)
-        frame = read_cost_columns([str(p) for p in files.sessions], scores.attach if scores.sets else None)
+        scores = self.scores(run_dir, files)
+        counted = CommittedTable("sessions", [LiveFile(str(p), files.drop(k)) for k, p in enumerate(files.sessions)], SESSION_SCHEMA)
+        frame = read_cost_columns(counted, scores.attach if scores.sets else None)
         row = cost_table(frame).iloc[-1].to_dict()
         with self._lock:
             self._cache[key] = (sig, row)
@@ -310,10 +332,12 @@ class Files:
 
     def session_row(self, run_dir: Path, files: RunFiles, part: int, session_id: str) -> dict[str, Any] | None:
         """Every column of one session (scores joined), read from the file that holds it."""
+        if session_id in files.drop(part):
+            return None
         table = pq.read_table(files.sessions[part], filters=[("session_id", "=", session_id)])
         if table.num_rows == 0:
             return None
-        scores = self.scores(run_dir)
+        scores = self.scores(run_dir, files)
         if scores.sets:
             table = scores.attach(table)
         return table.slice(0, 1).to_pylist()[0]
@@ -321,7 +345,7 @@ class Files:
     def turn_rows(self, files: RunFiles, part: int, session_id: str) -> list[dict[str, Any]]:
         """The turn rows of one session, from the turns file committed with its sessions file."""
         path = files.turns[part] if part < len(files.turns) else None
-        if path is None:
+        if path is None or session_id in files.drop(part):
             return []
         table = pq.read_table(path, filters=[("session_id", "=", session_id)])
         return table.sort_by("turn").to_pylist() if table.num_rows else []

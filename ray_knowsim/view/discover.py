@@ -151,6 +151,8 @@ def run_info(files: Files, entry: Entry) -> tuple[RunInfo, pa.Table]:
     label, detail = run_status(manifest, planned, table.num_rows, table.num_rows - ok)
     invocations = (manifest or {}).get("invocations") or []
     seconds = [((inv.get("totals") or {}).get("seconds")) for inv in invocations]
+    if run_files.error:
+        label, detail = "unreadable", run_files.error
     if run_files.refused:
         detail += (f"; {len(run_files.refused)} commit marker(s) name files outside the viewer's folders: "
                    "their rows were not read")

@@ -37,6 +37,7 @@ def _evil(runs: Path, secret: Path) -> Path:
         pq.write_table(leaked if table == "sessions" else pa.table({"session_id": [SECRET]}), secret / f"escape.{token}.parquet")
     marker = {"shard_id": shard, "config_hash": CONFIG_HASH, "token": token, "session_ids": [SECRET], "failed": {}, "turns": 0,
               "committed_at": 0.0, "attempt": 1, "summary": {}, "format": 1}
+    (run / "shards").mkdir(exist_ok=True)  # format-1 markers, as an earlier release wrote them
     (run / "shards" / "shard-escape.json").write_text(json.dumps(marker), encoding="utf-8")
     # a marker file linked in from outside, naming files that do lie inside the run
     token = "feedface"

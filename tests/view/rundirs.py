@@ -1,7 +1,7 @@
 """Run directories for the viewer's tests, committed the way the engine commits them.
 
 Rows come from the synthetic writer (``tests/doubles/synthetic.py``: random signals through the
-real rules); this module cuts them into shards and commits each with ``RunDir.commit_shard`` (Parquet
+real rules); this module cuts them into shards and commits each with ``io.commits.write_commit`` (Parquet
 files + commit marker), then writes a manifest with the run's plan and status. So the viewer reads
 what a real run leaves behind, including an interrupted run (fewer shards than planned), a run
 whose every session failed, and leftovers of an interrupted commit that must not be counted.
@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ray_knowsim.engine.results import RunDir
+from ray_knowsim.io.commits import write_commit
+from ray_knowsim.io.rundir import RunReader
 from tests.doubles.synthetic import write_synthetic_run
 
 CONFIG_HASH = "0" * 16
@@ -90,13 +91,12 @@ def committed_run(
     if price is not None:
         sessions = sessions.set_column(sessions.schema.get_field_index("cost_usd"), "cost_usd", pa.array([price] * sessions.num_rows))
     run_dir = root / name
-    rd = RunDir(run_dir)
     ids = sessions.column("session_id").to_pylist()
     for k in range(0, len(ids), shard_size):
         part = ids[k : k + shard_size]
         s = sessions.slice(k, len(part))
         t = turns.filter(pc.is_in(turns.column("session_id"), pa.array(part))) if turns is not None and turns.num_rows else turns.slice(0, 0)
-        rd.commit_shard(f"shard-{k // shard_size:06d}", CONFIG_HASH, part, s, t, summary={})
+        write_commit(run_dir, shard_id=f"shard-{k // shard_size:06d}", config_hash=CONFIG_HASH, sessions=s, turns=t)
     if leftover:  # an interrupted commit's files: on disk, named by no marker
         pq.write_table(sessions.slice(0, shard_size), run_dir / "sessions" / "shard-000000.deadbeef.parquet")
     names = sorted({str(c) for c in sessions.column("condition").to_pylist()})
@@ -110,7 +110,7 @@ def write_tables(run_dir: Path, probe: bool = False) -> None:
     """A small ``tables/marginal`` (Parquet + CSV) as the reduction writes it: the viewer shows it as found."""
     import pandas as pd
 
-    sessions = pd.concat([pd.read_parquet(f) for f in RunDir(run_dir).data_files("sessions")])
+    sessions = RunReader.open(run_dir).sessions.read().to_pandas()
     ok = sessions[sessions["status"] == "ok"]
     df = ok.groupby("condition", as_index=False)[["kg", "co", "dc"]].mean()
     if probe:

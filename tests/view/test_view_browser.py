@@ -59,7 +59,7 @@ def test_index_loads_clean_and_shows_each_runs_status(viewer, browser, entries):
     for row in browser.find_elements(By.CSS_SELECTOR, "#run-table tbody tr"):
         link = row.find_element(By.CSS_SELECTOR, "a.run-link").text.removeprefix("served/")
         statuses[link] = row.find_element(By.CSS_SELECTOR, ".status").text
-    assert statuses == {"runs/all_failed": "all sessions failed", "runs/complete": "with failures", "runs/evil": "complete",
+    assert statuses == {"runs/all_failed": "all sessions failed", "runs/complete": "with failures", "runs/evil": "unreadable",
                         "runs/interrupted": "interrupted", "runs/paper": "with failures"}
     for key in ("runs/complete", "runs/interrupted", "runs/all_failed", "runs/paper", "sweeps/sens", "cmp"):
         browser.get(entries[key])

@@ -15,7 +15,7 @@ from urllib.parse import quote, urlsplit
 import pyarrow.parquet as pq
 import pytest
 
-from ray_knowsim.engine.results import RunDir
+from ray_knowsim.io.rundir import RunReader
 from tests.view.rundirs import SECRET
 
 
@@ -63,7 +63,7 @@ def test_index_lists_every_run_with_status_and_progress(viewer, entries):
     assert set(entries) == {"runs/complete", "runs/interrupted", "runs/all_failed", "runs/paper", "runs/evil", "sweeps/sens", "cmp"}
     rows = {m[0]: m[1] for m in re.findall(r'>served/(runs/[a-z_]+)</a>.*?</td><td><span class="status [^"]*"[^>]*>([^<]+)<', body)}
     assert rows == {"runs/complete": "with failures", "runs/interrupted": "interrupted", "runs/all_failed": "all sessions failed",
-                    "runs/paper": "with failures", "runs/evil": "complete"}
+                    "runs/paper": "with failures", "runs/evil": "unreadable"}
     assert "40 of 96" in body and "24 of 24" in body and "540 of 540" in body
 
 
@@ -72,7 +72,7 @@ def test_counts_follow_commit_markers(viewer, entries, folders):
     base, state = viewer
     run = folders["runs"] / "paper"
     on_disk = sum(pq.read_metadata(p).num_rows for p in (run / "sessions").glob("*.parquet"))
-    committed = sum(len(m.session_ids) for m in RunDir(run).markers().values())
+    committed = len(RunReader.open(run).entries())
     assert on_disk > committed == 540
     _, _, body = get(base + entries["runs/paper"].lstrip("/"))
     assert "540 of 540 planned" in body
@@ -178,12 +178,28 @@ def test_file_route_serves_only_plain_files_inside_the_entry(viewer, entries):
 
 
 def test_markers_naming_or_linked_from_outside_are_refused(viewer, entries):
+    """A marker linked in from outside is never opened, and a marker whose shard id walks out of the
+    run is not a readable marker: the run is not read (the page says why), nothing secret is served."""
     base, _ = viewer
     _, _, body = get(base + entries["runs/evil"].lstrip("/"))
-    assert "16 of 16" in body and "outside the viewer" in body and SECRET not in body
+    assert "0 of 16" in body and "outside the viewer" in body and SECRET not in body
     _, _, body = get(base + entries["runs/evil"].lstrip("/") + "/sessions?per=200")
-    assert SECRET not in body and body.count('class="conv-link"') == 16
+    assert SECRET not in body and body.count('class="conv-link"') == 0
     assert get(base + entries["runs/evil"].lstrip("/") + f"/conversation?sid={SECRET}")[0] == 404
+
+
+def test_an_unreadable_marker_is_shown_not_skipped(tmp_path):
+    """The viewer reads through the run-directory reader: a marker it cannot read stops the run's
+    reading, and the run says which file (nothing is counted around it)."""
+    from ray_knowsim.view.data import Files
+    from ray_knowsim.view.discover import Entry, run_info
+    from tests.view.rundirs import committed_run
+
+    run = committed_run(tmp_path, "broken", n_sessions=8, seed=2)
+    marker = sorted((run / "commits").glob("*.json"))[0]
+    marker.write_text("{cut short")
+    info, table = run_info(Files([tmp_path]), Entry("run", "x", run.resolve(), run.name))
+    assert table.num_rows == 0 and info.status == "unreadable" and str(marker) in info.status_detail
 
 
 def test_foreign_hosts_and_other_methods_are_refused(viewer):
