@@ -49,7 +49,7 @@ def main() -> None:
     p.add_argument("--skip-report", action="store_true", help="viewer figures only (the baseline takes minutes at 540)")
     args = p.parse_args()
 
-    from ray_knowsim.engine.results import RunDir
+    from ray_knowsim.io.rundir import RunReader
     from ray_knowsim.report.build import ReportOptions, build_report
     from ray_knowsim.view.data import Files
     from ray_knowsim.view.discover import entry_id
@@ -75,7 +75,7 @@ def main() -> None:
         for n in sizes:
             run = root / f"run{n}"
             rid = entry_id(Path(os.path.realpath(run)))
-            ids = [sid for m in RunDir(run).markers().values() for sid in m.session_ids]
+            ids = list(RunReader.open(run).entries())
             row: dict[str, float] = {"sessions": n}
             row["run_page_bytes"], row["run_page_s"] = fetch(f"{base}/run/{rid}")
             row["list_bytes"], row["list_s"] = fetch(f"{base}/run/{rid}/sessions")

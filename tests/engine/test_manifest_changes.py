@@ -8,7 +8,7 @@ import pytest
 
 from ray_knowsim.engine.config import load_run_config, parse_run_config
 from ray_knowsim.engine.manifest import ManifestMismatch, close_manifest, config_changes, open_manifest
-from ray_knowsim.engine.results import RunDir
+from ray_knowsim.io.commits import RunDir
 from tests.engine.conftest import small_config, write_config
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ray_knowsim.engine.results import RunDir
+from ray_knowsim.io.rundir import RunReader
 from tests.doubles.ports import BIND_FAILURE, pick_ports
 
 REPO = Path(__file__).resolve().parents[2]
@@ -90,6 +90,6 @@ def test_the_recipe_runs_as_written_against_serve_offline(endpoints, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["backends"]["assistant:tutor"] == "http" and manifest["config"]["models"]["tutor"]["model"] == "my-tutor"
     assert manifest["status"] == "ok" and manifest["plan"]["n_sessions"] == 14
-    assert sum(m.n_ok for m in RunDir(out).markers().values()) == 14
+    assert RunReader.open(out).status().n_ok == 14
     leaked = [p for p in out.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
     assert not leaked, leaked

@@ -47,10 +47,10 @@ LAYERS: dict[str, int] = {
 }
 # same-rank imports that are allowed (importer -> imported)
 PEERS = {
+    ("sweep", "engine"),  # the sweep starts its local Ray the way the engine does (engine.local_ray)
     ("compare", "engine"),  # run identity: the config's operational fields and role defaults
     ("report", "compare"),  # the report's who-beats-whom matrix is compare's analysis
     ("view", "report"),  # the viewer draws conversations with the report's renderer
-    ("view", "engine"),  # and reads run directories through engine.results (commit markers)
 }
 RAY_ALLOWED = {"engine", "sweep", "cli"}
 
