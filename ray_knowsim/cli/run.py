@@ -5,14 +5,23 @@ Without an address it starts a local Ray on this machine and stops it at the end
 the same command into the same output directory resumes, per session: committed sessions are
 skipped, sessions that failed for the infrastructure (transport, engine, limiter) are rerun, and
 sessions that failed on the model's answer (unreadable, truncated, empty) stay results unless
-``--rerun-model-failures`` asks otherwise (each rerun is recorded on its row). Exit codes: 0 all
-sessions ok, 1 some sessions failed or shards did not finish
-(re-run to resume), 2 bad config or inputs.
+``--rerun-model-failures`` asks otherwise (each rerun is recorded on its row).
+
+Before the first session, every model entry is checked with one cheap call (its endpoint's models
+list, or one tiny request), and the run's largest prompts and token budgets are compared with the
+context each endpoint holds; an entry that cannot be used stops the run before anything is sent
+(``--no-preflight`` skips the checks). A run whose sessions keep failing with one error stops
+early (``engine.fail_fast``). Ctrl-C says how many sessions are committed and how to resume.
+
+Exit codes: 0 all sessions ok, 1 some sessions failed or shards did not finish (re-run to
+resume), 2 bad config or inputs (or the checks before spending refused the run), 3 stopped early
+by ``engine.fail_fast`` (re-run to resume once the cause is fixed), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 
@@ -34,6 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="call no model, write no session: estimate requests, tokens, cost and wall time into RUN_DIR/estimate.json")
     p.add_argument("--from-run", default=None, metavar="DIR",
                    help="with --dry-run: take completion lengths, turns and latencies from this earlier run directory")
+    p.add_argument("--no-preflight", action="store_true",
+                   help="skip the checks before spending (models list / tiny request per endpoint, prompt sizes against "
+                        "each endpoint's context), e.g. where the driver cannot reach the endpoints; recorded in the manifest")
     p.add_argument("--plan", action="store_true",
                    help="print where the self-hosted models go and the condition-group order, then exit (starts no engine)")
     p.set_defaults(func=main)
@@ -42,6 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from ray_knowsim.engine.config import ConfigError, load_run_config
     from ray_knowsim.engine.manifest import ManifestMismatch
+    from ray_knowsim.engine.batch import RunInterrupted
     from ray_knowsim.engine.runner import RunError, plan_only, run
 
     try:
@@ -70,11 +83,16 @@ def main(args: argparse.Namespace) -> int:
     try:
         outcome = run(cfg, address=args.address, output=args.output, quiet=args.quiet,
                       overwrite=args.overwrite, config_file=str(args.config),
-                      rerun_model_failures=args.rerun_model_failures)
+                      rerun_model_failures=args.rerun_model_failures, preflight=not args.no_preflight)
     except (RunError, ManifestMismatch) as exc:
         print(f"ray-knowsim run: {exc}", file=sys.stderr)
         return 2
-    line = (f"run {outcome.run_id}: {outcome.status}; sessions ok {outcome.n_ok}, failed {outcome.n_failed}, "
+    except RunInterrupted as stop:
+        print(f"interrupted: {stop.committed} of {stop.planned} sessions are committed and safe ({stop.ok} ok) in "
+              f"{stop.run_dir}; resume with:\n  {resume_command(args, stop.run_dir)}", file=sys.stderr, flush=True)
+        return 130
+    stopped = f" ({outcome.stopped.line()})" if outcome.stopped is not None else ""
+    line = (f"run {outcome.run_id}: {outcome.status}{stopped}; sessions ok {outcome.n_ok}, failed {outcome.n_failed}, "
             f"of {outcome.n_sessions}; {outcome.seconds:.1f}s; results in {outcome.run_dir}")
     print(line, flush=True)
     if outcome.llm:
@@ -83,6 +101,28 @@ def main(args: argparse.Namespace) -> int:
         parts = [f"{role} {st.calls} calls/{st.total_tokens} tok" + (f"/{st.errors} errors" if st.errors else "")
                  for role, st in sorted(Accounting.from_dict(outcome.llm).by_role.items())]
         print("llm: " + ", ".join(parts), flush=True)
+    if outcome.stopped is not None:
+        from ray_knowsim.model.failures import MODEL, failure_class
+
+        rerun = failure_class(outcome.stopped.error) == MODEL and not args.rerun_model_failures
+        command = resume_command(args, outcome.run_dir) + (" --rerun-model-failures" if rerun else "")
+        print(f"stopped early by engine.fail_fast: fix the cause of {outcome.stopped.error}, then resume with:\n  {command}"
+              + ("\n(a model failure: without --rerun-model-failures the failed sessions stay results)" if rerun else ""),
+              file=sys.stderr)
+        return 3
     if outcome.incomplete:
         print(f"{len(outcome.incomplete)} shard(s) did not finish; run the same command again to resume", file=sys.stderr)
     return 0 if outcome.status == "ok" else 1
+
+
+def resume_command(args: argparse.Namespace, run_dir) -> str:  # noqa: ANN001
+    """The command that resumes this run: the same config, overrides and options, into the same
+    run directory (never ``--overwrite``, which would discard what is committed)."""
+    argv = ["ray-knowsim", "run", str(args.config), "-o", str(run_dir)]
+    for override in args.overrides:
+        argv += ["--set", override]
+    if args.address:
+        argv += ["--address", args.address]
+    argv += [flag for flag, on in (("--quiet", args.quiet), ("--rerun-model-failures", args.rerun_model_failures),
+                                   ("--no-preflight", args.no_preflight)) if on]
+    return shlex.join(argv)

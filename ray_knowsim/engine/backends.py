@@ -11,7 +11,7 @@ in :mod:`ray_knowsim.engine.builtin_backends`; code outside the package register
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 from pydantic import BaseModel
 
@@ -71,6 +71,10 @@ class Backend:
     # A test double (answers from facts handed to it, not a real model): reports say so on top.
     double: bool = False
     profile: BackendProfile = BackendProfile()
+    # The check before a run spends anything (engine/preflight.py): ``async (entry, key) ->
+    # Capacity`` — does the endpoint answer, serve the model, and how long a context does it hold.
+    # None: nothing to check (an in-process model).
+    probe: Callable[[Any, str], Awaitable[Any]] | None = None
 
 
 ALWAYS_OPERATIONAL = frozenset({"price"})
@@ -88,6 +92,7 @@ def register_backend(
     secret_names: Callable[[Any, str], list[str]] | None = None,
     double: bool = False,
     profile: BackendProfile | None = None,
+    probe: Callable[[Any, str], Awaitable[Any]] | None = None,
 ) -> Callable[[Callable[[Any, BuildContext], ChatModel]], Callable[[Any, BuildContext], ChatModel]]:
     """``@register_backend("name", MyEntry)`` on ``def build(entry, ctx) -> ChatModel``."""
 
@@ -97,7 +102,7 @@ def register_backend(
             # a price changes what a run costs, never what it answers: always out of the hash
             Backend(name, entry, build, frozenset(operational) | ALWAYS_OPERATIONAL, cacheable,
                     secret_env or (lambda e: None), secret_names or (lambda e, k: []), double,
-                    profile or BackendProfile()),
+                    profile or BackendProfile(), probe),
         )
         return build
 

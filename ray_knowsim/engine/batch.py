@@ -29,11 +29,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ray_knowsim.engine.build import RunError, make_context, place_models, placed_plan, prepare
+from ray_knowsim.engine.failfast import FailureGuard, Stop
+from ray_knowsim.engine.preflight import check_before_spending
 from ray_knowsim.engine.config import DEFAULT_SHARD_FN, RunConfig
 from ray_knowsim.engine.local_ray import choose_auth_mode
 from ray_knowsim.engine.manifest import close_manifest, open_manifest
 from ray_knowsim.engine.models import ModelSet, build_models, model_backends, secret_env_names, shutdown_pools, test_double_roles
-from ray_knowsim.engine.plan import Plan, largest_graph
+from ray_knowsim.engine.plan import Plan, largest_graph, shard_name
 from ray_knowsim.engine.progress import Counts, Display, progress_actor
 from ray_knowsim.engine.resume import Attempt, ResumePolicy, Work, plan_work
 from ray_knowsim.engine.worker import CommitPolicy, execute_shard
@@ -60,12 +62,24 @@ class RunOutcome:
     scores: dict[str, Any] = field(default_factory=dict)  # the scoring stage of this invocation
     resume: dict[str, Any] = field(default_factory=dict)  # what this invocation found and reran (Work.to_dict)
     seconds: float = 0.0
+    stopped: Stop | None = None  # engine.fail_fast stopped the run (engine/failfast.py)
+    preflight: dict[str, Any] = field(default_factory=dict)  # the checks before spending (engine/preflight.py)
 
     @property
     def status(self) -> str:
+        if self.stopped is not None:
+            return "stopped_on_failures"
         if self.incomplete:
             return "incomplete"
         return "ok" if self.n_failed == 0 else "ok_with_failed_sessions"
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C: the run stopped; what was committed is safe and the same command resumes."""
+
+    def __init__(self, run_dir: Path, committed: int, ok: int, planned: int) -> None:
+        super().__init__(f"interrupted: {committed} of {planned} sessions committed")
+        self.run_dir, self.committed, self.ok, self.planned = run_dir, committed, ok, planned
 
 
 @contextmanager
@@ -145,10 +159,13 @@ def run(
     tables: bool = True,
     console: Any = None,
     rerun_model_failures: bool = False,
+    preflight: bool = True,
 ) -> RunOutcome:
-    """Run (or resume) ``cfg`` to completion; see the module docstring."""
+    """Run (or resume) ``cfg`` to completion; see the module docstring. ``preflight=False``
+    skips the checks before spending (engine/preflight.py; recorded in the manifest)."""
     t0 = time.perf_counter()
     plan, run_dir, run_id, config_hash, inputs = prepare(cfg, output, overwrite)
+    checked = check_before_spending(cfg, plan, inputs, skip=not preflight)  # raises before anything is written or sent
     run_dir.create()
     committed = open_committed(run_dir, config_hash)  # before the manifest is touched: nothing changes on doubt
     manifest = open_manifest(
@@ -159,6 +176,7 @@ def run(
         roles={"settings": {r: asdict(s) for r, s in cfg.role_settings().items()},
                "warnings": cfg.budget_warnings(largest_graph(inputs.graphs))},
         hashed=cfg.hash_payload(),  # a refused resume names the fields that changed
+        preflight=checked.to_manifest(),
     )
     garbage = collect_garbage(run_dir.root, committed.all_commits, committed.index)
     if garbage.superseded_commits:  # their rows are outranked: re-read what counts
@@ -167,7 +185,11 @@ def run(
     work = pending_work(plan, committed, policy)
     display = Display(plan.n_sessions, work.committed, plan.n_shards, quiet=quiet, console=console)
     display.shards_done = work.skipped_shards
-    outcome = RunOutcome(run_dir.root, run_id, config_hash, plan.n_sessions, 0, 0, work.skipped_shards, len(work.shards))
+    outcome = RunOutcome(run_dir.root, run_id, config_hash, plan.n_sessions, 0, 0, work.skipped_shards, len(work.shards),
+                         preflight=checked.to_manifest())
+    display.log(checked.summary())
+    for finding in checked.warnings:
+        display.warn(f"preflight warning: {finding.line()}")
     status = "failed"
     try:
         with ray_session(address, cfg, quiet), _pools() as pools:
@@ -194,12 +216,12 @@ def run(
                 if unseen:
                     raise RunError(f"the run directory {run_dir.root} is not visible from nodes {unseen}: workers write "
                                    "their results there, so it must be on storage every node mounts (see docs/cluster.md)")
-                outcome.incomplete, outcome.llm = _run_groups(cfg, plan, inputs, run_dir, make_context(cfg, run_id, config_hash),
-                                                              work, display, pools)
+                outcome.incomplete, outcome.llm, outcome.stopped = _run_groups(
+                    cfg, plan, inputs, run_dir, make_context(cfg, run_id, config_hash), work, display, pools)
             else:
                 display.log(f"run {run_id}: nothing to run, all {plan.n_sessions} sessions committed -> {run_dir.root}")
             final = open_committed(run_dir, config_hash)
-            if cfg.roles.judge is not None and len(final.index):
+            if cfg.roles.judge is not None and len(final.index) and outcome.stopped is None:  # a stopped run is not judged
                 # the judges are a stage of their own over the committed transcripts (engine/scoring.py)
                 scored = score_run(cfg, run_dir.root, inputs=inputs, pools=pools,  # a running judge pool is reused
                                    config_hash=config_hash)
@@ -215,13 +237,15 @@ def run(
         status = outcome.status
     except KeyboardInterrupt:
         status = "interrupted"
-        raise
+        committed, ok = _committed_counts(plan, run_dir, config_hash)
+        outcome.n_ok, outcome.n_failed = ok, committed - ok
+        raise RunInterrupted(run_dir.root, committed, ok, plan.n_sessions) from None
     finally:
         outcome.seconds = time.perf_counter() - t0
         close_manifest(run_dir, manifest, status, {
             "sessions": outcome.n_sessions, "ok": outcome.n_ok, "failed": outcome.n_failed,
             "incomplete_shards": sorted(outcome.incomplete), "seconds": round(outcome.seconds, 2), "llm": outcome.llm,
-            "scores": outcome.scores, "resume": {**outcome.resume, "rerun_model_failures": rerun_model_failures,
+            "scores": outcome.scores, "stopped": outcome.stopped.to_dict() if outcome.stopped else None, "resume": {**outcome.resume, "rerun_model_failures": rerun_model_failures,
                                                  "max_session_attempts": policy.max_attempts},
         })
     if outcome.tables and print_tables and not quiet:
@@ -229,6 +253,17 @@ def run(
 
         show(outcome.tables, display.console)
     return outcome
+
+
+def _committed_counts(plan: Plan, run_dir: RunDir, config_hash: str) -> tuple[int, int]:
+    """(committed, of them ok) planned sessions, read from the run directory's commits."""
+    try:
+        reader = open_committed(run_dir, config_hash)
+    except RunError:
+        return 0, 0
+    entries = reader.entries()
+    planned = _planned_ids(plan, reader)
+    return len(planned), sum(entries[sid].status == "ok" for sid in planned)
 
 
 def _planned_ids(plan: Plan, reader: RunReader) -> list[str]:
@@ -250,36 +285,48 @@ def _pools() -> Iterator[dict[str, Any]]:
 
 
 def _run_groups(cfg: RunConfig, plan: Plan, inputs: Any, run_dir: RunDir, ctx: ShardContext, work: Work,
-                display: Display, pools: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+                display: Display, pools: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any], Stop | None]:
     """Run the shards group by group; the engine pools a group needs are started before it and
-    the ones it does not need are stopped (the role models' pools stay up across groups)."""
+    the ones it does not need are stopped (the role models' pools stay up across groups). Stops
+    early (returning why) when ``engine.fail_fast`` fires."""
     from ray_knowsim.llm.accounting import Accounting
 
     incomplete: dict[str, str] = {}
     acc = Accounting()
+    guard = FailureGuard(cfg.engine.fail_fast)
+    stop: Stop | None = None
     by_name = {c.name: c for c in plan.conditions}
     roles = {getattr(cfg.roles, r).model for r in ("user_sim", "extractor", "judge") if getattr(cfg.roles, r) is not None}
     for g, conds in enumerate(plan.condition_groups):
         here = {k: a for k, a in work.shards.items() if plan.shard_group(k) == g}
         if not here:
             continue
+        if stop is not None:
+            incomplete.update({shard_name(k): f"not started: {stop.line()}" for k in here})
+            continue
         keys = roles | {by_name[c].assistant for c in conds}
         if len(plan.condition_groups) > 1:
             display.log(f"group {g}/{len(plan.condition_groups)}: conditions {conds}; models {sorted(keys)}")
             shutdown_pools(pools, [k for k in list(pools) if k not in keys])
         models = build_models(cfg, inputs.graphs, str(run_dir.cache), wait_s=900, keys=keys, pools=pools)
-        inc, llm = _fan_out(cfg, plan, run_dir, models, ctx, here, display)
+        inc, llm, stop = _fan_out(cfg, plan, run_dir, models, ctx, here, display, guard)
         incomplete.update(inc)
         acc.merge(Accounting.from_dict(llm))
-    return incomplete, acc.to_dict()
+    return incomplete, acc.to_dict(), stop
 
 
 def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx: ShardContext,
-             todo: dict[int, dict[str, Attempt]], display: Display) -> tuple[dict[str, str], dict[str, Any]]:
+             todo: dict[int, dict[str, Attempt]], display: Display,
+             guard: FailureGuard | None = None) -> tuple[dict[str, str], dict[str, Any], Stop | None]:
     """Submit shard tasks in a bounded window; collect summaries. Returns the shards that did not
-    finish (id -> why) and the LLM accounting of the finished ones."""
+    finish (id -> why), the LLM accounting of the finished ones, and why ``guard`` stopped the
+    batch (then nothing more is submitted and the shards in flight are cancelled; their
+    committed sessions stay committed)."""
     import ray
 
+    guard = guard if guard is not None else FailureGuard(None)
+    stop: Stop | None = None
+    cancelled_at = 0.0
 
     eng = cfg.engine
     task = ray.remote(execute_shard)
@@ -315,29 +362,52 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
                 try:
                     summary = ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - a shard failure must not stop the others
+                    if stop is not None:  # cancelled by the stop: its committed sessions stay
+                        incomplete[shard_id] = f"cancelled: {stop.line()}"
+                        continue
                     incomplete[shard_id] = _short_error(exc)
                     display.warn(f"{shard_id} did not finish: {incomplete[shard_id]}")
                     continue
                 display.shards_done += 1
-                totals.add(Counts(summary["sessions"], summary["new_failed"], summary["turns"], summary["accounting"]))
+                totals.add(Counts(summary["sessions"], summary["new_failed"], summary["turns"], summary["accounting"],
+                                  summary.get("errors", {})))
             if time.monotonic() - last_poll >= 0.5 or not pending:
                 last_poll = time.monotonic()
                 try:
                     snapshots = ray.get(board.snapshot.remote(), timeout=5)
                 except Exception as exc:  # noqa: BLE001 - display only: the run goes on, the numbers lag
                     display.warn(f"progress board not reachable ({type(exc).__name__}: {exc}); the display may lag")
-                shown = Counts(totals.sessions, totals.failed, totals.turns, dict(totals.accounting))
+                shown = Counts(totals.sessions, totals.failed, totals.turns, dict(totals.accounting), dict(totals.errors))
                 live = 0
                 for sid, snap in snapshots.items():
                     if sid in pending.values():
                         shown.add(Counts.from_dict(snap))
                         live += int(snap.get("live", 0))
                 display.update(shown, live)
+                if stop is None:
+                    stop = guard.check(shown.sessions, shown.errors)
+                    if stop is not None:
+                        display.warn(f"stopping the run: {stop.line()}; committed sessions stay, the same command resumes")
+                        for k, _ in queue:
+                            incomplete[shard_name(k)] = f"not started: {stop.line()}"
+                        queue.clear()
+                        for ref in pending:
+                            ray.cancel(ref)
+                        cancelled_at = time.monotonic()
+            if stop is not None and pending and time.monotonic() - cancelled_at > CANCEL_GRACE_S:
+                for ref in pending:  # a shard that did not react to the cancel: end its worker
+                    ray.cancel(ref, force=True)
+                cancelled_at = time.monotonic()
         display.update(totals, 0)
+    guard.absorb(totals.sessions, totals.errors)
     if not display.interactive and not display.quiet:
         print(display.line(totals), flush=True)
     ray.kill(board)
-    return incomplete, totals.accounting
+    return incomplete, totals.accounting, stop
+
+
+#: seconds a cancelled shard gets to stop by itself before its worker is ended
+CANCEL_GRACE_S = 20.0
 
 
 def nodes_not_seeing(run_dir: RunDir) -> list[str]:
@@ -393,4 +463,4 @@ def _short_error(exc: BaseException) -> str:
     return (lines[-1] if lines else type(exc).__name__)[:500] if text else "".join(traceback.format_exception_only(exc)).strip()
 
 
-__all__ = ["RunOutcome", "pending_work", "ray_session", "run", "write_run_tables"]
+__all__ = ["RunInterrupted", "RunOutcome", "pending_work", "ray_session", "run", "write_run_tables"]

@@ -15,6 +15,12 @@ OFFLINE_PROFILE = BackendProfile(latency_s=0.03, tokens_per_s=0.0, in_process=Tr
                                  token_count_name="offline model's own count (whitespace-separated words)")
 
 
+def _preflight():  # noqa: ANN202 - imported when a run checks its endpoints, not when configs load
+    from ray_knowsim.engine import preflight
+
+    return preflight
+
+
 @register_backend("offline", OfflineModelEntry, cacheable=False, double=True, profile=OFFLINE_PROFILE)
 def build_offline(entry: OfflineModelEntry, ctx: BuildContext) -> ChatModel:
     """The deterministic offline model, given the run's IU graphs so it can teach any item."""
@@ -33,6 +39,7 @@ def build_offline(entry: OfflineModelEntry, ctx: BuildContext) -> ChatModel:
                  "connect_timeout_s"},
     secret_env=lambda entry: entry.api_key_env,
     profile=BackendProfile(latency_s=1.0, tokens_per_s=60.0),
+    probe=lambda entry, key: _preflight().probe_http(entry, key),
 )  # fmt: skip
 def build_http(entry: HTTPModelEntry, ctx: BuildContext) -> ChatModel:
     """An OpenAI-compatible endpoint; with run-wide limits, ONE named limiter actor per endpoint,
@@ -53,6 +60,7 @@ def build_http(entry: HTTPModelEntry, ctx: BuildContext) -> ChatModel:
     secret_env=lambda entry: list(entry.secret_env),
     secret_names=lambda entry, key: [f"models.{key}.{n}" if n.startswith("engine_kwargs.") else n for n in entry.secret_names()],
     profile=BackendProfile(latency_s=0.5, tokens_per_s=40.0),
+    probe=lambda entry, key: _preflight().probe_vllm(entry, key),
 )  # fmt: skip
 def build_vllm(entry: VLLMModelEntry, ctx: BuildContext) -> ChatModel:
     """A pool of vLLM async-engine actors, started here (all pools start in parallel and are

@@ -92,6 +92,17 @@ class FirstTurn(BaseModel):
     max_prompt_tokens: int
 
 
+class LargestPrompt(BaseModel):
+    """The largest prompt one model gets in one role (what ``run``'s preflight compares with the
+    endpoint's context): the first turn as rendered, later turns as estimated."""
+
+    model_config = ConfigDict(extra="forbid")
+    first_turn: int  # tokens of the largest first-turn prompt rendered (the judges: their estimated prompt)
+    session_id: str  # the session it belongs to
+    graph_size: int  # IUs of that session's graph (the extractor's first-try budget grows with it)
+    last_turn: int  # the largest prompt of any turn, first-turn render plus the estimated growth
+
+
 class Estimate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     format: int = ESTIMATE_FORMAT
@@ -105,6 +116,7 @@ class Estimate(BaseModel):
     upper_bound: Totals  # every completion fills its role's max_tokens
     first_turn: dict[str, FirstTurn]
     assumptions: dict[str, Any]
+    largest_prompts: dict[str, LargestPrompt] = {}  # "<role>:<model key>" -> its largest prompt
 
 
 # ----------------------------------------------------------------------------- token counting
@@ -303,6 +315,7 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
     upper = {r: 0 for r in per_role}  # completion tokens at full budgets
     per_cond: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(float)))
     first: dict[str, list[int]] = defaultdict(list)
+    largest: dict[str, LargestPrompt] = {}
     growth: dict[tuple, dict[str, list[int]]] = {}
     judges: dict[tuple, tuple[int, int | None]] = {}
     items = {f"{task}/{it.id}": it for task, its in inputs.items.items() for it in its}
@@ -329,8 +342,12 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
             prompt = sum(n1 + g for g in growth[gkey][role])
             session_roles[role] = (T, prompt, int(round(completion[role] * T)))
             upper[role] += budgets[role] * T
+            model = spec.assistant_model if role == "assistant" else role_model[role]
+            _keep_largest(largest, f"{role}:{model}", n1, n1 + max(growth[gkey][role]), spec.session_id, live.index.size)
         if judged:
             rater, term = judges[gkey]
+            judge_prompt = max(rater, term or 0)
+            _keep_largest(largest, f"judge:{role_model['judge']}", judge_prompt, judge_prompt, spec.session_id, live.index.size)
             n_req, prompt, compl = 1, rater, min(comp.judge, budgets["judge"])
             upper["judge"] += budgets["judge"]
             if term is not None:
@@ -391,7 +408,23 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
         assumptions={"completion_source": comp.source, "completion_per_request": comp.model_dump(exclude={"source"}),
                      "token_counters": counter_names, "wall_time": timing, "retries": "not counted",
                      "growth": "per (task, item, level, strategy, simulator) group, every turn rendered with a synthetic transcript"},
+        largest_prompts=largest,
     )
+
+
+def _keep_largest(largest: dict[str, LargestPrompt], key: str, first: int, last: int, session_id: str, graph_size: int) -> None:
+    seen = largest.get(key)
+    if seen is None or first > seen.first_turn:
+        largest[key] = LargestPrompt(first_turn=first, session_id=session_id, graph_size=graph_size,
+                                     last_turn=max(last, seen.last_turn if seen else 0))
+    elif last > seen.last_turn:
+        seen.last_turn = last
+
+
+def request_latency_s(profile: Any, completion_tokens: float) -> float:
+    """Seconds for one request of ``completion_tokens`` at a backend's assumed speed (its profile)."""
+    rate = profile.tokens_per_s
+    return profile.latency_s + (completion_tokens / rate if rate else 0.0)
 
 
 def wall_minutes(cfg: RunConfig, plan: Plan, per_role: dict[str, RoleEstimate], comp: CompletionModel) -> tuple[float, dict]:
@@ -412,8 +445,7 @@ def wall_minutes(cfg: RunConfig, plan: Plan, per_role: dict[str, RoleEstimate], 
         if entry is None:
             continue
         profile = BACKENDS.get(entry.backend).profile
-        base, rate = profile.latency_s, profile.tokens_per_s
-        lat = comp.latency_s.get(role) or (base + (per_role[role].completion_tokens_per_request / rate if rate else 0.0))
+        lat = comp.latency_s.get(role) or request_latency_s(profile, per_role[role].completion_tokens_per_request)
         # an in-process model (the offline one) is CPU work in the shard's process: no overlap
         in_flight = 1 if profile.in_process else (getattr(entry, "max_in_flight", None) or shard)
         latencies[role] = lat
@@ -423,8 +455,7 @@ def wall_minutes(cfg: RunConfig, plan: Plan, per_role: dict[str, RoleEstimate], 
     judge_s = 0.0
     if "judge" in per_role and backend_of("judge") is not None:
         profile = BACKENDS.get(backend_of("judge").backend).profile
-        base, rate = profile.latency_s, profile.tokens_per_s
-        judge_s = comp.latency_s.get("judge") or (base + (per_role["judge"].completion_tokens_per_request / rate if rate else 0.0))
+        judge_s = comp.latency_s.get("judge") or request_latency_s(profile, per_role["judge"].completion_tokens_per_request)
         latencies["judge"] = judge_s
         if profile.in_process:
             judge_s *= shard
@@ -459,8 +490,8 @@ def write_estimate(est: Estimate, run_dir: Path) -> Path:
     return path
 
 
-__all__ = ["Estimate", "RoleEstimate", "Totals", "char_proxy", "completions_from_run", "estimate", "prior_completions",
-           "token_counter", "wall_minutes", "write_estimate"]
+__all__ = ["Estimate", "LargestPrompt", "RoleEstimate", "Totals", "char_proxy", "completions_from_run", "estimate", "prior_completions",
+           "request_latency_s", "token_counter", "wall_minutes", "write_estimate"]
 
 
 def dry_run(cfg: RunConfig, output: str | Path | None = None, from_run: str | Path | None = None) -> tuple[Estimate, Path]:

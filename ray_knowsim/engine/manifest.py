@@ -87,6 +87,7 @@ def open_manifest(
     replaced_shard_fn: str | None = None,
     roles: dict[str, Any] | None = None,
     hashed: dict[str, Any] | None = None,
+    preflight: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Start (or, for a resume, extend) the manifest; refuses a run dir of another config. The
     plan's cut may differ from an earlier invocation's (resume is per session): ``plan`` is the
@@ -134,6 +135,9 @@ def open_manifest(
         "versions": package_versions(),
         "git": git_state(),
         "plan": plan.get("fingerprint"),
+        # the checks before spending (engine/preflight.py): what each model entry's endpoint said,
+        # the warnings, or that --no-preflight skipped them
+        "preflight": preflight,
     })
     write_manifest(run_dir, data)
     return data

@@ -35,6 +35,7 @@ class Counts:
     failed: int = 0
     turns: int = 0
     accounting: dict[str, Any] = field(default_factory=dict)  # Accounting.to_dict()
+    errors: dict[str, int] = field(default_factory=dict)  # failed sessions per error code (model/failures.error_code)
 
     def add(self, other: "Counts") -> None:
         self.sessions += other.sessions
@@ -42,13 +43,25 @@ class Counts:
         self.turns += other.turns
         merged = Accounting.from_dict(self.accounting).merge(Accounting.from_dict(other.accounting))
         self.accounting = merged.to_dict()
+        for code, n in other.errors.items():
+            self.errors[code] = self.errors.get(code, 0) + n
+
+    def fail(self, error: str | None) -> None:
+        """Count one failed session under its error code."""
+        from ray_knowsim.model.failures import error_code
+
+        code = error_code(error or "") or "unnamed"
+        self.failed += 1
+        self.errors[code] = self.errors.get(code, 0) + 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"sessions": self.sessions, "failed": self.failed, "turns": self.turns, "accounting": self.accounting}
+        return {"sessions": self.sessions, "failed": self.failed, "turns": self.turns, "accounting": self.accounting,
+                "errors": dict(self.errors)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Counts":
-        return cls(d.get("sessions", 0), d.get("failed", 0), d.get("turns", 0), dict(d.get("accounting", {})))
+        return cls(d.get("sessions", 0), d.get("failed", 0), d.get("turns", 0), dict(d.get("accounting", {})),
+                   dict(d.get("errors", {})))
 
 
 class ProgressBoard:

@@ -218,8 +218,9 @@ def execute_shard(
                     summary["new_failed"] += result.session.status != "ok"
                     summary["turns"] += len(result.turns)
                     reporter.counts.sessions += 1
-                    reporter.counts.failed += result.session.status != "ok"
-                    reporter.update(accounting)
+                    if result.session.status != "ok":
+                        reporter.counts.fail(result.session.error)
+                    reporter.update(accounting, force=result.session.status != "ok")  # failures reach fail_fast at once
                 if buffer and (len(buffer) >= policy.every or time.monotonic() - first_at >= policy.every_s):
                     await flush()
             await flush()
@@ -251,6 +252,7 @@ def execute_shard(
         summary["fold_seconds"] = round(time.perf_counter() - started, 4)
     summary["commit_seconds"] = round(summary["commit_seconds"], 4)
     summary["accounting"] = accounting.to_dict()
+    summary["errors"] = dict(reporter.counts.errors)
     summary["seconds"] = round(time.perf_counter() - t0, 3)
     return summary
 

@@ -49,11 +49,15 @@ _INFRA = re.compile(
 _SESSION_MODEL = frozenset({"empty_user_message"})
 
 
-def error_reason(error_code: str) -> str:
+def error_code(error: str) -> str:
+    """The code of a failed session's error, its details dropped: ``extractor_http_400`` of
+    ``extractor_http_400: max_tokens=8192 ...`` (a provider's code stays: ``..._http_400:context_length_exceeded``)."""
+    return error.strip().split(" ", 1)[0].split(": ", 1)[0].rstrip(":")
+
+
+def error_reason(error: str) -> str:
     """The reason part of ``<role>_<reason>[: detail]`` (the role stripped, details dropped)."""
-    code = error_code.strip().split(" ", 1)[0]
-    if ": " in code:
-        code = code.split(": ", 1)[0]
+    code = error_code(error)
     for role in _ROLES:
         if code.startswith(role + "_"):
             return code[len(role) + 1:]
@@ -75,4 +79,4 @@ def failure_class(error_code: str | None) -> FailureClass | None:
     return MODEL
 
 
-__all__ = ["FAILURE_CLASSES", "INFRA", "MODEL", "FailureClass", "error_reason", "failure_class"]
+__all__ = ["FAILURE_CLASSES", "INFRA", "MODEL", "FailureClass", "error_code", "error_reason", "failure_class"]

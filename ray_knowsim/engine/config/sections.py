@@ -158,6 +158,29 @@ class RulesSection(Strict):
         return self._rules
 
 
+class FailFastConfig(Strict):
+    """``engine.fail_fast``: when a run whose sessions fail the same way stops early (the rule and
+    why: engine/failfast.py); ``engine.fail_fast: null`` never stops a run early."""
+
+    min_finished: int = Field(20, ge=1)  # sessions finished in this invocation before ``share`` applies
+    share: float | None = Field(0.9, gt=0, le=1)  # stop when one error code has this share of them
+    count: int | None = Field(None, ge=1)  # stop when one error code reached this many sessions
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> "FailFastConfig":
+        if self.share is None and self.count is None:
+            raise ValueError("set share or count (or fail_fast: null to never stop early)")
+        return self
+
+    def describe(self) -> str:
+        rules = []
+        if self.share is not None:
+            rules.append(f"share {self.share:g} after {self.min_finished} sessions")
+        if self.count is not None:
+            rules.append(f"count {self.count}")
+        return "engine.fail_fast: " + " or ".join(rules)
+
+
 class EngineConfig(Strict):
     """How the work is cut and scheduled; none of it changes results. Resume is per session, so
     ``shard_size`` (and the condition grouping of a placement) may differ between invocations."""
@@ -180,6 +203,8 @@ class EngineConfig(Strict):
     # model failing the same way, an endpoint that stays down) is rerun at most this often
     max_session_attempts: int = Field(3, ge=1)
     shard_fn_options: dict[str, Any] = Field(default_factory=dict)  # keyword args for shard_fn
+    # stop a run whose finished sessions fail with one error code (engine/failfast.py)
+    fail_fast: FailFastConfig | None = Field(default_factory=FailFastConfig)
 
     @field_validator("shard_fn")
     @classmethod

@@ -26,7 +26,7 @@ import aiohttp
 from ray_knowsim.model.outputs import portable_schema
 from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.http.config import HTTPModelConfig
-from ray_knowsim.llm.http.credentials import Secret
+from ray_knowsim.llm.http.credentials import Secret, auth_header
 from ray_knowsim.llm.http.response import ResponseReader, TransportFailure
 from ray_knowsim.llm.http.wire import OFFLINE_FACTS_FIELD, PROMPT_VERSION_HEADER, ROLE_HEADER, SCHEMA_NAME_HEADER
 from ray_knowsim.llm.limiter import Grant, RateLimiter
@@ -209,12 +209,7 @@ class OpenAICompatibleModel:
         return body
 
     def _headers(self, request: ChatRequest) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        if self._secret is not None:
-            key = self._secret.reveal()
-            headers[self.config.api_key_header] = (
-                f"Bearer {key}" if self.config.api_key_header.lower() == "authorization" else key
-            )
+        headers = {"Content-Type": "application/json", **auth_header(self.config.api_key_header, self._secret)}
         if self.config.send_knowsim_headers:
             headers[ROLE_HEADER] = request.role
             if request.prompt_version:

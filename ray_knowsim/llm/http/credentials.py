@@ -100,4 +100,13 @@ class Secret:
         return (Secret.from_env, (self.env_name,))
 
 
-__all__ = ["MissingAPIKeyError", "Secret", "credential_paths", "hide_credentials"]
+def auth_header(header: str, secret: Secret | None) -> dict[str, str]:
+    """The credential header of a request to an endpoint: ``Authorization: Bearer <key>``, or the
+    raw key under any other header name (``api-key``, ``x-api-key``); none without a key."""
+    if secret is None:
+        return {}
+    key = secret.reveal()
+    return {header: f"Bearer {key}" if header.lower() == "authorization" else key}
+
+
+__all__ = ["MissingAPIKeyError", "Secret", "auth_header", "credential_paths", "hide_credentials"]
