@@ -117,7 +117,8 @@ class Preflight:
 
     def refusal(self) -> str:
         lines = "\n  ".join(f.line() for f in self.errors)
-        return (f"the checks before spending refused the run; no session started and nothing was sent to a model:\n  {lines}\n"
+        also = "".join(f"\n  warning: {f.line()}" for f in self.warnings)
+        return (f"the checks before spending refused the run; no session started and nothing was sent to a model:\n  {lines}{also}\n"
                 "(--no-preflight skips these checks)")
 
     def to_manifest(self) -> dict[str, Any]:
@@ -197,9 +198,12 @@ def fit_findings(cfg: Any, est: Any, capacities: dict[str, Capacity]) -> list[Fi
             continue
         head = f"its largest first-turn prompt is ~{prompt:,} tokens ({counted}; session {big.session_id})"
         if prompt + first > limit:
+            room = limit - prompt
+            fix = (f"or roles.{role}.max_tokens of at most {room:,} (a first try that small may be cut short)" if room > 0 else
+                   "the prompt alone does not fit")
             out.append(Finding("error", where, f"{head}; with the first try's max_tokens {first:,} that is {prompt + first:,}, "
                                f"above {context}: every such request would be refused. Use a longer context "
-                               f"(vLLM: --max-model-len) or fewer IUs per graph"))
+                               f"(vLLM: --max-model-len), {fix}"))
             continue
         if s.attempts >= 2 and first < s.max_tokens and prompt + s.max_tokens > limit:
             out.append(Finding("error", where, f"{head}; a truncated answer is asked again with max_tokens {s.max_tokens:,} "
