@@ -35,7 +35,7 @@ class Counts:
     failed: int = 0
     turns: int = 0
     accounting: dict[str, Any] = field(default_factory=dict)  # Accounting.to_dict()
-    errors: dict[str, int] = field(default_factory=dict)  # failed sessions per error code (model/failures.error_code)
+    errors: dict[str, int] = field(default_factory=dict)  # failed sessions per error kind (model/failures.error_kind)
 
     def add(self, other: "Counts") -> None:
         self.sessions += other.sessions
@@ -48,9 +48,9 @@ class Counts:
 
     def fail(self, error: str | None) -> None:
         """Count one failed session under its error code."""
-        from ray_knowsim.model.failures import error_code
+        from ray_knowsim.model.failures import error_kind
 
-        code = error_code(error or "") or "unnamed"
+        code = error_kind(error or "") or "error"
         self.failed += 1
         self.errors[code] = self.errors.get(code, 0) + 1
 

@@ -49,15 +49,20 @@ _INFRA = re.compile(
 _SESSION_MODEL = frozenset({"empty_user_message"})
 
 
-def error_code(error: str) -> str:
-    """The code of a failed session's error, its details dropped: ``extractor_http_400`` of
-    ``extractor_http_400: max_tokens=8192 ...`` (a provider's code stays: ``..._http_400:context_length_exceeded``)."""
-    return error.strip().split(" ", 1)[0].split(": ", 1)[0].rstrip(":")
+def error_kind(error: str | None) -> str | None:
+    """The named failure of a session's error text, its details dropped (``extractor_http_400`` of
+    ``extractor_http_400: max_tokens=8192 cannot be ...``): what counts, groups and filters of
+    failures go by (the viewer, the progress board, ``engine.fail_fast``). None for no error."""
+    if error is None:
+        return None
+    return str(error).split(":", 1)[0].strip() or "error"
 
 
-def error_reason(error: str) -> str:
+def error_reason(error_code: str) -> str:
     """The reason part of ``<role>_<reason>[: detail]`` (the role stripped, details dropped)."""
-    code = error_code(error)
+    code = error_code.strip().split(" ", 1)[0]
+    if ": " in code:
+        code = code.split(": ", 1)[0]
     for role in _ROLES:
         if code.startswith(role + "_"):
             return code[len(role) + 1:]
@@ -79,4 +84,4 @@ def failure_class(error_code: str | None) -> FailureClass | None:
     return MODEL
 
 
-__all__ = ["FAILURE_CLASSES", "INFRA", "MODEL", "FailureClass", "error_code", "error_reason", "failure_class"]
+__all__ = ["FAILURE_CLASSES", "INFRA", "MODEL", "FailureClass", "error_kind", "error_reason", "failure_class"]

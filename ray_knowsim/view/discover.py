@@ -73,7 +73,7 @@ SESSION_COLUMNS = (
 class RunInfo:
     entry: Entry
     name: str
-    status: str  # complete | with failures | all sessions failed | interrupted | incomplete | failed | running? | unknown
+    status: str  # complete | with failures | all sessions failed | interrupted | stopped on failures | incomplete | failed | running? | unknown
     status_detail: str
     planned: int | None  # sessions the plan holds (None: no manifest)
     committed: int
@@ -117,6 +117,10 @@ def run_status(manifest: dict[str, Any] | None, planned: int | None, committed: 
     missing = (planned - committed) if planned is not None else 0
     if state == "interrupted":
         return "interrupted", f"stopped by the user after {committed:,} of {planned if planned is not None else '?'} sessions; rerun the same command to resume"
+    if state == "stopped_on_failures":  # engine.fail_fast (engine/failfast.py)
+        stop = (last.get("totals") or {}).get("stopped") or {}
+        return "stopped on failures", (f"{stop.get('failed', '?')} of {stop.get('finished', '?')} finished sessions failed with "
+                                       f"{stop.get('error', '?')}; fix it, then rerun the same command to resume")
     if state == "failed":
         return "failed", f"the last invocation stopped with an error after {committed:,} sessions"
     if state == "incomplete" or missing > 0:

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, Field
 
+from ray_knowsim.model.failures import error_kind
 from ray_knowsim.model.states import level_order
 
 #: query-string key -> session column, for equality filters
@@ -137,12 +138,6 @@ def parse_query(params: Mapping[str, str]) -> tuple[SessionQuery, list[str]]:
     return q, problems
 
 
-def error_kind(error: str | None) -> str | None:
-    """The named failure of an error text (``extractor_http_404: model not found`` -> ``extractor_http_404``)."""
-    if error is None:
-        return None
-    head = str(error).split(":", 1)[0].strip()
-    return head or "error"
 
 
 def with_error_kind(table: pa.Table) -> pa.Table:

@@ -149,6 +149,8 @@ def test_error_kind_is_the_named_failure():
         ({"status": "incomplete", "invocations": [{"finished_at": "t"}]}, 96, 90, 0, "incomplete"),
         ({"status": "ok", "invocations": [{"finished_at": "t"}]}, 96, 90, 0, "incomplete"),  # fewer rows than planned is never "complete"
         ({"status": "failed", "invocations": [{"finished_at": "t"}]}, 96, 0, 0, "failed"),
+        ({"status": "stopped_on_failures", "invocations": [{"finished_at": "t", "totals": {"stopped": {
+            "error": "assistant_http_404", "failed": 32, "finished": 32}}}]}, 96, 32, 32, "stopped on failures"),
         ({"status": "ok", "invocations": [{"finished_at": "t"}, {"finished_at": None, "status": "running"}]}, 10, 10, 0, "running?"),
     ],
 )
