@@ -227,16 +227,15 @@ def timeout_findings(cfg: Any, est: Any) -> list[Finding]:
     from ray_knowsim.model.roles import first_try_tokens
 
     measured = est.assumptions.get("completion_per_request", {}).get("latency_s", {}) or {}
-    latency = est.assumptions.get("wall_time", {}).get("latency_s_per_request", {}) or {}
     out = []
     for role, e in est.per_role.items():
         for key in e.models:
             entry = cfg.models[key]
             timeout = _timeout(entry)
-            if not timeout or role not in latency:
+            if not timeout or not e.requests:
                 continue
             profile = BACKENDS.get(entry.backend).profile
-            mean = latency[role]
+            mean = measured.get(role) or request_latency_s(profile, e.completion_tokens_per_request)
             source = "measured by an earlier run" if role in measured else (
                 f"estimated at {profile.tokens_per_s:g} tok/s after {profile.latency_s:g}s, a prior for this backend")
             where = f"{_where(cfg, role, key)} timeout_s {timeout:g}"
