@@ -2,7 +2,8 @@
 
 Everything a config can get wrong (unknown rule parameter, a setting that breaks a rule
 precondition, a missing source) is reported before Ray starts; exit status 2. A re-run into the
-same output folder resumes (finished pieces are skipped); ``--fresh`` starts over.
+same output folder resumes (committed work is skipped, on any cluster: the pieces are cut anew for
+the CPUs it has); ``--fresh`` starts over.
 On a cluster: ``ray job submit --working-dir . -- ray-knowsim sweep configs/sweep_reference.yaml``
 (the driver joins the cluster through RAY_ADDRESS, which ``ray job submit`` sets).
 """
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from ray_knowsim.io.loaders import LoadError
+from ray_knowsim.sweep.commits import SweepCommitError
 from ray_knowsim.sweep.config import SweepConfigError, load_sweep_config
 
 
@@ -25,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fresh", action="store_true", help="discard an earlier sweep in the output folder instead of resuming")
     p.add_argument("--backend", choices=("auto", "kernel", "python"), help="override execution.backend")
     p.add_argument("--address", help="Ray address to join (default: RAY_ADDRESS, else a local Ray)")
-    p.add_argument("--num-cpus", type=int, help="CPUs of the local Ray (default: execution.num_cpus)")
+    p.add_argument("--num-cpus", type=int, help="CPUs of a local Ray (default: execution.num_cpus, else all cores; ignored on a cluster)")
     p.add_argument("--plan", action="store_true", help="validate and print the plan (settings, pieces); run nothing")
     p.add_argument("--report-only", action="store_true", help="rebuild the report of a finished sweep; no re-scoring")
     p.add_argument("--no-report", action="store_true", help="skip the sensitivity report")
@@ -59,7 +62,14 @@ def run(args: argparse.Namespace) -> int:
         from ray_knowsim.sweep.runner import plan_sweep, run_sweep
 
         if args.plan:
+            from ray_knowsim.sweep.pieces import cut, missing, settings_per_piece
+
             plan = plan_sweep(cfg, backend=args.backend)
+            cpus = cfg.execution.cluster_cpus or cfg.execution.num_cpus or os.cpu_count() or 1
+            todo = missing(len(plan.settings), plan.n_blocks, {})
+            per_piece = settings_per_piece(todo=todo, block_size=plan.block_size, cpus=cpus, seconds_per_pair=plan.seconds_per_pair,
+                                           target_task_seconds=cfg.execution.target_task_seconds,
+                                           explicit=cfg.execution.settings_per_task)  # fmt: skip
             print(
                 json.dumps(
                     {
@@ -68,9 +78,12 @@ def run(args: argparse.Namespace) -> int:
                         "skipped": dict(plan.source.skipped),
                         "params": plan.params,
                         "backend": plan.backend,
-                        "pieces": len(plan.pieces),
-                        "settings_per_task": plan.settings_per_task,
-                        "conversations_per_task": plan.conversations_per_task,
+                        "conversations_per_block": plan.block_size,
+                        "blocks": plan.n_blocks,
+                        # the pieces are cut again for the cluster the sweep runs on
+                        "pieces_for_cpus": cpus,
+                        "settings_per_task": per_piece,
+                        "pieces": len(cut(todo, per_piece)),
                         "output": str(plan.out_dir),
                     },
                     indent=2,
@@ -80,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         result = run_sweep(
             cfg, fresh=args.fresh, backend=args.backend, address=args.address, report=not args.no_report, use_ray=not args.no_ray
         )
-    except (SweepConfigError, LoadError) as exc:
+    except (SweepConfigError, SweepCommitError, LoadError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     ident = result.identity or {}

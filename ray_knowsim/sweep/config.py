@@ -123,15 +123,24 @@ class ReportConfig(BaseModel):
 
 
 class ExecutionConfig(BaseModel):
+    """How the work is cut and run. Only ``conversations_per_block`` is part of the sweep's
+    identity (partial sums are per block); everything else may change between a start and a
+    resume, on another cluster, without redoing or changing anything (docs/sweep.md)."""
+
     model_config = ConfigDict(extra="forbid")
     backend: Literal["auto", "kernel", "python"] = "auto"
-    #: piece sizes; None = chosen so a task runs about ``target_task_seconds``
-    conversations_per_task: int | None = Field(None, ge=1)
+    #: conversations per block (None: min(conversations, 1000)); changing it makes another sweep
+    conversations_per_block: int | None = Field(None, ge=1)
+    #: settings per Ray task; None = sized from the cluster: at most ``target_task_seconds`` of
+    #: work per task, and at least 4 tasks per CPU of the cluster while enough work is left
     settings_per_task: int | None = Field(None, ge=1)
     target_task_seconds: float = Field(3.0, gt=0)
-    #: local Ray only (ignored when connecting to a cluster)
-    num_cpus: int = Field(2, ge=1)
-    #: tasks in flight per CPU (bounds object-store memory)
+    #: size tasks for this many CPUs instead of the CPUs the cluster has when the sweep starts
+    #: (an autoscaling cluster: its maximum size)
+    cluster_cpus: int | None = Field(None, ge=1)
+    #: CPUs of a local Ray this sweep starts (None: all cores); ignored when joining a cluster
+    num_cpus: int | None = Field(None, ge=1)
+    #: tasks in flight per CPU of the cluster (bounds object-store memory)
     inflight_per_cpu: int = Field(2, ge=1)
 
 

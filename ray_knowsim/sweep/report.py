@@ -1,7 +1,7 @@
 """The sensitivity report of a finished sweep: rankings, their agreement with the default, which
 parameters matter, metric ranges per parameter -- CSV tables and PNG plots listed in report/index.md.
 
-Reads only the sweep's output folder (settings.parquet, partials/), so it can be regenerated with
+Reads only the sweep's output folder (settings.parquet, the committed partials/), so it can be regenerated with
 other metrics or groupings without re-scoring (``ray-knowsim sweep CONFIG --report-only``).
 
 Definitions (also written into index.md):
@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 from ray_knowsim.model.results import LOWER_IS_BETTER
 from ray_knowsim.sweep.aggregate import reduce
+from ray_knowsim.sweep.commits import read_table
 from ray_knowsim.sweep.config import ReportConfig
 from ray_knowsim.sweep.store import write_parquet_atomic, write_text_atomic
 
@@ -323,7 +323,8 @@ def write_report(out_dir: str | Path, cfg: ReportConfig) -> list[str]:
     rep = out_dir / "report"
     rep.mkdir(parents=True, exist_ok=True)
     settings = pd.read_parquet(out_dir / "settings.parquet")
-    parts = ds.dataset(out_dir / "partials", format="parquet").to_table().to_pandas()
+    committed = read_table(out_dir, "partials")
+    parts = committed.to_pandas() if committed is not None else pd.DataFrame()
     metrics = list(dict.fromkeys(cfg.metrics))
     rank_metrics = list(dict.fromkeys(cfg.ranking_metrics))
     by_cell = reduce(parts, [*cfg.group_by, cfg.rank_by])

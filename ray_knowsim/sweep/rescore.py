@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ray_knowsim.model.graph import GraphIndex
 from ray_knowsim.model.states import KNOWS_WELL
 from ray_knowsim.rules.config import RuleConfig
 from ray_knowsim.rules.final_metrics import _f1, legacy_absorbed_total, raw_progress
@@ -82,20 +83,25 @@ class InitPlan:
         return self.default is None or changes_init(rules, self.default)
 
 
+def resampled_states(graph: GraphIndex, level: str, key: str, rules: RuleConfig, plan: InitPlan, cache: dict | None = None) -> dict[str, int]:
+    """Initial states drawn for one conversation (``key``) under ``rules``: seeded by (init seed,
+    key) only, so settings with the same initial-state rules draw the same states."""
+    memo = (init_key(rules), key)
+    if cache is not None and memo in cache:
+        return cache[memo]
+    states = sample_initial_states(graph, level, rules, random.Random(f"{plan.seed}/{key}"))
+    if cache is not None:
+        cache[memo] = states
+    return states
+
+
 def initial_for(
     conv: Conversation, rules: RuleConfig, plan: InitPlan, cache: dict | None = None
 ) -> tuple[dict[str, int], dict[str, float] | None]:
     """(states, carries) a session starts from."""
     if not plan.resamples(rules):
         return conv.initial, conv.carries
-    key = (init_key(rules), conv.key)
-    if cache is not None and key in cache:
-        return cache[key], None
-    rng = random.Random(f"{plan.seed}/{conv.key}")
-    states = sample_initial_states(conv.graph, conv.meta.get("knowledge_level", ""), rules, rng)
-    if cache is not None:
-        cache[key] = states
-    return states, None
+    return resampled_states(conv.graph, conv.meta.get("knowledge_level", ""), conv.key, rules, plan, cache), None
 
 
 # --- prepared conversations (what a task receives) ----------------------------------------------
@@ -103,10 +109,22 @@ def initial_for(
 
 @dataclass
 class Prepared:
-    """A chunk of conversations, packed once for the kernel (``packed`` is None for python)."""
+    """A block of conversations as a task receives it.
 
-    conversations: list[Conversation]
+    Why arrays only: a task that unpickles Conversation objects (graph indexes, per-turn signal
+    objects) spends a large multiple of its arrays' transfer time doing it, and a sweep ships each
+    block to every task that re-scores it. The kernel backend therefore carries numpy arrays (the
+    packed graphs and signals, initial rows, horizons, KG bases, the rows' label codes) and,
+    only when initial states are re-sampled, the few distinct graph indexes plus each
+    conversation's key (what the seeded draw needs). The plain-Python backend replays
+    ``SignalEntry`` lists and carries the conversations themselves (its replay costs ~1,000x
+    the transfer).
+    """
+
     backend: str
+    positions: np.ndarray  # int32 per conversation: its index in the source (rows' ``conversation``)
+    meta_codes: dict[str, np.ndarray]  # META column -> int32 code per conversation
+    meta_values: dict[str, list[str]]  # META column -> its distinct values, sorted (the codes index them)
     packed: Any = None  # PackedGraphs
     signals: Any = None  # PackedSignals
     graph_of: np.ndarray | None = None  # per conversation
@@ -116,21 +134,46 @@ class Prepared:
     max_turns: np.ndarray | None = None
     basis0: np.ndarray | None = None  # int8 rows: 1 = the node counts in the KG normalisations (recorded KS)
     extra_h0: np.ndarray | None = None  # per conversation: headroom of initial-KS labels outside the graph
+    graphs: list[GraphIndex] | None = None  # kernel + re-sampling: distinct graphs (graph_of indexes them)
+    keys: list[str] | None = None  # kernel + re-sampling: conversation keys (seeds of the draws)
+    conversations: list[Conversation] | None = None  # python backend only
     _entries: list | None = field(default=None, repr=False)
     _pairs: tuple | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def levels(self) -> list[str]:
+        values = self.meta_values["knowledge_level"]
+        return [values[k] for k in self.meta_codes["knowledge_level"]]
 
     def entries(self) -> list:
         """SignalEntry lists per conversation (python backend), built once."""
         if self._entries is None:
-            self._entries = [c.entries() for c in self.conversations]
+            self._entries = [c.entries() for c in self.conversations or []]
         return self._entries
 
 
-def prepare(conversations: Sequence[Conversation], backend: str = "auto") -> Prepared:
+def _meta(convs: Sequence[Conversation]) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+    codes, values = {}, {}
+    for name in META_COLUMNS:
+        column = [c.meta.get(name, "") for c in convs]
+        uniq = sorted(set(column))
+        index = {v: k for k, v in enumerate(uniq)}
+        codes[name] = np.array([index[v] for v in column], dtype=np.int32)
+        values[name] = uniq
+    return codes, values
+
+
+def prepare(conversations: Sequence[Conversation], backend: str = "auto", *, resample: bool = True) -> Prepared:
+    """Pack ``conversations`` for ``backend``. ``resample=False`` leaves out what drawing new
+    initial states needs (the runner passes it when the sweep keeps the recorded states)."""
     backend = pick_backend(backend)
     convs = list(conversations)
-    prep = Prepared(convs, backend)
+    codes, values = _meta(convs)
+    prep = Prepared(backend, np.array([c.position for c in convs], dtype=np.int32), codes, values)
     if backend != "kernel":
+        prep.conversations = convs
         return prep
     from ray_knowsim.kernels.pack import pack_graphs, pack_states, pack_trajectories
 
@@ -150,6 +193,9 @@ def prepare(conversations: Sequence[Conversation], backend: str = "auto") -> Pre
     _, prep.state0, prep.carry0 = pack_states(prep.packed, graph_of, [c.initial for c in convs], [c.carries for c in convs])
     prep.max_turns = np.array([c.max_turns for c in convs], dtype=np.int64)
     prep.basis0, prep.extra_h0 = _basis_rows(convs)
+    if resample:
+        prep.graphs = graphs
+        prep.keys = [c.key for c in convs]
     return prep
 
 
@@ -173,20 +219,25 @@ def _basis_rows(convs: Sequence[Conversation]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def rescore(prepared: Prepared | Sequence[Conversation], settings: Sequence[Setting], plan: InitPlan = InitPlan()) -> pa.Table:
-    """Rows for every (setting, conversation) pair, setting-major, conversations in chunk order."""
+    """Rows for every (setting, conversation) pair, setting-major, conversations in block order."""
     prep = prepared if isinstance(prepared, Prepared) else prepare(prepared)
-    if not settings or not prep.conversations:
+    if not settings or not len(prep):
         return empty_table()
-    if plan.mode != "keep":
-        for c in prep.conversations:
-            for s in settings:
-                if plan.resamples(s.rules) and c.meta.get("knowledge_level") not in s.rules.init_ratios:
-                    raise ValueError(f"conversation {c.key!r}: cannot re-sample level {c.meta.get('knowledge_level')!r}")
+    drawing = [s for s in settings if plan.resamples(s.rules)]
+    if drawing:
+        if prep.backend == "kernel" and prep.graphs is None:
+            raise ValueError("these conversations were prepared with resample=False; the plan re-samples initial states")
+        levels = prep.levels()
+        for s in drawing:
+            for k, level in enumerate(levels):
+                if level not in s.rules.init_ratios:
+                    key = prep.keys[k] if prep.keys is not None else prep.conversations[k].key
+                    raise ValueError(f"conversation {key!r}: cannot re-sample level {level!r}")
     if prep.backend == "kernel":
         cols = _kernel_columns(prep, settings, plan)
     else:
         cols = _python_columns(prep, settings, plan)
-    return to_table(prep.conversations, settings, cols)
+    return to_table(prep, settings, cols)
 
 
 # --- kernel backend ------------------------------------------------------------------------------
@@ -213,6 +264,7 @@ def _initial_rows(
         reps = len(slab)
         return np.tile(prep.state0, reps), np.tile(prep.carry0, reps), np.tile(prep.basis0, reps), np.tile(prep.extra_h0, reps)
     states, carries, masks, extras = [], [], [], []
+    levels = prep.levels()
     for s in slab:
         if not plan.resamples(s.rules):
             states.append(prep.state0)
@@ -223,10 +275,12 @@ def _initial_rows(
         # a re-sampled state covers the graph's nodes
         masks.append(np.ones_like(prep.basis0))
         extras.append(np.zeros_like(prep.extra_h0))
-        rows = np.concatenate(
-            [np.array([initial_for(c, s.rules, plan, cache)[0][v] for v in c.graph.ids], dtype=np.int8) for c in prep.conversations]
-        )
-        states.append(rows)
+        drawn = []
+        for k, level in enumerate(levels):
+            graph = prep.graphs[prep.graph_of[k]]
+            draw = resampled_states(graph, level, prep.keys[k], s.rules, plan, cache)
+            drawn.append(np.array([draw[v] for v in graph.ids], dtype=np.int8))
+        states.append(np.concatenate(drawn))
         carries.append(np.zeros_like(prep.carry0))
     return np.concatenate(states), np.concatenate(carries), np.concatenate(masks), np.concatenate(extras)
 
@@ -235,7 +289,7 @@ def _kernel_columns(prep: Prepared, settings: Sequence[Setting], plan: InitPlan)
     from ray_knowsim.kernels.batch import COUNTER_INDEX, run_packed
     from ray_knowsim.kernels.pack import session_offsets
 
-    n_conv = len(prep.conversations)
+    n_conv = len(prep)
     per_call = max(1, KERNEL_SESSIONS_PER_CALL // n_conv)
     parts: list[dict[str, np.ndarray]] = []
     cache: dict = {}
@@ -332,20 +386,17 @@ def empty_table() -> pa.Table:
     return row_schema().empty_table()
 
 
-def to_table(conversations: Sequence[Conversation], settings: Sequence[Setting], cols: dict[str, np.ndarray]) -> pa.Table:
-    n_conv = len(conversations)
+def to_table(prep: Prepared, settings: Sequence[Setting], cols: dict[str, np.ndarray]) -> pa.Table:
+    n_conv = len(prep)
     reps = len(settings)
     conv_idx = np.tile(np.arange(n_conv, dtype=np.int32), reps)
     arrays: dict[str, pa.Array] = {
         "setting": pa.array(np.repeat(np.array([s.index for s in settings], dtype=np.int32), n_conv)),
-        "conversation": pa.array(np.tile(np.array([c.position for c in conversations], dtype=np.int32), reps)),
+        "conversation": pa.array(np.tile(prep.positions, reps)),
     }
     for name in META_COLUMNS:
-        values = [c.meta.get(name, "") for c in conversations]
-        uniq = sorted(set(values))
-        code = {v: k for k, v in enumerate(uniq)}
-        local = np.array([code[v] for v in values], dtype=np.int32)
-        arrays[name] = pa.DictionaryArray.from_arrays(pa.array(local[conv_idx]), pa.array(uniq, type=pa.string()))
+        codes = prep.meta_codes[name]
+        arrays[name] = pa.DictionaryArray.from_arrays(pa.array(codes[conv_idx]), pa.array(prep.meta_values[name], type=pa.string()))
     for name in FLOAT_COLUMNS:
         arrays[name] = pa.array(cols[name], type=pa.float64())
     for name in INT_COLUMNS:
@@ -368,6 +419,7 @@ __all__ = [
     "pick_backend",
     "prepare",
     "python_row",
+    "resampled_states",
     "rescore",
     "row_schema",
     "to_table",

@@ -1,57 +1,81 @@
-"""Run a sweep on Ray: plan pieces, re-score them in tasks, stream rows to Parquet, resume.
+"""Run a sweep on Ray: cut the work into pieces for the cluster at hand, tasks re-score and commit
+them, resume from whatever is committed.
 
-A piece is (settings block b, conversation chunk c): one Ray task re-scores every setting of the
-block on every conversation of the chunk, sized so a task runs seconds (kernel calls are
-microseconds per pair; scheduling is a millisecond per task). Each chunk is packed once by the
-driver and shared through the object store. The driver writes each finished piece atomically
-(``rows/part-bB-cC.parquet`` plus its partial sums under ``partials/``), so rows stream to disk as
-tasks finish and a re-run skips every piece already there. ``sweep.json`` records the sweep's
-fingerprint (source, settings, initial-state plan, piece sizes): resuming into a folder that holds
-a different sweep is refused rather than mixed.
+A block is a fixed run of conversations (``conversations_per_block``, part of the sweep's
+identity); a piece is a range of settings of one block, one Ray task, sized when the sweep
+starts from the CPUs of the cluster it runs on (``pieces.settings_per_piece``). The driver packs
+each block once into numpy arrays (``rescore.prepare``) and puts it in the object store; every
+task of that block gets it by reference, re-scores its settings, and writes its rows and partial
+sums itself, then its commit marker (``commits``). What is committed is a set of settings per
+block, whatever pieces made it, so a sweep started on 2 CPUs resumes on 64 (other pieces) without
+redoing or double-counting anything, and its outputs equal an uninterrupted sweep's.
+
+``sweep.json`` records the sweep's fingerprint (source, settings, initial-state plan, horizon,
+block size): resuming into a folder that holds another sweep is refused rather than mixed.
 
 Output folder:
-  sweep.json            manifest (fingerprint, sizes, status, timing, default-identity check)
+  sweep.json            manifest (fingerprint, sizes, status, timing, each run's layout, identity check)
   settings.parquet      one row per setting: index, origin, key, overrides, resolved rules, params
-  rows/                 one row per (setting, conversation)  -- sweep.rescore.row_schema()
-  partials/             per-task partial sums (internal; reduced into aggregates.parquet)
+  rows/                 one row per (setting, conversation) -- sweep.rescore.row_schema(); read with read_rows
+  partials/             per-piece partial sums (internal; reduced into aggregates.parquet)
+  committed/            one commit marker per piece (readers follow these, never the folders)
   aggregates.parquet    per (setting, group_by..., rank_by): n, means, stds, early-stop rates
   setting_summary.parquet  per setting: params, pooled means, ranking agreement with the default
   identity.csv          the default setting's rows against the source's recorded metrics
   report/               sensitivity tables (CSV) and plots (PNG), listed in report/index.md
+
+The output folder must be one every node mounts at the same path (tasks write there); a task on a
+node that cannot see it fails with a message saying so.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
 import time
+from collections import Counter, deque
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 from ray_knowsim.engine.local_ray import choose_auth_mode
 from ray_knowsim.sweep.aggregate import CELL_COLUMNS, partials, reduce
-from ray_knowsim.sweep.config import SweepConfig, SweepConfigError
+from ray_knowsim.sweep.commits import (
+    MANIFEST,
+    MARKERS,
+    SweepCommitError,
+    check_visible,
+    collect_garbage,
+    commit_piece,
+    drop_broken,
+    read_commits,
+    read_table,
+)
+from ray_knowsim.sweep.config import ExecutionConfig, SweepConfig, SweepConfigError
 from ray_knowsim.sweep.conversation import META_COLUMNS, Conversation
 from ray_knowsim.sweep.metrics import FLOAT_COLUMNS, INT_COLUMNS
-from ray_knowsim.sweep.rescore import InitPlan, pick_backend, prepare, rescore
+from ray_knowsim.sweep.pieces import Piece, Range, cut, missing, settings_per_piece
+from ray_knowsim.sweep.rescore import InitPlan, Prepared, pick_backend, prepare, rescore, row_schema
 from ray_knowsim.sweep.source import SourceData, load_source
 from ray_knowsim.sweep.space import Setting, canonical_json, expand, swept_params
-from ray_knowsim.sweep.store import read_json, remove_stale_tmp, write_json_atomic, write_parquet_atomic
+from ray_knowsim.sweep.store import read_json, write_json_atomic, write_parquet_atomic
 
-MANIFEST = "sweep.json"
+#: the output folder's layout (1: pieces written by the driver, no markers; 2: commit markers)
+LAYOUT = 2
 #: rough cost of one session-turn, used only to size pieces (seconds)
 COST_PER_SESSION_TURN = {"kernel": 2e-6, "python": 1.5e-4}
-MAX_CONVERSATIONS_PER_TASK = 1000
+CONVERSATIONS_PER_BLOCK = 1000
+#: how often the driver re-reads the cluster's CPUs for its in-flight window (seconds)
+WINDOW_REFRESH_S = 2.0
 #: files and folders a sweep writes (the only things ``fresh`` deletes)
-OUTPUTS = (".tmp", "rows", "partials", "report", "settings.parquet", "aggregates.parquet", "setting_summary.parquet", "identity.csv", MANIFEST)
+OUTPUTS = (".tmp", "rows", "partials", MARKERS, "report", "settings.parquet", "aggregates.parquet",
+           "setting_summary.parquet", "identity.csv", MANIFEST)  # fmt: skip
 
 Progress = Callable[[str], None]
 
@@ -65,24 +89,35 @@ class SweepPlan:
     params: list[str]
     backend: str
     init: InitPlan
-    conversations_per_task: int
-    settings_per_task: int
+    block_size: int  # conversations per block
     fingerprint: str
-    pieces: list[tuple[int, int]] = field(default_factory=list)  # (settings block, conversation chunk)
 
     @property
     def n_pairs(self) -> int:
         return len(self.settings) * len(self.source.conversations)
 
-    def block(self, b: int) -> list[Setting]:
-        return self.settings[b * self.settings_per_task : (b + 1) * self.settings_per_task]
+    @property
+    def n_blocks(self) -> int:
+        return -(-len(self.source.conversations) // self.block_size)
 
-    def chunk(self, c: int) -> list[Conversation]:
+    def block(self, b: int) -> list[Conversation]:
+        return self.source.conversations[b * self.block_size : (b + 1) * self.block_size]
+
+    def block_len(self, b: int) -> int:
+        return min(self.block_size, len(self.source.conversations) - b * self.block_size)
+
+    def settings_of(self, piece: Piece) -> list[Setting]:
+        return self.settings[piece.start : piece.stop]
+
+    def pairs(self, ranges: dict[int, list[Range]]) -> int:
+        """(setting, conversation) pairs in per-block settings ranges."""
+        return sum(self.block_len(b) * (y - x) for b, rs in ranges.items() for x, y in rs)
+
+    @property
+    def seconds_per_pair(self) -> float:
         convs = self.source.conversations
-        return convs[c * self.conversations_per_task : (c + 1) * self.conversations_per_task]
-
-    def piece_name(self, b: int, c: int) -> str:
-        return f"part-b{b:05d}-c{c:05d}.parquet"
+        avg_turns = max(1.0, sum(len(c.turns) for c in convs) / len(convs))
+        return COST_PER_SESSION_TURN[self.backend] * avg_turns
 
 
 def check_report_config(cfg: SweepConfig) -> None:
@@ -97,21 +132,9 @@ def check_report_config(cfg: SweepConfig) -> None:
         raise SweepConfigError("report: rank_by must not also be in group_by")
 
 
-def _sizes(cfg: SweepConfig, backend: str, n_settings: int, convs: list[Conversation]) -> tuple[int, int]:
-    ex = cfg.execution
-    avg_turns = max(1.0, sum(len(c.turns) for c in convs) / len(convs))
-    pairs = max(1, int(ex.target_task_seconds / (COST_PER_SESSION_TURN[backend] * avg_turns)))
-    per_chunk = ex.conversations_per_task or min(len(convs), MAX_CONVERSATIONS_PER_TASK, pairs)
-    per_block = ex.settings_per_task or max(1, pairs // per_chunk)
-    if ex.settings_per_task is None:  # enough tasks to keep every CPU busy
-        n_chunks = math.ceil(len(convs) / per_chunk)
-        want_blocks = max(1, math.ceil(2 * ex.num_cpus / n_chunks))
-        per_block = max(1, min(per_block, math.ceil(n_settings / want_blocks)))
-    return per_chunk, min(per_block, n_settings)
-
-
 def plan_sweep(cfg: SweepConfig, *, backend: str | None = None) -> SweepPlan:
-    """Validate everything and load the source; no Ray, nothing written."""
+    """Validate everything and load the source; no Ray, nothing written. The piece layout is not
+    part of the plan: it is cut for the cluster when the sweep runs (``run_sweep``)."""
     settings = expand(cfg.space, cfg.base)  # every setting through RuleConfig first
     check_report_config(cfg)
     source = load_source(cfg)
@@ -120,11 +143,11 @@ def plan_sweep(cfg: SweepConfig, *, backend: str | None = None) -> SweepPlan:
         for s in settings:
             if not init.resamples(s.rules):
                 continue
-            missing = {c.meta.get("knowledge_level") for c in source.conversations} - set(s.rules.init_ratios)
-            if missing:
-                raise SweepConfigError(f"setting {s.index}: cannot re-sample initial states for levels {sorted(missing)}")
+            missing_levels = {c.meta.get("knowledge_level") for c in source.conversations} - set(s.rules.init_ratios)
+            if missing_levels:
+                raise SweepConfigError(f"setting {s.index}: cannot re-sample initial states for levels {sorted(missing_levels)}")
     chosen = pick_backend(backend or cfg.execution.backend)
-    per_chunk, per_block = _sizes(cfg, chosen, len(settings), source.conversations)
+    block_size = cfg.execution.conversations_per_block or min(len(source.conversations), CONVERSATIONS_PER_BLOCK)
     fp = hashlib.sha256(
         canonical_json(
             {
@@ -132,15 +155,11 @@ def plan_sweep(cfg: SweepConfig, *, backend: str | None = None) -> SweepPlan:
                 "settings": [s.key for s in settings],
                 "init": [cfg.initial_states, cfg.init_seed],
                 "max_turns": cfg.max_turns,
-                "sizes": [per_chunk, per_block],
+                "block": block_size,
             }
         ).encode()
     ).hexdigest()[:16]
-    plan = SweepPlan(cfg, cfg.resolve(cfg.output), source, settings, swept_params(cfg.space), chosen, init, per_chunk, per_block, fp)
-    n_blocks = math.ceil(len(settings) / per_block)
-    n_chunks = math.ceil(len(source.conversations) / per_chunk)
-    plan.pieces = [(b, c) for b in range(n_blocks) for c in range(n_chunks)]
-    return plan
+    return SweepPlan(cfg, cfg.resolve(cfg.output), source, settings, swept_params(cfg.space), chosen, init, block_size, fp)
 
 
 # --- output folder ---------------------------------------------------------------------------------
@@ -158,13 +177,15 @@ def _prepare_out_dir(plan: SweepPlan, fresh: bool) -> None:
                 shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
         else:
             old = read_json(manifest)
+            if old.get("layout") != LAYOUT:
+                raise SweepConfigError(f"{out} was written by an earlier version of the sweep (no commit markers); "
+                                       "rerun with --fresh to replace it, or choose another output")  # fmt: skip
             if old.get("fingerprint") != plan.fingerprint:
                 raise SweepConfigError(
-                    f"{out} holds a different sweep (source, settings, initial-state plan or piece sizes changed); "
-                    "rerun with --fresh to replace it, or choose another output"
+                    f"{out} holds a different sweep (source, settings, initial-state plan, horizon or "
+                    "conversations_per_block changed); rerun with --fresh to replace it, or choose another output"
                 )
-    remove_stale_tmp(out)
-    for sub in ("rows", "partials"):
+    for sub in ("rows", "partials", MARKERS):
         (out / sub).mkdir(parents=True, exist_ok=True)
 
 
@@ -190,114 +211,162 @@ def settings_table(plan: SweepPlan) -> pa.Table:
     return pa.Table.from_pandas(df, preserve_index=False)
 
 
-def done_pieces(plan: SweepPlan) -> set[tuple[int, int]]:
-    done = set()
-    for b, c in plan.pieces:
-        name = plan.piece_name(b, c)
-        if (plan.out_dir / "rows" / name).exists() and (plan.out_dir / "partials" / name).exists():
-            done.add((b, c))
-    return done
+# --- tasks ---------------------------------------------------------------------------------------------
 
 
-def _commit_piece(plan: SweepPlan, b: int, c: int, rows: pa.Table, part: pa.Table) -> None:
-    name = plan.piece_name(b, c)
-    write_parquet_atomic(part, plan.out_dir / "partials" / name)
-    write_parquet_atomic(rows, plan.out_dir / "rows" / name, row_group_size=65536)  # last: marks the piece done
-
-
-# --- Ray ---------------------------------------------------------------------------------------------
-
-
-def score_piece(prepared, settings: list[Setting], init: InitPlan, chunk: int) -> tuple[pa.Table, pa.Table, float]:
-    """One piece's work (the body of a Ray task; callable without Ray)."""
+def score_piece(prepared: Prepared, settings: list[Setting], init: InitPlan, piece: Piece, out_dir: str,
+                fingerprint: str) -> dict[str, Any]:
+    """One piece's work, the body of a Ray task (callable without Ray): re-score, sum, commit.
+    Returns only a receipt; the rows stay where the task wrote them."""
+    out = Path(out_dir)
+    check_visible(out, fingerprint)
     t0 = time.perf_counter()
     rows = rescore(prepared, settings, init)
-    return rows, partials(rows, chunk), time.perf_counter() - t0
+    part = partials(rows, piece.block)
+    marker = commit_piece(out, fingerprint, piece, rows, part, seconds=time.perf_counter() - t0)
+    return {"piece": piece.name, "rows": marker.rows, "seconds": marker.seconds, "write_seconds": marker.write_seconds,
+            "node": marker.node}  # fmt: skip
 
 
-def ensure_ray(num_cpus: int, address: str | None = None) -> bool:
-    """Connect to Ray; returns True when this call started it (and so should shut it down)."""
+@contextmanager
+def sweep_ray(ex: ExecutionConfig, address: str | None = None) -> Iterator[bool]:
+    """The sweep's one way into Ray: join ``address`` (or RAY_ADDRESS, which ``ray job submit``
+    sets), else start a local Ray with ``ex.num_cpus`` (all cores by default); an embedding
+    process that already runs Ray keeps it. Yields whether Ray was started here (then it is shut
+    down afterwards). engine/runner.ray_session does the same for runs; issue 23 makes them one,
+    and this function is the sweep's only caller of ray.init."""
     import ray
 
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if ray.is_initialized():
-        return False
-    if address or os.environ.get("RAY_ADDRESS"):
+        yield False
+        return
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address:
         ray.init(address=address, logging_level="WARNING")
     else:
         choose_auth_mode()  # token auth, chosen (Ray's default) rather than defaulted with a warning
-        ray.init(
-            address="local",
-            num_cpus=num_cpus,
-            object_store_memory=384 * 2**20,
-            include_dashboard=False,
-            logging_level="WARNING",
-        )
-    return True
+        ray.init(address="local", num_cpus=ex.num_cpus, object_store_memory=384 * 2**20, include_dashboard=False,
+                 logging_level="WARNING")  # fmt: skip
+    try:
+        yield True
+    finally:
+        ray.shutdown()
+
+
+def cluster_cpus(ex: ExecutionConfig) -> int:
+    """CPUs to size pieces for: the cluster's now, or ``cluster_cpus`` when that is larger (an
+    autoscaling cluster that will grow); at least 1 (a cluster waiting for its first worker)."""
+    import ray
+
+    return max(1, int(ray.cluster_resources().get("CPU", 0)), ex.cluster_cpus or 0)
+
+
+@dataclass
+class PieceStats:
+    pieces: int = 0
+    rows: int = 0
+    task_seconds: float = 0.0  # re-scoring + partial sums, summed over tasks
+    write_seconds: float = 0.0  # the tasks' commits, summed
+    wall_seconds: float = 0.0  # first submission to last commit
+    nodes: Counter = field(default_factory=Counter)  # node -> pieces committed there
+
+    def add(self, receipt: dict[str, Any]) -> None:
+        self.pieces += 1
+        self.rows += receipt["rows"]
+        self.task_seconds += receipt["seconds"]
+        self.write_seconds += receipt["write_seconds"]
+        self.nodes[receipt["node"]] += 1
+
+
+def _prepared(plan: SweepPlan, block: int) -> Prepared:
+    return prepare(plan.block(block), plan.backend, resample=plan.init.mode != "keep")
+
+
+def _check_committed(plan: SweepPlan, piece: Piece) -> None:
+    """The driver must see what the task wrote (else the folder is not shared with that node)."""
+    if not (plan.out_dir / MARKERS / f"{piece.name}.json").is_file():
+        raise SweepCommitError(f"piece {piece.name} was committed by a task but {plan.out_dir / MARKERS} does not show it: "
+                               "the sweep's output folder must be on a filesystem every node mounts (docs/sweep.md)")  # fmt: skip
+
+
+def run_pieces(plan: SweepPlan, pieces: list[Piece], progress: Progress) -> PieceStats:
+    """Submit the pieces as Ray tasks (bounded in flight) and collect their receipts."""
+    import ray
+
+    stats = PieceStats()
+    if not pieces:
+        return stats
+    t0 = time.perf_counter()
+    task = ray.remote(num_cpus=1, max_retries=3, retry_exceptions=False)(score_piece)
+    left = Counter(p.block for p in pieces)
+    block_refs: dict[int, Any] = {}
+    inflight: dict[Any, Piece] = {}
+    queue = deque(pieces)
+    ex = plan.cfg.execution
+    limit, limit_at = 0, -WINDOW_REFRESH_S
+    last_report = time.monotonic()
+    while queue or inflight:
+        if time.monotonic() - limit_at >= WINDOW_REFRESH_S:  # nodes may join or leave
+            limit, limit_at = max(2, ex.inflight_per_cpu * cluster_cpus(ex)), time.monotonic()
+        while queue and len(inflight) < limit:
+            p = queue.popleft()
+            if p.block not in block_refs:
+                block_refs[p.block] = ray.put(_prepared(plan, p.block))
+            ref = task.remote(block_refs[p.block], plan.settings_of(p), plan.init, p, str(plan.out_dir), plan.fingerprint)
+            inflight[ref] = p
+        ready, _ = ray.wait(list(inflight), num_returns=1)
+        for ref in ready:
+            p = inflight.pop(ref)
+            receipt = ray.get(ref)
+            _check_committed(plan, p)
+            stats.add(receipt)
+            left[p.block] -= 1
+            if not left[p.block]:
+                block_refs.pop(p.block, None)  # last piece of this block: free its object
+            if time.monotonic() - last_report > 5 or stats.pieces == len(pieces):
+                progress(f"  {stats.pieces}/{len(pieces)} pieces ({receipt['rows']} rows in {receipt['seconds']:.1f} s "
+                         f"for the last one, on {len(stats.nodes)} node(s))")  # fmt: skip
+                last_report = time.monotonic()
+    stats.wall_seconds = time.perf_counter() - t0
+    return stats
+
+
+def run_pieces_inline(plan: SweepPlan, pieces: list[Piece], progress: Progress) -> PieceStats:
+    """The same pieces in this process, one after another (debugging, tiny sweeps; no Ray)."""
+    stats = PieceStats()
+    t0 = time.perf_counter()
+    prepared: dict[int, Prepared] = {}
+    for p in pieces:
+        if p.block not in prepared:
+            prepared = {p.block: _prepared(plan, p.block)}
+        stats.add(score_piece(prepared[p.block], plan.settings_of(p), plan.init, p, str(plan.out_dir), plan.fingerprint))
+    if pieces:
+        progress(f"  {len(pieces)}/{len(pieces)} pieces (in process)")
+    stats.wall_seconds = time.perf_counter() - t0
+    return stats
+
+
+# --- the sweep ---------------------------------------------------------------------------------------
 
 
 @dataclass
 class SweepResult:
     plan: SweepPlan
-    pieces_run: int
-    pieces_skipped: int
+    pieces_run: int  # this run's pieces
+    pieces_skipped: int  # pieces committed before this run started (by any layout)
+    pairs_run: int  # (setting, conversation) pairs re-scored by this run
+    pairs_skipped: int  # pairs committed before it
     seconds: float
     rescore_seconds: float  # summed over tasks
+    stats: PieceStats = field(default_factory=PieceStats)
+    layout: dict[str, Any] = field(default_factory=dict)  # this run's cut: cpus, settings per piece, pieces
     identity: dict[str, Any] | None = None
     report_files: list[str] = field(default_factory=list)
 
     @property
     def out_dir(self) -> Path:
         return self.plan.out_dir
-
-
-def run_pieces(plan: SweepPlan, todo: list[tuple[int, int]], progress: Progress) -> float:
-    """Submit the pieces as Ray tasks (bounded in flight) and commit each as it finishes."""
-    import ray
-
-    if not todo:
-        return 0.0
-    task = ray.remote(num_cpus=1)(score_piece)
-    chunk_refs: dict[int, Any] = {}
-    inflight: dict[Any, tuple[int, int]] = {}
-    limit = max(2, plan.cfg.execution.inflight_per_cpu * int(ray.cluster_resources().get("CPU", 1)))
-    queue = list(todo)
-    busy = 0.0
-    done = 0
-    last_report = time.monotonic()
-    while queue or inflight:
-        while queue and len(inflight) < limit:
-            b, c = queue.pop(0)
-            if c not in chunk_refs:
-                chunk_refs[c] = ray.put(prepare(plan.chunk(c), plan.backend))
-            inflight[task.remote(chunk_refs[c], plan.block(b), plan.init, c)] = (b, c)
-        ready, _ = ray.wait(list(inflight), num_returns=1)
-        for ref in ready:
-            b, c = inflight.pop(ref)
-            rows, part, secs = ray.get(ref)
-            _commit_piece(plan, b, c, rows, part)
-            busy += secs
-            done += 1
-            if not any(pc == c for _, pc in queue) and not any(pc == c for _, pc in inflight.values()):
-                chunk_refs.pop(c, None)  # last piece of this chunk: free its object
-            if time.monotonic() - last_report > 5 or done == len(todo):
-                progress(f"  {done}/{len(todo)} pieces ({rows.num_rows} rows in {secs:.1f} s for the last one)")
-                last_report = time.monotonic()
-    return busy
-
-
-def run_pieces_inline(plan: SweepPlan, todo: list[tuple[int, int]], progress: Progress) -> float:
-    """The same pieces in this process, one after another (debugging, tiny sweeps; no Ray)."""
-    busy = 0.0
-    prepared: dict[int, Any] = {}
-    for k, (b, c) in enumerate(todo, start=1):
-        if c not in prepared:
-            prepared = {c: prepare(plan.chunk(c), plan.backend)}
-        rows, part, secs = score_piece(prepared[c], plan.block(b), plan.init, c)
-        _commit_piece(plan, b, c, rows, part)
-        busy += secs
-    if todo:
-        progress(f"  {len(todo)}/{len(todo)} pieces (in process)")
-    return busy
 
 
 def run_sweep(
@@ -313,17 +382,25 @@ def run_sweep(
     t0 = time.perf_counter()
     plan = plan_sweep(cfg, backend=backend)
     _prepare_out_dir(plan, fresh)
-    done = done_pieces(plan)
-    todo = [p for p in plan.pieces if p not in done]
+    old = read_json(plan.out_dir / MANIFEST) if (plan.out_dir / MANIFEST).exists() else {}
+    commits = read_commits(plan.out_dir, plan.fingerprint)
+    dropped = drop_broken(plan.out_dir, commits)
+    collect_garbage(plan.out_dir, commits)
+    covered = commits.covered()
+    todo = missing(len(plan.settings), plan.n_blocks, covered)
     src = plan.source
+    pairs_done = plan.pairs(covered)
     progress(
         f"sweep {cfg.name!r}: {len(plan.settings)} settings x {len(src.conversations)} conversations "
-        f"({plan.n_pairs} re-scorings, backend {plan.backend}); {len(plan.pieces)} pieces of "
-        f"{plan.settings_per_task} settings x {plan.conversations_per_task} conversations; {len(done)} already done"
+        f"({plan.n_pairs} re-scorings, backend {plan.backend}) in {plan.n_blocks} block(s) of {plan.block_size} conversations; "
+        f"{pairs_done} re-scorings already committed ({len(commits.markers)} pieces)"
     )
+    if dropped:
+        progress(f"  {len(dropped)} commit marker(s) whose files are gone were removed; their pieces are redone: {', '.join(dropped[:5])}")
     if src.skipped:
         progress("  skipped: " + ", ".join(f"{n} {why}" for why, n in sorted(src.skipped.items())))
     manifest = {
+        "layout": LAYOUT,
         "name": cfg.name,
         "fingerprint": plan.fingerprint,
         "status": "running",
@@ -333,59 +410,67 @@ def run_sweep(
         "skipped": dict(src.skipped),
         "params": plan.params,
         "initial_states": cfg.initial_states,
-        "conversations_per_task": plan.conversations_per_task,
-        "settings_per_task": plan.settings_per_task,
-        "pieces": len(plan.pieces),
+        "conversations_per_block": plan.block_size,
+        "blocks": plan.n_blocks,
         "backend": plan.backend,
         "config": cfg.model_dump(mode="json"),
+        "runs": old.get("runs", []) if not fresh else [],
+        "removed_broken_commits": (old.get("removed_broken_commits", []) if not fresh else []) + dropped,
     }
     write_json_atomic(manifest, plan.out_dir / MANIFEST)
     write_parquet_atomic(settings_table(plan), plan.out_dir / "settings.parquet")
 
-    started = ensure_ray(cfg.execution.num_cpus, address) if (todo and use_ray) else False
-    try:
-        busy = run_pieces(plan, todo, progress) if use_ray else run_pieces_inline(plan, todo, progress)
-    finally:
-        if started:
-            import ray
-
-            ray.shutdown()
+    layout: dict[str, Any] = {}
+    with sweep_ray(cfg.execution, address) if (todo and use_ray) else nullcontext(False):
+        cpus = cluster_cpus(cfg.execution) if (todo and use_ray) else 1
+        per_piece = settings_per_piece(todo=todo, block_size=plan.block_size, cpus=cpus, seconds_per_pair=plan.seconds_per_pair,
+                                       target_task_seconds=cfg.execution.target_task_seconds,
+                                       explicit=cfg.execution.settings_per_task)  # fmt: skip
+        pieces = cut(todo, per_piece)
+        layout = {"cpus": cpus, "settings_per_piece": per_piece, "pieces": len(pieces), "ray": bool(todo and use_ray)}
+        if pieces:
+            progress(f"  {len(pieces)} piece(s) of up to {per_piece} settings for {cpus} CPU(s)")
+        stats = run_pieces(plan, pieces, progress) if use_ray else run_pieces_inline(plan, pieces, progress)
+    collect_garbage(plan.out_dir, read_commits(plan.out_dir, plan.fingerprint))  # superseded re-commits
 
     finish(plan)
     from ray_knowsim.sweep.identity import check_identity
 
     identity = check_identity(plan)
-    result = SweepResult(plan, len(todo), len(done), 0.0, busy, identity)
+    result = SweepResult(plan, stats.pieces, len(commits.markers), plan.pairs(todo), pairs_done, 0.0, stats.task_seconds, stats,
+                         layout, identity)  # fmt: skip
     if report:
         from ray_knowsim.sweep.report import write_report
 
         result.report_files = write_report(plan.out_dir, cfg.report)
     result.seconds = time.perf_counter() - t0
-    manifest.update(
-        status="done",
-        seconds=round(result.seconds, 3),
-        rescore_task_seconds=round(busy, 3),
-        pieces_run=len(todo),
-        pieces_skipped=len(done),
-        identity=identity,
+    manifest["runs"].append(
+        dict(layout, pairs_run=result.pairs_run, pairs_skipped=pairs_done, seconds=round(result.seconds, 3),
+             pieces_seconds=round(stats.wall_seconds, 3), task_seconds=round(stats.task_seconds, 3),
+             write_seconds=round(stats.write_seconds, 3), nodes=dict(stats.nodes))  # fmt: skip
     )
+    manifest.update(status="done", seconds=round(result.seconds, 3), identity=identity)
     write_json_atomic(manifest, plan.out_dir / MANIFEST)
     return result
 
 
 def finish(plan: SweepPlan) -> None:
-    """Reduce the partial sums into aggregates.parquet (per setting x group x ranked column)."""
-    parts = ds.dataset(plan.out_dir / "partials", format="parquet").to_table().to_pandas()
+    """Reduce the committed partial sums into aggregates.parquet (per setting x group x ranked column)."""
+    parts = read_table(plan.out_dir, "partials", fingerprint=plan.fingerprint)
+    frame = parts.to_pandas() if parts is not None else pd.DataFrame()
     by = [*plan.cfg.report.group_by, plan.cfg.report.rank_by]
-    write_parquet_atomic(pa.Table.from_pandas(reduce(parts, by), preserve_index=False), plan.out_dir / "aggregates.parquet")
+    write_parquet_atomic(pa.Table.from_pandas(reduce(frame, by), preserve_index=False), plan.out_dir / "aggregates.parquet")
 
 
 def read_rows(out_dir: Path, columns: list[str] | None = None, settings: list[int] | None = None) -> pd.DataFrame:
-    """The rows table (optionally a few columns / settings) as pandas, sorted by (setting, conversation)."""
-    dataset = ds.dataset(Path(out_dir) / "rows", format="parquet")
-    flt = ds.field("setting").isin(settings) if settings is not None else None
+    """The committed rows (optionally a few columns / settings) as pandas, sorted by (setting,
+    conversation): each pair once, whatever pieces wrote it."""
     cols = None if columns is None else list(dict.fromkeys(["setting", "conversation", *columns]))
-    df = dataset.to_table(columns=cols, filter=flt).to_pandas()
+    table = read_table(Path(out_dir), "rows", columns=cols, settings=settings)
+    if table is None:
+        schema = row_schema()
+        table = schema.empty_table() if cols is None else pa.schema([schema.field(c) for c in cols]).empty_table()
+    df = table.to_pandas()
     for c in META_COLUMNS:
         if c in df and isinstance(df[c].dtype, pd.CategoricalDtype):
             df[c] = df[c].astype(str)
@@ -393,12 +478,14 @@ def read_rows(out_dir: Path, columns: list[str] | None = None, settings: list[in
 
 
 __all__ = [
+    "CONVERSATIONS_PER_BLOCK",
+    "LAYOUT",
     "MANIFEST",
+    "PieceStats",
     "SweepPlan",
     "SweepResult",
     "check_report_config",
-    "done_pieces",
-    "ensure_ray",
+    "cluster_cpus",
     "finish",
     "plan_sweep",
     "read_rows",
@@ -407,4 +494,5 @@ __all__ = [
     "run_sweep",
     "score_piece",
     "settings_table",
+    "sweep_ray",
 ]

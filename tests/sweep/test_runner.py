@@ -3,6 +3,7 @@ before work, the sensitivity report, and the shipped configs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -10,7 +11,9 @@ import pytest
 
 from ray_knowsim.cli.main import main
 from ray_knowsim.sweep.config import SweepConfigError, load_sweep_config, parse_sweep_config
-from ray_knowsim.sweep.runner import done_pieces, plan_sweep, read_rows, run_sweep
+from ray_knowsim.sweep import runner
+from ray_knowsim.sweep.commits import read_commits
+from ray_knowsim.sweep.runner import plan_sweep, read_rows, run_sweep
 from ray_knowsim.sweep.source import load_source
 from tests.sweep.conftest import reference_config, run_dir_config
 
@@ -29,6 +32,10 @@ def local_ray():
         ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     yield
     ray.shutdown()
+
+
+class Interrupted(Exception):
+    pass
 
 
 def quiet(_: str) -> None:
@@ -64,12 +71,12 @@ def test_default_only_space_reproduces_the_run_and_reports(run_dir, tmp_path):
 
 def test_rows_do_not_depend_on_how_the_work_is_split(run_dir, tmp_path):
     outs = []
-    for k, (per_task, per_chunk) in enumerate([(1, 54), (3, 20), (9, 7)]):
+    for k, (per_task, per_block) in enumerate([(1, 54), (3, 20), (9, 7)]):
         cfg = run_dir_config(run_dir, tmp_path / f"out{k}", space=SPACE,
-                             execution={"settings_per_task": per_task, "conversations_per_task": per_chunk})  # fmt: skip
+                             execution={"settings_per_task": per_task, "conversations_per_block": per_block})  # fmt: skip
         result = sweep(cfg, report=False)
         assert len(result.plan.settings) == 9
-        assert result.pieces_run == len(result.plan.pieces) == -(-9 // per_task) * -(-54 // per_chunk)
+        assert result.pieces_run == result.layout["pieces"] == -(-9 // per_task) * -(-54 // per_block)
         outs.append(result)
     base = read_rows(outs[0].out_dir)
     assert len(base) == 9 * 54
@@ -78,34 +85,85 @@ def test_rows_do_not_depend_on_how_the_work_is_split(run_dir, tmp_path):
     a0 = pd.read_parquet(outs[0].out_dir / "aggregates.parquet")
     for other in outs[1:]:
         pd.testing.assert_frame_equal(a0, pd.read_parquet(other.out_dir / "aggregates.parquet"), rtol=1e-12)
-    # same conversation chunks, other settings split: aggregates are bit-identical
+    # same conversation blocks, other settings split: aggregates are bit-identical
     same_chunks = sweep(run_dir_config(run_dir, tmp_path / "out_same", space=SPACE,
-                                       execution={"settings_per_task": 2, "conversations_per_task": 54}), report=False)  # fmt: skip
+                                       execution={"settings_per_task": 2, "conversations_per_block": 54}), report=False)  # fmt: skip
     pd.testing.assert_frame_equal(a0, pd.read_parquet(same_chunks.out_dir / "aggregates.parquet"), check_exact=True)
 
 
-def test_resume_skips_finished_pieces(run_dir, tmp_path):
-    cfg = run_dir_config(run_dir, tmp_path / "out", space=SPACE, execution={"settings_per_task": 2, "conversations_per_task": 30})
+def test_resume_redoes_only_a_piece_whose_files_are_gone(run_dir, tmp_path):
+    cfg = run_dir_config(run_dir, tmp_path / "out", space=SPACE, execution={"settings_per_task": 2, "conversations_per_block": 30})
     first = sweep(cfg, report=False)
-    n = len(first.plan.pieces)
-    assert first.pieces_run == n == 10
+    n = first.pieces_run
+    assert n == first.layout["pieces"] == 10  # 5 settings ranges x 2 blocks
+    assert (first.pairs_run, first.pairs_skipped) == (9 * 54, 0)
     before = read_rows(first.out_dir)
-    victim = first.out_dir / "rows" / first.plan.piece_name(2, 1)
-    victim.unlink()
+    victim = read_commits(first.out_dir).markers[3]
+    (first.out_dir / victim.files()["rows"]).unlink()
     (first.out_dir / ".tmp").mkdir(exist_ok=True)
-    (first.out_dir / ".tmp" / "part-b00003-c00000.parquet.deadbeef.tmp").write_bytes(b"half a file")  # killed mid-write
-    assert len(done_pieces(first.plan)) == n - 1
+    (first.out_dir / ".tmp" / "b00000-s0000003-0000005.x.parquet.deadbeef.tmp").write_bytes(b"half a file")  # killed mid-write
+    assert len(read_commits(first.out_dir).markers) == n - 1
     second = sweep(cfg, report=False)
     assert (second.pieces_run, second.pieces_skipped) == (1, n - 1)
+    assert second.pairs_run == victim.piece.n_settings * (30 if victim.block == 0 else 24)
     pd.testing.assert_frame_equal(before, read_rows(second.out_dir), check_exact=True)
+    assert json.loads((second.out_dir / "sweep.json").read_text())["removed_broken_commits"] == [victim.piece.name]
     assert not [p for p in second.out_dir.rglob("*.tmp") if p.is_file()]
+    assert not (second.out_dir / victim.files()["partials"]).exists()  # the broken commit's leftover is gone
     third = sweep(cfg, report=False)
-    assert (third.pieces_run, third.pieces_skipped) == (0, n)
+    assert (third.pieces_run, third.pieces_skipped, third.pairs_run) == (0, n, 0)
     # a different sweep into the same folder is refused, --fresh replaces it
     changed = cfg | {"space": {"grid": {"capacity_ratio": [0.3]}}}
     with pytest.raises(SweepConfigError, match="holds a different sweep"):
         sweep(changed, report=False)
     assert sweep(changed, report=False, fresh=True).pieces_run == 1 * 2
+    # so is another conversation block size: the partial sums (and so the aggregates) depend on it
+    with pytest.raises(SweepConfigError, match="conversations_per_block"):
+        sweep(changed | {"execution": {"conversations_per_block": 20}}, report=False)
+
+
+def test_resume_on_another_piece_layout_redoes_nothing_and_equals_an_uninterrupted_sweep(run_dir, tmp_path, monkeypatch):
+    """Interrupted after 3 pieces of a 2-CPU layout, resumed on a cluster sized for 16 CPUs (other
+    pieces): nothing committed is redone, and rows and aggregates equal an uninterrupted sweep's."""
+    space = {"grid": {"capacity_ratio": [0.4, 0.5, 0.6, 0.7], "dropoff_softening": [1.0, 1.3, 1.6]}, "list": [{"hinge": False}]}
+    execution = {"conversations_per_block": 20, "target_task_seconds": 1e6}  # pieces sized by the CPU count alone
+    whole = sweep(run_dir_config(run_dir, tmp_path / "whole", space=space, execution=execution), report=False)
+    assert whole.layout["cpus"] == 2  # the local Ray's CPUs (ray.cluster_resources)
+
+    cfg = run_dir_config(run_dir, tmp_path / "out", space=space, execution=execution | {"settings_per_task": 3})
+    real = runner.score_piece
+    calls = []
+
+    def dies_after_three(*args, **kwargs):
+        if len(calls) == 3:
+            raise Interrupted  # the driver is stopped here
+        calls.append(args[3])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "score_piece", dies_after_three)
+    with pytest.raises(Interrupted):
+        sweep(cfg, report=False, use_ray=False)
+    monkeypatch.setattr(runner, "score_piece", real)
+    out = tmp_path / "out"
+    kept = {m.piece.name: m.token for m in read_commits(out).markers}
+    assert sorted(kept) == sorted(p.name for p in calls) and len(kept) == 3
+
+    resumed = sweep(cfg | {"execution": execution | {"cluster_cpus": 16}}, report=False)
+    assert resumed.layout["cpus"] == 16 and resumed.layout["settings_per_piece"] != 3
+    n_settings, per_block = len(resumed.plan.settings), {0: 20, 1: 20, 2: 14}
+    done_before = sum(per_block[p.block] * p.n_settings for p in calls)
+    assert (resumed.pairs_skipped, resumed.pairs_run) == (done_before, n_settings * 54 - done_before)
+    after = read_commits(out)
+    assert {m.piece.name: m.token for m in after.markers if m.piece.name in kept} == kept  # not re-committed
+    new = [m for m in after.markers if m.piece.name not in kept]
+    for m in new:  # the resumed pieces do not overlap what was committed
+        assert not any(old.block == m.block and old.start < m.stop and m.start < old.stop for old in calls)
+    pd.testing.assert_frame_equal(read_rows(whole.out_dir), read_rows(out), check_exact=True)
+    pd.testing.assert_frame_equal(pd.read_parquet(whole.out_dir / "aggregates.parquet"), pd.read_parquet(out / "aggregates.parquet"),
+                                  check_exact=True)  # fmt: skip
+    assert resumed.identity == whole.identity
+    runs = json.loads((out / "sweep.json").read_text())["runs"]
+    assert [r["cpus"] for r in runs] == [16]  # a run records itself when it finishes
 
 
 def test_invalid_setting_is_rejected_before_any_work(run_dir, tmp_path, monkeypatch):
