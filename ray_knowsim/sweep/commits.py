@@ -58,7 +58,7 @@ class Marker:
     fingerprint: str
     rows: int
     committed_at: float = 0.0
-    node: str = ""  # host name of the process that wrote the piece
+    node: str = ""  # where the piece was written: host name, and Ray node id inside a Ray task
     pid: int = 0  # and its process id
     seconds: float = 0.0  # re-scoring and partial sums
     write_seconds: float = 0.0
@@ -87,11 +87,12 @@ def check_visible(out_dir: Path, fingerprint: str) -> None:
 
 
 def commit_piece(out_dir: Path, fingerprint: str, piece: Piece, rows: pa.Table, partials: pa.Table, *,
-                 seconds: float = 0.0) -> Marker:
-    """Write a piece's two tables, then its marker (the commit). Called by the task that re-scored it."""
+                 seconds: float = 0.0, node: str | None = None) -> Marker:
+    """Write a piece's two tables, then its marker (the commit). Called by the task that re-scored
+    it; ``node`` names where (default: the host name)."""
     t0 = time.perf_counter()
     token = f"{int(time.time())}{secrets.token_hex(4)}"
-    marker = Marker(piece.block, piece.start, piece.stop, token, fingerprint, rows.num_rows, node=socket.gethostname(),
+    marker = Marker(piece.block, piece.start, piece.stop, token, fingerprint, rows.num_rows, node=node or socket.gethostname(),
                     pid=os.getpid(), seconds=round(seconds, 4))  # fmt: skip
     files = marker.files()
     write_parquet_atomic(partials, out_dir / files["partials"])

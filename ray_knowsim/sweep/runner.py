@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import time
 from collections import Counter, deque
 from contextlib import contextmanager, nullcontext
@@ -223,9 +224,19 @@ def score_piece(prepared: Prepared, settings: list[Setting], init: InitPlan, pie
     t0 = time.perf_counter()
     rows = rescore(prepared, settings, init)
     part = partials(rows, piece.block)
-    marker = commit_piece(out, fingerprint, piece, rows, part, seconds=time.perf_counter() - t0)
+    marker = commit_piece(out, fingerprint, piece, rows, part, seconds=time.perf_counter() - t0, node=_node_name())
     return {"piece": piece.name, "rows": marker.rows, "seconds": marker.seconds, "write_seconds": marker.write_seconds,
             "node": marker.node}  # fmt: skip
+
+
+def _node_name() -> str:
+    """Host name, plus the Ray node id inside a Ray worker (several nodes can share a host)."""
+    host = socket.gethostname()
+    import ray
+
+    if not ray.is_initialized():
+        return host
+    return f"{host}/{ray.get_runtime_context().get_node_id()[:12]}"
 
 
 @contextmanager

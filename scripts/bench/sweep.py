@@ -1,18 +1,30 @@
-"""Benchmark: counterfactual re-scoring through the kernel vs the plain-Python rules, and a whole
-sweep of 1,000 settings x 1,000 conversations end to end.
+"""Benchmark: counterfactual re-scoring through the kernel vs the plain-Python rules, what a task
+receives, a whole sweep end to end, and how a sweep scales over the nodes of a cluster.
 
 Workload: a synthetic run directory in the results contract (tests/doubles/synthetic.py; conversations of
 15 turns over 8-13-IU graphs, three conditions, three levels) and random rule settings drawn over
 capacity ratio, softening, hinge, weights and termination window.
 
-Measured in one run, on a local Ray with ``--cpus`` CPUs (default 2):
+Measured in one run:
 * re-scoring throughput, (setting, conversation) pairs per second, of the same function
   (``sweep.rescore.rescore``: replay, every metric, early stops, failure modes, the Arrow rows)
-  with backend ``python`` (plain-Python rules) and backend ``kernel`` (numba batch), each split
-  over the CPUs as Ray tasks after a warm-up; the Python side runs a subset of the settings
-  (it is ~100x slower), the rate is per pair; ``kernel_vs_python_ratio`` is the ratio of rates;
-* the end-to-end sweep (``run_sweep``: load the run, validate and expand the settings, Ray tasks,
-  rows streamed to Parquet, aggregates, identity check), and the sensitivity report on top.
+  with backend ``python`` (plain-Python rules, the reference's per-(conversation x setting)
+  replay) and backend ``kernel`` (numba batch), each split over ``--cpus`` CPUs of a local Ray as
+  tasks after a warm-up; the Python side runs a subset of the settings (it is ~100x slower), the
+  rate is per pair; ``kernel_vs_python_ratio`` is the ratio of rates;
+* what a task receives: the time a Ray worker takes to get one block of ``--block`` conversations
+  from the object store as the packed arrays tasks now receive, against the same block as the
+  conversation objects tasks used to receive (``ship_objects_vs_arrays_ratio``);
+* the end-to-end sweep (``run_sweep``: load the run, validate and expand the settings, Ray tasks
+  that re-score and commit their own pieces, aggregates, identity check), and the sensitivity
+  report on top;
+* scaling (``--scaling 1,2,4``): a loopback multi-node cluster on this machine (a head with no
+  CPUs, worker nodes of one CPU each added one at a time, each with its own object store); for
+  each worker count the same sweep (``--scaling-settings`` x the conversations) runs fresh, and
+  its re-scoring throughput (pairs per second from the first task submitted to the last piece
+  committed) is compared with one worker's, measured in the same run
+  (``scaling_<k>_workers_ratio``; efficiency = ratio / k). On a machine with 2 cores the ratio
+  cannot pass 2, whatever the number of nodes.
 The last line is one JSON object with the figures.
 
 Run: ``source scripts/_venv.sh && python scripts/bench/sweep.py`` (``--help`` for sizes).
@@ -29,15 +41,19 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # loopback clusters (environment notes)
 
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--settings", type=int, default=1000, help="settings of the end-to-end sweep")
-    p.add_argument("--conversations", type=int, default=1000, help="conversations of the end-to-end sweep")
+    p.add_argument("--conversations", type=int, default=2000, help="conversations of every part")
     p.add_argument("--python-settings", type=int, default=4, help="settings re-scored by the Python rules (x all conversations)")
     p.add_argument("--kernel-settings", type=int, default=200, help="settings re-scored by the kernel in the ratio run")
-    p.add_argument("--cpus", type=int, default=2)
+    p.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray")
+    p.add_argument("--block", type=int, default=1000, help="conversations of the block whose transfer is timed")
+    p.add_argument("--scaling", default="1,2,4", help="worker counts of the loopback cluster ('' skips the scaling part)")
+    p.add_argument("--scaling-settings", type=int, default=300, help="settings of each scaling sweep (x the conversations)")
     p.add_argument("--keep", help="write the run and the sweep here (default: a temporary folder)")
     return p.parse_args()
 
@@ -78,6 +94,75 @@ def rate(ray, prepared_ref, settings, n_conv: int, cpus: int) -> tuple[float, fl
     return rows / secs, secs
 
 
+def receive_seconds(ray, obj, repeats: int = 5) -> float:
+    """Median seconds a Ray worker takes to get ``obj`` from the object store (the ref travels
+    inside a list, so the task times its own ``ray.get``: what a task pays before it can work)."""
+    import statistics
+
+    @ray.remote(num_cpus=1)
+    def receive(refs):
+        t0 = time.perf_counter()
+        ray.get(refs[0])
+        return time.perf_counter() - t0
+
+    times = []
+    for _ in range(repeats):
+        ref = ray.put(obj)  # a fresh object each time: no worker holds it already
+        times.append(ray.get(receive.remote([ref])))
+        del ref
+    return statistics.median(times)
+
+
+def scaling(args, run_dir: Path, root: Path) -> dict:
+    """The same sweep on 1, 2, 4 ... single-CPU worker nodes of a loopback cluster."""
+    import ray
+
+    from tests.sweep.loopback import LoopbackCluster
+    from ray_knowsim.sweep.config import parse_sweep_config
+    from ray_knowsim.sweep.runner import run_sweep
+
+    counts = sorted({int(k) for k in args.scaling.split(",") if k.strip()})
+    figures: dict = {"scaling_workers": counts, "scaling_settings": args.scaling_settings}
+    cfg = parse_sweep_config({"name": "scale", "source": {"run_dir": str(run_dir)}, "space": space(args.scaling_settings, seed=3),
+                              "output": str(root / "scale"), "report": {"plots": False}})  # fmt: skip
+    warm = cfg.model_copy(update={"output": str(root / "scale_warm"),
+                                  "execution": cfg.execution.model_copy(update={"settings_per_task": 1})})  # fmt: skip
+    rates: dict[int, float] = {}
+    with LoopbackCluster() as cluster:
+        ray.init(address=cluster.start_head(), logging_level="WARNING")
+        try:
+            for k in counts:
+                while cluster.cpus < k:
+                    t0 = time.perf_counter()
+                    cluster.add_node(cpus=1)
+                    print(f"  worker node {cluster.cpus} up in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+                # warm-up: one-setting pieces, several per CPU, so every node's worker has imported
+                # the package and loaded the kernel before the measured sweep
+                run_sweep(warm.model_copy(update={"space": warm.space.model_validate(space(4 * k + 1, seed=4))}), fresh=True,
+                          report=False, progress=lambda m: None)  # fmt: skip
+                result = run_sweep(cfg, fresh=True, report=False, progress=lambda m: None)
+                st = result.stats
+                rates[k] = result.pairs_run / st.wall_seconds
+                figures[f"scaling_{k}_workers_pairs_per_s"] = round(rates[k], 1)
+                figures[f"scaling_{k}_workers_pieces"] = st.pieces
+                figures[f"scaling_{k}_workers_nodes_used"] = len(st.nodes)
+                figures[f"scaling_{k}_workers_task_busy_share"] = round(st.task_seconds / (st.wall_seconds * k), 3)
+                figures[f"scaling_{k}_workers_write_seconds_per_piece"] = round(st.write_seconds / max(st.pieces, 1), 4)
+                print(f"scaling: {k} worker(s): {rates[k]:,.0f} pairs/s over {st.pieces} pieces on {len(st.nodes)} node(s), "
+                      f"{st.wall_seconds:.1f} s", file=sys.stderr)  # fmt: skip
+                if result.identity.get("mismatching_conversations"):
+                    raise SystemExit("scaling sweep: the default setting does not reproduce the run")
+        finally:
+            ray.shutdown()
+    base = counts[0]
+    for k in counts[1:]:
+        ratio = rates[k] / rates[base]
+        figures[f"scaling_{k}_workers_ratio"] = round(ratio, 2)
+        figures[f"scaling_{k}_workers_efficiency"] = round(ratio * base / k, 2)
+    figures["cores"] = os.cpu_count()
+    return figures
+
+
 def main() -> int:
     args = parse_args()
     import ray
@@ -101,7 +186,7 @@ def main() -> int:
         write_synthetic_run(run_dir, n_sessions=args.conversations, max_turns=15, seed=0, with_judge=False, message_chars=(40, 80))
     print(f"synthetic run of {args.conversations} conversations: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
 
-    base = {"name": "bench", "source": {"run_dir": str(run_dir)}, "execution": {"num_cpus": args.cpus}}
+    base = {"name": "bench", "source": {"run_dir": str(run_dir)}}
     figures: dict = {"kernel_available": has_kernel, "cpus": args.cpus}
     ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, logging_level="WARNING", object_store_memory=512 * 2**20)
     try:
@@ -120,6 +205,14 @@ def main() -> int:
             figures["kernel_vs_python_ratio"] = round(k_rate / py_rate, 1)
             print(f"kernel: {k_rate:,.0f} pairs/s ({len(settings)} settings x {len(convs)} conversations)", file=sys.stderr)
 
+            block = convs[: args.block]
+            as_objects = receive_seconds(ray, block)  # what tasks used to receive
+            as_arrays = receive_seconds(ray, prepare(block, "kernel", resample=False))  # what they receive now
+            figures.update(ship_block=len(block), ship_objects_s=round(as_objects, 4), ship_arrays_s=round(as_arrays, 4),
+                           ship_objects_vs_arrays_ratio=round(as_objects / as_arrays, 1))  # fmt: skip
+            print(f"a task receives {len(block)} conversations in {as_arrays * 1e3:.1f} ms as packed arrays, "
+                  f"{as_objects * 1e3:.0f} ms as conversation objects", file=sys.stderr)  # fmt: skip
+
         e2e = parse_sweep_config(base | {"space": space(args.settings, seed=2), "output": str(root / "sweep")})
         t0 = time.perf_counter()
         result = run_sweep(e2e, fresh=True, report=False, progress=lambda m: print(m, file=sys.stderr))
@@ -137,13 +230,17 @@ def main() -> int:
         e2e_pairs=pairs,
         e2e_seconds=round(e2e_secs, 2),
         e2e_pairs_per_s=round(pairs / e2e_secs, 1),
-        e2e_pieces=len(result.plan.pieces),
+        e2e_pieces=result.pieces_run,
+        e2e_pieces_seconds=round(result.stats.wall_seconds, 2),
         e2e_task_seconds=round(result.rescore_seconds, 2),
+        e2e_task_write_seconds=round(result.stats.write_seconds, 2),
         e2e_identity_mismatches=result.identity.get("mismatching_conversations"),
         rows_bytes=sum(f.stat().st_size for f in (result.out_dir / "rows").glob("*.parquet")),
         report_seconds=round(report_secs, 2),
         report_files=len(files),
     )
+    if args.scaling.strip():
+        figures.update(scaling(args, run_dir, root))
     print(json.dumps(figures))
     return 0
 

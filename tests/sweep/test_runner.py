@@ -4,8 +4,10 @@ before work, the sensitivity report, and the shipped configs."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -164,6 +166,44 @@ def test_resume_on_another_piece_layout_redoes_nothing_and_equals_an_uninterrupt
     assert resumed.identity == whole.identity
     runs = json.loads((out / "sweep.json").read_text())["runs"]
     assert [r["cpus"] for r in runs] == [16]  # a run records itself when it finishes
+
+
+def test_tasks_receive_packed_arrays_once_per_block_and_write_their_own_rows(run_dir, tmp_path, monkeypatch):
+    from ray_knowsim.kernels.pack import PackedGraphs, PackedSignals
+    from ray_knowsim.sweep.rescore import Prepared
+
+    put, receipts = [], []
+    real_put, real_add = ray.put, runner.PieceStats.add
+    monkeypatch.setattr(ray, "put", lambda obj, **kw: put.append(obj) or real_put(obj, **kw))
+    monkeypatch.setattr(runner.PieceStats, "add", lambda self, r: receipts.append(r) or real_add(self, r))
+    cfg = run_dir_config(run_dir, tmp_path / "out", space=SPACE, execution={"conversations_per_block": 30, "settings_per_task": 3})
+    result = sweep(cfg, report=False)
+    assert result.pieces_run == 6  # 3 settings ranges x 2 blocks
+    blocks = [o for o in put if isinstance(o, Prepared)]
+    assert len(blocks) == 2  # each block put once, shared by its three pieces
+    for prep in blocks:
+        assert prep.conversations is None and prep.graphs is None and prep.keys is None
+        for name, value in vars(prep).items():
+            if isinstance(value, dict):
+                value = list(value.values())
+            items = value if isinstance(value, list) else [value]
+            assert all(v is None or isinstance(v, (np.ndarray, PackedGraphs, PackedSignals, str, list)) for v in items), name
+    # the rows never travel back: a receipt is a few numbers, and the files were written by the workers
+    assert len(receipts) == 6 and all(isinstance(v, (int, float, str)) for r in receipts for v in r.values())
+    markers = read_commits(result.out_dir).markers
+    assert len(markers) == 6 and os.getpid() not in {m.pid for m in markers}
+    assert sum(m.rows for m in markers) == 9 * 54 == len(read_rows(result.out_dir))
+
+
+def test_pieces_are_cut_for_the_cluster_it_runs_on(run_dir, tmp_path):
+    space = {"random": {"n": 40, "seed": 1, "params": {"capacity_ratio": {"uniform": [0.35, 0.8]}}}}
+    execution = {"conversations_per_block": 27, "target_task_seconds": 1e6}
+    here = sweep(run_dir_config(run_dir, tmp_path / "a", space=space, execution=execution), report=False)
+    assert here.layout["cpus"] == int(ray.cluster_resources()["CPU"]) == 2
+    bigger = sweep(run_dir_config(run_dir, tmp_path / "b", space=space, execution=execution | {"cluster_cpus": 32}), report=False)
+    assert bigger.layout["cpus"] == 32
+    assert bigger.pieces_run > here.pieces_run >= 2 * 4  # four pieces per CPU while the work allows
+    pd.testing.assert_frame_equal(read_rows(here.out_dir), read_rows(bigger.out_dir), check_exact=True)
 
 
 def test_invalid_setting_is_rejected_before_any_work(run_dir, tmp_path, monkeypatch):
