@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -113,13 +114,42 @@ def receive_seconds(ray, obj, repeats: int = 5) -> float:
     return statistics.median(times)
 
 
+def interrupted_cli_sweep(cfg, address: str, env: dict, root: Path, after_pieces: int = 2) -> int:
+    """Start ``ray-knowsim sweep`` as a user would (a driver process joining the cluster through
+    RAY_ADDRESS), send it SIGINT once ``after_pieces`` pieces are committed; returns the pieces
+    committed when it had exited."""
+    import signal
+    import subprocess
+
+    import yaml
+
+    cfg_file = root / "resume.yaml"
+    cfg_file.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True)), encoding="utf-8")
+    markers = Path(cfg.output) / "committed"
+    cmd = [sys.executable, "-m", "ray_knowsim.cli.main", "sweep", str(cfg_file), "--no-report"]
+    with open(root / "resume_driver.log", "wb") as log:
+        proc = subprocess.Popen(cmd, env=env | {"RAY_ADDRESS": address}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        while proc.poll() is None and len(list(markers.glob("*.json"))) < after_pieces:
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return len(list(markers.glob("*.json")))
+
+
 def scaling(args, run_dir: Path, root: Path) -> dict:
-    """The same sweep on 1, 2, 4 ... single-CPU worker nodes of a loopback cluster."""
+    """The same sweep on 1, 2, 4 ... single-CPU worker nodes of a loopback cluster; and a sweep
+    interrupted on the smallest cluster, resumed on the largest."""
+    import pandas as pd
     import ray
 
     from tests.sweep.loopback import LoopbackCluster
+    from ray_knowsim.sweep.commits import read_commits
     from ray_knowsim.sweep.config import parse_sweep_config
-    from ray_knowsim.sweep.runner import run_sweep
+    from ray_knowsim.sweep.runner import read_rows, run_sweep
 
     counts = sorted({int(k) for k in args.scaling.split(",") if k.strip()})
     figures: dict = {"scaling_workers": counts, "scaling_settings": args.scaling_settings}
@@ -127,6 +157,8 @@ def scaling(args, run_dir: Path, root: Path) -> dict:
                               "output": str(root / "scale"), "report": {"plots": False}})  # fmt: skip
     warm = cfg.model_copy(update={"output": str(root / "scale_warm"),
                                   "execution": cfg.execution.model_copy(update={"settings_per_task": 1})})  # fmt: skip
+    resume = cfg.model_copy(update={"output": str(root / "scale_resume")})
+    shutil.rmtree(resume.output, ignore_errors=True)
     rates: dict[int, float] = {}
     with LoopbackCluster() as cluster:
         ray.init(address=cluster.start_head(), logging_level="WARNING")
@@ -152,6 +184,26 @@ def scaling(args, run_dir: Path, root: Path) -> dict:
                       f"{st.wall_seconds:.1f} s", file=sys.stderr)  # fmt: skip
                 if result.identity.get("mismatching_conversations"):
                     raise SystemExit("scaling sweep: the default setting does not reproduce the run")
+                if k == counts[0] and len(counts) > 1:
+                    done = interrupted_cli_sweep(resume, cluster.address, cluster.env, root)
+                    figures["resume_pieces_before"] = done
+                    print(f"resume: a `ray-knowsim sweep` driver on {k} worker(s) interrupted (SIGINT) with {done} pieces committed",
+                          file=sys.stderr)  # fmt: skip
+            if len(counts) > 1:
+                before = read_commits(Path(resume.output))
+                again = run_sweep(resume, report=False, progress=lambda m: None)  # on the largest cluster
+                same_rows = read_rows(again.out_dir).equals(read_rows(result.out_dir))
+                same_agg = pd.read_parquet(again.out_dir / "aggregates.parquet").equals(pd.read_parquet(result.out_dir / "aggregates.parquet"))
+                kept = {m.piece.name: m.token for m in before.markers}
+                untouched = all(m.token == kept[m.piece.name] for m in read_commits(again.out_dir).markers if m.piece.name in kept)
+                first_layout = {m.piece.n_settings for m in before.markers}
+                figures.update(resume_pairs_skipped=again.pairs_skipped, resume_pairs_run=again.pairs_run,
+                               resume_covers_all=again.pairs_skipped + again.pairs_run == again.plan.n_pairs,
+                               resume_committed_untouched=untouched, resume_rows_identical=same_rows,
+                               resume_aggregates_identical=same_agg, resume_piece_settings_before=sorted(first_layout),
+                               resume_piece_settings_after=again.layout["settings_per_piece"])  # fmt: skip
+                print(f"resume on {counts[-1]} worker(s): {again.pairs_skipped} pairs kept, {again.pairs_run} run; "
+                      f"rows identical {same_rows}, aggregates identical {same_agg}", file=sys.stderr)  # fmt: skip
         finally:
             ray.shutdown()
     base = counts[0]

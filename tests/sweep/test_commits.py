@@ -15,7 +15,7 @@ from ray_knowsim.sweep.commits import SweepCommitError, check_visible, collect_g
 from ray_knowsim.sweep.config import parse_sweep_config
 from ray_knowsim.sweep.pieces import Piece
 from ray_knowsim.sweep.rescore import prepare
-from ray_knowsim.sweep.runner import finish, plan_sweep, read_rows, run_sweep, score_piece
+from ray_knowsim.sweep.runner import finish, read_rows, run_sweep, score_piece
 from tests.sweep.conftest import run_dir_config
 
 SPACE = {"grid": {"capacity_ratio": [0.4, 0.55, 0.7], "hinge": [True, False]}}

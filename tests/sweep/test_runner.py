@@ -16,6 +16,8 @@ from ray_knowsim.sweep.config import SweepConfigError, load_sweep_config, parse_
 from ray_knowsim.sweep import runner
 from ray_knowsim.sweep.commits import read_commits
 from ray_knowsim.sweep.runner import plan_sweep, read_rows, run_sweep
+from ray_knowsim.sweep.conversation import META_COLUMNS
+from ray_knowsim.sweep.rescore import prepare, rescore
 from ray_knowsim.sweep.source import load_source
 from tests.sweep.conftest import reference_config, run_dir_config
 
@@ -204,6 +206,24 @@ def test_pieces_are_cut_for_the_cluster_it_runs_on(run_dir, tmp_path):
     assert bigger.layout["cpus"] == 32
     assert bigger.pieces_run > here.pieces_run >= 2 * 4  # four pieces per CPU while the work allows
     pd.testing.assert_frame_equal(read_rows(here.out_dir), read_rows(bigger.out_dir), check_exact=True)
+
+
+def test_resampled_initial_states_travel_with_the_blocks(run_dir, tmp_path):
+    """Re-sampling needs the graphs and keys in the task; rows equal one in-process re-score."""
+    space = {"list": [{"hinge": False}, {"init_ratios.*.known": 0.3}, {"init_ratios.*.partial": 0.05, "capacity_ratio": 0.4}]}
+    cfg = parse_sweep_config(run_dir_config(run_dir, tmp_path / "out", space=space, initial_states="resample_if_changed", init_seed=4,
+                                            execution={"conversations_per_block": 25, "settings_per_task": 1}))  # fmt: skip
+    result = run_sweep(cfg, progress=quiet, report=False)
+    assert result.pieces_run == 4 * 3
+    plan = result.plan
+    whole = rescore(prepare(plan.source.conversations, plan.backend), plan.settings, plan.init).to_pandas()
+    for c in META_COLUMNS:
+        whole[c] = whole[c].astype(str)
+    expected = whole.sort_values(["setting", "conversation"], kind="stable").reset_index(drop=True)
+    pd.testing.assert_frame_equal(expected, read_rows(result.out_dir), check_exact=True)
+    changed = read_rows(result.out_dir, ["raw_state_progress", "nkg"], settings=[2])
+    kept = read_rows(result.out_dir, ["raw_state_progress", "nkg"], settings=[0])
+    assert not changed[["nkg"]].reset_index(drop=True).equals(kept[["nkg"]].reset_index(drop=True))
 
 
 def test_invalid_setting_is_rejected_before_any_work(run_dir, tmp_path, monkeypatch):
