@@ -124,7 +124,8 @@ def interrupted_cli_sweep(cfg, address: str, env: dict, root: Path, after_pieces
     import yaml
 
     cfg_file = root / "resume.yaml"
-    cfg_file.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True)), encoding="utf-8")
+    # key order kept: a random space draws its parameters in the order the config lists them
+    cfg_file.write_text(yaml.safe_dump(cfg.model_dump(mode="json", by_alias=True), sort_keys=False), encoding="utf-8")
     markers = Path(cfg.output) / "committed"
     cmd = [sys.executable, "-m", "ray_knowsim.cli.main", "sweep", str(cfg_file), "--no-report"]
     with open(root / "resume_driver.log", "wb") as log:
