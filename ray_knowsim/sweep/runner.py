@@ -244,7 +244,7 @@ def sweep_ray(ex: ExecutionConfig, address: str | None = None) -> Iterator[bool]
     """The sweep's one way into Ray: join ``address`` (or RAY_ADDRESS, which ``ray job submit``
     sets), else start a local Ray with ``ex.num_cpus`` (all cores by default); an embedding
     process that already runs Ray keeps it. Yields whether Ray was started here (then it is shut
-    down afterwards). engine/runner.ray_session does the same for runs; issue 23 makes them one,
+    down afterwards). engine/batch.ray_session does the same for runs; issue 23 makes them one,
     and this function is the sweep's only caller of ray.init."""
     import ray
 
