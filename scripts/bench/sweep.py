@@ -203,8 +203,10 @@ def scaling(args, run_dir: Path, root: Path) -> dict:
                                resume_committed_untouched=untouched, resume_rows_identical=same_rows,
                                resume_aggregates_identical=same_agg, resume_piece_settings_before=sorted(first_layout),
                                resume_piece_settings_after=again.layout["settings_per_piece"])  # fmt: skip
+                figures["resume_after_interrupt"] = again.pairs_run > 0  # False: the driver finished before the SIGINT (a small sweep)
                 print(f"resume on {counts[-1]} worker(s): {again.pairs_skipped} pairs kept, {again.pairs_run} run; "
-                      f"rows identical {same_rows}, aggregates identical {same_agg}", file=sys.stderr)  # fmt: skip
+                      f"rows identical {same_rows}, aggregates identical {same_agg}"
+                      + ("" if again.pairs_run else " (nothing was left: the sweep is too small to interrupt)"), file=sys.stderr)  # fmt: skip
         finally:
             ray.shutdown()
     base = counts[0]
