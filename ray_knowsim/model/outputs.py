@@ -3,9 +3,16 @@
 ``Model.json_schema()`` is the schema sent with a request: references inlined, every property
 required, no extra properties, and no keywords that some constrained decoders reject (numeric and
 length bounds, titles, defaults). The bounds still apply when :mod:`.parse` validates a reply.
-Two deliberate exceptions: the learner replies carry ``maxLength`` decoding budgets on their free
-text, and the extractor's schema is built per request from the item's graph
-(:func:`signal_report_schema`: ids fixed slot by slot, labels as enums, bounded reasoning).
+The extractor's schema is built per request from the item's graph (:func:`signal_report_schema`:
+ids fixed slot by slot, labels as enums).
+
+Free text carries no length bound in the decoding schema (prompt set v3 on, spec §12.8): a
+constrained decoder enforces ``maxLength`` by closing the string, so a bound cuts a private
+thought, a rationale or a message in the middle of a sentence. Cost is bounded by each role's
+``max_tokens`` instead, with one retry at the whole budget for a truncated answer (``sim/ask.py``);
+sentence limits are instructions in the prompt. Prompt sets v1 and v2 were sent with character
+bounds (:data:`V2_TEXT_BOUNDS`, :data:`V2_REASONING_MAX_CHARS`); their renderers still ask for
+them, so an earlier run re-renders exactly what it sent.
 """
 
 from __future__ import annotations
@@ -13,20 +20,19 @@ from __future__ import annotations
 import copy
 import json
 from functools import lru_cache
-from typing import Any, ClassVar, Literal, get_args
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal, Mapping, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ray_knowsim.model.graph import IUGraph
 from ray_knowsim.model.signals import AttemptType, ResponseRole, TeachingQuality
 
-#: Decoding budgets for free text, in characters. A constrained decoder may not write more, so a
-#: model that rambles inside a string (small models do: "1.1.1.1...") stops at the bound instead
-#: of running into max_tokens. They are budgets for decoding, not validity rules: the parser does
-#: not refuse a longer text from a model that was not constrained.
-REASONING_MAX_CHARS = 240  # the extractor's two reasoning fields: a sentence or two each
-MESSAGE_MAX_CHARS = 300  # the learner's message: 1-2 sentences (spec §12.7)
-THOUGHT_MAX_CHARS = 300  # the learner's private thought
+#: Character bounds that prompt sets v1 and v2 put on free text in the decoding schema (v3 has
+#: none, see the module docstring). They were never validity rules: the parser does not refuse a
+#: longer text from a model that was not constrained.
+V2_TEXT_BOUNDS: Mapping[str, int] = MappingProxyType({"thought": 300, "message": 300})  # learner replies
+V2_REASONING_MAX_CHARS = 240  # the extractor's two reasoning fields
 
 _DROP_KEYS = frozenset(
     {"title", "default", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems", "maxItems"}
@@ -73,29 +79,20 @@ class StructuredOutput(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     @classmethod
-    def json_schema(cls) -> dict[str, Any]:
-        return decoding_schema(cls)
+    def json_schema(cls, *, text_bounds: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """The decoding schema; ``text_bounds`` ({field: characters}) adds ``maxLength`` to those
+        top-level string fields (only the re-rendered v1/v2 learner prompts ask for it)."""
+        schema = decoding_schema(cls)
+        for name, limit in (text_bounds or {}).items():
+            if name in schema.get("properties", {}):
+                schema["properties"][name]["maxLength"] = limit
+        return schema
 
 
 # --- learner simulators ---------------------------------------------------------------------
 
 
-def _bounded_text(schema: dict[str, Any], bounds: dict[str, int]) -> dict[str, Any]:
-    for name, limit in bounds.items():
-        if name in schema.get("properties", {}):
-            schema["properties"][name]["maxLength"] = limit
-    return schema
-
-
-class _LearnerTurn(StructuredOutput):
-    """Learner replies: the decoding schema bounds the free text (see ``MESSAGE_MAX_CHARS``)."""
-
-    @classmethod
-    def json_schema(cls) -> dict[str, Any]:
-        return _bounded_text(decoding_schema(cls), {"thought": THOUGHT_MAX_CHARS, "message": MESSAGE_MAX_CHARS})
-
-
-class UserTurn(_LearnerTurn):
+class UserTurn(StructuredOutput):
     """The KnowSim simulator's reply; only ``message`` reaches the assistant (spec §12.3)."""
 
     thought: str = Field("", description="private reasoning, never shown to the assistant")
@@ -104,14 +101,14 @@ class UserTurn(_LearnerTurn):
     terminate: bool = Field(False, description="the learner ends the conversation")
 
 
-class BaselineTurn(_LearnerTurn):
+class BaselineTurn(StructuredOutput):
     """Zero-shot baseline simulator."""
 
     message: str
     terminate: bool = False
 
 
-class BaselineCoTTurn(_LearnerTurn):
+class BaselineCoTTurn(StructuredOutput):
     """Baseline simulators that think first (zero-shot CoT, and CoT with a profile)."""
 
     thought: str = ""
@@ -144,21 +141,23 @@ ATTEMPT_TYPES: tuple[str, ...] = get_args(AttemptType)
 RESPONSE_ROLES: tuple[str, ...] = get_args(ResponseRole)
 
 
-def signal_report_schema(graph: IUGraph) -> dict[str, Any]:
+def signal_report_schema(graph: IUGraph, *, reasoning_max_chars: int | None = None) -> dict[str, Any]:
     """The extractor's decoding schema for one item's graph: exactly one entry per IU, in graph
     order (array slot k is fixed to node k's ``id`` and ``concept`` through ``prefixItems`` with
-    ``const``; ``minItems`` = ``maxItems`` = n and no further items), labels as enums, and the two
-    reasoning fields bounded (``REASONING_MAX_CHARS``). xgrammar, vLLM's default structured-output
+    ``const``; ``minItems`` = ``maxItems`` = n and no further items) and labels as enums; the two
+    reasoning fields are unbounded unless ``reasoning_max_chars`` is given (prompt sets v1/v2
+    re-rendered, :data:`V2_REASONING_MAX_CHARS`). xgrammar, vLLM's default structured-output
     backend, accepts every keyword used here. The parser checks the same facts on every reply
     (:func:`ray_knowsim.llm.parse.signals.parse_signal_report`), so a decoder that ignores the
     schema cannot slip drift through. Built once per graph (every turn of every session of an item
     asks with it); each call returns a fresh copy the caller may edit.
     """
-    return json.loads(_signal_report_schema_json(tuple((node.id, node.concept) for node in graph.nodes)))
+    nodes = tuple((node.id, node.concept) for node in graph.nodes)
+    return json.loads(_signal_report_schema_json(nodes, reasoning_max_chars))
 
 
 @lru_cache(maxsize=1024)
-def _signal_report_schema_json(nodes: tuple[tuple[str, str], ...]) -> str:
+def _signal_report_schema_json(nodes: tuple[tuple[str, str], ...], reasoning_max_chars: int | None) -> str:
     base = SignalReport.json_schema()
     listing = base["properties"]["iu_analysis"]
     entry = listing.pop("items")
@@ -167,7 +166,9 @@ def _signal_report_schema_json(nodes: tuple[tuple[str, str], ...]) -> str:
     props["user_attempt_type"] = {"type": "string", "enum": list(ATTEMPT_TYPES)}
     props["assistant_response_role"] = {"type": "string", "enum": list(RESPONSE_ROLES)}
     for name in ("teaching_quality_reasoning", "user_attempt_reasoning"):
-        props[name] = {"type": "string", "maxLength": REASONING_MAX_CHARS}
+        props[name] = {"type": "string"}
+        if reasoning_max_chars is not None:
+            props[name]["maxLength"] = reasoning_max_chars
     slots = []
     for node_id, concept in nodes:
         slot = copy.deepcopy(entry)
@@ -292,11 +293,10 @@ def _portable(node: Any) -> Any:
 __all__ = [
     "portable_schema",
     "ATTEMPT_TYPES",
-    "MESSAGE_MAX_CHARS",
-    "REASONING_MAX_CHARS",
     "RESPONSE_ROLES",
     "TEACHING_QUALITIES",
-    "THOUGHT_MAX_CHARS",
+    "V2_REASONING_MAX_CHARS",
+    "V2_TEXT_BOUNDS",
     "signal_report_schema",
     "BaselineCoTTurn",
     "BaselineTurn",

@@ -12,9 +12,9 @@ from typing import Any, Iterable, Mapping
 
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.items import Item
-from ray_knowsim.model.outputs import StructuredOutput
+from ray_knowsim.model.outputs import V2_REASONING_MAX_CHARS, V2_TEXT_BOUNDS, StructuredOutput
 from ray_knowsim.model.roles import ROLE_DEFAULTS
-from ray_knowsim.prompts.templates import Template
+from ray_knowsim.prompts.templates import Template, in_prompt_set, load_template, version_number
 
 
 #: fillers for a fact an item or a caller does not have (the prompt says so instead of a blank)
@@ -34,6 +34,7 @@ def build_request(
     schema: Mapping[str, Any] | None = None,
     schema_name: str | None = None,
     output: type[StructuredOutput] | None = None,
+    text_bounds: Mapping[str, int] | None = None,
     chat: Iterable[Mapping[str, str]] = (),
 ) -> ChatRequest:
     """System message, then the ``user`` section if the template has one, then ``chat`` messages.
@@ -43,6 +44,7 @@ def build_request(
     given: v1 templates keep the slot of the old in-prompt block, and the facts travel out of band.
     ``temperature`` and ``max_tokens`` default to the role's (:data:`~ray_knowsim.model.roles.ROLE_DEFAULTS`;
     a run's settings replace them before a request is sent).
+    ``text_bounds`` puts character bounds into ``output``'s schema (:func:`legacy_text_bounds`).
     """
     if temperature is None or max_tokens is None:
         if role not in ROLE_DEFAULTS:
@@ -51,7 +53,7 @@ def build_request(
         temperature = defaults.temperature if temperature is None else temperature
         max_tokens = defaults.max_tokens if max_tokens is None else max_tokens
     if output is not None:  # a fixed output model: its schema, under its name
-        schema, schema_name = output.json_schema(), output.__name__
+        schema, schema_name = output.json_schema(text_bounds=text_bounds), output.__name__
     values = {"context": "", **values}
     messages = [{"role": "system", "content": tpl.fill("system", values)}]
     if "user" in tpl.sections:
@@ -71,6 +73,42 @@ def build_request(
     )
 
 
+#: the newest prompt set whose decoding schemas bound free text by characters; from v3 on, the
+#: role's token budget bounds cost and nothing cuts a thought or a message mid-sentence (spec §12.8)
+LAST_TEXT_BOUNDED_SET = 2
+
+
+def legacy_text_bounds(tpl: Template) -> dict[str, int]:
+    """The learner reply's character bounds for ``tpl``: v1/v2's (re-rendered as sent), else none."""
+    return dict(V2_TEXT_BOUNDS) if version_number(tpl.version) <= LAST_TEXT_BOUNDED_SET else {}
+
+
+def legacy_reasoning_bound(tpl: Template) -> int | None:
+    """The extractor rationales' character bound for ``tpl``: v1/v2's, else none."""
+    return V2_REASONING_MAX_CHARS if version_number(tpl.version) <= LAST_TEXT_BOUNDED_SET else None
+
+
+def speakers(tpl: Template, user: str = "User", assistant: str = "Assistant") -> dict[str, str]:
+    """What a transcript calls each speaker: the template's ``speaker_user`` / ``speaker_assistant``
+    sections (v3: the names its own instructions use), else the older prompt sets' labels."""
+    return {"user": section_or(tpl, "speaker_user", user), "assistant": section_or(tpl, "speaker_assistant", assistant)}
+
+
+#: what the prompt sets before v3 called every task
+LEGACY_TASK_NOUN = "problem"
+
+
+def shared_fragments(task: str, prompts: str) -> dict[str, str]:
+    """``task_noun`` and ``opening_rule`` from the ``common`` template of prompt set ``prompts``:
+    what the prompts call the task, and the one text every learner simulator gets about stating
+    it in the opening (spec §12.8). Sets before v3 have neither (the noun was always "problem")."""
+    if not in_prompt_set("common", prompts):
+        return {"task_noun": LEGACY_TASK_NOUN, "opening_rule": ""}
+    common = load_template("common", prompts)
+    noun = common.section(f"noun_{task}")
+    return {"task_noun": noun, "opening_rule": common.fill("opening", {"task_noun": noun})}
+
+
 def item_facts(item: Item) -> dict[str, Any]:
     """The offline facts naming the item, which every learner and judge prompt starts with."""
     return {"task": item.task, "item_id": item.id, "problem": item.question}
@@ -81,4 +119,6 @@ def section_or(tpl: Template, key: str, default: str) -> str:
     return tpl.sections.get(key, default)
 
 
-__all__ = ["build_request", "item_facts", "section_or"]
+__all__ = [
+    "build_request", "item_facts", "legacy_reasoning_bound", "legacy_text_bounds", "section_or", "shared_fragments", "speakers",
+]

@@ -69,11 +69,12 @@ def file_digest(data: bytes) -> str:
 
 
 #: the prompt sets a run can choose (``prompts: {version: ...}``); the newest is the default
-PROMPT_SETS: tuple[str, ...] = ("v1", "v2")
-DEFAULT_PROMPTS = "v2"
+PROMPT_SETS: tuple[str, ...] = ("v1", "v2", "v3")
+DEFAULT_PROMPTS = "v3"
 
 
-def _vnum(version: str) -> int:
+def version_number(version: str) -> int:
+    """``"v3"`` -> 3 (a malformed version is an error)."""
     if not re.fullmatch(r"v[0-9]+", version):
         raise TemplateError(f"a prompt version looks like 'v2', got {version!r}")
     return int(version[1:])
@@ -91,7 +92,7 @@ def read_pins() -> dict[str, dict[str, str]]:
         if len(parts) != 3:
             raise TemplateError(f"manifest line {lineno} must be 'name version sha256': {line!r}")
         name, version, digest = parts
-        _vnum(version)
+        version_number(version)
         if version in pinned.get(name, {}):
             raise TemplateError(f"manifest pins {name}@{version} twice (line {lineno})")
         pinned.setdefault(name, {})[version] = digest
@@ -102,7 +103,7 @@ def read_manifest() -> dict[str, tuple[str, str]]:
     """``{name: (newest pinned version, sha256)}``."""
     out = {}
     for name, versions in read_pins().items():
-        newest = max(versions, key=_vnum)
+        newest = max(versions, key=version_number)
         out[name] = (newest, versions[newest])
     return out
 
@@ -114,11 +115,17 @@ def resolve_version(name: str, prompts: str | None = None) -> str:
     if not versions:
         raise TemplateError(f"no template {name!r} in the prompt manifest (known: {sorted(read_pins())})")
     if prompts is None:
-        return max(versions, key=_vnum)
-    fit = [v for v in versions if _vnum(v) <= _vnum(prompts)]
+        return max(versions, key=version_number)
+    fit = [v for v in versions if version_number(v) <= version_number(prompts)]
     if not fit:
         raise TemplateError(f"template {name!r} has no version in prompt set {prompts} (pinned: {sorted(versions)})")
-    return max(fit, key=_vnum)
+    return max(fit, key=version_number)
+
+
+def in_prompt_set(name: str, prompts: str | None) -> bool:
+    """Whether prompt set ``prompts`` has any version of template ``name`` (newer sets add templates)."""
+    versions = read_pins().get(name, {})
+    return bool(versions) and (prompts is None or any(version_number(v) <= version_number(prompts) for v in versions))
 
 
 def parse_sections(text: str, label: str) -> dict[str, str]:
@@ -182,7 +189,7 @@ def check_manifest() -> list[str]:
     problems = []
     pins = read_pins()
     for name, versions in sorted(pins.items()):
-        for version, digest in sorted(versions.items(), key=lambda kv: _vnum(kv[0])):
+        for version, digest in sorted(versions.items(), key=lambda kv: version_number(kv[0])):
             actual = files.get((name, version))
             if actual is None:
                 problems.append(f"{name}@{version}: pinned but {name}.{version}.txt is missing")
@@ -192,8 +199,8 @@ def check_manifest() -> list[str]:
         if name not in pins:
             problems.append(f"{name}@{version}: not in the manifest")
         elif version not in pins[name]:
-            newest = max(pins[name], key=_vnum)
-            if _vnum(version) > _vnum(newest):
+            newest = max(pins[name], key=version_number)
+            if version_number(version) > version_number(newest):
                 problems.append(f"{name}@{version}: newer than the pinned {newest}; pin it or remove it")
             else:
                 problems.append(f"{name}@{version}: not in the manifest; pin it or remove it")

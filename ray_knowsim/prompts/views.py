@@ -7,6 +7,7 @@ the simulator's view (spec §5, §12.3) and the extractor's view (spec §12.5) l
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from ray_knowsim.model.graph import GraphIndex, IUGraph
@@ -128,22 +129,30 @@ def transcript_pairs(transcript: Transcript | None) -> list[list[str]]:
     return pairs
 
 
-def format_transcript(pairs: Sequence[Sequence[str]], empty: str) -> str:
+#: speaker labels of the prompt sets before v3 (v3 templates name their own, ``prompts.request.speakers``)
+DEFAULT_SPEAKERS: Mapping[str, str] = MappingProxyType({"user": "User", "assistant": "Assistant"})
+NUMBERED_SPEAKERS: Mapping[str, str] = MappingProxyType({"user": "Learner", "assistant": "Tutor"})
+
+
+def format_transcript(pairs: Sequence[Sequence[str]], empty: str, names: Mapping[str, str] = DEFAULT_SPEAKERS) -> str:
+    """``- <name>: text`` per message; ``names`` maps ``user`` / ``assistant`` to what the reading
+    prompt calls them (the learner's: "You" / "Tutor"), so labels match its instructions."""
     if not pairs:
         return empty
-    names = {"user": "User", "assistant": "Assistant"}
     return "\n".join(f"- {names[speaker]}: {text}" for speaker, text in pairs)
 
 
-def format_numbered_transcript(pairs: Sequence[Sequence[str]]) -> tuple[str, int]:
+def format_numbered_transcript(
+    pairs: Sequence[Sequence[str]], names: Mapping[str, str] = NUMBERED_SPEAKERS
+) -> tuple[str, int]:
     """Learner messages numbered 1.. with the tutor's replies under them; returns (text, count)."""
     lines, n = [], 0
     for speaker, text in pairs:
         if speaker == "user":
             n += 1
-            lines.append(f"[Learner {n}] {text}")
+            lines.append(f"[{names['user']} {n}] {text}")
         else:
-            lines.append(f"[Tutor] {text}")
+            lines.append(f"[{names['assistant']}] {text}")
     return "\n".join(lines), n
 
 

@@ -88,11 +88,11 @@ def test_user_turn_defaults_and_extra_keys():
         UserTurn.model_validate({"thought": "only"})
 
 
-def test_per_request_signal_schema_fixes_every_iu_once_with_enums_and_bounds():
+def test_per_request_signal_schema_fixes_every_iu_once_with_enums_and_no_text_bound():
     import jsonschema
 
     from ray_knowsim.demo import demo_graphs, demo_items
-    from ray_knowsim.model.outputs import REASONING_MAX_CHARS, signal_report_schema
+    from ray_knowsim.model.outputs import V2_REASONING_MAX_CHARS, signal_report_schema
     from ray_knowsim.prompts.render import render_extractor
 
     graph = next(iter(demo_graphs("math").values()))
@@ -106,7 +106,7 @@ def test_per_request_signal_schema_fixes_every_iu_once_with_enums_and_bounds():
         p = slot["properties"]
         assert slot["additionalProperties"] is False and slot["required"] == list(p)
         assert p["teaching_quality"]["enum"] == ["well_explained", "shallow", "not_mentioned"]
-        assert p["user_attempt_reasoning"]["maxLength"] == p["teaching_quality_reasoning"]["maxLength"] == REASONING_MAX_CHARS
+        assert "maxLength" not in p["user_attempt_reasoning"] and "maxLength" not in p["teaching_quality_reasoning"]
     jsonschema.Draft202012Validator.check_schema(schema)
 
     def entry(node, **kw):
@@ -119,22 +119,28 @@ def test_per_request_signal_schema_fixes_every_iu_once_with_enums_and_bounds():
     good = [entry(node) for node in graph.nodes]
     assert not list(v.iter_errors({"iu_analysis": good}))
     for bad in (good[1:], good + [good[0]], [entry(graph.nodes[0], id="IU99")] + good[1:],
-                [entry(graph.nodes[0], teaching_quality=None)] + good[1:], list(reversed(good)),
-                [entry(graph.nodes[0], teaching_quality_reasoning="x" * (REASONING_MAX_CHARS + 1))] + good[1:]):
+                [entry(graph.nodes[0], teaching_quality=None)] + good[1:], list(reversed(good))):
         assert list(v.iter_errors({"iu_analysis": bad}))
+    long_reason = [entry(graph.nodes[0], teaching_quality_reasoning="x" * 5000)] + good[1:]
+    assert not list(v.iter_errors({"iu_analysis": long_reason}))  # a rationale is never cut (spec §12.8)
+    bounded = jsonschema.Draft202012Validator(signal_report_schema(graph, reasoning_max_chars=V2_REASONING_MAX_CHARS))
+    assert list(bounded.iter_errors({"iu_analysis": long_reason}))  # what v1/v2 requests were sent with
     # the extractor request carries exactly this schema
     item = next(i for i in demo_items("math") if i.id in demo_graphs("math") and demo_graphs("math")[i.id] is graph)
     req = render_extractor(item, graph, {}, [], "hi", "hello")
     assert req.json_schema == schema and req.schema_name == "SignalReport"
+    old = render_extractor(item, graph, {}, [], "hi", "hello", prompts="v2")
+    assert old.json_schema == signal_report_schema(graph, reasoning_max_chars=V2_REASONING_MAX_CHARS)
 
 
-def test_learner_schemas_bound_the_free_text():
-    from ray_knowsim.model.outputs import MESSAGE_MAX_CHARS, THOUGHT_MAX_CHARS
+def test_learner_schemas_bound_free_text_only_when_asked():
+    from ray_knowsim.model.outputs import V2_TEXT_BOUNDS
 
-    for model in (UserTurn, BaselineCoTTurn):
-        props = model.json_schema()["properties"]
-        assert props["message"]["maxLength"] == MESSAGE_MAX_CHARS and props["thought"]["maxLength"] == THOUGHT_MAX_CHARS
-    assert BaselineTurn.json_schema()["properties"]["message"]["maxLength"] == MESSAGE_MAX_CHARS
+    for model in (UserTurn, BaselineTurn, BaselineCoTTurn):
+        assert "maxLength" not in json.dumps(model.json_schema())  # prompt set v3: nothing cut mid-sentence
+        props = model.json_schema(text_bounds=V2_TEXT_BOUNDS)["properties"]
+        assert props["message"]["maxLength"] == V2_TEXT_BOUNDS["message"]
+        assert props.get("thought", {}).get("maxLength") == (V2_TEXT_BOUNDS["thought"] if "thought" in props else None)
 
 
 def test_portable_schema_keeps_the_facts_within_the_common_subset():
@@ -151,5 +157,7 @@ def test_portable_schema_keeps_the_facts_within_the_common_subset():
     assert entry["properties"]["id"]["enum"] == [n.id for n in graph.nodes]
     assert entry["properties"]["teaching_quality"]["enum"] == ["well_explained", "shallow", "not_mentioned"]
     assert entry["additionalProperties"] is False and entry["required"] == list(entry["properties"])
-    assert "maxLength" in json.dumps(full) and full == signal_report_schema(graph)  # the input is untouched
-    assert "maxLength" not in json.dumps(portable_schema(UserTurn.json_schema()))
+    bounded = signal_report_schema(graph, reasoning_max_chars=240)
+    assert "maxLength" in json.dumps(bounded) and "maxLength" not in json.dumps(portable_schema(bounded))
+    assert full == signal_report_schema(graph)  # the input is untouched
+    assert "maxLength" not in json.dumps(portable_schema(UserTurn.json_schema(text_bounds={"message": 300})))
