@@ -17,7 +17,15 @@ from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.outputs import BaselineCoTTurn, BaselineTurn
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.items import Item
-from ray_knowsim.prompts.request import NO_LEVEL, build_request, item_facts, section_or
+from ray_knowsim.prompts.request import (
+    NO_LEVEL,
+    build_request,
+    item_facts,
+    legacy_text_bounds,
+    section_or,
+    shared_fragments,
+    speakers,
+)
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import (
     StatesLike,
@@ -30,6 +38,8 @@ from ray_knowsim.prompts.views import (
     transcript_pairs,
 )
 
+#: the empty transcript of prompt sets v1/v2 (v3: the template's ``no_transcript``; the opening's
+#: instructions are the shared ``common.v3: @@ opening`` text in its system message)
 NO_TRANSCRIPT = "(No messages yet: write the learner's opening message, which must state the problem.)"
 NO_PROFILE = "(No particular profile.)"
 
@@ -96,10 +106,13 @@ def render_baseline(
         "allow_terminate": allow_terminate,
         "knowledge_level": knowledge_level,
     }
+    shared = shared_fragments(item.task, prompts)
     values = {
-        "terminate_rule": tpl.section("terminate_allowed" if allow_terminate else "terminate_forbidden"),
+        **shared,
+        "terminate_rule": tpl.fill("terminate_allowed" if allow_terminate else "terminate_forbidden", shared),
+        "goal": section_or(tpl, f"goal_{item.task}", ""),
         "problem": item.question,
-        "transcript": format_transcript(pairs, NO_TRANSCRIPT),
+        "transcript": format_transcript(pairs, section_or(tpl, "no_transcript", NO_TRANSCRIPT), speakers(tpl)),
         "task_heading": section_or(tpl, f"heading_{item.task}", "Problem"),
         "level_descriptor": section_or(tpl, f"level_{knowledge_level}", NO_LEVEL),
     }
@@ -107,13 +120,14 @@ def render_baseline(
         if graph is None or initial_states is None:
             raise ValueError("the user-profile baseline needs the IU graph and the initial knowledge state")
         index = index if index is not None else build_index(graph, item.id)
-        names = learner_names(index, graph, with_ids=tpl.version == "v1")  # v2: no IU ids
+        names = learner_names(index, graph, with_ids=tpl.version == "v1")  # v2 on: no IU ids
         by_label = states_by_name(index, names, state_codes(index, initial_states))
         values["profile"] = profile or NO_PROFILE
         values["state_json"] = pretty_json(by_label)
         facts["profile"] = profile
         facts["initial_state"] = by_label
-    return build_request(tpl, values, facts, role="user_sim", seed=seed, request_id=request_id, output=BaselineCoTTurn if spec.thinks else BaselineTurn)
+    return build_request(tpl, values, facts, role="user_sim", seed=seed, request_id=request_id,
+                         output=BaselineCoTTurn if spec.thinks else BaselineTurn, text_bounds=legacy_text_bounds(tpl))
 
 
 __all__ = ["BaselinePrompt", "baseline_prompt", "render_baseline", "render_baseline_user"]

@@ -11,7 +11,7 @@ from functools import partial
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.outputs import InteractionRating, TerminationJudgement, termination_reasons
 from ray_knowsim.model.items import Item
-from ray_knowsim.prompts.request import NO_LEVEL, build_request, item_facts
+from ray_knowsim.prompts.request import NO_LEVEL, build_request, item_facts, speakers
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import Transcript, format_numbered_transcript, format_transcript, transcript_pairs
 
@@ -52,7 +52,7 @@ def render_rater(
     values = {
         "problem": item.question,
         "knowledge_level": knowledge_level or NO_LEVEL,
-        "transcript": format_transcript(pairs, ""),
+        "transcript": format_transcript(pairs, "", speakers(tpl)),
     }
     return _judge_request(tpl, values, facts, seed=seed, request_id=request_id, output=InteractionRating)
 
@@ -67,10 +67,10 @@ def render_termination_judge(
 ) -> ChatRequest:
     """Where a baseline learner would have stopped, with the task's reason list (spec §8.1)."""
     pairs = transcript_pairs(transcript)
-    numbered, n_turns = format_numbered_transcript(pairs)
+    tpl = load_template("termination_judge", prompts)
+    numbered, n_turns = format_numbered_transcript(pairs, speakers(tpl, "Learner", "Tutor"))
     if n_turns == 0:
         raise ValueError("the termination judge needs at least one learner message")
-    tpl = load_template("termination_judge", prompts)
     facts = {
         **item_facts(item),
         "n_turns": n_turns,

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.graph import GraphIndex, IUGraph
 from ray_knowsim.model.items import Item
+from ray_knowsim.prompts.templates import DEFAULT_PROMPTS
 from ray_knowsim.registry import Registry
 
 
@@ -34,7 +35,7 @@ class LearnerView:
     explained: Sequence[str] = ()  # labels ever rated well_explained
     stop_hint: bool = False
     profile: str = ""  # the session's learner profile ("" when the simulator has none)
-    prompts: str = "v2"  # prompt set
+    prompts: str = DEFAULT_PROMPTS  # prompt set
     connectable: str = "reference"  # definition of connectable unknowns (spec §12.7)
     seed: int | None = None
     request_id: str = ""

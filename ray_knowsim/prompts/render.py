@@ -24,7 +24,16 @@ from ray_knowsim.model.outputs import SignalReport, UserTurn, signal_report_sche
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.model.items import Item
 from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
-from ray_knowsim.prompts.request import NO_REFERENCE, build_request, item_facts, section_or
+from ray_knowsim.prompts.request import (
+    NO_REFERENCE,
+    build_request,
+    item_facts,
+    legacy_reasoning_bound,
+    legacy_text_bounds,
+    section_or,
+    shared_fragments,
+    speakers,
+)
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import (
     ConnectableMode,
@@ -71,7 +80,7 @@ class LearnerOptions:
     index: GraphIndex | None = None  # the graph's index, when the caller already built it
     seed: int | None = None
     request_id: str = ""
-    prompts: str = DEFAULT_PROMPTS  # the prompt set (v1 | v2)
+    prompts: str = DEFAULT_PROMPTS  # the prompt set (see templates.PROMPT_SETS)
     connectable: ConnectableMode = "reference"  # which definition of connectable unknowns (spec §12.7)
 
 
@@ -79,12 +88,16 @@ LEARNER_OPTIONS: tuple[str, ...] = tuple(f.name for f in fields(LearnerOptions))
 
 
 def _user_sim_request(tpl, values: dict, facts: dict, opts: LearnerOptions) -> ChatRequest:  # noqa: ANN001
-    """The simulator's request: static system text, per-session then per-turn user text, the UserTurn schema."""
-    return build_request(tpl, values, facts, role="user_sim", seed=opts.seed, request_id=opts.request_id, output=UserTurn)
+    """The simulator's request: static system text, per-session then per-turn user text, the UserTurn
+    schema (free text unbounded from v3 on; v1/v2 re-render their character bounds)."""
+    return build_request(tpl, values, facts, role="user_sim", seed=opts.seed, request_id=opts.request_id, output=UserTurn,
+                         text_bounds=legacy_text_bounds(tpl))
 
 
 def render_user_first(item: Item, graph: IUGraph, states: StatesLike, **options: Any) -> ChatRequest:
-    """The simulator's opening message: the four state groups and the density line (spec §12.3, §12.7).
+    """The simulator's opening message: the problem and the four state groups (spec §12.3, §12.7;
+    v1/v2 also show the density line). From v3 on the opening must put the whole problem to the
+    tutor (the text every learner simulator gets, ``common.v3: @@ opening``) and has no length cap.
 
     ``options``: the fields of :class:`LearnerOptions`.
     """
@@ -106,6 +119,7 @@ def render_user_first(item: Item, graph: IUGraph, states: StatesLike, **options:
         "allow_terminate": False,
     }
     values = {
+        **shared_fragments(item.task, opts.prompts),
         "problem": item.question,
         "density_line": density_line(dens),
         "known_well": bullet_names(names, ids_at(index, codes, KNOWS_WELL)),
@@ -134,7 +148,8 @@ def render_user_turn(
     ``explained_concepts`` (labels). The prompt shows the state as ``{label: state}``, the
     connectable unknowns (``connectable="reference"``: struggling + partial not yet explained;
     ``"paper"``: prerequisites in place but not yet learned), the unaware list, the density line,
-    the guidance of the current articulation mode (v2) and the explained concepts.
+    the guidance of the current articulation mode (v2 on) and the explained concepts; the
+    transcript calls the speakers what the instructions call them (v3: "You" / "Tutor").
     """
     opts = LearnerOptions(**options)
     connectable = opts.connectable
@@ -167,10 +182,12 @@ def render_user_turn(
         "stuck_hint": stuck_hint,
         "stop_hint": stop_hint,
     }
+    shared = shared_fragments(item.task, opts.prompts)
     values = {
-        "terminate_rule": tpl.section("terminate_allowed" if allow_terminate else "terminate_forbidden"),
+        **shared,
+        "terminate_rule": tpl.fill("terminate_allowed" if allow_terminate else "terminate_forbidden", shared),
         "problem": item.question,
-        "transcript": format_transcript(pairs, NO_TRANSCRIPT_USER),
+        "transcript": format_transcript(pairs, NO_TRANSCRIPT_USER, speakers(tpl)),
         "density_line": density_line(dens),
         "mode_text": section_or(tpl, _MODE_SECTION[mode], mode),
         "state_json": pretty_json(states_by_name(index, names, codes)),
@@ -259,16 +276,18 @@ def render_extractor(
         "reference_answer": item.reference_answer,
     }
     values = {
+        "task_noun": shared_fragments(item.task, prompts)["task_noun"],
         "graph_json": json.dumps(graph_for_prompt(graph), ensure_ascii=False, indent=1),
         "reference_answer": item.reference_answer or section_or(tpl, "no_reference", NO_REFERENCE),
-        "transcript": format_transcript(pairs, section_or(tpl, "no_transcript", NO_TRANSCRIPT_EXTRACTOR)),
+        "transcript": format_transcript(pairs, section_or(tpl, "no_transcript", NO_TRANSCRIPT_EXTRACTOR), speakers(tpl)),
         "state_json": pretty_json(states_by_id(index, codes)),
         "user_message": user_message,
         "assistant_message": assistant_message,
         "n_concepts": index.size,
     }
     return build_request(tpl, values, facts, role="extractor", seed=seed, request_id=request_id,
-                         schema=signal_report_schema(graph), schema_name=SignalReport.__name__)  # strict, per request
+                         schema=signal_report_schema(graph, reasoning_max_chars=legacy_reasoning_bound(tpl)),
+                         schema_name=SignalReport.__name__)  # strict, per request
 
 
 __all__ = [

@@ -24,6 +24,7 @@ from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.graph import IUGraph
 from ray_knowsim.model.items import Item
 from ray_knowsim.model.results import SessionRow, TurnRow
+from ray_knowsim.prompts.templates import DEFAULT_PROMPTS
 from ray_knowsim.rules.config import RuleConfig
 
 #: a name in :data:`ray_knowsim.simulators.SIMULATORS` ("structured", "zero-shot", ...)
@@ -124,7 +125,7 @@ class ShardContext:
     early_stop: EarlyStopMode  # "virtual": always run max_turns, record the stop; "stop": end there
     graph_mode: Literal["strict", "reference"]
     roles: Mapping[str, RoleSettings]  # "user_sim", "assistant", "extractor" (judges: ray_knowsim.score)
-    prompts: str = "v2"  # prompt set (templates at the newest pinned version not newer than this)
+    prompts: str = DEFAULT_PROMPTS  # prompt set (templates at the newest pinned version not newer than this)
     connectable: str = "reference"  # definition of connectable unknowns shown to the learner (spec §12.7)
     plugins: tuple[str, ...] = ()  # modules the worker imports first (they register strategies, simulators)
     # Optional hook the loop may call after each turn's kernel call with

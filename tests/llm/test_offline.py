@@ -29,6 +29,7 @@ from ray_knowsim.prompts.baselines import render_baseline_user
 from ray_knowsim.prompts.graph_extraction import render_graph_extraction
 from ray_knowsim.prompts.judges import render_rater, render_termination_judge
 from ray_knowsim.prompts.render import render_assistant, render_extractor, render_user_first, render_user_turn
+from ray_knowsim.prompts.templates import PROMPT_SETS
 
 ITEMS = {it.id: it for it in demo_items()}
 GRAPHS = demo_graphs()
@@ -182,7 +183,7 @@ def test_words_are_content_words():
     assert words("The Areas of 2 rectangles, i.e. the widths!") == ["area", "2", "rectangle", "width"]
 
 
-@pytest.mark.parametrize("prompts", ["v1", "v2"])
+@pytest.mark.parametrize("prompts", PROMPT_SETS)
 def test_both_prompt_sets_are_answered(model, prompts):
     graph = GRAPHS[MATH.id]
     states = _states(graph, [3, 2, 1, 0])

@@ -11,8 +11,10 @@ from ray_knowsim.prompts import templates as T
 EXPECTED = {
     "user_first", "user_turn", "extractor", "assistant_minimal", "assistant_socratic", "assistant_adaptive",
     "assistant_comprehensive", "graph_math", "graph_open", "rater", "termination_judge", "baseline_zero_shot",
-    "baseline_zero_shot_cot", "baseline_cot_profile", "repair", "assistant_simple",
+    "baseline_zero_shot_cot", "baseline_cot_profile", "repair", "assistant_simple", "common",
 }
+#: placeholders a system message may hold: static per role and task, never per session
+STATIC_PLACEHOLDERS = {"terminate_rule", "reasons", "task_noun", "opening_rule", "goal"}
 
 
 def test_manifest_pins_every_shipped_template_and_matches_the_files():
@@ -29,7 +31,7 @@ def test_every_prompt_keeps_static_text_first():
         tpl = T.load_template(name)
         last = "user" if "user" in tpl.sections else "system"
         if last == "user":  # the system message is the static part: no per-session facts in it
-            assert tpl.placeholders("system") <= {"terminate_rule", "reasons"}, name
+            assert tpl.placeholders("system") <= STATIC_PLACEHOLDERS, name
 
 
 def test_fill_is_one_pass_and_reports_missing_values():
@@ -60,8 +62,8 @@ def test_an_edited_pinned_template_refuses_to_load(tmp_path, monkeypatch):
         with pytest.raises(T.TemplateError, match="changed after it was pinned"):
             T.load_template("rater", "v1")
         assert any("rater@v1" in p for p in T.check_manifest())
-        (folder / "rater.v3.txt").write_text(path.read_text())
-        assert any("rater@v3: newer than the pinned v2" in p for p in T.check_manifest())
+        (folder / "rater.v9.txt").write_text(path.read_text())
+        assert any("rater@v9: newer than the pinned v3" in p for p in T.check_manifest())
     finally:
         T.load_template.cache_clear()
 
@@ -71,8 +73,10 @@ def test_every_pinned_version_stays_loadable_and_prompt_sets_fall_back():
     for name, versions in pins.items():
         for version in versions:
             assert T.load_template(name, version).version == version
-    assert T.load_template("user_turn", "v1").version == "v1" and T.load_template("user_turn").version == "v2"
-    assert T.load_template("repair", "v2").version == "v1"  # unchanged templates keep their file
-    assert T.DEFAULT_PROMPTS == "v2" and T.DEFAULT_PROMPTS in T.PROMPT_SETS
+    assert T.load_template("user_turn", "v1").version == "v1" and T.load_template("user_turn").version == "v3"
+    assert T.load_template("user_turn", "v2").version == "v2"
+    assert T.load_template("repair", "v3").version == "v1" and T.load_template("graph_math", "v3").version == "v2"
+    assert T.DEFAULT_PROMPTS == "v3" == T.PROMPT_SETS[-1]
     with pytest.raises(T.TemplateError, match="no version in prompt set"):
         T.load_template("assistant_simple", "v1")
+    assert T.in_prompt_set("common", "v3") and not T.in_prompt_set("common", "v2") and not T.in_prompt_set("nope", "v3")

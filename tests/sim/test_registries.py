@@ -10,6 +10,7 @@ import pytest
 from ray_knowsim.demo import demo_items
 from ray_knowsim.engine.config import parse_run_config
 from ray_knowsim.prompts.render import render_assistant
+from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, PROMPT_SETS
 from ray_knowsim.registry import RegistryError
 from ray_knowsim.simulators import SIMULATORS
 from ray_knowsim.strategies import STRATEGIES
@@ -55,7 +56,7 @@ def test_configs_accept_only_registered_names_and_plugins_register_more(tmp_path
     raw["plugins"] = ["tests.plugins.checklist_strategy", "tests.plugins.echo_simulator"]
     cfg = parse_run_config(raw)
     assert cfg.condition_names()[1] == "baseline:plain-cot"
-    assert cfg.prompts.version == "v2" and cfg.prompts.connectable == "reference"
+    assert cfg.prompts.version == DEFAULT_PROMPTS == "v3" and cfg.prompts.connectable == "reference"
 
 
 def test_the_profile_baseline_records_its_profile():
@@ -72,11 +73,11 @@ def test_a_run_can_choose_the_prompt_set_and_the_connectable_definition():
 
     item = demo_items("math")[0]
     specs = [session(item, "novice", "minimal"), session(item, "novice", "socratic", "zero-shot")]
-    for prompts in ("v1", "v2"):
+    for prompts in PROMPT_SETS:
         ctx = replace(context(max_turns=2), prompts=prompts, connectable="paper")
         results = run(shard_of(specs), offline_models(), ctx)
         assert all(r.session.status == "ok" for r in results)
         versions = json.loads(results[0].session.prompt_versions)
         assert versions["user_turn"] == prompts and versions["extractor"] == prompts
-        assert versions.get("assistant_simple" if prompts == "v2" else "assistant_minimal") == prompts
+        assert versions.get("assistant_minimal" if prompts == "v1" else "assistant_simple") == prompts
         assert json.loads(results[1].session.prompt_versions)["baseline_zero_shot"] == prompts

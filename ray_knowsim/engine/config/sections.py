@@ -8,6 +8,7 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator, model
 
 from ray_knowsim.engine.config.base import Strict, _loc, _msg
 from ray_knowsim.model.roles import ROLE_DEFAULTS
+from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, PROMPT_SETS
 from ray_knowsim.rules.config import PRESETS, RuleConfig, rules_from
 from ray_knowsim.sim.types import RoleSettings
 
@@ -130,7 +131,7 @@ class ConditionConfig(Strict):
 class PromptsConfig(Strict):
     """Which prompt set the roles get, and which definition of connectable unknowns (spec §12.7)."""
 
-    version: Literal["v1", "v2"] = "v2"  # v1 re-renders the prompts of earlier runs
+    version: Literal[PROMPT_SETS] = DEFAULT_PROMPTS  # older sets re-render the prompts of earlier runs
     connectable: Literal["reference", "paper"] = "reference"
 
 
