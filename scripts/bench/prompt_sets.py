@@ -36,7 +36,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,8 @@ sys.path.insert(0, str(ROOT))
 
 from ray_knowsim.io.loaders import load_graph_cache, load_init_cache, load_items  # noqa: E402
 from ray_knowsim.llm.parse import extract_json, parse_rating, parse_signal_report, parse_user_turn  # noqa: E402
-from ray_knowsim.model.chat import ChatRequest, ChatResponse  # noqa: E402
+from ray_knowsim.llm.recording import Call, RecordingModel  # noqa: E402
+from ray_knowsim.model.chat import ChatRequest  # noqa: E402
 from ray_knowsim.model.outputs import V2_REASONING_MAX_CHARS, V2_TEXT_BOUNDS  # noqa: E402
 from ray_knowsim.prompts.baselines import render_baseline_user  # noqa: E402
 from ray_knowsim.prompts.judges import render_rater  # noqa: E402
@@ -60,29 +61,6 @@ from ray_knowsim.simulators.profiles import level_profile  # noqa: E402
 V2_BOUND = {**V2_TEXT_BOUNDS, "teaching_quality_reasoning": V2_REASONING_MAX_CHARS, "user_attempt_reasoning": V2_REASONING_MAX_CHARS}
 RATIONALES = ("ic_reasoning", "po_reasoning", "quality_reasoning", "pl_reasoning")
 INIT_TASK_KEY = {"math": "competition_math", "expertqa": "expertqa"}
-
-
-@dataclass
-class Call:
-    request: ChatRequest
-    response: ChatResponse
-
-
-class Recorder:
-    """Wraps a ChatModel; records every (request, response); changes nothing."""
-
-    def __init__(self, inner: Any):
-        self.inner, self.name = inner, inner.name
-        self.calls: list[Call] = []
-
-    async def complete(self, requests):
-        out = await self.inner.complete(requests)
-        self.calls.extend(Call(q, r) for q, r in zip(requests, out))
-        return out
-
-    async def generate(self, request):  # the one-request protocol, for loops that use it
-        (out,) = await self.complete([request])
-        return out
 
 
 # ---- data ---------------------------------------------------------------------------------------
@@ -332,7 +310,7 @@ def main() -> None:
     figures: dict[str, Any] = {"model": args.model if args.base_url else "offline", "load_avg_start": os.getloadavg()[0]}
     dump: dict[str, Any] = {}
     for prompts in args.sets.split(","):
-        rec = Recorder(inner)
+        rec = RecordingModel(inner)
         t = time.perf_counter()
         rows = asyncio.run(openings(rec, items, graphs, init, prompts, args.level, args.baseline if args.baseline_openings else "",
                                     attempts=3, limit=args.openings))  # fmt: skip

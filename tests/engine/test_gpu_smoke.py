@@ -5,18 +5,16 @@ the offline model standing in for vLLM."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import subprocess
 from pathlib import Path
+
+from tests.doubles.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _smoke():
-    spec = importlib.util.spec_from_file_location("gpu_smoke", ROOT / "scripts" / "gpu_smoke.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("scripts/gpu_smoke.py")
 
 
 def test_shell_script_parses():

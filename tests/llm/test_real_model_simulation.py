@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -31,7 +30,7 @@ except ImportError:  # the tests tree became a package
         SERVED_MODEL_NAME, llm_ray, smollm2_dir, vllm_cpu_config, vllm_cpu_pool, vllm_server,
     )
 
-from ray_knowsim.model.chat import ChatRequest, ChatResponse
+from ray_knowsim.llm.recording import Call, RecordingModel as Recorder
 from ray_knowsim.model.outputs import SignalReport, UserTurn, signal_report_schema
 from ray_knowsim.model.graph import IUGraph, build_index
 from ray_knowsim.model.items import Item
@@ -76,32 +75,6 @@ SPEC = SessionSpec(
     assistant_strategy="minimal", simulator="structured", trial=0, seed=20261129, init_seed=7,
 )
 OUTPUT_MODELS = {"user_sim": UserTurn, "extractor": SignalReport}
-
-
-@dataclass
-class Call:
-    request: ChatRequest
-    response: ChatResponse
-
-
-class Recorder:
-    """Wraps a real ChatModel and records every request/response pair; requests go out unchanged."""
-
-    def __init__(self, inner: Any):
-        self.inner, self.name = inner, inner.name
-        self.calls: list[Call] = []
-
-    async def complete(self, requests):
-        out = await self.inner.complete(requests)
-        self.calls.extend(Call(q, r) for q, r in zip(requests, out))
-        return out
-
-    def log(self) -> str:
-        return "\n".join(
-            f"[{c.request.role} {c.request.request_id}] {c.response.latency_s:.1f}s max_tokens={c.request.max_tokens} "
-            f"finish={c.response.finish_reason} error={c.response.error} "
-            f"tokens={c.response.usage.prompt_tokens}+{c.response.usage.completion_tokens}: "
-            f"{c.response.text[:400]!r}" for c in self.calls)
 
 
 def simulate(inner: Any) -> tuple[SessionResult, Recorder, float]:

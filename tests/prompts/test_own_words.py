@@ -6,25 +6,13 @@ when ``shared/knowsim-ref`` has them).
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from ray_knowsim.prompts.overlap import longest_shared_run, markdown_section, quoted_passages, template_text, words
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS
+from tests.doubles.scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("own_words", ROOT / "scripts" / "own_words.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-OWN_WORDS = _script()
+OWN_WORDS = load_script("scripts/own_words.py")
 
 
 def test_longest_shared_run_finds_the_longest_phrase_and_respects_breaks():
