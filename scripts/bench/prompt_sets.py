@@ -294,7 +294,7 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2-135m-instruct")
     ap.add_argument("--level", default="novice")
     ap.add_argument("--baseline", default="zero-shot-cot")
-    ap.add_argument("--openings", type=int, default=0, help="items for (a); 0 = all")
+    ap.add_argument("--openings", type=int, default=0, help="items for (a); 0 = all, -1 = skip (a)")
     ap.add_argument("--baseline-openings", action="store_true", help="also ask the baseline's opening for every item")
     ap.add_argument("--sessions", type=int, default=3)
     ap.add_argument("--turns", type=int, default=3)
@@ -312,8 +312,9 @@ def main() -> None:
     for prompts in args.sets.split(","):
         rec = RecordingModel(inner)
         t = time.perf_counter()
-        rows = asyncio.run(openings(rec, items, graphs, init, prompts, args.level, args.baseline if args.baseline_openings else "",
-                                    attempts=3, limit=args.openings))  # fmt: skip
+        rows = [] if args.openings < 0 else asyncio.run(openings(
+            rec, items, graphs, init, prompts, args.level, args.baseline if args.baseline_openings else "", attempts=3,
+            limit=args.openings))  # fmt: skip
         opening_calls = list(rec.calls)
         results = asyncio.run(sessions(rec, items, graphs, init, prompts, args)) if args.sessions else []
         wall = time.perf_counter() - t

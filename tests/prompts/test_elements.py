@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import warnings
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -861,3 +862,30 @@ def _fails(check: Callable[[], None]) -> bool:
     except Exception:  # noqa: BLE001 - any failure of the check counts: the mutant was noticed
         return True
     return False
+
+
+def test_no_opening_of_a_reference_math_item_is_cut(shared_ref):
+    """Issue 22.2: for every one of the 30 reference math items, the rendered opening prompts (the
+    structured learner's and every baseline's) carry the whole problem, nothing in their schemas
+    bounds the message, and the offline double's opening puts the whole problem to the tutor."""
+    from ray_knowsim.io.loaders import load_graph_cache, load_init_cache, load_items
+    from ray_knowsim.model.graph import GraphWarning
+    from ray_knowsim.llm.offline import OfflineModel
+    from ray_knowsim.llm.parse import parse_user_turn
+
+    items = load_items(shared_ref / "paper_subset" / "math.jsonl", "math")
+    with warnings.catch_warnings():  # the reference graphs' known duplicate edges (spec §15)
+        warnings.simplefilter("ignore", GraphWarning)
+        graphs = load_graph_cache(shared_ref / "iu_cache" / "math.json", mode="reference")
+    init = load_init_cache(shared_ref / "init_ks_cache.json")
+    model = OfflineModel()
+    assert len(items) == 30 and sum(len(i.question) > 300 for i in items) == 3  # v2's bound would cut three problems
+    for item in items:
+        graph, ks = graphs[item.id], init.lookup("competition_math", item.id, "novice")
+        req = render_user_first(item, graph, ks)
+        assert item.question in req.messages[1]["content"] and "maxLength" not in schema_text(req), item.id
+        opening = parse_user_turn(model.respond(req).text)
+        assert opening.ok and item.question in opening.value.message, item.id
+        for method in BASELINES:
+            base = render_baseline_user(item, method, [], graph=graph, initial_states=ks, knowledge_level="novice")
+            assert item.question in base.messages[1]["content"] and "maxLength" not in schema_text(base), (item.id, method)
