@@ -12,7 +12,8 @@ parse, get repaired, get truncated, and reach a length bound (issue 22, points 2
     retry of ``sim/ask.py``), then one Interaction Quality rating per session.
 
 Every model call is recorded; per role and prompt set it prints requests, answers parsed at the
-first call, repaired (first answer refused, a later one accepted), failed, calls cut by
+first call, accepted after the whole-budget retry of a truncated first answer, repaired (first
+answer refused, the repair round accepted), failed, calls cut by
 ``max_tokens`` (``finish_reason == "length"``), and per free-text field how many accepted answers
 reached the field's schema bound (``hit``) or are longer than v2's bound (``>v2``: what v2's
 schema would have cut on a constrained decoder).
@@ -140,8 +141,8 @@ def role_stats(calls: list[Call], graphs: dict) -> dict[str, dict[str, Any]]:
         by_request[(c.request.role, c.request.request_id)].append(c)
     stats: dict[str, dict[str, Any]] = {}
     for (role, _), group in by_request.items():
-        s = stats.setdefault(role, {"requests": 0, "calls": 0, "first_ok": 0, "repaired": 0, "failed": 0,
-                                    "truncated_calls": 0, "fields": {}})  # fmt: skip
+        s = stats.setdefault(role, {"requests": 0, "calls": 0, "first_ok": 0, "after_truncation": 0, "repaired": 0,
+                                    "failed": 0, "truncated_calls": 0, "fields": {}})  # fmt: skip
         s["requests"] += 1
         s["calls"] += len(group)
         s["truncated_calls"] += sum(c.response.finish_reason == "length" for c in group)
@@ -150,9 +151,10 @@ def role_stats(calls: list[Call], graphs: dict) -> dict[str, dict[str, Any]]:
             ok = [c.response.error is None and bool(c.response.text.strip()) for c in group]
         else:
             ok = [r is not None and r.ok for r in results]
-        first_clean = ok[0] and group[0].response.finish_reason != "length"
-        s["first_ok"] += first_clean
-        s["repaired"] += (not ok[0]) and ok[-1]
+        cut = [c.response.finish_reason == "length" for c in group]
+        s["first_ok"] += ok[0] and not cut[0]
+        if ok[-1] and not (ok[0] and not cut[0]):  # accepted after a retry: the whole budget, or a repair round
+            s["after_truncation" if cut[0] else "repaired"] += 1
         s["failed"] += not ok[-1]
         accepted = next((c for c, good in zip(reversed(group), reversed(ok)) if good), None)
         if accepted is None or role == "assistant":
@@ -281,7 +283,8 @@ def print_roles(prompts: str, stats: dict) -> None:
     for role, s in sorted(stats.items()):
         n = s["requests"]
         print(f"  {prompts} {role:9s} requests {n:3d}  calls {s['calls']:3d}  first-call ok {s['first_ok'] / n:.2f}  "
-              f"repaired {s['repaired'] / n:.2f}  failed {s['failed'] / n:.2f}  truncated calls {s['truncated_calls'] / max(1, s['calls']):.2f}")
+              f"ok after the whole-budget retry {s['after_truncation'] / n:.2f}  repaired {s['repaired'] / n:.2f}  "
+              f"failed {s['failed'] / n:.2f}  truncated calls {s['truncated_calls'] / max(1, s['calls']):.2f}")
         for name, f in sorted(s["fields"].items()):
             print(f"      {name:28s} n {f['n']:4d}  bound {f['bound']}  hit {f['hit'] / f['n']:.2f}  >v2 {f['over_v2'] / f['n']:.2f}  "
                   f"max {f['max_chars']} chars")
@@ -331,7 +334,10 @@ def main() -> None:
             print(f"  session {s}")
         figures[prompts] = {"openings": summary, "roles": stats, "sessions": sess, "wall_s": round(wall, 1),
                             "opening_calls": len(opening_calls)}  # fmt: skip
-        dump[prompts] = {"openings": rows}
+        dump[prompts] = {"openings": rows, "calls": [
+            {"role": c.request.role, "request_id": c.request.request_id, "max_tokens": c.request.max_tokens,
+             "finish": c.response.finish_reason, "completion_tokens": c.response.usage.completion_tokens,
+             "error": c.response.error, "text": c.response.text} for c in rec.calls]}  # fmt: skip
     if args.out:
         args.out.write_text(json.dumps({"figures": figures, **dump}, indent=1))
     print(json.dumps(figures))
