@@ -5,9 +5,10 @@
 
 It checks what a fake model cannot: the product's own strict schemas, sent unchanged, keep a
 135M decoder inside the method's format. The extractor's schema is built per request from the
-graph (one slot per IU with ``const`` id and concept, label enums, bounded reasoning) and the
-learner's free text is bounded (``model/outputs.py``), so a model that rambles inside a string
-stops at the bound instead of running into ``max_tokens``. ``Recorder`` only records what was sent
+graph (one slot per IU with ``const`` id and concept, label enums). From prompt set v3 on no
+schema bounds free text (``model/outputs.py``: a bound would cut a thought or a rationale
+mid-sentence), so a model that rambles inside a string runs into ``max_tokens`` and gets one retry
+with the whole budget (``sim/ask.py``). ``Recorder`` only records what was sent
 and received; it changes nothing. Retries, truncations and refused answers are allowed (they are
 part of the product) but must be counted truly in the session row.
 """
@@ -46,9 +47,8 @@ pytestmark = [pytest.mark.llm_cpu, pytest.mark.slow]
 
 MAX_TURNS = 2
 # max_tokens is each role's cap: the first call gets half of it (the extractor a per-graph
-# estimate, 512 + 256 per IU), a truncated answer one retry at the cap (sim/ask.py). The caps fit
-# the bounded schemas even when every character of every string is its own token (the degenerate
-# case): UserTurn <= 600 characters of text, a 3-IU SignalReport <= 6 x 240.
+# estimate, 512 + 256 per IU), a truncated answer one retry at the cap (sim/ask.py). Measured with
+# prompt set v3 (no text bounds): SmolLM2's answers here stay well inside these caps.
 ROLES = {
     "user_sim": RoleSettings(model="smol", temperature=0.7, max_tokens=768, attempts=2),
     # plain text: a reply cut at max_tokens is still a reply; short keeps the extractor's prompt small
