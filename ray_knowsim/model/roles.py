@@ -41,8 +41,8 @@ ROLE_DEFAULTS: dict[str, RoleDefaults] = {
 
 #: the smallest first-try budget (tokens) when it is derived from the cap
 MIN_BUDGET = 256
-#: first-try budget of the extractor: a report needs roughly this per IU (two bounded reasoning
-#: texts and the labels) plus the envelope
+#: first-try budget of the extractor: a report needs roughly this per IU (two reasoning texts, a
+#: sentence or two each, and the labels) plus the envelope
 EXTRACTOR_TOKENS_PER_IU = 256
 EXTRACTOR_TOKENS_BASE = 512
 

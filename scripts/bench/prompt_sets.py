@@ -48,6 +48,7 @@ from ray_knowsim.io.loaders import load_graph_cache, load_init_cache, load_items
 from ray_knowsim.llm.parse import extract_json, parse_rating, parse_signal_report, parse_user_turn  # noqa: E402
 from ray_knowsim.llm.recording import Call, RecordingModel  # noqa: E402
 from ray_knowsim.model.chat import ChatRequest  # noqa: E402
+from ray_knowsim.model.roles import ROLE_DEFAULTS  # noqa: E402
 from ray_knowsim.model.outputs import V2_REASONING_MAX_CHARS, V2_TEXT_BOUNDS  # noqa: E402
 from ray_knowsim.prompts.baselines import render_baseline_user  # noqa: E402
 from ray_knowsim.prompts.judges import render_rater  # noqa: E402
@@ -241,11 +242,10 @@ async def sessions(model, items, graphs, init, prompts: str, args) -> list:
         specs.append(replace(spec, initial_ks=ks))
     shard = ShardSpec("shard-prompts", 0, tuple(specs), {item_key(i.task, i.id): i for i in chosen},
                       {item_key(i.task, i.id): graphs[i.id] for i in chosen})
-    roles = {
-        "user_sim": RoleSettings(model="m", temperature=0.7, max_tokens=args.user_sim_max_tokens, attempts=3),
-        "assistant": RoleSettings(model="m", temperature=0.0, max_tokens=args.assistant_max_tokens, attempts=1),
-        "extractor": RoleSettings(model="m", temperature=0.0, max_tokens=args.extractor_max_tokens, attempts=3),
-    }
+    caps = {"user_sim": args.user_sim_max_tokens, "assistant": args.assistant_max_tokens, "extractor": args.extractor_max_tokens}
+    roles = {role: RoleSettings(model="m", temperature=ROLE_DEFAULTS[role].temperature, max_tokens=cap or ROLE_DEFAULTS[role].max_tokens,
+                                attempts=ROLE_DEFAULTS[role].attempts, repair_temperature=ROLE_DEFAULTS[role].repair_temperature)
+             for role, cap in caps.items()}  # the product's role defaults, caps overridable
     ctx = ShardContext(run_id="prompt-sets", config_hash=prompts, run_seed=1, rules=reference_rules(), max_turns=args.turns,
                        early_stop="virtual", graph_mode="reference", roles=roles, prompts=prompts)  # fmt: skip
     results = [r async for r in run_shard(shard, RoleModels(user_sim=model, extractor=model, assistants={"m": model}), ctx)]
@@ -301,9 +301,9 @@ def main() -> None:
     ap.add_argument("--baseline-openings", action="store_true", help="also ask the baseline's opening for every item")
     ap.add_argument("--sessions", type=int, default=3)
     ap.add_argument("--turns", type=int, default=3)
-    ap.add_argument("--user-sim-max-tokens", type=int, default=3000)
-    ap.add_argument("--assistant-max-tokens", type=int, default=3000)
-    ap.add_argument("--extractor-max-tokens", type=int, default=16384)
+    ap.add_argument("--user-sim-max-tokens", type=int, default=None, help="cap; default: the role's (model/roles.py)")
+    ap.add_argument("--assistant-max-tokens", type=int, default=None)
+    ap.add_argument("--extractor-max-tokens", type=int, default=None)
     ap.add_argument("--timeout-s", type=float, default=900)
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--out", type=Path, default=None, help="write every opening row and call summary here (JSON)")

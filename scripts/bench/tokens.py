@@ -49,6 +49,8 @@ from ray_knowsim.llm.http.config import HTTPModelConfig  # noqa: E402
 from ray_knowsim.llm.offline import OfflineModel  # noqa: E402
 from ray_knowsim.llm.server import serve_model_in_thread  # noqa: E402
 from ray_knowsim.model.chat import ChatRequest, ChatResponse  # noqa: E402
+from ray_knowsim.model.roles import ROLE_DEFAULTS  # noqa: E402
+from ray_knowsim.prompts.templates import DEFAULT_PROMPTS  # noqa: E402
 from ray_knowsim.rules.config import reference_rules  # noqa: E402
 from ray_knowsim.sim.shard import run_shard  # noqa: E402
 from ray_knowsim.sim.types import RoleModels, RoleSettings, SessionSpec, ShardContext, ShardSpec, item_key  # noqa: E402
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--levels", default="novice,intermediate,advanced")
     ap.add_argument("--strategies", default="simple,socratic,adaptive,comprehensive")
     ap.add_argument("--items", type=int, default=0, help="first N demo items (0: all)")
-    ap.add_argument("--prompts", default="v2")
+    ap.add_argument("--prompts", default=DEFAULT_PROMPTS)
     ap.add_argument("--tokenizer", default=str(DEFAULT_TOKENIZER))
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
@@ -145,8 +147,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     specs = sessions(items, args.levels.split(","), args.strategies.split(","))
     graphs = {item_key(t, k): g for t in ("math", "expertqa") for k, g in demo_graphs(t).items()}
     shard = ShardSpec("bench-tokens", 0, tuple(specs), {item_key(i.task, i.id): i for i in items}, graphs)
-    roles = {r: RoleSettings(model="off", temperature=t, max_tokens=m) for r, t, m in
-             (("user_sim", 0.7, 3000), ("assistant", 0.0, 3000), ("extractor", 0.0, 16384), ("judge", 0.0, 4096))}
+    roles = {r: RoleSettings(model="off", temperature=d.temperature, max_tokens=d.max_tokens, attempts=d.attempts,
+                             repair_temperature=d.repair_temperature) for r, d in ROLE_DEFAULTS.items()}
     ctx = ShardContext(run_id="bench-tokens", config_hash="bench", run_seed=1, rules=reference_rules(),
                        max_turns=args.turns, early_stop="virtual", graph_mode="strict", roles=roles, prompts=args.prompts)
     log: list[tuple[ChatRequest, ChatResponse]] = []
@@ -154,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with serve_model_in_thread(OfflineModel(), served_name="offline") as server:
         http = OpenAICompatibleModel(HTTPModelConfig(base_url=server.base_url, model="offline", offline_server=True, max_in_flight=32))
         model = Recording(http, log)
-        models = RoleModels(user_sim=model, extractor=model, assistants={"off": model}, judge=model)
+        models = RoleModels(user_sim=model, extractor=model, assistants={"off": model})  # judges run after the loop (score/)
 
         async def collect():
             return [r async for r in run_shard(shard, models, ctx)]
