@@ -61,6 +61,8 @@ from ray_knowsim.io.commits import (
 )
 
 BATCH_ROWS = 8192
+#: the record an adaptive run keeps (ray_knowsim.io.decisions): its procedure may end it before the plan does
+ADAPTIVE_DECISIONS = "decisions.json"
 REQUIRED_SESSION_COLUMNS = ("session_id", "condition", "knowledge_level", "status")
 Layout = Literal["committed", "plain"]
 
@@ -173,10 +175,72 @@ class RunStatus:
     superseded_rows: int = 0  # rows of commits that another commit's row of the session outranks
     foreign_commits: list[str] = field(default_factory=list)  # markers of another config (never counted)
     manifest_status: str | None = None  # the last invocation's status ("running", "ok", ...)
+    last_finished: bool | None = None  # whether the last invocation recorded its end (None: no invocation recorded)
+    stopped: dict[str, Any] | None = None  # engine.fail_fast's stop of the last invocation (error, failed, finished)
+    adaptive: bool = False  # an adaptive run (decisions.json): its procedure may stop before the plan's end
 
     @property
     def complete(self) -> bool:
         return self.n_planned is not None and self.n_committed >= self.n_planned
+
+    def completeness(self) -> "Completeness":
+        """Whether every planned session is committed and, when not, why: THE rule every reader
+        marks an incomplete run by (report, compare, viewer)."""
+        return completeness(self)
+
+
+#: why a run holds fewer sessions than planned (see :func:`completeness`)
+IncompleteReason = Literal["running", "interrupted", "stopped_on_failures", "failed", "incomplete"]
+REASON_TEXT: dict[str, str] = {
+    "running": "the last invocation has not recorded its end: it is still running, or was killed before it could",
+    "interrupted": "interrupted (Ctrl-C); the same command resumes it",
+    "stopped_on_failures": "stopped by engine.fail_fast",
+    "failed": "the last invocation stopped with an error",
+    "incomplete": "shards that did not finish; the same command resumes them",
+}
+
+
+@dataclass(frozen=True)
+class Completeness:
+    """n of N planned sessions, and why not all (None when complete or when no plan is recorded)."""
+
+    n_committed: int
+    n_planned: int | None
+    reason: IncompleteReason | None
+    text: str  # one line for a page: "64 of 1,008 planned sessions committed: interrupted (Ctrl-C); ..."
+
+    @property
+    def incomplete(self) -> bool:
+        return self.reason is not None
+
+    @property
+    def progress(self) -> str:
+        return f"{self.n_committed:,} of {self.n_planned:,}" if self.n_planned is not None else f"{self.n_committed:,} (no plan recorded)"
+
+
+def completeness(st: RunStatus) -> Completeness:
+    """A run is incomplete when its manifest plans more sessions than are committed, or its last
+    invocation has not ended (a run still writing). The reason, from the last invocation: still
+    running (no end recorded), interrupted, stopped on failures, failed, else shards that did not
+    finish. An adaptive run that ended normally is complete at fewer sessions (its procedure
+    decided); one without a plan (a plain layout) cannot be judged and is not flagged."""
+    if st.n_planned is None:
+        return Completeness(st.n_committed, None, None, f"{st.n_committed:,} sessions; no plan recorded (not written by `ray-knowsim run`)")
+    missing = st.n_planned - st.n_committed
+    reason: IncompleteReason | None = None
+    if st.last_finished is False:
+        reason = "running"
+    elif missing > 0 and not (st.adaptive and st.manifest_status in ("ok", "ok_with_failed_sessions")):
+        status = st.manifest_status
+        reason = status if status in ("interrupted", "stopped_on_failures", "failed") else "incomplete"
+    progress = f"{st.n_committed:,} of {st.n_planned:,} planned sessions committed"
+    if reason is None:
+        tail = " (an adaptive run: its procedure decided before the plan's end)" if missing > 0 else ""
+        return Completeness(st.n_committed, st.n_planned, None, progress + tail)
+    why = REASON_TEXT[reason]
+    if reason == "stopped_on_failures" and st.stopped:
+        why += f" ({st.stopped.get('failed', '?')} of {st.stopped.get('finished', '?')} finished sessions failed with {st.stopped.get('error', '?')})"
+    return Completeness(st.n_committed, st.n_planned, reason, f"{progress}: {why}")
 
 
 class RunReader:
@@ -248,7 +312,6 @@ class RunReader:
         return self.index.entries() if self.index is not None else {}
 
     def status(self) -> RunStatus:
-        plan = (self.manifest or {}).get("plan") or {}
         if self.index is None:  # plain: count the rows
             table = self.sessions.read(["status", *self.sessions.present(["failure_class", "attempt"])])
             status = table.column("status").to_pylist()
@@ -261,15 +324,13 @@ class RunReader:
         for st, cls, _ in entries:
             if st != "ok":
                 by_class[cls or "model"] = by_class.get(cls or "model", 0) + 1
-        invocations = (self.manifest or {}).get("invocations") or []
         return RunStatus(
-            root=self.root, layout=self.layout, config_hash=self.config_hash, n_planned=plan.get("n_sessions"),
+            root=self.root, layout=self.layout, config_hash=self.config_hash, **manifest_facts(self.manifest),
             n_committed=len(entries), n_ok=sum(st == "ok" for st, _, _ in entries),
             n_failed=sum(st != "ok" for st, _, _ in entries), failed_by_class=by_class,
             rerun=sum(a > 1 for _, _, a in entries), commits=len(self.index.live()) if self.index else 0,
             superseded_rows=sum(len(s) for s in self.index.superseded.values()) if self.index else 0,
-            foreign_commits=[c.name for c in self.foreign],
-            manifest_status=invocations[-1].get("status") if invocations else None,
+            foreign_commits=[c.name for c in self.foreign], adaptive=(self.root / ADAPTIVE_DECISIONS).is_file(),
         )
 
     def turns_of(self, session_id: str, columns: Iterable[str] | None = None) -> list[dict]:
@@ -280,6 +341,20 @@ class RunReader:
         if cols is not None and "turn" not in cols:
             cols.append("turn")
         return sorted(self.turns.rows_of([session_id], cols), key=lambda r: r["turn"])
+
+
+def manifest_facts(manifest: dict[str, Any] | None) -> dict[str, Any]:
+    """What a :class:`RunStatus` takes from the run's manifest: the plan's size, the last
+    invocation's status, whether it recorded its end, and engine.fail_fast's stop."""
+    manifest = manifest or {}
+    invocations = manifest.get("invocations") or []
+    last = invocations[-1] if invocations else {}
+    return {
+        "n_planned": (manifest.get("plan") or {}).get("n_sessions"),
+        "manifest_status": last.get("status") or manifest.get("status"),
+        "last_finished": (last.get("finished_at") is not None) if invocations else None,
+        "stopped": (last.get("totals") or {}).get("stopped") or None,
+    }
 
 
 def has_commit_markers(root: str | Path) -> bool:
@@ -337,4 +412,5 @@ def _check_unique(sessions: CommittedTable) -> None:
             seen[sid] = f.path
 
 
-__all__ = ["BATCH_ROWS", "CommittedTable", "LiveFile", "MarkerError", "RunDirError", "RunReader", "RunStatus", "has_commit_markers", "open_run"]
+__all__ = ["BATCH_ROWS", "CommittedTable", "Completeness", "LiveFile", "MarkerError", "RunDirError", "RunReader", "RunStatus",
+           "completeness", "has_commit_markers", "manifest_facts", "open_run"]

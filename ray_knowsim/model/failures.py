@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from ray_knowsim.model.results import ERROR_DETAIL_CHARS
+
 FailureClass = Literal["infra", "model"]
 INFRA: FailureClass = "infra"
 MODEL: FailureClass = "model"
@@ -58,6 +60,29 @@ def error_kind(error: str | None) -> str | None:
     return str(error).split(":", 1)[0].strip() or "error"
 
 
+def error_text(error: str | None, error_detail: str | None = None) -> str:
+    """Why a session failed, in words, for a page or a table: the row's ``error_detail`` (the
+    server's message, the parser's complaint), else what follows the kind in the error text itself
+    (``assistant_http_404: The model ... does not exist``: rows written before ``error_detail``
+    existed), else ""."""
+    if error_detail and str(error_detail).strip():
+        return str(error_detail).strip()
+    if error is None or ":" not in str(error):
+        return ""
+    return str(error).split(":", 1)[1].strip()
+
+
+def bounded_detail(text: str | None, limit: int = ERROR_DETAIL_CHARS) -> str | None:
+    """``text`` on one line and at most ``limit`` characters (cut with an ellipsis): a session row
+    keeps the reason of its failure, never a whole response body. None or blank stays None."""
+    if text is None:
+        return None
+    flat = " ".join(str(text).split())
+    if not flat:
+        return None
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def error_reason(error_code: str) -> str:
     """The reason part of ``<role>_<reason>[: detail]`` (the role stripped, details dropped)."""
     code = error_code.strip().split(" ", 1)[0]
@@ -84,4 +109,5 @@ def failure_class(error_code: str | None) -> FailureClass | None:
     return MODEL
 
 
-__all__ = ["FAILURE_CLASSES", "INFRA", "MODEL", "FailureClass", "error_kind", "error_reason", "failure_class"]
+__all__ = ["FAILURE_CLASSES", "INFRA", "MODEL", "FailureClass", "bounded_detail", "error_kind", "error_reason", "error_text",
+           "failure_class"]

@@ -28,6 +28,16 @@ JUDGE_DRIFT: tuple[str, ...] = ("judge_repairs", "judge_refusals", "judge_warnin
 #: every per-session drift count the tables sum per cell and the report totals: the extractor's
 #: (session columns), truncated answers, then the judges' (joined in from the primary score set)
 DRIFT_COLUMNS: tuple[str, ...] = ("extractor_repairs", "extractor_refusals", "llm_truncations", *JUDGE_DRIFT)
+#: the roles of the simulation loop, whose truncated answers each session row counts per role
+#: (``llm_truncations_<role>``; the judges' answers are read by the scoring stage, ray_knowsim.score)
+TRUNCATION_ROLES: tuple[str, ...] = ("user_sim", "assistant", "extractor")
+#: the most characters of a failure's reason a session row keeps (``error_detail``)
+ERROR_DETAIL_CHARS = 500
+
+
+def truncation_column(role: str) -> str:
+    """The session column counting ``role``'s answers cut by max_tokens, e.g. ``llm_truncations_assistant``."""
+    return f"llm_truncations_{role}"
 
 
 def token_columns(role: str) -> dict[str, str]:
@@ -72,6 +82,10 @@ class _SessionCore(BaseModel):
     early_stop_turn: int | None = None  # 1-based turn of the virtual early stop (None: none)
     early_stop_reason: str | None = None  # "mastery" | "cognitive_overload" | judge reason
     error: str | None = None
+    # why it failed, in the failing party's words (bounded to ERROR_DETAIL_CHARS, secrets masked):
+    # for an HTTP error its status and the server's message ("HTTP 400: max_tokens=8192 cannot be
+    # greater than max_model_len=4096"), for an unreadable answer the parser's complaint
+    error_detail: str | None = None
     # resume bookkeeping, set by the engine when it commits the row (the loop leaves the defaults):
     # which run of this session the row is (1 = first), the errors of the earlier runs (JSON list,
     # oldest first) and the class of this row's error (ray_knowsim.model.failures.failure_class)
@@ -118,6 +132,7 @@ class _SessionCore(BaseModel):
     llm_calls: int = 0  # answers that came from a model (cache hits and failed transport calls excluded)
     llm_cache_hits: int = 0  # answers served by the response cache
     llm_truncations: int = 0  # answers cut by max_tokens (each is retried once with the role's whole budget)
+    # (per role: the llm_truncations_<role> columns SessionRow adds, one per TRUNCATION_ROLES)
     # extractor drift (live runs): normalised (e.g. "iu1" -> "IU1") and refused answers, summed over turns
     extractor_repairs: int = 0
     extractor_refusals: int = 0
@@ -125,13 +140,15 @@ class _SessionCore(BaseModel):
     user_profile: str = ""  # the learner profile a profile baseline was given (drawn from the seed)
 
 
-#: one row per conversation: the core columns, the token counters of every role, then its cost in
-#: USD (None: a model has no price). Generated so that a role added to ROLES gets its columns.
+#: one row per conversation: the core columns, the token counters of every role, the truncated
+#: answers of each simulation role, then its cost in USD (None: a model has no price). Generated so
+#: that a role added to ROLES / TRUNCATION_ROLES gets its columns.
 SessionRow = create_model(
     "SessionRow",
     __base__=_SessionCore,
     __module__=__name__,
     **{column: (int, 0) for role in ROLES for column in token_columns(role).values()},
+    **{truncation_column(role): (int, 0) for role in TRUNCATION_ROLES},
     cost_usd=(float | None, None),
 )
 

@@ -17,7 +17,8 @@ Options (``engine.shard_fn_options``):
   ``raise_after``: raise RuntimeError after yielding that many results (a loop crashing mid-shard).
 * ``fail_sessions``: session ids that end as failed: a list (error ``assistant_invalid_output``, a
   model failure) or a mapping session id -> error code (``assistant_http_503`` for an infra
-  failure, ...: model/failures.py classifies it). ``fail_once_file``: when set, a session fails only
+  failure, ...: model/failures.py classifies it; ``"<code>: <reason>"`` also fills the row's
+  ``error_detail``). ``fail_once_file``: when set, a session fails only
   while this file does not exist (it fails, then the test creates the file: the next run heals).
 * ``crash_file``: when this file exists and names the shard, the worker that runs the shard
   renames it to ``<file>.fired`` and kills itself (SIGKILL): a worker dying mid-run, once. The
@@ -162,6 +163,7 @@ def _result(shard: ShardSpec, s: SessionSpec, ctx: ShardContext, n_turns: int, e
     initial = [state_value((ks.get(label) or {}).get("state")) for label in index.labels]
     tau = capacity(index.size, ctx.rules.capacity_ratio, ctx.rules.capacity_floor)
     ok = error is None
+    error, _, detail = (error or "").partition(": ")
     metrics = {}
     if ok and SIMULATORS.get(s.simulator).structured:
         for m in SESSION_METRICS:
@@ -193,7 +195,8 @@ def _result(shard: ShardSpec, s: SessionSpec, ctx: ShardContext, n_turns: int, e
         stop_reason="max_turns" if ok else "error",
         early_stop_turn=es_turn,
         early_stop_reason="cognitive_overload" if es_turn else None,
-        error=error,
+        error=error or None,
+        error_detail=detail or None,
         llm_calls=llm_calls,
         **{token_columns(role)["tokens"]: tokens.get(role, 0) for role in ROLES},
         **metrics,

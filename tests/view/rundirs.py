@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -61,8 +61,10 @@ def committed_run(
     seed: int = 0,
     price: float | None = None,
     leftover: bool = False,
+    edit: Callable[[pa.Table, pa.Table | None], tuple[pa.Table, pa.Table | None]] | None = None,
 ) -> Path:
-    """A committed run at ``root/name`` holding ``n_sessions`` of ``planned`` sessions."""
+    """A committed run at ``root/name`` holding ``n_sessions`` of ``planned`` sessions;
+    ``edit(sessions, turns)`` returns the tables to commit instead (chosen failures, a broken simulator)."""
     scratch = root / f".{name}-synthetic"
     syn = write_synthetic_run(scratch, n_sessions=n_sessions, max_turns=max_turns, seed=seed, failed_share=failed_share,
                               conditions=conditions, run_id=name, message_chars=(200, 700))
@@ -90,6 +92,8 @@ def committed_run(
         sessions = sessions.set_column(sessions.schema.get_field_index("error"), "error", pa.array(errors, pa.string()))
     if price is not None:
         sessions = sessions.set_column(sessions.schema.get_field_index("cost_usd"), "cost_usd", pa.array([price] * sessions.num_rows))
+    if edit is not None:
+        sessions, turns = edit(sessions, turns)
     run_dir = root / name
     ids = sessions.column("session_id").to_pylist()
     for k in range(0, len(ids), shard_size):

@@ -1,0 +1,257 @@
+"""Cheap signs that the simulator itself is not working, said on every page that shows results.
+
+Why: a broken learner-side model makes numbers that look like results. Measured with SmolLM2-135M
+as the extractor and the judge: the extractor gave every IU the same label in 12 of 12 answers, no
+knowledge state ever moved, and the judge gave IQ 1 to every conversation, yet the report looked
+normal. Each check below would have said so. They read a few columns of the rows (pure counting,
+no model, no Ray), so the report, the viewer and the run's final line all run them:
+
+* **uniform_labels** — the share of extractor answers (turns with signals) that give ONE
+  ``teaching_quality`` label to every IU they list (at least 2 IUs). A working extractor labels
+  the few IUs a turn touched and leaves the rest ``not_mentioned`` (the offline demo: 25 of
+  2,520 answers, 1 %, all "not_mentioned" turns where the tutor named nothing). Warned from
+  :data:`UNIFORM_WARN_SHARE` of at least :data:`MIN_ANSWERS` answers; severe from
+  :data:`UNIFORM_SEVERE_SHARE`.
+* **frozen_states** — a condition whose structured sessions gave at least :data:`MIN_ANSWERS`
+  extractor answers and whose knowledge states never moved (no upward transition in any turn). One
+  such condition may be a tutor that teaches nothing; severe when EVERY condition with answers is
+  frozen (then it is the simulator).
+* **constant_judge** — a judge score (IQ and the judge's other scores) that takes one value over
+  at least :data:`JUDGE_MIN_SCORED` judged conversations; severe from
+  :data:`JUDGE_SEVERE_SCORED`.
+
+Cost is bounded: at most :data:`MAX_TURN_ROWS` turn rows are read (the first in the run's file
+order; a page says when the cap cut the read), and only the sessions those turns belong to are
+looked up for their condition.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Literal
+
+import pyarrow as pa
+
+from ray_knowsim.io.rundir import RunReader
+
+#: extractor answers (of the run, or of one condition) before a share or a frozen state is judged
+MIN_ANSWERS = 8
+#: share of one-label answers from which the run is warned about, and from which that is severe
+UNIFORM_WARN_SHARE = 0.5
+UNIFORM_SEVERE_SHARE = 0.9
+#: judged conversations before a constant score is warned about, and from which that is severe
+JUDGE_MIN_SCORED = 8
+JUDGE_SEVERE_SCORED = 12
+#: turn rows read at most (bounds the cost of the checks on very large runs)
+MAX_TURN_ROWS = 50_000
+#: the judges' scores checked for a constant value (score columns, ray_knowsim.score.store)
+JUDGE_SCORES: dict[str, str] = {
+    "iq": "IQ", "judge_information_calibration": "information calibration",
+    "judge_perceived_overload": "perceived overload", "judge_perceived_learning": "perceived learning",
+}  # fmt: skip
+TURN_COLUMNS = ("session_id", "signals_json", "n_upward_transitions")
+
+Check = Literal["uniform_labels", "frozen_states", "constant_judge"]
+
+
+@dataclass(frozen=True)
+class SanityWarning:
+    check: Check
+    severe: bool
+    scope: str  # "run", or the condition it is about
+    text: str  # one sentence for a page
+
+    def line(self) -> str:
+        return f"{'SEVERE' if self.severe else 'warning'} ({self.check}): {self.text}"
+
+
+@dataclass
+class SessionSignals:
+    """What one session's extractor answers amount to."""
+
+    answers: int = 0  # turns with signals
+    uniform: int = 0  # of them, one label for every IU listed
+    upward: int = 0  # upward state transitions over its turns
+    labels: Counter = field(default_factory=Counter)  # label of each uniform answer -> answers
+
+
+@dataclass
+class SanityInputs:
+    """The counts the checks read, built batch by batch (turn rows, then session rows)."""
+
+    per_session: dict[str, SessionSignals] = field(default_factory=dict)
+    condition_of: dict[str, str] = field(default_factory=dict)  # session id -> condition (of the sessions above)
+    judge: dict[str, Counter] = field(default_factory=dict)  # score column -> value counts (non-null)
+    turn_rows: int = 0
+    capped: bool = False  # MAX_TURN_ROWS stopped the read of the turns
+
+    def add_turns(self, batch: pa.RecordBatch | pa.Table) -> None:
+        names = set(batch.schema.names)
+        if "signals_json" not in names:
+            return
+        ids = batch.column("session_id").to_pylist()
+        signals = batch.column("signals_json").to_pylist()
+        ups = batch.column("n_upward_transitions").to_pylist() if "n_upward_transitions" in names else [0] * len(ids)
+        self.turn_rows += len(ids)
+        for sid, text, up in zip(ids, signals, ups):
+            entries = _entries(text)
+            if not entries:
+                continue  # a baseline turn: no extractor answer
+            label = _one_label(entries)
+            s = self.per_session.setdefault(str(sid), SessionSignals())
+            s.answers += 1
+            s.upward += int(up or 0)
+            if label:
+                s.uniform += 1
+                s.labels[label] += 1
+
+    def add_sessions(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Session rows with the judges' scores joined in (and ``condition`` for the sessions whose turns were read)."""
+        names = set(batch.schema.names)
+        if "condition" in names and self.per_session:
+            for sid, cond in zip(batch.column("session_id").to_pylist(), batch.column("condition").to_pylist()):
+                if sid in self.per_session:
+                    self.condition_of[sid] = str(cond)
+        for column in JUDGE_SCORES:
+            if column in names:
+                values = self.judge.setdefault(column, Counter())
+                values.update(float(v) for v in batch.column(column).to_pylist() if v is not None and v == v)
+
+    def by_condition(self) -> dict[str, SessionSignals]:
+        out: dict[str, SessionSignals] = {}
+        for sid, s in self.per_session.items():
+            c = out.setdefault(self.condition_of.get(sid, "?"), SessionSignals())
+            c.answers += s.answers
+            c.uniform += s.uniform
+            c.upward += s.upward
+            c.labels.update(s.labels)
+        return out
+
+
+def _entries(text: Any) -> list[dict]:
+    try:
+        data = json.loads(text) if isinstance(text, str) else []
+    except ValueError:
+        return []
+    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
+
+
+def _one_label(entries: list[dict]) -> str | None:
+    if len(entries) < 2:
+        return None
+    labels = {str(e.get("teaching_quality")) for e in entries}
+    return labels.pop() if len(labels) == 1 else None
+
+
+def uniform_label(signals_json: Any) -> str | None:
+    """The one ``teaching_quality`` an extractor answer gives to every IU it lists (at least 2), or None."""
+    return _one_label(_entries(signals_json))
+
+
+def checks(inputs: SanityInputs) -> list[SanityWarning]:
+    """The warnings the counts call for (pure; thresholds in the module docstring)."""
+    out: list[SanityWarning] = []
+    answers = sum(s.answers for s in inputs.per_session.values())
+    uniform = sum(s.uniform for s in inputs.per_session.values())
+    read = f" (of the first {inputs.turn_rows:,} turn rows)" if inputs.capped else ""
+    if answers >= MIN_ANSWERS and uniform / answers >= UNIFORM_WARN_SHARE:
+        labels = Counter()
+        for s in inputs.per_session.values():
+            labels.update(s.labels)
+        top = ", ".join(f"{lab!r} {n:,}" for lab, n in labels.most_common(3))
+        out.append(SanityWarning(
+            "uniform_labels", uniform / answers >= UNIFORM_SEVERE_SHARE, "run",
+            f"the extractor gave one label to every IU in {uniform:,} of {answers:,} answers{read} ({top}): "
+            "a working extractor labels the IUs a turn touched and leaves the rest not_mentioned",
+        ))  # fmt: skip
+    conditions = {c: s for c, s in inputs.by_condition().items() if s.answers >= MIN_ANSWERS}
+    frozen = sorted(c for c, s in conditions.items() if s.upward == 0)
+    every = bool(conditions) and len(frozen) == len(conditions)
+    for c in frozen:
+        s = conditions[c]
+        out.append(SanityWarning(
+            "frozen_states", every, c,
+            f"no knowledge state moved in condition {c} over {s.answers:,} extractor answers{read}"
+            + (" (nor in any other condition: the simulator, not the tutor)" if every and len(frozen) > 1 else ""),
+        ))  # fmt: skip
+    for column, values in inputs.judge.items():
+        n = sum(values.values())
+        if n >= JUDGE_MIN_SCORED and len(values) == 1:
+            value = next(iter(values))
+            out.append(SanityWarning(
+                "constant_judge", n >= JUDGE_SEVERE_SCORED, "run",
+                f"the judge gave {JUDGE_SCORES[column]} {value:g} to every one of {n:,} judged conversations",
+            ))  # fmt: skip
+    return out
+
+
+@dataclass
+class SanityReport:
+    warnings: list[SanityWarning]
+    inputs: SanityInputs
+
+    @property
+    def severe(self) -> list[SanityWarning]:
+        return [w for w in self.warnings if w.severe]
+
+    def to_dict(self) -> dict[str, Any]:
+        a = sum(s.answers for s in self.inputs.per_session.values())
+        return {"warnings": [{"check": w.check, "severe": w.severe, "scope": w.scope, "text": w.text} for w in self.warnings],
+                "extractor_answers": a, "uniform_answers": sum(s.uniform for s in self.inputs.per_session.values()),
+                "turn_rows_read": self.inputs.turn_rows, "capped": self.inputs.capped,
+                "judged": {c: sum(v.values()) for c, v in self.inputs.judge.items()}}
+
+
+def check_batches(turns: Iterable[pa.RecordBatch | pa.Table], sessions: Callable[[list[str]], Iterable[pa.RecordBatch | pa.Table]],
+                  max_turn_rows: int = MAX_TURN_ROWS) -> SanityReport:
+    """The checks over turn batches (read until ``max_turn_rows``) and ``sessions(ids)``: session
+    batches with ``condition`` and the judges' scores (every session; ``ids`` are those whose turns were read)."""
+    inputs = SanityInputs()
+    for batch in turns:
+        if inputs.turn_rows >= max_turn_rows:
+            inputs.capped = True
+            break
+        room = max_turn_rows - inputs.turn_rows
+        inputs.add_turns(batch.slice(0, room) if batch.num_rows > room else batch)
+        if batch.num_rows > room:
+            inputs.capped = True
+            break
+    for batch in sessions(sorted(inputs.per_session)):
+        inputs.add_sessions(batch)
+    return SanityReport(checks(inputs), inputs)
+
+
+def check_run(run: RunReader, attach: Callable[[pa.Table], pa.Table] | None = None,
+              max_turn_rows: int = MAX_TURN_ROWS) -> SanityReport:
+    """The checks of a run directory's counted rows; ``attach``: the run's ``RunScores.attach``
+    (the judges' scores live in scores/)."""
+    turns = run.turns.scan(TURN_COLUMNS) if run.turns is not None else iter(())
+
+    def sessions(_ids: list[str]) -> Iterable[pa.Table]:
+        for batch in run.sessions.scan(["session_id", "condition", *JUDGE_SCORES]):  # (rows may carry the scores themselves)
+            table = pa.Table.from_batches([batch])
+            yield attach(table) if attach is not None else table
+
+    return check_batches(turns, sessions, max_turn_rows)
+
+
+def check_tables(turns: pa.Table | None, sessions: pa.Table, max_turn_rows: int = MAX_TURN_ROWS) -> SanityReport:
+    """The checks over tables already in memory (the viewer's projected session table, with the
+    scores joined, and a run's turn rows)."""
+    batches = turns.to_batches() if turns is not None else []
+    return check_batches(batches, lambda _ids: [sessions], max_turn_rows)
+
+
+def summary_line(report: SanityReport) -> str:
+    """The severe warnings on one line (the run's final line); "" when none."""
+    severe = report.severe
+    return "; ".join(w.text for w in severe)
+
+
+__all__ = [
+    "JUDGE_MIN_SCORED", "JUDGE_SCORES", "JUDGE_SEVERE_SCORED", "MAX_TURN_ROWS", "MIN_ANSWERS", "UNIFORM_SEVERE_SHARE",
+    "UNIFORM_WARN_SHARE", "SanityInputs", "SanityReport", "SanityWarning", "check_batches", "check_run", "check_tables",
+    "checks", "summary_line", "uniform_label",
+]  # fmt: skip

@@ -1,0 +1,93 @@
+"""The simulator's sanity checks: a broken extractor and judge (SmolLM2's behaviour, planted in a
+synthetic run) are named, a working one is not, and each threshold holds where it says."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from ray_knowsim.io.rundir import RunReader
+from ray_knowsim.io import sanity
+from ray_knowsim.io.sanity import SanityInputs, SessionSignals, check_run, checks, uniform_label
+from tests.doubles.broken import broken_simulator
+from tests.view.rundirs import committed_run
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sanity")
+    return {
+        "healthy": committed_run(root, "healthy", n_sessions=24, max_turns=3, seed=7),
+        "broken": committed_run(root, "broken", n_sessions=24, max_turns=3, seed=7, edit=broken_simulator),
+    }
+
+
+def test_a_broken_simulator_is_named_and_severe(runs):
+    report = check_run(RunReader.open(runs["broken"]))
+    by = {(w.check, w.scope): w for w in report.warnings}
+    answers = report.to_dict()["extractor_answers"]
+    assert answers == 24 * 3  # every turn of every (structured, ok) session is an extractor answer
+    uniform = by[("uniform_labels", "run")]
+    assert uniform.severe and f"{answers} of {answers} answers" in uniform.text and "'well_explained'" in uniform.text
+    frozen = [w for w in report.warnings if w.check == "frozen_states"]
+    conditions = set(RunReader.open(runs["broken"]).sessions.read(["condition"]).column("condition").to_pylist())
+    assert {w.scope for w in frozen} == conditions and all(w.severe for w in frozen)  # every condition: the simulator
+    judge = by[("constant_judge", "run")]
+    assert judge.severe and "IQ 1 to every one of 24 judged conversations" in judge.text
+
+
+def test_a_working_simulator_gets_no_warning(runs):
+    report = check_run(RunReader.open(runs["healthy"]))
+    assert report.warnings == [] and report.to_dict()["extractor_answers"] == 72
+
+
+def _inputs(per_condition: dict[str, tuple[int, int, int]], judged: dict[float, int] | None = None) -> SanityInputs:
+    """condition -> (answers, uniform answers, upward transitions), one session per condition."""
+    inputs = SanityInputs()
+    for c, (answers, uniform, up) in per_condition.items():
+        inputs.per_session[c + "/0"] = SessionSignals(answers, uniform, up)
+        inputs.condition_of[c + "/0"] = c
+    if judged:
+        inputs.judge["iq"] = Counter(judged)
+    return inputs
+
+
+def test_thresholds():
+    n = sanity.MIN_ANSWERS
+    # below the minimum number of answers nothing is judged
+    assert checks(_inputs({"a": (n - 1, n - 1, 0)})) == []
+    # one frozen condition among moving ones: a warning, not severe (it may be a tutor that teaches nothing)
+    got = checks(_inputs({"a": (n, 0, 0), "b": (n, 0, 3)}))
+    assert [(w.check, w.scope, w.severe) for w in got] == [("frozen_states", "a", False)]
+    # uniform share: warned from UNIFORM_WARN_SHARE, severe from UNIFORM_SEVERE_SHARE
+    total = 100
+    warn = round(total * sanity.UNIFORM_WARN_SHARE)
+    assert checks(_inputs({"a": (total, warn - 1, 5)})) == []
+    got = checks(_inputs({"a": (total, warn, 5)}))
+    assert [(w.check, w.severe) for w in got] == [("uniform_labels", False)]
+    got = checks(_inputs({"a": (total, round(total * sanity.UNIFORM_SEVERE_SHARE), 5)}))
+    assert [(w.check, w.severe) for w in got] == [("uniform_labels", True)]
+    # a constant judge: from JUDGE_MIN_SCORED, severe from JUDGE_SEVERE_SCORED; two values: no warning
+    moving = {"a": (n, 0, 3)}
+    assert checks(_inputs(moving, {7.0: sanity.JUDGE_MIN_SCORED - 1})) == []
+    assert checks(_inputs(moving, {7.0: sanity.JUDGE_MIN_SCORED, 8.0: 1})) == []
+    got = checks(_inputs(moving, {7.0: sanity.JUDGE_MIN_SCORED}))
+    assert [(w.check, w.severe) for w in got] == [("constant_judge", False)]
+    got = checks(_inputs(moving, {1.0: sanity.JUDGE_SEVERE_SCORED}))
+    assert [(w.check, w.severe) for w in got] == [("constant_judge", True)]
+
+
+def test_one_label_answers():
+    entry = lambda i, tq: {"id": f"IU{i}", "teaching_quality": tq}  # noqa: E731
+    assert uniform_label(json.dumps([entry(1, "shallow"), entry(2, "shallow")])) == "shallow"
+    assert uniform_label(json.dumps([entry(1, "shallow"), entry(2, "not_mentioned")])) is None
+    assert uniform_label(json.dumps([entry(1, "shallow")])) is None  # one IU says nothing about "every IU"
+    assert uniform_label("[]") is None and uniform_label("not json") is None
+
+
+def test_the_turn_rows_read_are_capped(runs):
+    report = check_run(RunReader.open(runs["broken"]), max_turn_rows=10)
+    assert report.inputs.capped and report.inputs.turn_rows == 10
+    assert any("of the first 10 turn rows" in w.text for w in report.warnings if w.check == "uniform_labels")
