@@ -91,9 +91,12 @@ def main(args: argparse.Namespace) -> int:
         print(f"interrupted: {stop.committed} of {stop.planned} sessions are committed and safe ({stop.ok} ok) in "
               f"{stop.run_dir}; resume with:\n  {resume_command(args, stop.run_dir)}", file=sys.stderr, flush=True)
         return 130
+    from ray_knowsim.engine.outcome_tables import final_line_parts
+
     stopped = f" ({outcome.stopped.line()})" if outcome.stopped is not None else ""
+    said = "".join(f"; {part}" for part in final_line_parts(outcome.tables))  # failures by kind, a broken simulator
     line = (f"run {outcome.run_id}: {outcome.status}{stopped}; sessions ok {outcome.n_ok}, failed {outcome.n_failed}, "
-            f"of {outcome.n_sessions}; {outcome.seconds:.1f}s; results in {outcome.run_dir}")
+            f"of {outcome.n_sessions}{said}; {outcome.seconds:.1f}s; results in {outcome.run_dir}")
     print(line, flush=True)
     if outcome.llm:
         from ray_knowsim.llm.accounting import Accounting

@@ -136,13 +136,18 @@ def pending_work(plan: Plan, reader: RunReader, policy: ResumePolicy) -> Work:
 def write_run_tables(run_dir: RunDir, reader: RunReader | None = None) -> dict[str, Any]:
     """Reduce the counted sessions (with the primary score set joined in) to the run's tables
     and write them to ``tables/``: after a run, and after ``score --primary`` switches the set."""
+    from ray_knowsim.engine.outcome_tables import sanity_table
     from ray_knowsim.engine.reduce import aggregate_cells, build_tables, write_tables
     from ray_knowsim.io.cost import cost_tables
+    from ray_knowsim.io.outcomes import outcome_tables
+    from ray_knowsim.io.sanity import check_run
 
     reader = reader if reader is not None else RunReader.open(run_dir.root)
     scores = RunScores.load(run_dir.root, reader)
     tables = build_tables(aggregate_cells(reader.sessions.files, scores=scores))
     tables.update(cost_tables(reader.sessions, scores.attach if scores.sets else None))
+    tables.update(outcome_tables(reader.sessions))  # failed sessions by error kind, truncations by role
+    tables["sanity"] = sanity_table(check_run(reader, scores.attach if scores.sets else None))
     write_tables(tables, run_dir.tables)
     return tables
 
@@ -249,9 +254,11 @@ def run(
                                                  "max_session_attempts": policy.max_attempts},
         })
     if outcome.tables and print_tables and not quiet:
+        from ray_knowsim.engine.outcome_tables import print_outcomes
         from ray_knowsim.engine.reduce import print_tables as show
 
         show(outcome.tables, display.console)
+        print_outcomes(outcome.tables, display.console)
     return outcome
 
 
