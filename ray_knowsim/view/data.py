@@ -30,7 +30,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ray_knowsim.io.commits import COMMITS, SESSION_SCHEMA, SHARDS
-from ray_knowsim.io.rundir import CommittedTable, LiveFile, RunDirError, RunReader, has_commit_markers
+from ray_knowsim.io.rundir import CommittedTable, LiveFile, RunDirError, RunReader, RunStatus, has_commit_markers
+from ray_knowsim.io.sanity import MAX_TURN_ROWS, TURN_COLUMNS, SanityReport, check_batches
 from ray_knowsim.score.store import SCORE_SCHEMA, SCORES, RunScores, ScoreMarker, counted_sessions
 
 #: folders never descended into while looking for outputs (big, or internals of a run)
@@ -64,6 +65,7 @@ class RunFiles:
     drops: list[frozenset[str]] = field(default_factory=list)  # per sessions file: its sessions another commit outranks
     error: str | None = None  # the reader refused the run (an unreadable marker): nothing of it was read
     counted: dict[str, set[str]] | None = None  # commit -> its counted sessions (which scores count)
+    status: RunStatus | None = None  # the reader's status of the run (n of N planned, and why not all)
 
     def drop(self, part: int) -> frozenset[str]:
         return self.drops[part] if part < len(self.drops) else frozenset()
@@ -236,6 +238,7 @@ class Files:
             out.turns.append(t if t is not None and t.is_file() else None)
             out.drops.append(f.drop)
         out.counted = counted_sessions(reader)
+        out.status = reader.status()
         return out
 
     def scores(self, run_dir: Path, files: RunFiles | None = None) -> RunScores:
@@ -329,6 +332,33 @@ class Files:
         with self._lock:
             self._cache[key] = (sig, row)
         return row
+
+    def sanity(self, run_dir: Path, files: RunFiles, sessions: pa.Table) -> SanityReport:
+        """The simulator's sanity checks (``io.sanity``) over the run's committed turn rows (at most
+        MAX_TURN_ROWS of them) and ``sessions`` (the run's session table, scores joined), cached
+        until the committed files change."""
+        key = f"sanity|{self.require(run_dir)}"
+        sig = (files.signature(), self._scores_signature(Path(run_dir)))
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and hit[0] == sig:
+                return hit[1]
+
+        def turn_batches() -> Iterator[pa.RecordBatch]:
+            for k, path in enumerate(files.turns):
+                if path is None:
+                    continue
+                pf = pq.ParquetFile(path)
+                cols = [c for c in TURN_COLUMNS if c in pf.schema_arrow.names]
+                for batch in pf.iter_batches(batch_size=4096, columns=cols):
+                    if files.drop(k):
+                        batch = batch.filter(pc.invert(pc.is_in(batch.column("session_id"), value_set=pa.array(sorted(files.drop(k)), pa.string()))))
+                    yield batch
+
+        report = check_batches(turn_batches(), lambda _ids: [sessions], MAX_TURN_ROWS)
+        with self._lock:
+            self._cache[key] = (sig, report)
+        return report
 
     def session_row(self, run_dir: Path, files: RunFiles, part: int, session_id: str) -> dict[str, Any] | None:
         """Every column of one session (scores joined), read from the file that holds it."""

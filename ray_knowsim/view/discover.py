@@ -17,6 +17,8 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ray_knowsim.io.outcomes import TRUNCATION_COLUMNS
+from ray_knowsim.io.rundir import Completeness, RunStatus, manifest_facts
 from ray_knowsim.view.data import Files, RunFiles
 
 Kind = Literal["run", "sweep", "compare"]
@@ -63,9 +65,9 @@ def discover(files: Files, max_depth: int = 4) -> list[Entry]:
 #: the session columns the viewer reads (those a run lacks are skipped)
 SESSION_COLUMNS = (
     "task", "item_id", "knowledge_level", "condition", "assistant_model", "simulator", "trial", "status",
-    "error", "failure_class", "attempt", "turns", "stop_reason", "early_stop_turn", "early_stop_reason",
+    "error", "error_detail", "failure_class", "attempt", "turns", "stop_reason", "early_stop_turn", "early_stop_reason",
     "kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience", "iq",
-    "llm_calls", "llm_truncations", "extractor_repairs", "extractor_refusals", "cost_usd",
+    "llm_calls", "llm_truncations", *TRUNCATION_COLUMNS, "extractor_repairs", "extractor_refusals", "cost_usd",
 )  # fmt: skip
 
 
@@ -105,26 +107,20 @@ class RunInfo:
         return f"{self.committed:,} of {self.planned:,}" if self.planned is not None else f"{self.committed:,} (no plan recorded)"
 
 
-def run_status(manifest: dict[str, Any] | None, planned: int | None, committed: int, failed: int) -> tuple[str, str]:
-    """(label, one line on why) for a run: from the manifest's status and what was committed."""
+#: the viewer's label of each reason a run is incomplete (io.rundir.completeness)
+INCOMPLETE_LABELS = {"running": "running?", "interrupted": "interrupted", "stopped_on_failures": "stopped on failures",
+                     "failed": "failed", "incomplete": "incomplete"}
+
+
+def run_status(manifest: dict[str, Any] | None, completeness: Completeness, committed: int, failed: int) -> tuple[str, str]:
+    """(label, one line on why) for a run: an incomplete run by the one rule every reader uses
+    (:meth:`ray_knowsim.io.rundir.RunStatus.completeness`), else what was committed."""
     if manifest is None:
         return "unknown", "no manifest.json: not written by `ray-knowsim run`, or it was removed"
-    invocations = manifest.get("invocations") or []
-    last = invocations[-1] if invocations else {}
-    if last and last.get("finished_at") is None:
-        return "running?", "the last invocation has not recorded its end: it is still running, or was killed before it could"
-    state = manifest.get("status") or last.get("status")
-    missing = (planned - committed) if planned is not None else 0
-    if state == "interrupted":
-        return "interrupted", f"stopped by the user after {committed:,} of {planned if planned is not None else '?'} sessions; rerun the same command to resume"
-    if state == "stopped_on_failures":  # engine.fail_fast (engine/failfast.py)
-        stop = (last.get("totals") or {}).get("stopped") or {}
-        return "stopped on failures", (f"{stop.get('failed', '?')} of {stop.get('finished', '?')} finished sessions failed with "
-                                       f"{stop.get('error', '?')}; fix it, then rerun the same command to resume")
-    if state == "failed":
+    if completeness.reason is not None:
+        return INCOMPLETE_LABELS[completeness.reason], completeness.text
+    if (manifest.get("status") or "") == "failed":
         return "failed", f"the last invocation stopped with an error after {committed:,} sessions"
-    if state == "incomplete" or missing > 0:
-        return "incomplete", f"{missing:,} planned sessions were never committed (shards that did not finish)"
     if committed and failed == committed:
         return "all sessions failed", f"every one of the {committed:,} sessions failed"
     if failed:
@@ -151,8 +147,11 @@ def run_info(files: Files, entry: Entry) -> tuple[RunInfo, pa.Table]:
     table, run_files = files.sessions(entry.path, SESSION_COLUMNS, config_hash)
     status = table.column("status") if "status" in table.column_names else pa.nulls(table.num_rows, pa.string())
     ok = pc.sum(pc.equal(status, "ok")).as_py() or 0
-    planned = ((manifest or {}).get("plan") or {}).get("n_sessions")
-    label, detail = run_status(manifest, planned, table.num_rows, table.num_rows - ok)
+    status_of = run_files.status or RunStatus(root=entry.path, layout="plain", config_hash=config_hash, n_committed=table.num_rows,
+                                              n_ok=ok, n_failed=table.num_rows - ok, **manifest_facts(manifest))
+    completeness = status_of.completeness()
+    planned = completeness.n_planned
+    label, detail = run_status(manifest, completeness, table.num_rows, table.num_rows - ok)
     invocations = (manifest or {}).get("invocations") or []
     seconds = [((inv.get("totals") or {}).get("seconds")) for inv in invocations]
     if run_files.error:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 from urllib.parse import quote as url_quote
 
+from ray_knowsim.io.sanity import SanityReport
+from ray_knowsim.model.failures import error_kind, error_text
 from ray_knowsim.report.conversation_html import conversation_article, legend
 from ray_knowsim.report.explain import ConversationView
 from ray_knowsim.report.metrics import metric_specs
@@ -26,7 +28,7 @@ LIST_COLUMNS: tuple[tuple[str, str, bool], ...] = (
 )  # fmt: skip
 LABELS = {"task": "task", "level": "level", "condition": "condition", "item": "item", "status": "status",
           "outcome": "outcome (stop reason)", "error": "error kind"}  # fmt: skip
-INCOMPLETE = ("interrupted", "incomplete", "failed", "running?")
+INCOMPLETE = ("interrupted", "incomplete", "failed", "running?", "stopped on failures")
 
 
 def run_url(entry: Entry, sub: str = "") -> str:
@@ -71,11 +73,23 @@ def facts(info: RunInfo) -> str:
     return '<div class="facts" id="run-facts">' + "".join(f"<span><b>{e(k)}</b>{v}</span>" for k, v in items) + "</div>"
 
 
-def overview(info: RunInfo, banner: str | None, counts: dict[str, dict[str, int]], failures: list[tuple[str, str, int]],
-             tables: Sequence[tuple[str, str]], estimate: dict[str, Any] | None, related: Sequence[tuple[str, str, str]]) -> str:
-    """The run's front page. ``tables``: (name, rendered table HTML); ``related``: (kind, label, url)."""
+def sanity_banner(sanity: SanityReport | None) -> str:
+    """The simulator's sanity warnings (io.sanity), when there are any."""
+    if sanity is None or not sanity.warnings:
+        return ""
+    items = "".join(f'<li data-check="{e(w.check)}" data-severe="{str(w.severe).lower()}"><b>{"severe" if w.severe else "warning"}</b> '
+                    f"({e(w.check)}): {e(w.text)}</li>" for w in sanity.warnings)
+    return ('<div class="banner" id="sanity-warnings" role="alert"><b>The simulator may not be working.</b> These checks read the '
+            f"rows themselves (ray_knowsim.io.sanity; thresholds there).<ul>{items}</ul></div>")
+
+
+def overview(info: RunInfo, banner: str | None, counts: dict[str, dict[str, int]], failures: list[dict[str, Any]],
+             tables: Sequence[tuple[str, str]], estimate: dict[str, Any] | None, related: Sequence[tuple[str, str, str]],
+             sanity: SanityReport | None = None) -> str:
+    """The run's front page. ``failures``: :func:`ray_knowsim.view.query.failure_counts`; ``tables``:
+    (name, rendered table HTML); ``related``: (kind, label, url); ``sanity``: the simulator's checks."""
     rid = info.entry.id
-    body = [incomplete_banner(info)]
+    body = [incomplete_banner(info), sanity_banner(sanity)]
     if banner:
         body.append(f'<div class="banner" id="offline-banner" role="note"><b>Not a real-model measurement.</b> {e(banner)}</div>')
     body.append(f'<section id="summary"><h2>Run {e(info.name)}</h2>{facts(info)}<p class="note">{e(info.status_detail)}.</p></section>')
@@ -90,10 +104,16 @@ def overview(info: RunInfo, banner: str | None, counts: dict[str, dict[str, int]
                 + (f' · <a href="{e(href(f"/run/{rid}/sessions", "failed=1"))}">failed only ({info.failed:,})</a>' if info.failed else "")
                 + f'</p>{"".join(browse)}</section>')
     if failures:
-        rows = [(e(cond), e(kind), f'<a href="{e(href(f"/run/{rid}/sessions", {"condition": cond, "failed": 1, **({} if kind == "failed" else {"error": kind})}))}">{n:,}</a>')
-                for cond, kind, n in failures]
-        body.append('<section id="failures"><h2>Failed sessions by error kind</h2><p class="lead">Per condition; each count lists its sessions.</p>'
-                    + table(["condition", "error kind", "sessions"], rows, "failure-table", [False, False, True]) + "</section>")
+        rows = []
+        for f in failures:
+            cond, kind, n = f["condition"], f["error_kind"], f["n_failed"]
+            link = href(f"/run/{rid}/sessions", {"condition": cond, "failed": 1, **({} if kind == "failed" else {"error": kind})})
+            rows.append((e(cond), e(kind), e(f["failure_class"]), f'<a href="{e(link)}">{n:,}</a>',
+                         e(f"{100 * f['share']:.1f}% of {f['n_sessions']:,}"), e(f["example"] or "–")))
+        body.append('<section id="failures"><h2>Failed sessions by error kind</h2><p class="lead">Per condition (the run\'s '
+                    "tables/failures counts them the same way); each count lists its sessions; the reason is the first one seen.</p>"
+                    + table(["condition", "error kind", "class", "sessions", "share", "reason"], rows, "failure-table",
+                            [False, False, False, True, True, False]) + "</section>")
     else:
         body.append('<section id="failures"><h2>Failed sessions by error kind</h2><p class="lead">No session failed.</p></section>')
     if tables:
@@ -214,8 +234,10 @@ def conversation(info: RunInfo, view: ConversationView, trajectory: str | None, 
                '<label><input type="checkbox" id="only-moves"> only turns where an IU moved</label></div>')
     failed = ""
     if s.get("status") != "ok":
-        failed = (f'<div class="problems" id="session-error"><b>status {e(s.get("status"))}</b>: {e(s.get("error") or "no error recorded")}'
-                  f'{" · attempt " + e(s.get("attempt")) if s.get("attempt") else ""}</div>')
+        reason = error_text(s.get("error"), s.get("error_detail"))
+        failed = (f'<div class="problems" id="session-error"><b>status {e(s.get("status"))}</b>: {e(error_kind(s.get("error")) or "no error recorded")}'
+                  f'{" · attempt " + e(s.get("attempt")) if s.get("attempt") else ""}'
+                  + (f'<div id="session-error-detail">{e(reason)}</div>' if reason else "") + "</div>")
     judge = f'<p class="note">judge error: {e(s.get("judge_error"))}</p>' if s.get("judge_error") else ""
     body = (f'<section id="conversation">{stepper}{failed}{judge}{legend()}'
             f"{conversation_article(view, SPECS, trajectory, 'conv-0')}</section>")

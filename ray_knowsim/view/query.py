@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, Field
 
+from ray_knowsim.io.outcomes import count_outcomes
 from ray_knowsim.model.failures import error_kind
 from ray_knowsim.model.states import level_order
 
@@ -228,19 +229,14 @@ def facets(table: pa.Table, limit: int = 500) -> dict[str, list[str]]:
     return out
 
 
-def failure_counts(table: pa.Table) -> list[tuple[str, str, int]]:
-    """(condition, error kind, failed sessions) for every failed session, most frequent first."""
-    table = with_error_kind(table)
+def failure_counts(table: pa.Table) -> list[dict[str, Any]]:
+    """Failed sessions per (condition, error kind), most frequent first: the run's ``tables/failures``
+    count (:func:`ray_knowsim.io.outcomes.count_outcomes`, levels and tasks summed), each with its
+    failure class, share of the condition's sessions and the first reason seen."""
     if not table.num_rows or "status" not in table.column_names:
         return []
-    failed = table.filter(pc.fill_null(pc.not_equal(table.column("status"), "ok"), True))
-    if not failed.num_rows:
-        return []
-    kinds = pc.fill_null(failed.column("error_kind"), FAILED)
-    grouped = pa.table({"condition": pc.cast(_column(failed, "condition"), pa.string()), "kind": kinds}).group_by(
-        ["condition", "kind"]).aggregate([([], "count_all")])  # fmt: skip
-    rows = [(str(r["condition"]), str(r["kind"]), int(r["count_all"])) for r in grouped.to_pylist()]
-    return sorted(rows, key=lambda r: (-r[2], r[0], r[1]))
+    rows = count_outcomes([table]).failures(("condition",)).to_dict("records")
+    return sorted(rows, key=lambda r: (-r["n_failed"], r["condition"], r["error_kind"]))
 
 
 __all__ = [

@@ -150,8 +150,9 @@ def run_overview(state: ViewState, request: web.Request) -> web.Response:
         tables.append((path.stem, result_table(data, total, f"table-{path.stem}-grid")))
     estimate = state.files.read_json(info.entry.path / "estimate.json")
     banner = manifest_banner(info.manifest) if info.manifest else None
+    sanity = state.files.sanity(info.entry.path, info.files, table) if info.files is not None and table.num_rows else None
     return html(pages_runs.overview(info, banner, counts, failure_counts(table), tables,
-                                    estimate if isinstance(estimate, dict) else None, _related_to_run(state, info.entry)))
+                                    estimate if isinstance(estimate, dict) else None, _related_to_run(state, info.entry), sanity))
 
 
 def run_sessions(state: ViewState, request: web.Request) -> web.Response:

@@ -83,7 +83,9 @@ def test_counts_follow_commit_markers(viewer, entries, folders):
 def test_run_page_shows_failures_by_kind_tables_and_links(viewer, entries):
     base, _ = viewer
     _, _, body = get(base + entries["runs/all_failed"].lstrip("/"))
-    assert re.search(r"<td>assistant_http_404</td><td class=num><a [^>]*>8</a>", body)
+    # per condition, with its class, share and the server's reason (the run's tables/failures count)
+    assert re.search(r"<td>assistant_http_404</td><td>infra</td><td class=num><a [^>]*>8</a></td><td class=num>100.0% of 8</td>"
+                     r"<td>The model `gpt-nonexistent` does not exist</td>", body)
     _, _, body = get(base + entries["runs/complete"].lstrip("/"))
     assert 'id="table-marginal-grid"' in body and "served/sweeps/sens" in body and "served/cmp" in body
     _, _, body = get(base + entries["runs/interrupted"].lstrip("/"))

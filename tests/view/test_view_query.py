@@ -10,6 +10,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from pathlib import Path
+
+from ray_knowsim.io.rundir import RunStatus, manifest_facts
 from ray_knowsim.view.discover import run_status
 from ray_knowsim.view.query import (
     MAX_PER_PAGE,
@@ -128,8 +131,11 @@ def test_facets_and_failure_counts(rows):
     counts = failure_counts(rows)
     failed = df[df.status != "ok"].fillna({"error_kind": "failed"})
     want = failed.groupby(["condition", "error_kind"]).size()
-    assert {(c, k): n for c, k, n in counts} == {k: int(v) for k, v in want.items()}
-    assert [n for _, _, n in counts] == sorted((n for _, _, n in counts), reverse=True)
+    assert {(r["condition"], r["error_kind"]): r["n_failed"] for r in counts} == {k: int(v) for k, v in want.items()}
+    assert [r["n_failed"] for r in counts] == sorted((r["n_failed"] for r in counts), reverse=True)
+    sessions = df.groupby("condition").size()
+    assert all(r["n_sessions"] == sessions[r["condition"]] and r["share"] == r["n_failed"] / r["n_sessions"] for r in counts)
+    assert {r["example"] for r in counts if r["error_kind"] == "extractor_http_400"} == {"max_tokens too big"}
 
 
 def test_error_kind_is_the_named_failure():
@@ -155,5 +161,8 @@ def test_error_kind_is_the_named_failure():
     ],
 )
 def test_run_status(manifest, planned, committed, failed, label):
-    got, detail = run_status(manifest, planned, committed, failed)
+    facts = {**manifest_facts(manifest), "n_planned": planned}
+    st = RunStatus(root=Path("."), layout="committed", config_hash=None, n_committed=committed, n_ok=committed - failed,
+                   n_failed=failed, **facts)
+    got, detail = run_status(manifest, st.completeness(), committed, failed)
     assert got == label and detail
