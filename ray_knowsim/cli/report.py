@@ -29,6 +29,9 @@ def register(subparsers) -> None:
     p.add_argument("--sample", type=int, default=6, metavar="N", help="conversations to sample when --sessions is not given (default 6)")
     p.add_argument("--seed", type=int, default=0, help="seed of the conversation sample (default 0)")
     p.add_argument("--title", help="page title")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="report a run that holds fewer sessions than planned (interrupted, stopped on failures, still "
+                        "running); refused without it, since its ranking may differ from the full run's. The page says so")
     p.set_defaults(func=run)
 
 
@@ -40,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
         print("report: --sample must be >= 0", file=sys.stderr)
         return 2
     options = ReportOptions(
-        variant=args.metrics, gain=args.gain, sample=args.sample, sessions=tuple(args.sessions), seed=args.seed, title=args.title
+        variant=args.metrics, gain=args.gain, sample=args.sample, sessions=tuple(args.sessions), seed=args.seed, title=args.title,
+        allow_incomplete=args.allow_incomplete,
     )
     try:
         result = build_report(args.run_dir, args.out, options)

@@ -23,7 +23,10 @@ from ray_knowsim.report.judges import judge_blocks, judges_html, judges_markdown
 from ray_knowsim.report.markdown import render_markdown
 from ray_knowsim.report.metrics import Gain, Variant, metric_specs
 from ray_knowsim.report.plots import failure_mode_plot, overview_plot, trajectory_plot
+from ray_knowsim.io.outcomes import READ as OUTCOME_COLUMNS
+from ray_knowsim.io.outcomes import count_outcomes, role_totals, truncations_by_role
 from ray_knowsim.io.rundir import RunDirError, open_run
+from ray_knowsim.io.sanity import check_run
 from ray_knowsim.report.tables import failure_table, marginal_table, per_level_table
 from ray_knowsim.score.store import RunScores
 
@@ -36,6 +39,12 @@ class ReportOptions:
     sessions: Sequence[str] = field(default_factory=tuple)  # explicit session ids to show
     seed: int = 0
     title: str | None = None
+    allow_incomplete: bool = False  # report (and rank) a run that holds fewer sessions than planned; the page says so
+
+
+class IncompleteRun(RunDirError):
+    """The run holds fewer sessions than it planned (or is still running): its ranking may name
+    another winner than the full run's, so it is not reported unless asked (``--allow-incomplete``)."""
 
 
 @dataclass
@@ -48,6 +57,10 @@ class ReportResult:
 def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options: ReportOptions | None = None) -> ReportResult:
     opts = options or ReportOptions()
     run = open_run(run_dir)
+    completeness = run.status().completeness()
+    if completeness.incomplete and not opts.allow_incomplete:
+        raise IncompleteRun(f"{run.root}: incomplete run, {completeness.text}. Its ranking may differ from the full run's: "
+                            "resume it first, or pass --allow-incomplete to report what is committed (the page says so)")
     specs = metric_specs(opts.variant, opts.gain)
     scores = RunScores.load(run.root, run)
 
@@ -99,6 +112,12 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
         sample_note=note,
     )
     content.banner = offline_banner(Path(run.root))
+    outcomes = count_outcomes(run.sessions.scan(OUTCOME_COLUMNS))  # the run's tables count them the same way
+    content.completeness = completeness
+    content.failure_kinds = outcomes.failures(("task", "condition"))
+    content.truncations = truncations_by_role(outcomes.truncations())
+    content.truncation_totals = role_totals(outcomes.truncations())
+    content.sanity = check_run(run, scores.attach if scores.sets else None)
     for task in tasks or [None]:
         part = summarise(task, 0) if len(tasks) > 1 else summary
         part_failures = failure_table(part)

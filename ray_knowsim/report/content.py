@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import Any
+
+from ray_knowsim.io.rundir import Completeness
+from ray_knowsim.io.sanity import SanityReport
 from ray_knowsim.report.aggregate import RunSummary
 from ray_knowsim.report.explain import ConversationView
 from ray_knowsim.report.metrics import MetricSpec
@@ -33,10 +37,25 @@ class ReportContent:
     sections: list["ReportContent"] = field(default_factory=list)
     # Shown on top when the numbers came from the offline model (a wiring check, not a measurement).
     banner: str | None = None
+    # What went wrong (report/outcomes.py renders them): n of N planned sessions and why not all;
+    # failed sessions per (task, condition, error kind) and truncated answers per (task, condition)
+    # and role (ray_knowsim.io.outcomes); the simulator's sanity checks (ray_knowsim.io.sanity)
+    completeness: Completeness | None = None
+    failure_kinds: Any = None  # pandas DataFrame
+    truncations: Any = None  # pandas DataFrame
+    truncation_totals: dict[str, int] = field(default_factory=dict)  # role -> truncated answers, whole run
+    sanity: SanityReport | None = None
 
     @property
     def variant_text(self) -> str:
         return "at the virtual early stop (*_es columns)" if self.variant == "es" else "final (end of conversation)"
+
+    def truncation_text(self) -> str:
+        """Truncated answers per role ("assistant 10, user_sim 0, extractor 0"), or the run's total
+        where its rows predate the per-role counts."""
+        if not self.truncation_totals:
+            return f"{self.summary.drift['llm_truncations']:,}"
+        return ", ".join(f"{role} {n:,}" for role, n in self.truncation_totals.items())
 
     def facts(self) -> list[tuple[str, str]]:
         s = self.summary
@@ -57,8 +76,8 @@ class ReportContent:
             ("run", values("run_id")),
             ("metrics", self.variant_text),
             ("virtual early stops", f"{early:,} of {ok:,}" if ok else "–"),
-            ("extractor drift", f"{s.drift['extractor_repairs']:,} repaired, {s.drift['extractor_refusals']:,} refused; "
-                                f"{s.drift['llm_truncations']:,} answers truncated"),
+            ("extractor drift", f"{s.drift['extractor_repairs']:,} repaired, {s.drift['extractor_refusals']:,} refused"),
+            ("truncated answers", self.truncation_text()),
             ("judge drift", f"{s.drift['judge_repairs']:,} repaired, {s.drift['judge_refusals']:,} refused, "
                             f"{s.drift['judge_warnings']:,} warned"),
         ]

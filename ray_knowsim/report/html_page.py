@@ -16,6 +16,8 @@ from ray_knowsim.report.content import ReportContent
 from ray_knowsim.report.conversation_html import CONVERSATION_CSS, conversation_article, e, legend
 from ray_knowsim.report.conversation_html import attrs as _attrs
 from ray_knowsim.report.metrics import fmt
+from ray_knowsim.report.outcomes import CSS as OUTCOME_CSS
+from ray_knowsim.report.outcomes import failed_html, flags_html, truncations_html
 from ray_knowsim.report.plots import FM_LABELS, FM_ORDER
 
 
@@ -89,10 +91,10 @@ def render_html(c: ReportContent) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         '<link rel="icon" href="data:,">',
-        f"<title>{e(c.title)}</title><style>{CSS}</style></head><body>",
+        f"<title>{e(c.title)}</title><style>{CSS}{OUTCOME_CSS}</style></head><body>",
         _header(c),
         _nav(c),
-        "<main>",        _banner(c),
+        "<main>",        _banner(c), flags_html(c),
         *_task_sections(c),
         *c.decisions_html,
         _conversations(c),
@@ -105,13 +107,13 @@ def render_html(c: ReportContent) -> str:
 
 
 _SECTION_IDS = ("glance", "marginal", "per-level", "failure-modes", "overview-plot", "marginal-table",
-                "per-level-table", "failure-mode-plot")
+                "per-level-table", "failure-mode-plot", "failed-sessions", "failed-table", "truncations", "truncation-table")
 
 
 def _nav(c: ReportContent) -> str:
     if len(c.sections) <= 1:
         return ('<nav><a href="#glance">At a glance</a><a href="#marginal">Marginal table</a><a href="#per-level">Per level</a>'
-                '<a href="#failure-modes">Failure modes</a><a href="#conversations">Conversations</a><a href="#method">Method</a></nav>')
+                '<a href="#failure-modes">Failure modes</a><a href="#failed-sessions">Failed sessions</a><a href="#conversations">Conversations</a><a href="#method">Method</a></nav>')
     tasks = "".join(f'<a href="#task-{e(t.task)}">Task: {e(t.task)}</a>' for t in c.sections)
     return f'<nav>{tasks}<a href="#conversations">Conversations</a><a href="#method">Method</a></nav>'
 
@@ -126,10 +128,10 @@ def _task_sections(c: ReportContent) -> list[str]:
     sections = c.sections or [c]
     if len(sections) == 1:
         s = sections[0]
-        return [_glance(s), _marginal(s), _per_level(s), _failures(s)]
+        return [_glance(s), _marginal(s), _per_level(s), _failures(s), failed_html(s), truncations_html(s)]
     out = []
     for s in sections:
-        body = "".join((_glance(s), _marginal(s), _per_level(s), _failures(s)))
+        body = "".join((_glance(s), _marginal(s), _per_level(s), _failures(s), failed_html(s), truncations_html(s)))
         for ident in _SECTION_IDS:
             body = body.replace(f'id="{ident}"', f'id="{ident}-{e(s.task)}"')
         out.append(f'<div class="task" id="task-{e(s.task)}"><h2 class="task-title">Task: {e(s.task)}</h2>{body}</div>')

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ray_knowsim.report.content import ReportContent
 from ray_knowsim.report.metrics import fmt
+from ray_knowsim.report.outcomes import flags_markdown, task_sections_markdown
 from ray_knowsim.report.plots import FM_LABELS, FM_ORDER
 
 
@@ -31,6 +32,7 @@ def render_markdown(c: ReportContent) -> str:
     out = [f"# {_md(c.title)}", ""]
     if c.banner:
         out += [f"> **Not a real-model measurement.** {_md(c.banner)}", ""]
+    out += flags_markdown(c)  # an incomplete run, a simulator that does not work
     out += [f"- **{_md(k)}**: {_md(v)}" for k, v in c.facts()]
     out += [f"- **run directory**: `{c.run_dir}`", f"- **generated**: {c.generated}", ""]
     sections = c.sections or [c]
@@ -38,6 +40,7 @@ def render_markdown(c: ReportContent) -> str:
         if len(sections) > 1:
             out += [f"## Task: {_md(section.task)}", ""]
         out += _results(section, "#" if len(sections) > 1 else "")
+        out += task_sections_markdown(section, "#" if len(sections) > 1 else "")  # failures by kind, truncations by role
     out += c.decisions_md  # who beats whom (per task and level) and cost
     if c.conversations:
         out += ["## Conversations shown in the HTML report", ""]
