@@ -36,6 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--power", type=float, default=0.8, help="power for the minimum detectable effect (default 0.8)")
     p.add_argument("--family", choices=("run", "level_metric"), default="run",
                    help="Holm family: the whole comparison (default) or each (task, level, metric)")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="rank runs that hold fewer sessions than planned (interrupted, stopped on failures, still running); "
+                        "refused without it, since such a ranking may differ from the full runs'. The page says so")
     p.set_defaults(func=main)
 
 
@@ -47,10 +50,12 @@ def main(args: argparse.Namespace) -> int:
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     try:
         result = compare_runs(args.runs, args.out, metrics=metrics, n_boot=args.n_boot, seed=args.seed,
-                              alpha=args.alpha, power=args.power, family=args.family)
+                              alpha=args.alpha, power=args.power, family=args.family, allow_incomplete=args.allow_incomplete)
     except (IncompatibleRuns, RunDirError, ValueError) as exc:
         print(f"ray-knowsim compare: {exc}", file=sys.stderr)
         return 2
+    for line in result.incomplete:
+        print(f"warning: incomplete run ranked (--allow-incomplete): {line}", file=sys.stderr)
     for line in result.warnings:
         print(f"warning: failure rates differ: {line}", file=sys.stderr)
     paired = result.tables["paired"]

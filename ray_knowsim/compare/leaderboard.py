@@ -58,16 +58,19 @@ CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d2330;back
 table{border-collapse:collapse;margin:10px 0 24px;background:#fff}th,td{border:1px solid #d9dde5;padding:4px 8px}
 th{background:#eef1f6;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .ci{color:#6b7280;font-size:12px}.best{font-weight:700}.note{color:#555;max-width:70em}
-td.win{background:#e7f6ec}td.self{background:#eee}"""
+td.win{background:#e7f6ec}td.self{background:#eee}
+.flag{border:2px solid #1d4ed8;background:#eff6ff;color:#1e3a8a;padding:6px 12px;border-radius:6px;max-width:70em}"""
 
 
 def render_html(board: pd.DataFrame, paired: pd.DataFrame, metrics: Sequence[str], title: str,
-                notes: Sequence[str] = ()) -> str:
+                notes: Sequence[str] = (), flags: Sequence[str] = ()) -> str:
     """A self-contained page: per task the leaderboard (mean [95% CI], rank, P(best)) and the
-    level-marginal who-beats-whom matrix."""
+    level-marginal who-beats-whom matrix; ``flags`` (e.g. an incomplete run) stand out on top."""
     e = html.escape
     out = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>", f"<title>{e(title)}</title>",
            f"<style>{CSS}</style></head><body>", f"<h1>{e(title)}</h1>"]
+    if flags:
+        out.append("<div id='incomplete-runs' class='flag' role='note'>" + "".join(f"<p><b>{e(f)}</b></p>" for f in flags) + "</div>")
     out += [f"<p class='note'>{e(n)}</p>" for n in notes]
     for task in board["task"].unique() if not board.empty else []:
         part = board[board["task"] == task]

@@ -12,7 +12,7 @@ import pandas as pd
 from ray_knowsim.compare.failures import failure_counts, failure_gaps, gap_warnings
 from ray_knowsim.compare.leaderboard import leaderboard, render_html
 from ray_knowsim.compare.paired import CompareOptions, analyse, pick_metrics
-from ray_knowsim.compare.runs import load_runs, merged_sessions
+from ray_knowsim.compare.runs import LoadedRun, load_runs, merged_sessions
 
 TABLES = ("paired", "best", "mde", "leaderboard", "failures", "failure_gaps")
 
@@ -23,6 +23,7 @@ class CompareResult:
     tables: dict[str, pd.DataFrame]
     conditions: list[str]
     warnings: list[str] = field(default_factory=list)  # conditions failing at rates that bias the comparison
+    incomplete: list[str] = field(default_factory=list)  # runs ranked although incomplete (allow_incomplete)
 
 
 def default_metrics(sessions: pd.DataFrame) -> list[str]:
@@ -37,10 +38,24 @@ def write_table(df: pd.DataFrame, out: Path, name: str) -> None:
     df.to_csv(out / f"{name}.csv", index=False)
 
 
+class IncompleteRuns(ValueError):
+    """A run to compare holds fewer sessions than it planned (or is still running): it is not
+    ranked unless asked (``allow_incomplete``), since its ranking may differ from the full run's."""
+
+
+def incomplete_notes(runs: Sequence[LoadedRun]) -> list[str]:
+    """One line per incomplete run (io.rundir's completeness rule)."""
+    return [f"{r.label} ({r.path}): {r.completeness.text}" for r in runs if r.completeness is not None and r.completeness.incomplete]
+
+
 def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: Sequence[str] | None = None,
                  n_boot: int = 2000, seed: int = 0, alpha: float = 0.05, power: float = 0.8,
-                 family: str = "run") -> CompareResult:
+                 family: str = "run", allow_incomplete: bool = False) -> CompareResult:
     runs = load_runs(paths, metrics or ())
+    incomplete = incomplete_notes(runs)
+    if incomplete and not allow_incomplete:
+        raise IncompleteRuns("incomplete run(s), not ranked: " + "; ".join(incomplete)
+                             + ". Resume them first, or pass --allow-incomplete to rank what is committed (the page says so)")
     sessions, conditions = merged_sessions(runs)
     metrics = list(metrics) if metrics else default_metrics(sessions)
     opts = CompareOptions(metrics=metrics, n_boot=n_boot, seed=seed, alpha=alpha, power=power, family=family)
@@ -65,8 +80,9 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
         f"p < {alpha}, and at least 5 points apart) is compared over different sets of cells: "
         + ("; ".join(warnings) if warnings else "no such pair."),
     ]
-    (out / "leaderboard.html").write_text(render_html(tables["leaderboard"], tables["paired"], metrics, "KnowSim leaderboard", notes),
-                                          encoding="utf-8")
+    flags = [f"Incomplete run, ranked with --allow-incomplete (its ranking may differ from the full run's): {line}" for line in incomplete]
+    (out / "leaderboard.html").write_text(render_html(tables["leaderboard"], tables["paired"], metrics, "KnowSim leaderboard", notes,
+                                                      flags=flags), encoding="utf-8")
     info = {"runs": [{"path": r.path, "label": r.label, "conditions": r.conditions} for r in runs],
             "options": opts.model_dump(), "family": ("every paired row of the comparison" if family == "run" else "per (task, knowledge_level, metric): its condition pairs"),
             "test": "exact two-sided sign test on matched cells (level-marginal: per (item, trial), mean over levels)",
@@ -74,6 +90,6 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
             "mde": "(z(1 - alpha/2) + z(power)) * bootstrap SE; mde_holm with alpha / family_size",
             "failure_gaps": "Fisher's exact two-sided test on (failed, ok) x (a, b) per (task, level); biased when "
                             f"p < {alpha} and the rates differ by >= 0.05 (p unadjusted)",
-            "warnings": warnings}
+            "warnings": warnings, "incomplete": incomplete}
     (out / "compare.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
-    return CompareResult(out, tables, conditions, warnings)
+    return CompareResult(out, tables, conditions, warnings, incomplete)

@@ -48,6 +48,7 @@ class LoadedRun(BaseModel):
     conditions: list[str]
     sessions: Any  # pandas DataFrame of ok sessions (label-qualified condition in "condition")
     outcomes: Any = None  # every session's task, level, condition (label-qualified), status, failure class, error
+    completeness: Any = None  # io.rundir.Completeness: n of N planned sessions, and why not all
 
 
 def _model_identity(models: dict[str, Any], key: str | None) -> dict[str, Any]:
@@ -139,7 +140,7 @@ def load_runs(paths: Sequence[str | Path], metrics: Sequence[str] = ()) -> list[
         conditions = [c for c in dict.fromkeys(df["condition"])]
         outcomes = df[[c for c in OUTCOME_COLUMNS if c in df.columns]].copy()
         out.append(LoadedRun(path=path, label=label, identity=run_identity(manifest, df), conditions=conditions, sessions=ok,
-                             outcomes=outcomes))
+                             outcomes=outcomes, completeness=run.status().completeness()))
     if len(out) > 1:
         for r in out:
             r.sessions["condition"] = r.label + "/" + r.sessions["base_condition"].astype(str)
