@@ -14,8 +14,8 @@ no model, no Ray), so the report, the viewer and the run's final line all run th
   :data:`UNIFORM_SEVERE_SHARE`.
 * **frozen_states** — a condition whose structured sessions gave at least :data:`MIN_ANSWERS`
   extractor answers and whose knowledge states never moved (no upward transition in any turn). One
-  such condition may be a tutor that teaches nothing; severe when EVERY condition with answers is
-  frozen (then it is the simulator).
+  such condition may be a tutor that teaches nothing (a warning per condition); when EVERY condition
+  with answers is frozen it is the simulator (one severe warning for the run).
 * **constant_judge** — a judge score (IQ and the judge's other scores) that takes one value over
   at least :data:`JUDGE_MIN_SCORED` judged conversations; severe from
   :data:`JUDGE_SEVERE_SCORED`.
@@ -169,13 +169,18 @@ def checks(inputs: SanityInputs) -> list[SanityWarning]:
     conditions = {c: s for c, s in inputs.by_condition().items() if s.answers >= MIN_ANSWERS}
     frozen = sorted(c for c, s in conditions.items() if s.upward == 0)
     every = bool(conditions) and len(frozen) == len(conditions)
-    for c in frozen:
-        s = conditions[c]
+    if every and len(frozen) > 1:  # one warning: it is the simulator, not a tutor
+        answers_of = ", ".join(f"{c} {conditions[c].answers:,}" for c in frozen)
         out.append(SanityWarning(
-            "frozen_states", every, c,
-            f"no knowledge state moved in condition {c} over {s.answers:,} extractor answers{read}"
-            + (" (nor in any other condition: the simulator, not the tutor)" if every and len(frozen) > 1 else ""),
+            "frozen_states", True, "run",
+            f"no knowledge state moved in any of the {len(frozen)} conditions (extractor answers: {answers_of}){read}: "
+            "the simulator, not the tutors",
         ))  # fmt: skip
+    else:
+        for c in frozen:
+            out.append(SanityWarning(
+                "frozen_states", every, c, f"no knowledge state moved in condition {c} over {conditions[c].answers:,} extractor answers{read}",
+            ))  # fmt: skip
     for column, values in inputs.judge.items():
         n = sum(values.values())
         if n >= JUDGE_MIN_SCORED and len(values) == 1:

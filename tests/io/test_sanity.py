@@ -31,9 +31,10 @@ def test_a_broken_simulator_is_named_and_severe(runs):
     assert answers == 24 * 3  # every turn of every (structured, ok) session is an extractor answer
     uniform = by[("uniform_labels", "run")]
     assert uniform.severe and f"{answers} of {answers} answers" in uniform.text and "'well_explained'" in uniform.text
-    frozen = [w for w in report.warnings if w.check == "frozen_states"]
+    frozen = by[("frozen_states", "run")]  # every condition: one warning, the simulator's
     conditions = set(RunReader.open(runs["broken"]).sessions.read(["condition"]).column("condition").to_pylist())
-    assert {w.scope for w in frozen} == conditions and all(w.severe for w in frozen)  # every condition: the simulator
+    assert frozen.severe and f"any of the {len(conditions)} conditions" in frozen.text and all(c in frozen.text for c in conditions)
+    assert [w.check for w in report.warnings].count("frozen_states") == 1
     judge = by[("constant_judge", "run")]
     assert judge.severe and "IQ 1 to every one of 24 judged conversations" in judge.text
 
