@@ -55,6 +55,10 @@ class ChatResponse:
     usage: Usage = field(default_factory=Usage)
     latency_s: float = 0.0
     error: str | None = None  # None on success; a short reason otherwise (never a secret)
+    # On a failure, the other side's own words, secrets masked and bounded: for an HTTP error its
+    # status and the server's message ("HTTP 400: max_tokens=8192 cannot be greater than
+    # max_model_len=4096"); "" when there are none. Kept on the failed session's row (error_detail).
+    detail: str = ""
     cached: bool = False
     finish_reason: str | None = None
     # On a cache hit ``usage`` is zero (no new spend); this keeps what the original call cost.

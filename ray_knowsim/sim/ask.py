@@ -126,7 +126,7 @@ def _settle(
     a.usage.add(response.usage)
     p.attempt += 1
     if result is None:  # the client already retried what a retry can fix
-        a.error, a.detail = transport_error(sent.role, response), response.error or ""
+        a.error, a.detail = transport_error(sent.role, response), response.detail or response.error or ""
         return False
     if response.cached:
         a.cache_hits += 1

@@ -14,7 +14,9 @@ from ray_knowsim.kernels.batch import COUNTER_INDEX
 from ray_knowsim.model.chat import Usage
 from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index, capacity
 from ray_knowsim.model.items import Item
-from ray_knowsim.model.results import FAILURE_MODES, SessionRow, TurnRow, usage_columns
+from ray_knowsim.llm.http.credentials import mask_secrets
+from ray_knowsim.model.failures import bounded_detail
+from ray_knowsim.model.results import FAILURE_MODES, TRUNCATION_ROLES, SessionRow, TurnRow, truncation_column, usage_columns
 from ray_knowsim.model.signals import SignalEntry
 from ray_knowsim.rules.config import RuleConfig
 from ray_knowsim.rules.init_state import ks_to_states, sample_initial_states
@@ -63,11 +65,13 @@ class LiveSession:
     status: str = "live"  # live | done | failed
     stop_reason: str = "max_turns"
     error: str | None = None
+    error_detail: str | None = None  # why, in the failing party's words (bounded, secrets masked)
     stop_hint: bool = False
     usage: dict[str, Usage] = field(default_factory=dict)
     calls: int = 0  # answers from a model
     cache_hits: int = 0
     truncations: int = 0
+    truncations_by_role: dict[str, int] = field(default_factory=dict)  # role -> answers cut by max_tokens
     extractor_repairs: int = 0
     extractor_refusals: int = 0
     prompt_versions: dict[str, str] = field(default_factory=dict)
@@ -99,8 +103,11 @@ class LiveSession:
             seed=seed, request_id=request_id,
         )  # fmt: skip
 
-    def fail(self, error: str) -> None:
+    def fail(self, error: str, detail: str | None = None) -> None:
+        """End the session as failed with ``error`` (``<role>_<reason>``) and, when known, the
+        failure's own words (an Answer's ``detail``: the server's message, the parser's complaint)."""
         self.status, self.error, self.stop_reason = "failed", error, "error"
+        self.error_detail = bounded_detail(mask_secrets(detail)) if detail else None
 
     def charge(
         self, role: str, usage: Usage, calls: int, prompt_version: str, *, cache_hits: int = 0, truncations: int = 0
@@ -109,6 +116,8 @@ class LiveSession:
         self.calls += calls
         self.cache_hits += cache_hits
         self.truncations += truncations
+        if truncations:
+            self.truncations_by_role[role] = self.truncations_by_role.get(role, 0) + truncations
         if prompt_version:
             name, _, version = prompt_version.partition("@")
             self.prompt_versions[name] = version or prompt_version
@@ -185,6 +194,8 @@ class LiveSession:
             "llm_calls": self.calls,
             "llm_cache_hits": self.cache_hits,
             "llm_truncations": self.truncations,
+            **{truncation_column(r): self.truncations_by_role.get(r, 0) for r in TRUNCATION_ROLES},
+            "error_detail": self.error_detail,
             "extractor_repairs": self.extractor_repairs,
             "extractor_refusals": self.extractor_refusals,
             "prompt_versions": json.dumps(self.prompt_versions, sort_keys=True),

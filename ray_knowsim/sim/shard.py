@@ -60,7 +60,7 @@ async def _user_turns(lives: list[LiveSession], models: RoleModels, ctx: ShardCo
     for live, answer in zip(lives, answers):
         _charge(live, "user_sim", answer)
         if not answer.ok:
-            live.fail(answer.error or "user_sim_failed")
+            live.fail(answer.error or "user_sim_failed", answer.detail)
             continue
         message = (answer.value.message or "").strip()
         terminate = bool(answer.value.terminate) and not live.structured  # structured runs ignore it (spec §8.1)
@@ -98,7 +98,7 @@ async def _assistant_turns(lives: list[LiveSession], models: RoleModels, ctx: Sh
         for live, answer in zip(group, answers):
             _charge(live, "assistant", answer)
             if not answer.ok:
-                live.fail(answer.error or "assistant_failed")
+                live.fail(answer.error or "assistant_failed", answer.detail)
             else:
                 live.transcript.append(["assistant", answer.value])
 
@@ -138,7 +138,7 @@ async def _extract(lives: list[LiveSession], models: RoleModels, ctx: ShardConte
         if answer.ok:
             live.extractor_repairs += len(answer.repairs)
         if not answer.ok:
-            live.fail(answer.error or "extractor_failed")
+            live.fail(answer.error or "extractor_failed", answer.detail)
     return answers
 
 

@@ -221,6 +221,18 @@ class OpenAICompatibleModel:
     def _scrub(self, text: str) -> str:
         return self._secret.scrub(text) if self._secret is not None else text
 
+    def _failure_detail(self, last: TransportFailure, attempts: int) -> str:
+        """What a failed request's row says about it: the server's words, or what we saw."""
+        if last.detail:
+            said = last.detail
+        elif last.reason == "timeout":
+            said = f"no answer within timeout_s={self.config.timeout_s:g}"
+        elif last.reason == "connection":
+            said = f"cannot connect to the endpoint of {self.name}"
+        else:
+            said = last.reason
+        return self._scrub(f"{said} ({attempts} attempt{'s' if attempts != 1 else ''})" if attempts > 1 else said)
+
     async def _one(self, session: aiohttp.ClientSession, request: ChatRequest) -> ChatResponse:
         # One body for every attempt: a transport retry is the same request (same seed).
         body = self.build_payload(request)
@@ -302,7 +314,7 @@ class OpenAICompatibleModel:
             "%s request failed after %d attempt(s): %s (role=%s, id=%s)",
             self.name, attempt, last.reason, request.role, request.request_id,
         )
-        return ChatResponse(text="", usage=spent, latency_s=latency, error=last.reason,
+        return ChatResponse(text="", usage=spent, latency_s=latency, error=last.reason, detail=self._failure_detail(last, attempt),
                             attempts=attempt if last.reason != "limiter_error" else attempt - 1,
                             reached_model=reached)
 

@@ -30,6 +30,18 @@ def _credential_like(name: Any) -> bool:
 _TOKEN_VALUE = re.compile(r"^(sk-|sk_|hf_|ghp_|gho_|github_pat_|xox[abp]-|AKIA)[A-Za-z0-9_\-]{12,}$")
 
 
+# the same shapes inside free text (a server's error message), and the value of an auth header
+_TOKEN_IN_TEXT = re.compile(r"\b(sk-|sk_|hf_|ghp_|gho_|github_pat_|xox[abp]-|AKIA)[A-Za-z0-9_\-]{12,}")
+_BEARER_IN_TEXT = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{8,}")
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with every credential-shaped piece replaced by ``***``: a server that echoes the
+    request's key in its error message must not put it in a result row. (The client also removes
+    its own key, whatever its shape: :meth:`Secret.scrub`.)"""
+    return _BEARER_IN_TEXT.sub(lambda m: m.group(1) + "***", _TOKEN_IN_TEXT.sub("***", text))
+
+
 def _secret_like(key: Any, value: Any) -> bool:
     if not isinstance(value, str):
         return _credential_like(key)
@@ -109,4 +121,4 @@ def auth_header(header: str, secret: Secret | None) -> dict[str, str]:
     return {header: f"Bearer {key}" if header.lower() == "authorization" else key}
 
 
-__all__ = ["MissingAPIKeyError", "Secret", "auth_header", "credential_paths", "hide_credentials"]
+__all__ = ["MissingAPIKeyError", "Secret", "auth_header", "credential_paths", "hide_credentials", "mask_secrets"]

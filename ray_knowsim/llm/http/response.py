@@ -13,13 +13,15 @@ import re
 from typing import Any
 
 from ray_knowsim.model.chat import ChatResponse, Usage
-from ray_knowsim.llm.http.credentials import Secret
+from ray_knowsim.llm.http.credentials import Secret, mask_secrets
 from ray_knowsim.llm.retry import is_retryable_status
 from ray_knowsim.llm.thinking import strip_thinking
 
 log = logging.getLogger(__name__)
 
 _ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+#: characters of a server's error message kept in ChatResponse.detail
+MESSAGE_CHARS = 400
 
 
 class TransportFailure(Exception):
@@ -29,9 +31,10 @@ class TransportFailure(Exception):
     ``reached``: the model answered (a 2xx came back)."""
 
     def __init__(self, reason: str, retryable: bool, retry_after_s: float | None = None, *,
-                 sent: bool = True, reached: bool = False, usage: Usage | None = None) -> None:
+                 sent: bool = True, reached: bool = False, usage: Usage | None = None, detail: str = "") -> None:
         super().__init__(reason)
         self.reason = reason
+        self.detail = detail  # the server's words (status and message), secrets masked: ChatResponse.detail
         self.retryable = retryable
         self.retry_after_s = retry_after_s
         self.sent = sent
@@ -60,10 +63,12 @@ class ResponseReader:
             code = None  # a server echoing the key as an error code: never record it
         if code:
             reason = f"{reason}:{code}"
-        detail = self._scrub(raw[:300].decode("utf-8", "replace"))
+        detail = mask_secrets(self._scrub(raw[:300].decode("utf-8", "replace")))
         level = logging.DEBUG if is_retryable_status(status) else logging.WARNING
         log.log(level, "%s HTTP %d: %s", self.name, status, detail)
-        return TransportFailure(reason, is_retryable_status(status), retry_after)
+        message = mask_secrets(self._scrub(_error_message(raw)))[:MESSAGE_CHARS]
+        return TransportFailure(reason, is_retryable_status(status), retry_after,
+                                detail=f"HTTP {status}: {message}" if message else f"HTTP {status}")
 
     def read(self, raw: bytes) -> ChatResponse:
         """The ChatResponse of a 2xx body; a failed ``bad_response`` attempt when it has no answer."""
@@ -125,6 +130,23 @@ class ResponseReader:
             self._warned_no_usage = True
             log.warning("%s: response has no usage; token counts are recorded as 0", self.name)
         return Usage()
+
+
+def _error_message(raw: bytes) -> str:
+    """The server's message of an error body: OpenAI's ``error.message`` (vLLM, most proxies),
+    a plain ``message`` / ``detail`` / string ``error``, else the body's text; on one line."""
+    text = raw[:4000].decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error")
+        for value in ((err.get("message") if isinstance(err, dict) else err), data.get("message"), data.get("detail")):
+            if isinstance(value, str) and value.strip():
+                text = value
+                break
+    return " ".join(text.split())
 
 
 def _error_code(raw: bytes) -> str | None:
