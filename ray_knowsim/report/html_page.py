@@ -17,7 +17,7 @@ from ray_knowsim.report.conversation_html import CONVERSATION_CSS, conversation_
 from ray_knowsim.report.conversation_html import attrs as _attrs
 from ray_knowsim.report.metrics import fmt
 from ray_knowsim.report.outcomes import CSS as OUTCOME_CSS
-from ray_knowsim.report.outcomes import failed_html, flags_html, truncations_html
+from ray_knowsim.report.outcomes import failed_html, failed_note_html, flags_html, truncations_html
 from ray_knowsim.report.plots import FM_LABELS, FM_ORDER
 
 
@@ -203,7 +203,7 @@ def _marginal(c: ReportContent) -> str:
             cells.append(f'<td class="rank num"{_attrs(data_rank=s.key, data_condition=r.condition)}>{rk if rk is not None else "–"}</td>')
         mr_cls = "num best" if r.best_rank else "num"
         rows.append(
-            f'<tr><td class="num">{pos}</td><td class="cond">{e(r.condition)}{dagger}</td><td class="num n">{r.n:,}</td>{"".join(cells)}'
+            f'<tr><td class="num">{pos}</td><td class="cond">{e(r.condition)}{dagger}</td><td class="num n">{r.n:,}{failed_note_html(c, r.condition)}</td>{"".join(cells)}'
             f'<td class="{mr_cls}"{_attrs(data_metric="mean_rank", data_condition=r.condition)}><span class="mean">{fmt(r.mean_rank, 2)}</span>'
             f"{_partial(r.ranks_used, len(c.specs))}</td></tr>"
         )
@@ -239,7 +239,7 @@ def _per_level(c: ReportContent) -> str:
                 )
             trs.append(
                 f"<tr>{head}<td class=\"cond\">{e(r.condition)}</td>"
-                f'<td class="num n" title="{_status_title(c, r.condition, block.level)}">{r.n:,}</td>{"".join(cells)}'
+                f'<td class="num n" title="{_status_title(c, r.condition, block.level)}">{r.n:,}{failed_note_html(c, r.condition, block.level)}</td>{"".join(cells)}'
                 f'<td class="{"num best" if r.best_rank else "num"}"{_attrs(data_metric="mean_rank", data_condition=r.condition, data_level=block.level)}>'
                 f'<span class="mean">{fmt(r.mean_rank, 2)}</span>{_partial(r.ranks_used, len(c.specs))}</td></tr>'
             )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ray_knowsim.report.content import ReportContent
 from ray_knowsim.report.metrics import fmt
-from ray_knowsim.report.outcomes import flags_markdown, task_sections_markdown
+from ray_knowsim.report.outcomes import failed_note_markdown, flags_markdown, task_sections_markdown
 from ray_knowsim.report.plots import FM_LABELS, FM_ORDER
 
 
@@ -59,7 +59,7 @@ def _results(c: ReportContent, deeper: str) -> list[str]:
     heads = ["#", "Condition", "n"] + [f"{s.label} {s.arrow}" for s in c.specs] + ["Mean rank"]
     out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
     for pos, r in enumerate(c.marginal, start=1):
-        cells = [str(pos), _md(r.condition) + (" †" if r.missing_levels(c.summary.levels) else ""), f"{r.n:,}"]
+        cells = [str(pos), _md(r.condition) + (" †" if r.missing_levels(c.summary.levels) else ""), f"{r.n:,}{failed_note_markdown(c, r.condition)}"]
         for s in c.specs:
             rk = r.ranks[s.key]
             cells.append(_bold(fmt(r.values[s.key], s.decimals), r.best[s.key]) + (f" ({rk})" if rk is not None else ""))
@@ -72,7 +72,7 @@ def _results(c: ReportContent, deeper: str) -> list[str]:
     out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
     for block in c.per_level:
         for i, r in enumerate(block.rows):
-            cells = [_md(block.level) if i == 0 else "", _md(r.condition), f"{r.n:,}"]
+            cells = [_md(block.level) if i == 0 else "", _md(r.condition), f"{r.n:,}{failed_note_markdown(c, r.condition, block.level)}"]
             for s in c.specs:
                 cell = r.cells[s.key]
                 ci = cell.moments.ci95()

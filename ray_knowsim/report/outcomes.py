@@ -24,6 +24,7 @@ CSS = """
 .banner.sanity { border-color:#b91c1c; background:#fef2f2; color:#7f1d1d; }
 .banner.sanity li { margin:2px 0; }
 .banner.incomplete { border-color:#1d4ed8; background:#eff6ff; color:#1e3a8a; }
+.failed-share { color:#b91c1c; }
 td.reason { max-width:46em; font-size:12px; color:#374151; overflow-wrap:anywhere; }
 """
 
@@ -71,6 +72,30 @@ def flags_markdown(c: "ReportContent") -> list[str]:
         out += [f"> - **{'severe' if w.severe else 'warning'}** ({_md(w.check)}): {_md(w.text)}" for w in c.sanity.warnings]
         out.append("")
     return out
+
+
+# ----------------------------------------------------------------------------- next to the metrics
+
+
+def _failed_of(c: "ReportContent", condition: str, level: str | None) -> tuple[int, int]:
+    """(failed, all) sessions of a condition (at one level, or over every level) of this section."""
+    levels = [level] if level is not None else c.summary.levels
+    counts = [c.summary.status.get((condition, lv)) for lv in levels]
+    total = sum(sum(n.values()) for n in counts if n)
+    return total - sum(n.get("ok", 0) for n in counts if n), total
+
+
+def failed_note_html(c: "ReportContent", condition: str, level: str | None = None) -> str:
+    """Beside a cell's n: how many of its sessions failed (the means leave them out), e.g. "+6 failed (25%)"."""
+    failed, total = _failed_of(c, condition, level)
+    if not failed:
+        return ""
+    return f'<span class="ci failed-share" data-failed="{failed}">+{failed:,} failed ({100 * failed / total:.0f}%)</span>'
+
+
+def failed_note_markdown(c: "ReportContent", condition: str, level: str | None = None) -> str:
+    failed, total = _failed_of(c, condition, level)
+    return f" (+{failed:,} failed, {100 * failed / total:.0f}%)" if failed else ""
 
 
 # ----------------------------------------------------------------------------- per task
@@ -140,4 +165,4 @@ def task_sections_markdown(c: "ReportContent", deeper: str) -> list[str]:
     return out
 
 
-__all__ = ["CSS", "failed_html", "flags_html", "flags_markdown", "task_sections_markdown", "truncations_html"]
+__all__ = ["CSS", "failed_html", "failed_note_html", "failed_note_markdown", "flags_html", "flags_markdown", "task_sections_markdown", "truncations_html"]

@@ -58,6 +58,11 @@ def test_failed_sessions_by_kind_per_condition_with_their_reasons(runs, tmp_path
         ("model-b:socratic", "assistant_truncated"): ("model", 2, sessions["model-b:socratic"], "–"),
     }
     assert f"| model-a:adaptive | extractor\\_http\\_400 | infra | 4 |" in md
+    # next to the metrics: each condition's n says how many of its sessions the means leave out
+    marginal = re.search(r'<table class="results" id="marginal-table">(.*?)</table>', page).group(1)
+    notes = dict(re.findall(r'<td class="cond">([^<]+)</td><td class="num n">\d+<span class="ci failed-share" data-failed="(\d+)"', marginal))
+    assert notes == {"model-a:adaptive": "4", "model-b:socratic": "2"}
+    assert re.search(r"\| model-a:adaptive \| \d+ \(\+4 failed, \d+%\) \|", md)
 
 
 def test_truncations_are_shown_per_role_not_as_extractor_drift(runs, tmp_path):
