@@ -15,13 +15,13 @@ from ray_knowsim.io.outcomes import TRUNCATION_COLUMNS, kinds_text, truncations_
 from ray_knowsim.io.sanity import SanityReport
 from ray_knowsim.model.results import TRUNCATION_ROLES
 
-SANITY_COLUMNS = ("check", "severe", "scope", "text")
+SANITY_COLUMNS = ("check", "severe", "scope", "text", "short")
 
 
 def sanity_table(report: SanityReport) -> pd.DataFrame:
     """The run's sanity warnings as ``tables/sanity`` (one row per warning; none: no row)."""
-    return pd.DataFrame([{"check": w.check, "severe": w.severe, "scope": w.scope, "text": w.text} for w in report.warnings],
-                        columns=list(SANITY_COLUMNS))
+    return pd.DataFrame([{"check": w.check, "severe": w.severe, "scope": w.scope, "text": w.text, "short": w.short}
+                         for w in report.warnings], columns=list(SANITY_COLUMNS))
 
 
 def severe_text(tables: dict[str, Any]) -> str:
@@ -29,7 +29,8 @@ def severe_text(tables: dict[str, Any]) -> str:
     sanity = tables.get("sanity")
     if sanity is None or sanity.empty:
         return ""
-    return "; ".join(str(t) for t in sanity[sanity["severe"].astype(bool)]["text"])
+    severe = sanity[sanity["severe"].astype(bool)]
+    return "; ".join(str(short or text) for short, text in zip(severe["short"], severe["text"]))
 
 
 def final_line_parts(tables: dict[str, Any]) -> list[str]:
@@ -57,8 +58,9 @@ def print_outcomes(tables: dict[str, Any], console: Any = None) -> None:
         per = failures.groupby(["task", "condition", "error_kind"], as_index=False, sort=False).agg(
             n_failed=("n_failed", "sum"), example=("example", lambda v: next((x for x in v if x), "")))
         table = Table(title="failed sessions by error kind (tables/failures.csv: per level, with the failure class)", title_justify="left")
-        for name, justify in (("task", "left"), ("condition", "left"), ("error kind", "left"), ("sessions", "right"), ("reason (first seen)", "left")):
-            table.add_column(name, justify=justify, overflow="fold")
+        for name, justify, wrap in (("task", "left", False), ("condition", "left", False), ("error kind", "left", False),
+                                    ("sessions", "right", False), ("reason (first seen)", "left", True)):
+            table.add_column(name, justify=justify, overflow="fold", no_wrap=not wrap)
         for _, r in per.sort_values(["task", "condition", "n_failed"], ascending=[True, True, False], kind="stable").iterrows():
             table.add_row(str(r["task"]), str(r["condition"]), str(r["error_kind"]), f"{int(r['n_failed']):,}", str(r["example"] or "–"))
         console.print(table)

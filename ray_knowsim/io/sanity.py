@@ -62,6 +62,7 @@ class SanityWarning:
     severe: bool
     scope: str  # "run", or the condition it is about
     text: str  # one sentence for a page
+    short: str = ""  # a few words for the run's final line
 
     def line(self) -> str:
         return f"{'SEVERE' if self.severe else 'warning'} ({self.check}): {self.text}"
@@ -165,6 +166,7 @@ def checks(inputs: SanityInputs) -> list[SanityWarning]:
             "uniform_labels", uniform / answers >= UNIFORM_SEVERE_SHARE, "run",
             f"the extractor gave one label to every IU in {uniform:,} of {answers:,} answers{read} ({top}): "
             "a working extractor labels the IUs a turn touched and leaves the rest not_mentioned",
+            f"extractor: one label for every IU in {uniform:,} of {answers:,} answers",
         ))  # fmt: skip
     conditions = {c: s for c, s in inputs.by_condition().items() if s.answers >= MIN_ANSWERS}
     frozen = sorted(c for c, s in conditions.items() if s.upward == 0)
@@ -174,12 +176,13 @@ def checks(inputs: SanityInputs) -> list[SanityWarning]:
         out.append(SanityWarning(
             "frozen_states", True, "run",
             f"no knowledge state moved in any of the {len(frozen)} conditions (extractor answers: {answers_of}){read}: "
-            "the simulator, not the tutors",
+            "the simulator, not the tutors", f"no state moved in any of {len(frozen)} conditions",
         ))  # fmt: skip
     else:
         for c in frozen:
             out.append(SanityWarning(
                 "frozen_states", every, c, f"no knowledge state moved in condition {c} over {conditions[c].answers:,} extractor answers{read}",
+                f"no state moved in {c}",
             ))  # fmt: skip
     for column, values in inputs.judge.items():
         n = sum(values.values())
@@ -188,6 +191,7 @@ def checks(inputs: SanityInputs) -> list[SanityWarning]:
             out.append(SanityWarning(
                 "constant_judge", n >= JUDGE_SEVERE_SCORED, "run",
                 f"the judge gave {JUDGE_SCORES[column]} {value:g} to every one of {n:,} judged conversations",
+                f"judge: {JUDGE_SCORES[column]} {value:g} for all {n:,}",
             ))  # fmt: skip
     return out
 
@@ -203,7 +207,8 @@ class SanityReport:
 
     def to_dict(self) -> dict[str, Any]:
         a = sum(s.answers for s in self.inputs.per_session.values())
-        return {"warnings": [{"check": w.check, "severe": w.severe, "scope": w.scope, "text": w.text} for w in self.warnings],
+        return {"warnings": [{"check": w.check, "severe": w.severe, "scope": w.scope, "text": w.text, "short": w.short}
+                             for w in self.warnings],
                 "extractor_answers": a, "uniform_answers": sum(s.uniform for s in self.inputs.per_session.values()),
                 "turn_rows_read": self.inputs.turn_rows, "capped": self.inputs.capped,
                 "judged": {c: sum(v.values()) for c, v in self.inputs.judge.items()}}
@@ -249,14 +254,8 @@ def check_tables(turns: pa.Table | None, sessions: pa.Table, max_turn_rows: int 
     return check_batches(batches, lambda _ids: [sessions], max_turn_rows)
 
 
-def summary_line(report: SanityReport) -> str:
-    """The severe warnings on one line (the run's final line); "" when none."""
-    severe = report.severe
-    return "; ".join(w.text for w in severe)
-
-
 __all__ = [
     "JUDGE_MIN_SCORED", "JUDGE_SCORES", "JUDGE_SEVERE_SCORED", "MAX_TURN_ROWS", "MIN_ANSWERS", "UNIFORM_SEVERE_SHARE",
     "UNIFORM_WARN_SHARE", "SanityInputs", "SanityReport", "SanityWarning", "check_batches", "check_run", "check_tables",
-    "checks", "summary_line", "uniform_label",
+    "checks", "uniform_label",
 ]  # fmt: skip

@@ -311,38 +311,40 @@ class Files:
                 self._cache.popitem(last=False)
         return table, files
 
+    def _per_commit_state(self, name: str, run_dir: Path, files: RunFiles, compute: Callable[[], Any]) -> Any:
+        """``compute()``, cached per run until its committed files or score sets change."""
+        key = f"{name}|{self.require(run_dir)}"
+        sig = (files.signature(), self._scores_signature(Path(run_dir)))
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and hit[0] == sig:
+                return hit[1]
+        value = compute()
+        with self._lock:
+            self._cache[key] = (sig, value)
+        return value
+
     def run_cost(self, run_dir: Path, files: RunFiles) -> dict[str, Any]:
         """The run's (all, all) row of the project's cost table (``io.cost``: every session, failed
         ones included, plus the judge's spend; ``cost_usd`` is NaN unless every session was priced),
         cached until the committed files change."""
         from ray_knowsim.io.cost import cost_table, read_cost_columns
 
-        key = f"cost|{self.require(run_dir)}"
-        sig = (files.signature(), self._scores_signature(Path(run_dir)))
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None and hit[0] == sig:
-                return hit[1]
         if not files.sessions:
             return {"cost_usd": float("nan"), "priced_sessions": 0, "n_sessions": 0}
-        scores = self.scores(run_dir, files)
-        counted = CommittedTable("sessions", [LiveFile(str(p), files.drop(k)) for k, p in enumerate(files.sessions)], SESSION_SCHEMA)
-        frame = read_cost_columns(counted, scores.attach if scores.sets else None)
-        row = cost_table(frame).iloc[-1].to_dict()
-        with self._lock:
-            self._cache[key] = (sig, row)
-        return row
+
+        def compute() -> dict[str, Any]:
+            scores = self.scores(run_dir, files)
+            counted = CommittedTable("sessions", [LiveFile(str(p), files.drop(k)) for k, p in enumerate(files.sessions)], SESSION_SCHEMA)
+            frame = read_cost_columns(counted, scores.attach if scores.sets else None)
+            return cost_table(frame).iloc[-1].to_dict()
+
+        return self._per_commit_state("cost", run_dir, files, compute)
 
     def sanity(self, run_dir: Path, files: RunFiles, sessions: pa.Table) -> SanityReport:
         """The simulator's sanity checks (``io.sanity``) over the run's committed turn rows (at most
         MAX_TURN_ROWS of them) and ``sessions`` (the run's session table, scores joined), cached
         until the committed files change."""
-        key = f"sanity|{self.require(run_dir)}"
-        sig = (files.signature(), self._scores_signature(Path(run_dir)))
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None and hit[0] == sig:
-                return hit[1]
 
         def turn_batches() -> Iterator[pa.RecordBatch]:
             for k, path in enumerate(files.turns):
@@ -355,10 +357,8 @@ class Files:
                         batch = batch.filter(pc.invert(pc.is_in(batch.column("session_id"), value_set=pa.array(sorted(files.drop(k)), pa.string()))))
                     yield batch
 
-        report = check_batches(turn_batches(), lambda _ids: [sessions], MAX_TURN_ROWS)
-        with self._lock:
-            self._cache[key] = (sig, report)
-        return report
+        return self._per_commit_state("sanity", run_dir, files,
+                                      lambda: check_batches(turn_batches(), lambda _ids: [sessions], MAX_TURN_ROWS))
 
     def session_row(self, run_dir: Path, files: RunFiles, part: int, session_id: str) -> dict[str, Any] | None:
         """Every column of one session (scores joined), read from the file that holds it."""

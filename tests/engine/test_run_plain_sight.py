@@ -45,7 +45,7 @@ def test_final_line_and_tables_count_failures_by_kind_per_condition(tmp_path, ca
 def test_a_simulator_that_does_not_work_is_named_on_the_final_line(tmp_path):
     run = committed_run(tmp_path, "broken", n_sessions=24, max_turns=3, seed=3, edit=broken_simulator)
     parts = final_line_parts({"sanity": sanity_table(check_run(RunReader.open(run)))})
-    assert len(parts) == 1 and parts[0].startswith("SIMULATOR NOT WORKING? the extractor gave one label to every IU in 72 of 72")
-    assert "IQ 1 to every one of 24" in parts[0]
+    assert parts == ["SIMULATOR NOT WORKING? extractor: one label for every IU in 72 of 72 answers; "
+                     "no state moved in any of 3 conditions; judge: IQ 1 for all 24"]
     healthy = committed_run(tmp_path, "healthy", n_sessions=24, max_turns=3, seed=3)
     assert final_line_parts({"sanity": sanity_table(check_run(RunReader.open(healthy))), "failures": None}) == []
