@@ -1,10 +1,12 @@
 """`ray-knowsim compare RUN_DIR [RUN_DIR ...] --out DIR`: paired comparisons and a leaderboard.
 
 Per (task, knowledge level, metric) and pair of conditions: the mean paired difference over
-matched cells (same task, item, level, trial and initial state), a cluster-bootstrap CI over items,
-the exact sign test and its Holm adjustment within the (task, level, metric) family; the same for
-the level-marginal ("all"). Also the bootstrap probability that each condition is best and the
-minimum detectable effect at the run's n. Several run directories merge when their items, levels,
+matched cells (same task, item, level, trial and initial state) with a descriptive item-clustered
+CI, and ONE verdict over items: the exact sign test on each item's mean difference with its
+win-rate interval, Bonferroni over the family (significant <=> the adjusted interval excludes
+1/2); the same for the level-marginal ("all"). With too few items for any verdict at the family's
+size it says so and gives the minimum detectable effects. Also the bootstrap probability that
+each condition is best. Several run directories merge when their items, levels,
 rules and learner simulator agree; otherwise the first difference is reported and the exit code is 2.
 
 Failure rates per condition and level are written beside them (failures); a pair of conditions
@@ -35,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate per family (default 0.05)")
     p.add_argument("--power", type=float, default=0.8, help="power for the minimum detectable effect (default 0.8)")
     p.add_argument("--family", choices=("run", "level_metric"), default="run",
-                   help="Holm family: the whole comparison (default) or each (task, level, metric)")
+                   help="Bonferroni family: the whole comparison (default) or each (task, level, metric)")
     p.add_argument("--allow-incomplete", action="store_true",
                    help="rank runs that hold fewer sessions than planned (interrupted, stopped on failures, still running); "
                         "refused without it, since such a ranking may differ from the full runs'. The page says so")
@@ -60,10 +62,15 @@ def main(args: argparse.Namespace) -> int:
         print(f"warning: failure rates differ: {line}", file=sys.stderr)
     paired = result.tables["paired"]
     sig = paired[paired["significant"]]
+    family = int(paired["family_size"].max()) if len(paired) else 0
     print(f"compared {len(args.runs)} run(s), {len(result.conditions)} conditions: "
-          f"{len(paired)} paired rows, {len(sig)} significant after Holm (alpha {args.alpha}); results in {Path(args.out)}")
+          f"{len(paired)} paired rows, {int(paired['testable'].sum())} with enough items for a verdict, {len(sig)} "
+          f"significant (sign test over items, Bonferroni over {family}, alpha {args.alpha}); results in {Path(args.out)}")
+    for msg in result.too_few:
+        print(f"  {msg}")
     for _, r in sig.iterrows():
         loser = r["condition_b"] if r["better"] == r["condition_a"] else r["condition_a"]
-        print(f"  {r['task']}/{r['knowledge_level']} {r['metric']}: {r['better']} beats {loser} "
-              f"(diff a-b {r['mean_diff']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}], p_holm {r['p_holm']:.3g})")
+        print(f"  {r['task']}/{r['knowledge_level']} {r['metric']}: {r['better']} beats {loser} on "
+              f"{max(r['n_pos'], r['n_neg'])} of {r['n_pos'] + r['n_neg']} items (win rate a {r['win_rate']:.2f} "
+              f"[{r['win_low_adj']:.2f}, {r['win_high_adj']:.2f}] adjusted; diff a-b {r['mean_diff']:+.3f}; p_adj {r['p_adj']:.3g})")
     return 0

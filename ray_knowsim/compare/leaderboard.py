@@ -1,9 +1,13 @@
 """The leaderboard: every condition of every compared run, ranked per task, with CIs (pure).
 
 Built from the ``best`` table's level-marginal rows (``knowledge_level == "all"``): per task and
-condition the level-marginal mean of each metric, its cluster-bootstrap CI over items, its rank
-(orientation-aware) and its probability of being best; ``mean_rank`` is the mean of the metric
-ranks; rows are sorted by the number of metrics ranked (most first), then by ``mean_rank``. ``cost_usd`` (when priced) is shown but not ranked.
+condition the level-marginal mean of each metric, its item-clustered 95 % CI (the run's tables
+show the same), its rank (orientation-aware) and its probability of being best; ``mean_rank`` is
+THE mean rank of :mod:`ray_knowsim.stats.ranks` (over KG, DC, CO, IQ among the compared metrics:
+the terminal, ``tables/ranks`` and the report show the same number); rows are sorted by the
+number of metrics ranked (most first), then by ``mean_rank``. Other metrics are ranked but not
+averaged; ``cost_usd`` (when priced) is shown but not ranked. Conditions of an adaptive run have
+unequal n (``<metric>_n``): an eliminated condition's means cover fewer items.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from ray_knowsim.compare.paired import ALL_LEVELS, beats_matrix
+from ray_knowsim.compare.paired import ALL_LEVELS, beats_matrix, too_few_items
+from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, mean_rank
 
 UNRANKED = frozenset({"cost_usd", "turns"})
 
@@ -33,10 +38,12 @@ def leaderboard(best: pd.DataFrame, runs_of: dict[str, str] | None = None) -> pd
             row[f"{m}_ci_low"], row[f"{m}_ci_high"] = r["ci_low"], r["ci_high"]
             row[f"{m}_n"] = r["n"]
             row[f"{m}_rank"] = r["rank"]
+            row[f"{m}_items"] = r["n_items"]
             row[f"{m}_prob_best"] = r["prob_best"]
-            if m not in UNRANKED and not math.isnan(r["rank"]):
+            if m in MEAN_RANK_METRICS and not math.isnan(r["rank"]):
                 ranked.append(r["rank"])
-        row["mean_rank"] = sum(ranked) / len(ranked) if ranked else math.nan
+        got = mean_rank(ranked)
+        row["mean_rank"] = got if got is not None else math.nan
         row["ranked_metrics"] = len(ranked)
         rows.append(row)
     df = pd.DataFrame(rows)
@@ -63,7 +70,7 @@ td.win{background:#e7f6ec}td.self{background:#eee}
 
 
 def render_html(board: pd.DataFrame, paired: pd.DataFrame, metrics: Sequence[str], title: str,
-                notes: Sequence[str] = (), flags: Sequence[str] = ()) -> str:
+                notes: Sequence[str] = (), alpha: float = 0.05, flags: Sequence[str] = ()) -> str:
     """A self-contained page: per task the leaderboard (mean [95% CI], rank, P(best)) and the
     level-marginal who-beats-whom matrix; ``flags`` (e.g. an incomplete run) stand out on top."""
     e = html.escape
@@ -77,7 +84,7 @@ def render_html(board: pd.DataFrame, paired: pd.DataFrame, metrics: Sequence[str
         shown = [m for m in metrics if m in part.columns]
         out.append(f"<h2>{e(str(task))}: leaderboard (level-marginal)</h2><table><thead><tr><th>#</th><th>condition</th>")
         out += [f"<th>{e(m.upper())}</th>" for m in shown]
-        out.append("<th>mean rank</th></tr></thead><tbody>")
+        out.append(f"<th>mean rank ({e(', '.join(m.upper() for m in MEAN_RANK_METRICS if m in shown))})</th></tr></thead><tbody>")
         for _, r in part.iterrows():
             out.append(f"<tr><td class='num'>{_f(r['position'], 0)}</td><td>{e(str(r['condition']))}</td>")
             for m in shown:
@@ -87,17 +94,26 @@ def render_html(board: pd.DataFrame, paired: pd.DataFrame, metrics: Sequence[str
                            f"{_f(r[f'{m}_ci_high'])}]" + (f" P(best) {_f(pb, 2)}" if m not in UNRANKED else "") + "</span></td>")
             out.append(f"<td class='num'>{_f(r['mean_rank'], 2)}</td></tr>")
         out.append("</tbody></table>")
-        out.append(beats_html(paired, task, ALL_LEVELS))
+        out.append(beats_html(paired, task, ALL_LEVELS, alpha))
     out.append("</body></html>")
     return "\n".join(out)
 
 
-def beats_html(paired: pd.DataFrame, task: str, level: str) -> str:
-    """Row beats column on the listed metrics (Holm-adjusted sign test, p < alpha)."""
+NOTE = ("A cell lists the metrics on which the row's condition beats the column's: exact sign test over items "
+        "(each item's mean paired difference; ties dropped), Bonferroni over the family, so a listed win is one whose "
+        "family-adjusted win-rate interval excludes 1/2.")
+
+
+def beats_html(paired: pd.DataFrame, task: str, level: str, alpha: float = 0.05) -> str:
+    """Row beats column on the listed metrics; a sentence instead when the items are too few for
+    any verdict (an empty matrix would look like "no differences")."""
     e = html.escape
     conds, wins = beats_matrix(paired, task, level)
     if not conds:
         return ""
+    few = too_few_items(paired, task, alpha, level)
+    if few:
+        return f"<h3>Who beats whom — {e(str(task))}, level {e(level)}</h3><p class='note too-few'>{e(few)}</p>"
     head = "".join(f"<th>{e(c)}</th>" for c in conds)
     rows = []
     for a in conds:
@@ -110,15 +126,17 @@ def beats_html(paired: pd.DataFrame, task: str, level: str) -> str:
             cells.append(f"<td class='{'win' if ms else ''}'>{e(', '.join(m.upper() for m in ms))}</td>")
         rows.append(f"<tr><th>{e(a)}</th>{''.join(cells)}</tr>")
     return (f"<h3>Who beats whom — {e(str(task))}, level {e(level)}</h3>"
-            "<p class='note'>A cell lists the metrics on which the row's condition beats the column's: exact sign test "
-            "on matched cells, Holm-corrected (family: see compare.json / the method notes).</p>"
+            f"<p class='note'>{e(NOTE)}</p>"
             f"<table><thead><tr><th>row beats column</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
-def beats_markdown(paired: pd.DataFrame, task: str, level: str) -> list[str]:
+def beats_markdown(paired: pd.DataFrame, task: str, level: str, alpha: float = 0.05) -> list[str]:
     conds, wins = beats_matrix(paired, task, level)
     if not conds:
         return []
+    few = too_few_items(paired, task, alpha, level)
+    if few:
+        return [few]
     esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
     out = ["| row beats column | " + " | ".join(esc(c) for c in conds) + " |", "|---" * (len(conds) + 1) + "|"]
     for a in conds:
@@ -127,4 +145,4 @@ def beats_markdown(paired: pd.DataFrame, task: str, level: str) -> list[str]:
     return out
 
 
-__all__ = ["beats_html", "beats_markdown", "leaderboard", "render_html"]
+__all__ = ["NOTE", "beats_html", "beats_markdown", "leaderboard", "render_html"]

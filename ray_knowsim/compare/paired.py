@@ -4,29 +4,38 @@ Input: one row per ok session with ``task, item_id, knowledge_level, trial, matc
 the metric columns; ``match`` identifies the starting point of a cell (the initial state), so two
 sessions pair only when they are the same task, item, level, trial AND start from the same state.
 
+**Items are the unit** of every verdict: a benchmark samples items, and the cells of one item
+(trials, levels) are not independent evidence. Per pair of conditions and scope (a level, or
+``knowledge_level = "all"``, the level-marginal), each item contributes the sign of its mean
+paired difference (mean over its matched cells; for "all", the mean over levels of its per-level
+means). The verdict is ONE procedure (:mod:`ray_knowsim.stats.signs`): the exact sign test over
+items, and its inversion, the Clopper–Pearson interval of the **win rate** (the share of non-tied
+items the first condition wins), both at the family-adjusted level alpha / m (Bonferroni). A row
+is significant exactly when its adjusted win-rate interval excludes 1/2, and one item can never
+make a result: with n non-tied items the smallest p-value is 2^(1-n), so a family of m
+comparisons needs ``min_items`` = floor(log2(2 m / alpha)) + 1 of them before anything can be
+significant. The tables say so (``testable``) and give the minimum detectable effect instead.
+
 Output tables (every row validated by a pydantic model below):
 
-* ``paired`` — per (task, knowledge_level, metric) and pair of conditions (a before b in the
-  condition order): n_pairs matched cells, mean_diff = mean(a − b) over them, the cluster-bootstrap
-  percentile CI over items (``ci_low/ci_high``; ``ci_low_adj/ci_high_adj`` at level
-  1 − (1 − ci_level)/m, Bonferroni-simultaneous over the family, from the bootstrap SE with a
-  normal quantile — a percentile bound that far out would rest on a handful of replicates), the exact sign test's p and its Holm adjustment.
-  ``knowledge_level = "all"`` is the level-marginal: the mean over levels of the per-level mean
-  differences (the tables' level-marginal = unweighted mean of level means); its test unit is a
-  (item, trial) with the mean over levels of its cell differences; its bootstrap draws items once
-  for all levels.
-* ``best`` — per (task, knowledge_level, metric, condition): n, mean, bootstrap CI, rank and the
-  bootstrap probability of being best (orientation per metric: CO/PO lower is better).
-* ``mde`` — per paired row: the SE of the difference and the minimum detectable effect at the
-  run's n (two-sided, ``alpha`` unadjusted and Holm's first step alpha/m, power ``power``).
+* ``paired`` — per (task, knowledge_level, metric) and pair (a before b in condition order):
+  n_pairs matched cells, n_items, n_pos / n_neg / n_tied items, mean_diff = mean(a − b) (the
+  level-marginal: mean over levels of the level mean differences) with a *descriptive* 95 %
+  item-clustered interval (``ci_low/ci_high``, no verdict rests on it), win_rate and its adjusted
+  interval (``win_low_adj/win_high_adj``), p_value (exact sign test over items), p_adj
+  (Bonferroni), family_size, min_items, testable, significant, better.
+* ``best`` — per (task, knowledge_level, metric, condition): n, items, mean with the same
+  item-clustered 95 % interval as the run's tables (one number on every surface), rank
+  (:mod:`ray_knowsim.stats.ranks`) and the bootstrap probability of being best.
+* ``mde`` — per paired row: the minimum detectable win rate at the run's non-tied items (exact
+  binomial power, unadjusted and at alpha / m) and the same as a mean difference in the metric's
+  units under a normal location shift of the per-item differences.
 
-**The Holm family** is, by default (``family="run"``), the whole comparison: every paired row of
-every task, level (and the level-marginal), metric and condition pair. Every "A beats B" the
-output states then holds with family-wise error <= alpha together — an A/A pair (the same tutor
-under two names) is flagged anywhere with probability <= alpha. With ``family="level_metric"`` a
-family is one (task, knowledge_level, metric) over its condition pairs: more power, but the error
-rate is per metric and level, so over 8 metrics x 4 scopes an A/A pair is flagged somewhere far
-more often than alpha (measured on the demo: once in 32 families).
+**The family** is, by default (``family="run"``), the whole comparison: every paired row of every
+task, level (and the level-marginal), metric and condition pair, so every "A beats B" holds
+together at family-wise error <= alpha. ``family="level_metric"`` makes each (task,
+knowledge_level, metric) its own family: fewer items needed, but over 8 metrics x 4 scopes an
+A/A pair is flagged somewhere far more often than alpha.
 """
 
 from __future__ import annotations
@@ -39,25 +48,15 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from ray_knowsim.compare import stats as S
-from ray_knowsim.model.results import LOWER_IS_BETTER
 from ray_knowsim.model.states import level_order
+from ray_knowsim.stats import bootstrap as B
+from ray_knowsim.stats import signs as G
+from ray_knowsim.stats.descriptive import clustered_mean
+from ray_knowsim.stats.ranks import higher_is_better, rank_min
 
 ALL_LEVELS = "all"
 DEFAULT_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "iq")
-#: beyond the rules' LOWER_IS_BETTER: money is also better spent less
-EXTRA_LOWER_IS_BETTER = frozenset({"cost_usd"})
 CELL_KEYS = ("task", "item_id", "knowledge_level", "trial", "match")
-
-
-def _mean_of_levels(reps: np.ndarray) -> np.ndarray:
-    """Per bootstrap replicate, the mean over the levels that drew data (NaN, quietly, where none did)."""
-    have = ~np.isnan(reps)
-    n = have.sum(axis=0)
-    return np.where(n > 0, np.where(have, reps, 0.0).sum(axis=0) / np.maximum(n, 1), np.nan)
-
-def higher_is_better(metric: str) -> bool:
-    return metric not in LOWER_IS_BETTER and metric not in EXTRA_LOWER_IS_BETTER
 
 
 class CompareOptions(BaseModel):
@@ -67,8 +66,7 @@ class CompareOptions(BaseModel):
     seed: int = 0
     alpha: float = Field(0.05, gt=0, lt=1)
     power: float = Field(0.8, gt=0, lt=1)
-    ci_level: float = Field(0.95, gt=0, lt=1)
-    # the Holm family: "run" = every paired row of the comparison (all tasks, levels, metrics and
+    # the family: "run" = every paired row of the comparison (all tasks, levels, metrics and
     # pairs); "level_metric" = one (task, knowledge_level, metric) over its condition pairs
     family: Literal["run", "level_metric"] = "run"
 
@@ -81,23 +79,27 @@ class PairedRow(BaseModel):
     higher_is_better: bool
     condition_a: str
     condition_b: str
-    n_pairs: int
-    n_items: int
+    n_pairs: int  # matched cells
+    n_items: int  # items with a matched cell
+    n_pos: int  # items whose mean difference a - b is > 0
+    n_neg: int
+    n_tied: int
     mean_a: float
     mean_b: float
     mean_diff: float  # a - b
-    ci_low: float
+    ci_low: float  # descriptive 95 % item-clustered interval of mean_diff (no verdict)
     ci_high: float
-    ci_low_adj: float  # mean_diff -/+ z(1 - (1 - ci_level) / (2 m)) * se: Bonferroni-simultaneous over the family
-    ci_high_adj: float
-    se: float  # bootstrap SE of mean_diff
-    n_pos: int  # pairs with a > b
-    n_neg: int
-    p_value: float  # exact two-sided sign test
-    p_holm: float
+    sd_item_diff: float  # standard deviation of the per-item mean differences
+    win_rate: float  # n_pos / (n_pos + n_neg)
+    win_low_adj: float  # Clopper-Pearson at 1 - alpha / family_size
+    win_high_adj: float
+    p_value: float  # exact two-sided sign test over items
+    p_adj: float  # Bonferroni: min(1, family_size * p_value)
     family_size: int
-    significant: bool  # p_holm < alpha
-    better: str | None  # the condition that beats the other (orientation-aware), when significant
+    min_items: int  # non-tied items any result of this family needs
+    testable: bool  # n_pos + n_neg >= min_items
+    significant: bool  # the adjusted win-rate interval excludes 1/2 (<=> p_adj < alpha)
+    better: str | None  # the condition that wins (orientation-aware), when significant
 
 
 class BestRow(BaseModel):
@@ -108,8 +110,9 @@ class BestRow(BaseModel):
     higher_is_better: bool
     condition: str
     n: int
+    n_items: int
     mean: float
-    ci_low: float
+    ci_low: float  # item-clustered 95 % interval (as tables/level_means and tables/marginal)
     ci_high: float
     rank: float  # 1 = best ("min" ties)
     prob_best: float
@@ -122,14 +125,16 @@ class MdeRow(BaseModel):
     metric: str
     condition_a: str
     condition_b: str
-    n_pairs: int
-    n_items: int
-    sd_diff: float
-    se: float
+    n_items: int  # non-tied items
+    family_size: int
+    min_items: int
     alpha: float
     power: float
-    mde: float
-    mde_holm: float  # at alpha / family_size (Holm's first, strictest step)
+    mde_win_rate: float  # at alpha (NaN: no outcome of n items reaches it)
+    mde_win_rate_adj: float  # at alpha / family_size
+    sd_item_diff: float
+    mde: float  # mde_win_rate as a mean difference under a normal shift: sd * Phi^-1(q)
+    mde_adj: float
 
 
 def pick_metrics(sessions: pd.DataFrame, wanted: Sequence[str] | None) -> list[str]:
@@ -153,27 +158,21 @@ def analyse(sessions: pd.DataFrame, conditions: Sequence[str] | None = None,
     conds = list(conditions) if conditions is not None else list(dict.fromkeys(sessions["condition"]))
     paired: list[dict] = []
     best: list[dict] = []
-    mdes: list[dict] = []
     for task in sorted(sessions["task"].unique()):
-        part = sessions[sessions["task"] == task]
-        items = sorted(part["item_id"].astype(str).unique())
+        part = sessions[sessions["task"] == task].assign(item_id=lambda d: d["item_id"].astype(str))
+        items = sorted(part["item_id"].unique())
         item_pos = {it: k for k, it in enumerate(items)}
-        weights = S.item_weights(len(items), opts.n_boot, opts.seed)
+        weights = B.item_weights(len(items), opts.n_boot, opts.seed)
         levels = level_order(part["knowledge_level"].unique())
         here = [c for c in conds if c in set(part["condition"])]
         for metric in metrics:
             hib = higher_is_better(metric)
             wide = part.pivot_table(index=list(CELL_KEYS[1:]), columns="condition", values=metric, aggfunc="mean")
             wide = wide.reindex(columns=here)
-            blocks = _task_metric(task, metric, hib, wide, levels, here, item_pos, weights, opts)
-            paired += blocks[0]
-            best += blocks[1]
+            paired += _pairs(task, metric, hib, wide, levels, here, item_pos)
+            best += _best(task, metric, hib, part, levels, here, item_pos, weights)
     mdes = _adjust(paired, opts)
-    return {
-        "paired": _frame(paired, PairedRow),
-        "best": _frame(best, BestRow),
-        "mde": _frame(mdes, MdeRow),
-    }
+    return {"paired": _frame(paired, PairedRow), "best": _frame(best, BestRow), "mde": _frame(mdes, MdeRow)}
 
 
 def _frame(rows: list[dict], model: type[BaseModel]) -> pd.DataFrame:
@@ -181,87 +180,91 @@ def _frame(rows: list[dict], model: type[BaseModel]) -> pd.DataFrame:
     return pd.DataFrame(checked, columns=list(model.model_fields))
 
 
-def _task_metric(task, metric, hib, wide, levels, conds, item_pos, weights, opts):
-    n_items_total = len(item_pos)
-    # per level and condition: replicate means of the condition's own cells
-    level_reps: dict[str, dict[str, np.ndarray]] = {}
-    level_stats: dict[str, dict[str, tuple[int, float]]] = {}
-    # per level and pair: diffs (with item index and (item, trial) unit) and replicate mean diffs
-    pair_data: dict[str, dict[tuple[str, str], tuple[np.ndarray, np.ndarray, pd.Series]]] = {}
-    for level in levels:
-        lv = wide.xs(level, level="knowledge_level") if level in wide.index.get_level_values("knowledge_level") else None
-        level_reps[level], level_stats[level], pair_data[level] = {}, {}, {}
-        if lv is None:
-            continue
-        idx = np.array([item_pos[str(i)] for i in lv.index.get_level_values("item_id")], dtype=np.int64)
-        for c in conds:
-            v = lv[c].to_numpy(dtype=float)
-            sums, counts = S.cluster_sums(idx, v, n_items_total)
-            level_reps[level][c] = S.cluster_means(weights, sums, counts)
-            have = ~np.isnan(v)
-            level_stats[level][c] = (int(have.sum()), float(v[have].mean()) if have.any() else math.nan)
-        for a, b in combinations(conds, 2):
-            d = (lv[a] - lv[b]).to_numpy(dtype=float)
-            keep = ~np.isnan(d)
-            units = pd.Series(d[keep], index=pd.MultiIndex.from_arrays(
-                [lv.index.get_level_values("item_id")[keep], lv.index.get_level_values("trial")[keep]]))
-            # the pair's bootstrap replicates, drawn once: its level row and the all-levels row use them
-            reps = S.cluster_means(weights, *S.cluster_sums(idx[keep], d[keep], n_items_total)) if keep.any() else None
-            pair_data[level][(a, b)] = (d[keep], idx[keep], units, reps)
+def _per_item(idx: np.ndarray, values: np.ndarray, n_items: int) -> tuple[np.ndarray, np.ndarray]:
+    keep = ~np.isnan(values)
+    counts = np.bincount(idx[keep], minlength=n_items).astype(float)
+    sums = np.bincount(idx[keep], weights=values[keep], minlength=n_items).astype(float)
+    return counts, sums
 
-    paired, best, mdes = [], [], []
-    pairs = list(combinations(conds, 2))
-    for level in [*levels, ALL_LEVELS]:
-        rows = []
-        for a, b in pairs:
-            if level == ALL_LEVELS:
-                per = [pair_data[lv][(a, b)] for lv in levels if (a, b) in pair_data[lv] and pair_data[lv][(a, b)][0].size]
-                if not per:
-                    continue
-                means = [float(d.mean()) for d, _, _, _ in per]
-                mean_diff = float(np.mean(means))
-                reps = _mean_of_levels(np.vstack([pair_reps for _, _, _, pair_reps in per]))
-                units = pd.concat([u for _, _, u, _ in per]).groupby(level=[0, 1]).mean()
-                test_values = units.to_numpy(dtype=float)
-                n_items = int(units.index.get_level_values(0).nunique())
-                ma = float(np.nanmean([level_stats[lv][a][1] for lv in levels if a in level_stats[lv]]))
-                mb = float(np.nanmean([level_stats[lv][b][1] for lv in levels if b in level_stats[lv]]))
-            else:
-                if (a, b) not in pair_data[level] or pair_data[level][(a, b)][0].size == 0:
-                    continue
-                d, ix, _, reps = pair_data[level][(a, b)]
-                mean_diff = float(d.mean())
-                test_values = d
-                n_items = int(np.unique(ix).size)
-                ma, mb = level_stats[level][a][1], level_stats[level][b][1]
-            p, pos, neg = S.sign_test(test_values)
-            lo, hi = S.percentile_ci(reps, opts.ci_level)
-            rows.append(dict(task=task, knowledge_level=level, metric=metric, higher_is_better=hib, condition_a=a,
-                             condition_b=b, n_pairs=int(test_values.size), n_items=n_items, mean_a=_f(ma), mean_b=_f(mb),
-                             mean_diff=_f(mean_diff), ci_low=lo, ci_high=hi, se=S.bootstrap_se(reps), n_pos=pos, n_neg=neg,
-                             p_value=p, _reps=reps, _sd=float(np.std(test_values, ddof=1)) if test_values.size > 1 else math.nan))
-        paired += rows
-        # best / leaderboard rows of this scope
-        if level == ALL_LEVELS:
-            have = [c for c in conds if any(c in level_stats[lv] and level_stats[lv][c][0] for lv in levels)]
-            reps_by = {c: np.nanmean(np.vstack([level_reps[lv][c] for lv in levels if c in level_reps[lv] and level_stats[lv][c][0]]), axis=0)
-                       for c in have}
-            stat = {c: (sum(level_stats[lv][c][0] for lv in levels if c in level_stats[lv]),
-                        float(np.nanmean([level_stats[lv][c][1] for lv in levels if c in level_stats[lv] and level_stats[lv][c][0]])))
-                    for c in have}
-        else:
-            have = [c for c in conds if c in level_stats[level] and level_stats[level][c][0]]
-            reps_by = {c: level_reps[level][c] for c in have}
-            stat = {c: level_stats[level][c] for c in have}
-        if not have:
+
+def _pairs(task, metric, hib, wide, levels, conds, item_pos) -> list[dict]:
+    """The paired rows of one (task, metric): each level, then the level-marginal."""
+    n_items = len(item_pos)
+    have_levels = set(wide.index.get_level_values("knowledge_level"))
+    rows = []
+    for a, b in combinations(conds, 2):
+        counts, sums, means_a, means_b, n_cells = [], [], [], [], []
+        for level in levels:
+            if level not in have_levels:
+                continue
+            lv = wide.xs(level, level="knowledge_level")
+            idx = np.array([item_pos[str(i)] for i in lv.index.get_level_values("item_id")], dtype=np.int64)
+            d = (lv[a] - lv[b]).to_numpy(dtype=float)
+            c, s = _per_item(idx, d, n_items)
+            if not c.sum():
+                continue
+            matched = ~np.isnan(d)
+            ma, mb = lv[a].to_numpy(dtype=float)[matched].mean(), lv[b].to_numpy(dtype=float)[matched].mean()
+            rows.append(_row(task, level, metric, hib, a, b, c[None, :], s[None, :], ma, mb, int(c.sum())))
+            counts.append(c), sums.append(s), means_a.append(ma), means_b.append(mb), n_cells.append(int(c.sum()))
+        if counts:
+            rows.append(_row(task, ALL_LEVELS, metric, hib, a, b, np.vstack(counts), np.vstack(sums),
+                             float(np.mean(means_a)), float(np.mean(means_b)), sum(n_cells)))
+    return rows
+
+
+def _row(task, level, metric, hib, a, b, counts: np.ndarray, sums: np.ndarray, mean_a, mean_b, n_pairs) -> dict:
+    """One paired row before the family adjustment: ``counts``/``sums`` are (levels, items) arrays
+    of matched cells' differences."""
+    cm = clustered_mean(counts, sums)  # the mean over levels of the level mean differences
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_level_item = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    seen = counts.sum(axis=0) > 0
+    item_diffs = np.nanmean(per_level_item[:, seen], axis=0) if seen.any() else np.zeros(0)
+    signs = G.sign_counts(item_diffs)
+    sd = float(np.std(item_diffs, ddof=1)) if item_diffs.size > 1 else math.nan
+    return dict(task=task, knowledge_level=level, metric=metric, higher_is_better=hib, condition_a=a, condition_b=b,
+                n_pairs=n_pairs, n_items=int(seen.sum()), n_pos=signs.pos, n_neg=signs.neg, n_tied=signs.tied,
+                mean_a=_f(mean_a), mean_b=_f(mean_b), mean_diff=_f(cm.mean), ci_low=_f(cm.ci_low), ci_high=_f(cm.ci_high),
+                sd_item_diff=_f(sd), win_rate=signs.pos / signs.n if signs.n else math.nan,
+                p_value=G.sign_test(signs.pos, signs.neg))
+
+
+def _best(task, metric, hib, part, levels, conds, item_pos, weights) -> list[dict]:
+    """Per scope and condition: mean and item-clustered CI (the tables' statistic), rank, P(best)."""
+    n_items = len(item_pos)
+    idx_all = part["item_id"].map(item_pos).to_numpy(dtype=np.int64)
+    values = part[metric].to_numpy(dtype=float)
+    rows = []
+    per: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}  # cond -> level -> (counts, sums)
+    for c in conds:
+        mask_c = (part["condition"] == c).to_numpy()
+        per[c] = {}
+        for level in levels:
+            mask = mask_c & (part["knowledge_level"] == level).to_numpy()
+            if mask.any():
+                per[c][level] = _per_item(idx_all[mask], values[mask], n_items)
+    for scope in [*levels, ALL_LEVELS]:
+        stat, reps = {}, {}
+        for c in conds:
+            use = [lv for lv in (levels if scope == ALL_LEVELS else [scope]) if lv in per[c] and per[c][lv][0].sum()]
+            if not use:
+                continue
+            counts = np.vstack([per[c][lv][0] for lv in use])
+            sums = np.vstack([per[c][lv][1] for lv in use])
+            stat[c] = clustered_mean(counts, sums)
+            reps[c] = np.nanmean(np.vstack([B.cluster_means(weights, sums[k], counts[k]) for k in range(len(use))]), axis=0)
+        if not stat:
             continue
-        pb = S.prob_best(np.column_stack([reps_by[c] for c in have]), hib)
-        ranks = pd.Series([stat[c][1] for c in have]).rank(method="min", ascending=not hib).to_numpy()
-        for c, prob, rank in zip(have, pb, ranks):
-            lo, hi = S.percentile_ci(reps_by[c], opts.ci_level)
-            best.append(dict(task=task, knowledge_level=level, metric=metric, higher_is_better=hib, condition=c,
-                             n=int(stat[c][0]), mean=_f(stat[c][1]), ci_low=lo, ci_high=hi, rank=_f(rank), prob_best=_f(prob)))
-    return paired, best
+        have = list(stat)
+        pb = B.prob_best(np.column_stack([reps[c] for c in have]), hib)
+        ranks = rank_min({c: stat[c].mean for c in have}, not hib)
+        for c, prob in zip(have, pb):
+            s = stat[c]
+            rows.append(dict(task=task, knowledge_level=scope, metric=metric, higher_is_better=hib, condition=c, n=s.n,
+                             n_items=s.n_items, mean=_f(s.mean), ci_low=_f(s.ci_low), ci_high=_f(s.ci_high),
+                             rank=_f(ranks[c]), prob_best=_f(prob)))
+    return rows
 
 
 def family_key(row: dict, family: str) -> tuple:
@@ -269,40 +272,38 @@ def family_key(row: dict, family: str) -> tuple:
 
 
 def _adjust(paired: list[dict], opts: CompareOptions) -> list[dict]:
-    """Holm within each family; simultaneous CIs, verdicts and MDE rows. Mutates ``paired``."""
+    """Bonferroni within each family: one verdict per row, and its MDE row. Mutates ``paired``."""
     families: dict[tuple, list[dict]] = {}
     for r in paired:
         families.setdefault(family_key(r, opts.family), []).append(r)
     mdes = []
     for rows in families.values():
         m = len(rows)
-        for r, ph in zip(rows, S.holm([r["p_value"] for r in rows])):
-            reps, sd = r.pop("_reps"), r.pop("_sd")
-            r["ci_low_adj"], r["ci_high_adj"] = S.normal_ci(r["mean_diff"], r["se"], 1.0 - (1.0 - opts.ci_level) / max(m, 1))
-            r["p_holm"], r["family_size"] = float(ph), m
-            r["significant"] = bool(ph < opts.alpha)
-            r["better"] = _better(r, opts.alpha)
+        level = opts.alpha / m
+        need = G.min_items(level)
+        for r in rows:
+            v = G.verdict(G.SignCounts(r["n_pos"], r["n_neg"], r["n_tied"]), level)
+            n = r["n_pos"] + r["n_neg"]
+            r.update(win_low_adj=v.ci_low, win_high_adj=v.ci_high, p_adj=float(min(1.0, m * v.p_value)), family_size=m,
+                     min_items=need, testable=n >= need, significant=v.significant,
+                     better=_better(r, v.direction) if v.significant else None)
+            q, q_adj = G.mde_win_rate(n, opts.alpha, opts.power), G.mde_win_rate(n, level, opts.power)
             mdes.append(dict(task=r["task"], knowledge_level=r["knowledge_level"], metric=r["metric"],
-                             condition_a=r["condition_a"], condition_b=r["condition_b"], n_pairs=r["n_pairs"],
-                             n_items=r["n_items"], sd_diff=_f(sd), se=_f(r["se"]), alpha=opts.alpha, power=opts.power,
-                             mde=S.mde(r["se"], opts.alpha, opts.power),
-                             mde_holm=S.mde(r["se"], opts.alpha / max(m, 1), opts.power)))
+                             condition_a=r["condition_a"], condition_b=r["condition_b"], n_items=n, family_size=m,
+                             min_items=need, alpha=opts.alpha, power=opts.power, mde_win_rate=q, mde_win_rate_adj=q_adj,
+                             sd_item_diff=r["sd_item_diff"], mde=G.shift_effect(q, r["sd_item_diff"]),
+                             mde_adj=G.shift_effect(q_adj, r["sd_item_diff"])))
     return mdes
 
 
-def _better(r: dict, alpha: float) -> str | None:
-    if not r["p_holm"] < alpha or not np.isfinite(r["mean_diff"]) or r["mean_diff"] == 0:
-        return None
-    majority = np.sign(r["n_pos"] - r["n_neg"])
-    if majority != np.sign(r["mean_diff"]):
-        return None  # the mean and the majority of pairs disagree: no verdict
-    a_higher = r["mean_diff"] > 0
+def _better(r: dict, direction: int) -> str:
+    a_higher = direction > 0
     return r["condition_a"] if a_higher == r["higher_is_better"] else r["condition_b"]
 
 
 def beats_matrix(paired: pd.DataFrame, task: str, level: str) -> tuple[list[str], dict[tuple[str, str], list[str]]]:
     """Conditions and, per ordered (winner, loser), the metrics on which the winner significantly
-    beats the loser after Holm correction (from the ``paired`` table)."""
+    beats the loser (from the ``paired`` table)."""
     part = paired[(paired["task"] == task) & (paired["knowledge_level"] == level)]
     conds = list(dict.fromkeys([*part["condition_a"], *part["condition_b"]]))
     wins: dict[tuple[str, str], list[str]] = {}
@@ -314,7 +315,23 @@ def beats_matrix(paired: pd.DataFrame, task: str, level: str) -> tuple[list[str]
     return conds, wins
 
 
+def too_few_items(paired: pd.DataFrame, task: str, alpha: float, level: str | None = None) -> str | None:
+    """A sentence when no row of (task[, level]) can be significant at its family's size: the
+    items are too few for any verdict (None when at least one row is testable)."""
+    part = paired[paired["task"] == task]
+    if level is not None:
+        part = part[part["knowledge_level"] == level]
+    if part.empty or part["testable"].any():
+        return None
+    most = int((part["n_pos"] + part["n_neg"]).max())
+    need, m = int(part["min_items"].max()), int(part["family_size"].max())
+    return (f"Too few items for any verdict: in {task}, at most {most} item(s) tell two conditions apart, and a family "
+            f"of {m} comparisons at alpha {alpha:g} needs at least {need} before any result can be significant (with n "
+            "items the smallest sign-test p-value is 2^(1-n)). Nothing here says who beats whom; mde.csv gives the "
+            "effects this run could detect.")
+
+
 __all__ = [
     "ALL_LEVELS", "BestRow", "CELL_KEYS", "CompareOptions", "DEFAULT_METRICS", "MdeRow", "PairedRow", "analyse",
-    "beats_matrix", "higher_is_better", "pick_metrics",
+    "beats_matrix", "higher_is_better", "pick_metrics", "too_few_items",
 ]

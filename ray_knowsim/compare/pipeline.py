@@ -11,7 +11,7 @@ import pandas as pd
 
 from ray_knowsim.compare.failures import failure_counts, failure_gaps, gap_warnings
 from ray_knowsim.compare.leaderboard import leaderboard, render_html
-from ray_knowsim.compare.paired import CompareOptions, analyse, pick_metrics
+from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse, pick_metrics, too_few_items
 from ray_knowsim.compare.runs import LoadedRun, load_runs, merged_sessions
 
 TABLES = ("paired", "best", "mde", "leaderboard", "failures", "failure_gaps")
@@ -24,6 +24,7 @@ class CompareResult:
     conditions: list[str]
     warnings: list[str] = field(default_factory=list)  # conditions failing at rates that bias the comparison
     incomplete: list[str] = field(default_factory=list)  # runs ranked although incomplete (allow_incomplete)
+    too_few: list[str] = field(default_factory=list)  # per task without any testable comparison: why nothing can be significant
 
 
 def default_metrics(sessions: pd.DataFrame) -> list[str]:
@@ -31,6 +32,20 @@ def default_metrics(sessions: pd.DataFrame) -> list[str]:
     if "cost_usd" in sessions.columns and (sessions["cost_usd"] > 0).any():
         ms.append("cost_usd")
     return ms
+
+
+def unequal_n_notes(best: pd.DataFrame) -> list[str]:
+    """A note per task whose conditions cover different numbers of items (an adaptive run, or an
+    interrupted one): their means are over different items."""
+    out = []
+    marg = best[best["knowledge_level"] == ALL_LEVELS]
+    for task, g in marg.groupby("task"):
+        items = g.groupby("condition")["n_items"].max()
+        if items.nunique() > 1:
+            out.append(f"{task}: conditions cover unequal numbers of items ({', '.join(f'{c} {n}' for c, n in items.items())}; "
+                       "an adaptive or interrupted run): their means are over different items; the paired verdicts use "
+                       "matched items only.")
+    return out
 
 
 def write_table(df: pd.DataFrame, out: Path, name: str) -> None:
@@ -58,7 +73,7 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
                              + ". Resume them first, or pass --allow-incomplete to rank what is committed (the page says so)")
     sessions, conditions = merged_sessions(runs)
     metrics = list(metrics) if metrics else default_metrics(sessions)
-    opts = CompareOptions(metrics=metrics, n_boot=n_boot, seed=seed, alpha=alpha, power=power, family=family)
+    opts = CompareOptions(metrics=metrics, n_boot=n_boot, seed=seed, alpha=alpha, power=power, family=family)  # type: ignore[arg-type]
     tables = analyse(sessions, conditions, opts)
     runs_of = {c: r.label for r in runs for c in r.conditions}
     tables["leaderboard"] = leaderboard(tables["best"], runs_of)
@@ -71,25 +86,34 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
         write_table(tables[name], out, name)
     notes = [
         f"Runs: {', '.join(f'{r.label} ({r.path})' for r in runs)}.",
-        "Mean [95% cluster-bootstrap CI over items] of the level-marginal (unweighted mean of the level means); "
-        "P(best) = share of bootstrap replicates in which the condition is best (CO, PO and cost: lower is better).",
-        f"Tests: exact sign test on matched cells, Holm-corrected over "
-        f"{'the whole comparison' if family == 'run' else 'each (task, level, metric)'} at alpha {alpha}; "
+        "Mean [95% item-clustered CI] of the level-marginal (unweighted mean of the level means; the run's tables show "
+        "the same); P(best) = share of cluster-bootstrap replicates over items in which the condition is best (CO, PO "
+        "and cost: lower is better).",
+        f"Verdicts: exact sign test over items (each item's mean paired difference), Bonferroni over "
+        f"{'the whole comparison' if family == 'run' else 'each (task, level, metric)'} at alpha {alpha}: a result is "
+        "significant exactly when its adjusted win-rate interval excludes 1/2; "
         f"{n_boot} bootstrap replicates, seed {seed}.",
         "Failure rates per condition and level are in failures.csv; a pair whose rates differ (Fisher's exact test, "
         f"p < {alpha}, and at least 5 points apart) is compared over different sets of cells: "
         + ("; ".join(warnings) if warnings else "no such pair."),
+        *unequal_n_notes(tables["best"]),
     ]
     flags = [f"Incomplete run, ranked with --allow-incomplete (its ranking may differ from the full run's): {line}" for line in incomplete]
     (out / "leaderboard.html").write_text(render_html(tables["leaderboard"], tables["paired"], metrics, "KnowSim leaderboard", notes,
-                                                      flags=flags), encoding="utf-8")
+                                                      alpha, flags=flags), encoding="utf-8")
     info = {"runs": [{"path": r.path, "label": r.label, "conditions": r.conditions} for r in runs],
             "options": opts.model_dump(), "family": ("every paired row of the comparison" if family == "run" else "per (task, knowledge_level, metric): its condition pairs"),
-            "test": "exact two-sided sign test on matched cells (level-marginal: per (item, trial), mean over levels)",
-            "ci": "percentile cluster bootstrap over items; *_adj: mean_diff -/+ z(1 - (1 - ci_level) / (2 family_size)) * bootstrap SE",
-            "mde": "(z(1 - alpha/2) + z(power)) * bootstrap SE; mde_holm with alpha / family_size",
+            "unit": "items: each item contributes the sign of its mean paired difference (level-marginal: mean over levels)",
+            "test": "exact two-sided sign test over items (ties dropped); p_adj = Bonferroni over the family",
+            "verdict": "significant <=> the Clopper-Pearson win-rate interval at 1 - alpha / family_size excludes 1/2 "
+                       "<=> p_adj < alpha; no result is possible below min_items non-tied items",
+            "ci": "ci_low/ci_high: descriptive 95% item-clustered interval of mean_diff (item-clustered SE, t on items - 1 df)",
+            "mde": "mde_win_rate: smallest win rate detected with the given power (exact binomial; _adj at alpha / "
+                   "family_size); mde: the same as a mean difference under a normal shift, sd_item_diff * Phi^-1(q)",
+            "too_few_items": [msg for msg in (too_few_items(tables["paired"], t, alpha) for t in sorted(sessions["task"].unique())) if msg],
             "failure_gaps": "Fisher's exact two-sided test on (failed, ok) x (a, b) per (task, level); biased when "
                             f"p < {alpha} and the rates differ by >= 0.05 (p unadjusted)",
             "warnings": warnings, "incomplete": incomplete}
+    too_few = info["too_few_items"]
     (out / "compare.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
-    return CompareResult(out, tables, conditions, warnings, incomplete)
+    return CompareResult(out, tables, conditions, warnings=warnings, incomplete=incomplete, too_few=too_few)

@@ -137,14 +137,14 @@ def write_run_tables(run_dir: RunDir, reader: RunReader | None = None) -> dict[s
     """Reduce the counted sessions (with the primary score set joined in) to the run's tables
     and write them to ``tables/``: after a run, and after ``score --primary`` switches the set."""
     from ray_knowsim.engine.outcome_tables import sanity_table
-    from ray_knowsim.engine.reduce import aggregate_cells, build_tables, write_tables
+    from ray_knowsim.engine.reduce import aggregate_item_sums, build_tables, write_tables
     from ray_knowsim.io.cost import cost_tables
     from ray_knowsim.io.outcomes import outcome_tables
     from ray_knowsim.io.sanity import check_run
 
     reader = reader if reader is not None else RunReader.open(run_dir.root)
     scores = RunScores.load(run_dir.root, reader)
-    tables = build_tables(aggregate_cells(reader.sessions.files, scores=scores))
+    tables = build_tables(aggregate_item_sums(reader.sessions.files, scores=scores))
     tables.update(cost_tables(reader.sessions, scores.attach if scores.sets else None))
     tables.update(outcome_tables(reader.sessions))  # failed sessions by error kind, truncations by role
     tables["sanity"] = sanity_table(check_run(reader, scores.attach if scores.sets else None))

@@ -1,18 +1,19 @@
-"""The run's tables: ONE Ray Data groupby over the committed session rows, then small pandas steps.
+"""The run's tables: ONE Ray Data groupby over the committed session rows, then the statistics
+module (:mod:`ray_knowsim.stats.tables`) on the few rows it returns.
 
-Ray Data does the part that scales with the number of sessions: per (task, condition, level)
-counts, means, standard deviations and failure-mode sums, in a single groupby with many
-aggregations (each groupby costs seconds of fixed overhead). Everything after works on those
-few cells:
+Ray Data does the part that scales with the number of sessions: per (task, condition, level,
+item) counts, sums and sums of squares per metric, failure-mode and drift sums, in a single
+groupby with many aggregations (each groupby costs seconds of fixed overhead). Per item, because
+sessions cluster by item and the intervals treat items as the unit. Everything after works on
+those rows:
 
-* ``level_means``: per (task, condition, level) n, mean, sd and a Student-t 95% CI per metric
-  (sessions with ``status="ok"`` only; failed ones are counted in ``n_failed``);
+* ``level_means``: per (task, condition, level) n, mean, sd, items and the item-clustered 95 % CI
+  per metric (sessions with ``status="ok"`` only; failed ones are counted in ``n_failed``);
 * ``marginal``: per (task, condition) the unweighted mean of the level means (spec §11's
-  recommendation) with a normal-approximation 95% CI from the level standard errors;
+  recommendation) with its item-clustered 95 % CI;
 * ``ranks``: per (task, scope) with scope = each level and "marginal", the rank of each condition
-  per metric ("min" ties, higher is better except CO/PO, lower is better) and the mean rank over
-  the paper's final metrics (``mean_rank``) and over their @ES variants (``mean_rank_es``) — the
-  shapes of the paper's Table 4 / Table 16;
+  per metric and the mean rank over the paper's headline metrics (``mean_rank``: KG, DC, CO, IQ;
+  ``mean_rank_es`` at the virtual early stop) -- the definitions are in :mod:`ray_knowsim.stats.ranks`;
 * ``failure_modes``: per (task, condition, level) the count and share of each failure mode
   (plus task "all" when a run has several tasks).
 
@@ -36,17 +37,19 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ray_knowsim.io.rundir import LiveFile
 from ray_knowsim.model.failures import FAILURE_CLASSES, MODEL, failure_class
-from ray_knowsim.model.results import DRIFT_COLUMNS, FAILURE_MODES, LOWER_IS_BETTER
+from ray_knowsim.model.results import DRIFT_COLUMNS, FAILURE_MODES
 from ray_knowsim.model.states import KNOWLEDGE_LEVELS
+from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, MEAN_RANK_METRICS_ES
+from ray_knowsim.stats.tables import MARGINAL, level_table, marginal_table, rank_table
 
 KEYS = ("task", "condition", "knowledge_level")
+ITEM_KEYS = (*KEYS, "item_id")
 METRICS: tuple[str, ...] = (
     "kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience", "iq",
     "kg_es", "nkg_es", "dc_es", "ic_es", "co_es", "po_es", "engagement_es", "learning_experience_es",
@@ -56,7 +59,7 @@ RANK_METRICS_ES: tuple[str, ...] = ("kg_es", "nkg_es", "dc_es", "ic_es", "co_es"
 FM_COLUMNS: tuple[str, ...] = tuple(f"fm_{m}" for m in FAILURE_MODES)
 # DRIFT_COLUMNS (model/results.py): per-session counts of how often the models drifted, summed over
 # every session, failed ones too: a session that failed on its extractor is exactly where the drift was
-MARGINAL = "marginal"
+MEAN_RANKS = {"mean_rank": MEAN_RANK_METRICS, "mean_rank_es": MEAN_RANK_METRICS_ES}
 TABLE_NAMES = ("level_means", "marginal", "ranks", "failure_modes")
 
 
@@ -64,10 +67,11 @@ TABLE_NAMES = ("level_means", "marginal", "ranks", "failure_modes")
 
 
 def partial_moments(batch: pa.Table) -> pa.Table:
-    """One block reduced to per-cell partial sums (count, sum, sum of squares per metric over ok
-    sessions; failure-mode sums; session counts), so the shuffle moves cells, not sessions."""
+    """One block reduced to per-(cell, item) partial sums (count, sum, sum of squares per metric
+    over ok sessions; failure-mode, failure-class, rerun and drift sums; session counts), so the
+    shuffle moves cells, not sessions."""
     ok = pc.equal(batch.column("status"), "ok")
-    cols: dict[str, pa.Array] = {k: batch.column(k) for k in KEYS}
+    cols: dict[str, pa.Array] = {k: batch.column(k) for k in ITEM_KEYS}
     cols["n_sessions"] = pa.array([1] * batch.num_rows, pa.int64())
     cols["n_ok"] = pc.cast(ok, pa.int64())
     cols["n_failed"] = pc.cast(pc.invert(ok), pa.int64())
@@ -91,8 +95,8 @@ def partial_moments(batch: pa.Table) -> pa.Table:
                else pa.array([1] * batch.num_rows, pa.int64()))
     cols["n_rerun"] = pc.cast(pc.greater(attempt, 1), pa.int64())
     table = pa.table(cols)
-    sums = [c for c in table.column_names if c not in KEYS]
-    grouped = table.group_by(list(KEYS)).aggregate([(c, "sum") for c in sums])
+    sums = [c for c in table.column_names if c not in ITEM_KEYS]
+    grouped = table.group_by(list(ITEM_KEYS)).aggregate([(c, "sum") for c in sums])
     return grouped.rename_columns([c[:-4] if c.endswith("_sum") else c for c in grouped.column_names])
 
 
@@ -118,17 +122,17 @@ SUM_COLUMNS: tuple[str, ...] = (
     *FM_COLUMNS, *DRIFT_COLUMNS,
 )
 #: columns of the session rows the reduction reads besides the metrics (absent ones read as null)
-READ_COLUMNS: tuple[str, ...] = ("session_id", *KEYS, "status", "error", "failure_class", "attempt")
+READ_COLUMNS: tuple[str, ...] = ("session_id", *ITEM_KEYS, "status", "error", "failure_class", "attempt")
 
 
-def aggregate_cells(session_files: Sequence[Any], num_partitions: int | None = None, scores: Any = None) -> pd.DataFrame:
-    """One row per (task, condition, level): n_sessions, n_ok, n_failed (and per failure class),
-    n_rerun, ``<m>__n/__mean/__sd`` per metric and ``fm_*`` sums. ``session_files``: the counted
-    files (:attr:`ray_knowsim.io.rundir.CommittedTable.files`; their superseded rows are dropped
-    here) or plain paths. ONE Ray Data groupby (over per-block partial sums, with the sort-based
-    shuffle: the hash shuffle's 200 aggregator partitions cost minutes on small machines).
-    ``scores`` (a :class:`~ray_knowsim.score.store.RunScores`) joins the judges' columns (``iq`` &
-    co.) onto the session rows first. Ray must be initialised."""
+def aggregate_item_sums(session_files: Sequence[Any], num_partitions: int | None = None, scores: Any = None) -> pd.DataFrame:
+    """One row per (task, condition, level, item): n_sessions, n_ok, n_failed (and per failure
+    class), n_rerun, ``<m>__n/__s1/__s2`` per metric and ``fm_*`` / drift sums. ``session_files``:
+    the counted files (:attr:`ray_knowsim.io.rundir.CommittedTable.files`; their superseded rows
+    are dropped here) or plain paths. ONE Ray Data groupby (over per-block partial sums, with the
+    sort-based shuffle: the hash shuffle's 200 aggregator partitions cost minutes on small
+    machines). ``scores`` (a :class:`~ray_knowsim.score.store.RunScores`) joins the judges'
+    columns (``iq`` & co.) onto the session rows first. Ray must be initialised."""
     import ray
     import ray.data
     from ray.data import DataContext
@@ -146,11 +150,11 @@ def aggregate_cells(session_files: Sequence[Any], num_partitions: int | None = N
         if scores is not None and scores.sets:
             ds = ds.map_batches(scores.attach, batch_format="pyarrow")
         ds = ds.map_batches(partial_moments, batch_format="pyarrow")
-        grouped = ds.groupby(list(KEYS), num_partitions=num_partitions)
+        grouped = ds.groupby(list(ITEM_KEYS), num_partitions=num_partitions)
         sums = grouped.aggregate(*(Sum(c, alias_name=c) for c in SUM_COLUMNS)).to_pandas()
     finally:
         ctx._shuffle_strategy = saved
-    return cells_from_sums(sums)
+    return normalise_sums(sums)
 
 
 def counted_dataset(files: Sequence[LiveFile], columns: Sequence[str] | None = None, table: str = "sessions") -> Any:
@@ -190,36 +194,20 @@ def drop_superseded(batch: pa.Table, drops: dict[str, frozenset[str]]) -> pa.Tab
     return batch.filter(pa.array(keep, pa.bool_())).drop_columns(["path"])
 
 
-def cells_from_sums(sums: pd.DataFrame) -> pd.DataFrame:
-    """Means and sample standard deviations from the summed moments."""
-    cells = sums[list(KEYS)].copy()
-    for c in ("n_sessions", "n_ok", "n_failed", *FAILURE_COLUMNS, *FM_COLUMNS, *DRIFT_COLUMNS):
-        cells[c] = sums[c]
-    for m in METRICS:
-        n = pd.to_numeric(sums[f"{m}__n"]).fillna(0).astype("int64")
-        s1 = pd.to_numeric(sums[f"{m}__s1"]).astype(float)
-        s2 = pd.to_numeric(sums[f"{m}__s2"]).astype(float)
-        mean = s1 / n.where(n > 0)
-        var = (s2 - n * mean * mean) / (n - 1).where(n > 1)
-        cells[f"{m}__n"] = n
-        cells[f"{m}__mean"] = mean
-        cells[f"{m}__sd"] = np.sqrt(var.clip(lower=0))
-    return normalise_cells(cells)
-
-
-def normalise_cells(cells: pd.DataFrame) -> pd.DataFrame:
-    """Consistent dtypes and order; a mean/sd without enough values is NaN, never 0."""
-    cells = cells.copy()
+def normalise_sums(sums: pd.DataFrame) -> pd.DataFrame:
+    """Consistent dtypes and order of per-item sums (columns a run predating them lacks are 0)."""
+    sums = sums.copy()
     for c in (*DRIFT_COLUMNS, *FAILURE_COLUMNS):
-        if c not in cells:
-            cells[c] = 0
+        if c not in sums:
+            sums[c] = 0
     for c in ("n_sessions", "n_ok", "n_failed", *FAILURE_COLUMNS, *FM_COLUMNS, *DRIFT_COLUMNS, *(f"{m}__n" for m in METRICS)):
-        cells[c] = pd.to_numeric(cells[c]).fillna(0).astype("int64")
+        sums[c] = pd.to_numeric(sums[c]).fillna(0).astype("int64")
     for m in METRICS:
-        n = cells[f"{m}__n"]
-        cells[f"{m}__mean"] = pd.to_numeric(cells[f"{m}__mean"], errors="coerce").astype(float).where(n >= 1)
-        cells[f"{m}__sd"] = pd.to_numeric(cells[f"{m}__sd"], errors="coerce").astype(float).where(n >= 2)
-    return sort_cells(cells)
+        for p in ("s1", "s2"):
+            sums[f"{m}__{p}"] = pd.to_numeric(sums[f"{m}__{p}"], errors="coerce").astype(float).fillna(0.0)
+    sums["item_id"] = sums["item_id"].astype(str)
+    return sort_cells(sums).sort_values([*KEYS, "item_id"], key=lambda c: c.map(level_rank) if c.name == "knowledge_level" else c,
+                                        kind="stable").reset_index(drop=True)
 
 
 def level_rank(level: str) -> int:
@@ -240,12 +228,14 @@ def sort_cells(df: pd.DataFrame) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- pandas part
 
 
-def t_half_width(sd: float, n: int) -> float:
-    if n < 2 or sd is None or not np.isfinite(sd):
-        return float("nan")
-    from scipy.stats import t
+COUNT_COLUMNS: tuple[str, ...] = ("n_sessions", "n_ok", "n_failed", *FAILURE_COLUMNS, *DRIFT_COLUMNS)
+#: shares of a cell's sessions that failed, overall and per class (:func:`failure_rates`)
+RATE_COLUMNS: tuple[str, ...] = ("failure_rate", *(f"{c}_failure_rate" for c in FAILURE_CLASSES))
 
-    return float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+
+def cell_counts(item_sums: pd.DataFrame) -> pd.DataFrame:
+    """Per (task, condition, level): session counts (failed per class, reruns), failure-mode and drift sums."""
+    return sort_cells(item_sums.groupby(list(KEYS), as_index=False, sort=False)[[*COUNT_COLUMNS, *FM_COLUMNS]].sum())
 
 
 def failure_rates(df: pd.DataFrame) -> pd.DataFrame:
@@ -253,72 +243,29 @@ def failure_rates(df: pd.DataFrame) -> pd.DataFrame:
     failed, overall and per class: next to the metrics, a reader sees what the means leave out."""
     n = df["n_sessions"].where(df["n_sessions"] > 0)
     out = df.copy()
-    out["failure_rate"] = (df["n_failed"] / n).astype(float)
-    for cls in FAILURE_CLASSES:
-        out[f"{cls}_failure_rate"] = (df[f"n_failed_{cls}"] / n).astype(float)
+    for rate, failed in zip(RATE_COLUMNS, ("n_failed", *(f"n_failed_{c}" for c in FAILURE_CLASSES))):
+        out[rate] = (df[failed] / n).astype(float)
     return out
 
 
-def level_means(cells: pd.DataFrame) -> pd.DataFrame:
-    out = failure_rates(cells[[*KEYS, "n_sessions", "n_ok", "n_failed", *FAILURE_COLUMNS, *DRIFT_COLUMNS]].copy())
-    for m in METRICS:
-        mean, sd, n = cells[f"{m}__mean"], cells[f"{m}__sd"], cells[f"{m}__n"]
-        half = np.array([t_half_width(s, k) for s, k in zip(sd, n)], dtype=float)
-        out[m] = mean
-        out[f"{m}_n"] = n
-        out[f"{m}_sd"] = sd
-        out[f"{m}_ci_low"] = mean - half
-        out[f"{m}_ci_high"] = mean + half
-    return out
+def level_means(item_sums: pd.DataFrame) -> pd.DataFrame:
+    counts = failure_rates(cell_counts(item_sums)[[*KEYS, *COUNT_COLUMNS]])
+    return sort_cells(counts.merge(level_table(item_sums, METRICS), on=list(KEYS), how="left"))
 
 
-def marginal(cells: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for (task, cond), g in cells.groupby(["task", "condition"], sort=True):
-        row = {"task": task, "condition": cond, "n_levels": len(g), "n_sessions": int(g["n_sessions"].sum()),
-               "n_ok": int(g["n_ok"].sum()), "n_failed": int(g["n_failed"].sum()),
-               **{c: int(g[c].sum()) for c in (*FAILURE_COLUMNS, *DRIFT_COLUMNS)}}
-        for m in METRICS:
-            means = g[f"{m}__mean"].to_numpy(dtype=float)
-            have = ~np.isnan(means)
-            row[m] = float(means[have].mean()) if have.any() else float("nan")
-            row[f"{m}_n"] = int(g[f"{m}__n"].sum())
-            row[f"{m}_levels"] = int(have.sum())
-            se = (g[f"{m}__sd"].to_numpy(dtype=float) / np.sqrt(g[f"{m}__n"].to_numpy(dtype=float).clip(min=1)))[have]
-            half = 1.959964 * math.sqrt(float((se ** 2).sum())) / have.sum() if have.any() and not np.isnan(se).any() else float("nan")
-            row[f"{m}_ci_low"] = row[m] - half
-            row[f"{m}_ci_high"] = row[m] + half
-        rows.append(row)
-    out = pd.DataFrame(rows)
-    return failure_rates(out) if len(out) else out
+def marginal(item_sums: pd.DataFrame) -> pd.DataFrame:
+    counts = item_sums.groupby(["task", "condition"], as_index=False)[list(COUNT_COLUMNS)].sum()
+    means = marginal_table(item_sums, METRICS)
+    merged = failure_rates(counts).merge(means, on=["task", "condition"], how="left")
+    return merged[["task", "condition", "n_levels", *COUNT_COLUMNS, *RATE_COLUMNS, *means.columns[3:]]]
 
 
-def _rank_block(df: pd.DataFrame) -> pd.DataFrame:
-    out = df[["condition"]].copy()
-    for m in (*RANK_METRICS, *RANK_METRICS_ES):
-        out[f"rank_{m}"] = df[m].rank(method="min", ascending=m in LOWER_IS_BETTER)
-    out["mean_rank"] = out[[f"rank_{m}" for m in RANK_METRICS]].mean(axis=1, skipna=True)
-    out["mean_rank_es"] = out[[f"rank_{m}" for m in RANK_METRICS_ES]].mean(axis=1, skipna=True)
-    return out
+def ranks(level_table_: pd.DataFrame, marginal_table_: pd.DataFrame) -> pd.DataFrame:
+    return rank_table(level_table_, marginal_table_, (*RANK_METRICS, *RANK_METRICS_ES), MEAN_RANKS)
 
 
-def ranks(level_table: pd.DataFrame, marginal_table: pd.DataFrame) -> pd.DataFrame:
-    blocks = []
-    for task, g in marginal_table.groupby("task", sort=True):
-        scopes = [(MARGINAL, g)]
-        lv = level_table[level_table["task"] == task]
-        scopes += [(level, lv[lv["knowledge_level"] == level]) for level in sorted(lv["knowledge_level"].unique(), key=level_rank)]
-        for scope, part in scopes:
-            block = _rank_block(part.reset_index(drop=True))
-            block.insert(0, "scope", scope)
-            block.insert(0, "task", task)
-            blocks.append(block.sort_values(["mean_rank", "condition"], na_position="last"))
-    if not blocks:
-        return pd.DataFrame(columns=["task", "scope", "condition", "mean_rank", "mean_rank_es"])
-    return pd.concat(blocks, ignore_index=True)
-
-
-def failure_modes(cells: pd.DataFrame) -> pd.DataFrame:
+def failure_modes(item_sums: pd.DataFrame) -> pd.DataFrame:
+    cells = cell_counts(item_sums)
     parts = [cells[[*KEYS, "n_ok", *FM_COLUMNS]].copy()]
     if cells["task"].nunique() > 1:
         allt = cells.groupby(["condition", "knowledge_level"], as_index=False)[["n_ok", *FM_COLUMNS]].sum()
@@ -334,10 +281,11 @@ def failure_modes(cells: pd.DataFrame) -> pd.DataFrame:
     return sort_cells(out)
 
 
-def build_tables(cells: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    lm = level_means(cells)
-    mg = marginal(cells)
-    return {"level_means": lm, "marginal": mg, "ranks": ranks(lm, mg), "failure_modes": failure_modes(cells)}
+def build_tables(item_sums: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The four tables from :func:`aggregate_item_sums`'s per-item sums."""
+    lm = level_means(item_sums)
+    mg = marginal(item_sums)
+    return {"level_means": lm, "marginal": mg, "ranks": ranks(lm, mg), "failure_modes": failure_modes(item_sums)}
 
 
 def write_tables(tables: dict[str, pd.DataFrame], out_dir: Path) -> list[Path]:
@@ -361,8 +309,9 @@ def _fmt(x: float, digits: int = 3) -> str:
 
 
 def print_tables(tables: dict[str, pd.DataFrame], console=None) -> None:
-    """Per task: the level-marginal table with the mean rank, then the means per level (CIs and
-    n per metric are in tables/level_means.csv)."""
+    """Per task: the level-marginal table with the mean rank (over KG, DC, CO, IQ: see
+    ray_knowsim.stats.ranks), then the means per level (CIs and n per metric are in
+    tables/level_means.csv)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -387,7 +336,7 @@ def print_tables(tables: dict[str, pd.DataFrame], console=None) -> None:
         table = Table(title=f"{task}: level-marginal means (unweighted mean of the level means)", title_justify="left")
         table.add_column("condition", no_wrap=True)
         add_metric_columns(table)
-        table.add_column("mean rank", justify="right")
+        table.add_column("mean rank (" + ", ".join(m.upper() for m in MEAN_RANK_METRICS) + ")", justify="right")
         table.add_column("ok/failed", justify="right")
         table.add_column("extractor repaired/refused", justify="right")
         table.add_column("judge repaired/refused/warned", justify="right")
@@ -411,7 +360,8 @@ def print_tables(tables: dict[str, pd.DataFrame], console=None) -> None:
 
 
 __all__ = [
-    "KEYS", "METRICS", "RANK_METRICS", "RANK_METRICS_ES", "TABLE_NAMES",
-    "FAILURE_COLUMNS", "aggregate_cells", "build_tables", "counted_dataset", "drop_superseded", "open_dataset", "failure_classes", "failure_rates", "cells_from_sums", "failure_modes", "level_means", "marginal",
-    "normalise_cells", "partial_moments", "print_tables", "ranks", "write_tables",
+    "FAILURE_COLUMNS", "ITEM_KEYS", "KEYS", "METRICS", "RANK_METRICS", "RANK_METRICS_ES", "TABLE_NAMES",
+    "aggregate_item_sums", "build_tables", "counted_dataset", "drop_superseded", "failure_classes", "failure_modes",
+    "failure_rates", "level_means", "marginal", "normalise_sums", "open_dataset", "partial_moments", "print_tables",
+    "ranks", "write_tables",
 ]

@@ -1,15 +1,16 @@
-"""Streaming reduction of the session table: per-(condition, level) moments, failure modes, facts.
+"""Streaming reduction of the session table: per-(condition, level, item) moments, failure modes,
+facts.
 
 Why streaming: a run can hold millions of sessions; each Arrow batch is reduced to a few numbers
-per cell and merged (Chan et al.'s pairwise update of count / mean / M2), so memory depends on
-the number of cells, not rows.
+per cell and item and merged (Chan et al.'s pairwise update of count / mean / M2), so memory
+depends on the number of cells and items, not rows. Per item because the intervals treat items
+as the unit (:func:`ray_knowsim.stats.descriptive.clustered_mean`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import heapq
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -19,55 +20,10 @@ import pyarrow.compute as pc
 
 from ray_knowsim.model.results import DRIFT_COLUMNS, FAILURE_MODES
 from ray_knowsim.model.states import level_order
+from ray_knowsim.stats.descriptive import ClusteredMean, Moments, clustered_mean
 
 FM_COLUMNS: tuple[str, ...] = tuple(f"fm_{m}" for m in FAILURE_MODES)
 Cell = tuple[str, str]  # (condition, level)
-
-
-@dataclass
-class Moments:
-    """Count, mean and sum of squared deviations of one cell's non-missing values."""
-
-    n: int = 0
-    mean: float = 0.0
-    m2: float = 0.0
-
-    @classmethod
-    def of(cls, values) -> "Moments":
-        arr = np.asarray(values, dtype=float)  # None -> nan
-        arr = arr[~np.isnan(arr)]
-        if arr.size == 0:
-            return cls()
-        mean = float(arr.mean())
-        return cls(int(arr.size), mean, float(((arr - mean) ** 2).sum()))
-
-    def merge(self, other: "Moments") -> "Moments":
-        if other.n == 0:
-            return self
-        if self.n == 0:
-            return Moments(other.n, other.mean, other.m2)
-        n = self.n + other.n
-        delta = other.mean - self.mean
-        mean = self.mean + delta * other.n / n
-        m2 = self.m2 + other.m2 + delta * delta * self.n * other.n / n
-        return Moments(n, mean, m2)
-
-    @property
-    def value(self) -> float | None:
-        return self.mean if self.n else None
-
-    @property
-    def sd(self) -> float | None:
-        return math.sqrt(self.m2 / (self.n - 1)) if self.n >= 2 else None
-
-    def ci95(self) -> tuple[float, float] | None:
-        """Student-t 95% interval of the mean (None below two values)."""
-        if self.n < 2:
-            return None
-        from scipy.special import stdtrit  # inverse Student-t CDF; far lighter to import than scipy.stats
-
-        half = float(stdtrit(self.n - 1, 0.975)) * self.sd / math.sqrt(self.n)
-        return self.mean - half, self.mean + half
 
 
 def sample_key(seed: int, session_id: str) -> int:
@@ -82,7 +38,7 @@ class RunSummary:
     metric_columns: tuple[str, ...]
     sample_per_cell: int = 0
     seed: int = 0
-    moments: dict[tuple[str, str, str], Moments] = field(default_factory=dict)  # (cond, level, column)
+    moments: dict[tuple[str, str, str, str], Moments] = field(default_factory=dict)  # (cond, level, item, column)
     status: dict[Cell, Counter] = field(default_factory=dict)
     failure_modes: dict[Cell, dict[str, int]] = field(default_factory=dict)
     early_stops: dict[Cell, int] = field(default_factory=dict)
@@ -97,7 +53,7 @@ class RunSummary:
 
     def columns(self) -> list[str]:
         return sorted(
-            {"session_id", "condition", "knowledge_level", "status", "early_stop_turn", *self.metric_columns, *FM_COLUMNS,
+            {"session_id", "condition", "knowledge_level", "item_id", "status", "early_stop_turn", *self.metric_columns, *FM_COLUMNS,
              *self.FACT_COLUMNS, *self.DRIFT_COLUMNS}
         )
 
@@ -122,13 +78,16 @@ class RunSummary:
         ok_keys = keys[ok]
         uniq = sorted(set(ok_keys))
         groups = {u: np.flatnonzero(ok_keys == u) for u in uniq}
+        items = np.array([str(i) for i in batch.column("item_id").to_pylist()], dtype=object)[ok] if "item_id" in names \
+            else np.full(int(ok.sum()), "", dtype=object)
+        item_keys = np.array([f"{k}\x1f{i}" for k, i in zip(ok_keys, items)], dtype=object)
+        item_groups = {u: np.flatnonzero(item_keys == u) for u in sorted(set(item_keys))}
         for col in self.metric_columns:
             values = _floats(batch, col)[ok] if col in names else np.full(int(ok.sum()), np.nan)
-            for u, idx in groups.items():
-                c, lv = u.split("\x1f")
-                m = Moments.of(values[idx])
-                key = (c, lv, col)
-                self.moments[key] = self.moments.get(key, Moments()).merge(m)
+            for u, idx in item_groups.items():
+                c, lv, it = u.split("\x1f")
+                key = (c, lv, it, col)
+                self.moments[key] = self.moments.get(key, Moments()).merge(Moments.of(values[idx]))
         for col in FM_COLUMNS:
             values = _floats(batch, col)[ok] if col in names else np.zeros(int(ok.sum()))
             for u, idx in groups.items():
@@ -160,8 +119,23 @@ class RunSummary:
     def levels(self) -> list[str]:
         return level_order({lv for _, lv in self.status})
 
+    def _items(self, condition: str, level: str, column: str) -> dict[str, Moments]:
+        return {it: m for (c, lv, it, col), m in self.moments.items() if (c, lv, col) == (condition, level, column)}
+
     def cell(self, condition: str, level: str, column: str) -> Moments:
-        return self.moments.get((condition, level, column), Moments())
+        out = Moments()
+        for m in self._items(condition, level, column).values():
+            out = out.merge(m)
+        return out
+
+    def interval(self, condition: str, levels: list[str], column: str) -> ClusteredMean:
+        """The item-clustered mean and 95 % CI of one cell (one level) or of the unweighted mean
+        of several level means (the same statistic as the run's tables)."""
+        per = [self._items(condition, lv, column) for lv in levels]
+        items = sorted({it for p in per for it in p})
+        counts = np.array([[p[it].n if it in p else 0 for it in items] for p in per], dtype=float).reshape(len(levels), len(items))
+        sums = np.array([[p[it].sum if it in p else 0.0 for it in items] for p in per], dtype=float).reshape(len(levels), len(items))
+        return clustered_mean(counts, sums)
 
     def n_ok(self, condition: str, level: str) -> int:
         return self.status.get((condition, level), Counter()).get("ok", 0)

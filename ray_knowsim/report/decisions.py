@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ray_knowsim.compare.leaderboard import NOTE as BEATS_NOTE
 from ray_knowsim.compare.leaderboard import beats_html, beats_markdown
 from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse
 from ray_knowsim.model.states import level_order
@@ -23,9 +24,8 @@ from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.score.store import RunScores
 
 log = logging.getLogger(__name__)
-NOTE = ("A cell lists the metrics on which the row's condition beats the column's condition: exact sign test on "
-        "matched cells (same item, level, trial and initial state), Holm-corrected over every comparison of the run "
-        "(alpha 0.05); CO and PO count lower as better. Details with CIs: ray-knowsim compare RUN_DIR --out DIR.")
+NOTE = (BEATS_NOTE + " The family is every comparison of the run (alpha 0.05); CO and PO count lower as better. "
+        "Details with intervals and minimum detectable effects: ray-knowsim compare RUN_DIR --out DIR.")
 
 
 def decision_sections(run_dir: str | Path, n_boot: int = 1000, scores: RunScores | None = None,

@@ -160,7 +160,7 @@ def _glance(c: ReportContent) -> str:
     fig = c.figures.get("overview")
     img = (
         f'<figure><img id="overview-plot" alt="metric means per level with 95% confidence intervals" src="{fig}">'
-        f"<figcaption>Mean per (condition, level) with 95% t-intervals; metrics {e(c.variant_text)}.</figcaption></figure>"
+        f"<figcaption>Mean per (condition, level) with 95% item-clustered intervals; metrics {e(c.variant_text)}.</figcaption></figure>"
         if fig
         else ""
     )
@@ -179,6 +179,10 @@ def _metric_headers(c: ReportContent, with_rank_col: bool) -> str:
 def _status_title(c: ReportContent, condition: str, level: str) -> str:
     counts = c.summary.status.get((condition, level), {})
     return e(", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+
+
+def _mean_rank_names(c: ReportContent) -> str:
+    return ", ".join(s.label for s in c.specs)
 
 
 def _partial(used: int, total: int) -> str:
@@ -211,7 +215,7 @@ def _marginal(c: ReportContent) -> str:
         '<section id="marginal"><h2>Level-marginalised results</h2>'
         '<p class="lead">Per condition, the unweighted mean of its level means (each level counts equally, '
         'whatever its number of conversations); ranks per metric with ties sharing the best rank; '
-        "rows sorted by mean rank. ★ = best in the column.</p>"
+        f"rows sorted by mean rank (over {_mean_rank_names(c)}, as in tables/ranks and the terminal). ★ = best in the column.</p>"
         f'<table class="results" id="marginal-table"><thead><tr><th class="num">#</th><th>Condition</th><th class="num">n</th>'
         f'{_metric_headers(c, True)}<th class="num">Mean rank</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
         '<p class="note">† a level without data for this condition: its marginal averages the levels it has.</p></section>'
@@ -228,7 +232,7 @@ def _per_level(c: ReportContent) -> str:
             for s in c.specs:
                 cell = r.cells[s.key]
                 m = cell.moments
-                ci = m.ci95()
+                ci = (cell.ci.ci_low, cell.ci.ci_high) if cell.ci is not None and cell.ci.ci_low == cell.ci.ci_low else None
                 ci_txt = f'<span class="ci">[{fmt(ci[0], s.decimals)}, {fmt(ci[1], s.decimals)}]</span>' if ci else ""
                 n_txt = f" n={m.n}" if m.n != r.n and m.n else ""
                 rank_txt = f'<span class="rank">#{cell.rank}{n_txt}</span>' if cell.rank is not None else ""
@@ -246,9 +250,11 @@ def _per_level(c: ReportContent) -> str:
         bodies.append(f'<tbody class="level-block"{_attrs(data_level=block.level)}>{"".join(trs)}</tbody>')
     return (
         '<section id="per-level"><h2>Results per knowledge level</h2>'
-        '<p class="lead">Mean over conversations with status ok, 95% t-interval below it, rank within the level (#). '
+        '<p class="lead">Mean over conversations with status ok, below it its 95% interval clustered by item (item-clustered '
+        'standard error, Student t on items − 1 degrees of freedom: items, not conversations, are the sampled unit; no '
+        'interval below 2 items), rank within the level (#). '
         "n = conversations in the cell (a metric's own n is shown when some values are missing). "
-        "Mean rank = mean of the metric ranks. ★ = best in the level.</p>"
+        f"Mean rank = mean of the ranks of {_mean_rank_names(c)} (one metric per construct). ★ = best in the level.</p>"
         f'<table class="results" id="per-level-table"><thead><tr><th>Level</th><th>Condition</th><th class="num">n</th>'
         f'{_metric_headers(c, False)}<th class="num">Mean rank</th></tr></thead>{"".join(bodies)}</table></section>'
     )

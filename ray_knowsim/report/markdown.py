@@ -67,7 +67,8 @@ def _results(c: ReportContent, deeper: str) -> list[str]:
         out.append(_row(cells))
     out += ["", "† no data for at least one level: the marginal averages the levels present.", ""]
 
-    out += [f"{deeper}## Results per knowledge level", "", "Mean [95% t-interval] (rank within the level); **bold** = best in the level.", ""]
+    out += [f"{deeper}## Results per knowledge level", "", "Mean [95% interval clustered by item: item-clustered SE, Student t on items − 1 df] (rank within the level); "
+            "**bold** = best in the level. Mean rank: over " + ", ".join(s.label for s in c.specs) + ".", ""]
     heads = ["Level", "Condition", "n"] + [f"{s.label} {s.arrow}" for s in c.specs] + ["Mean rank"]
     out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
     for block in c.per_level:
@@ -75,10 +76,9 @@ def _results(c: ReportContent, deeper: str) -> list[str]:
             cells = [_md(block.level) if i == 0 else "", _md(r.condition), f"{r.n:,}{failed_note_markdown(c, r.condition, block.level)}"]
             for s in c.specs:
                 cell = r.cells[s.key]
-                ci = cell.moments.ci95()
                 txt = _bold(fmt(cell.value, s.decimals), cell.best)
-                if ci:
-                    txt += f" [{fmt(ci[0], s.decimals)}, {fmt(ci[1], s.decimals)}]"
+                if cell.ci is not None and cell.ci.ci_low == cell.ci.ci_low:  # an interval needs 2 items
+                    txt += f" [{fmt(cell.ci.ci_low, s.decimals)}, {fmt(cell.ci.ci_high, s.decimals)}]"
                 if cell.rank is not None:
                     txt += f" ({cell.rank})"
                 cells.append(txt)

@@ -77,7 +77,8 @@ def overview_plot(summary: RunSummary, specs: Sequence[MetricSpec]) -> str:
                 m = summary.cell(c, lv, spec.column)
                 if m.value is None:
                     continue
-                ci = m.ci95() or (m.mean, m.mean)
+                cm = summary.interval(c, [lv], spec.column)
+                ci = (cm.ci_low, cm.ci_high) if cm.ci_low == cm.ci_low else (m.mean, m.mean)
                 xs.append(i - 0.4 + width * (k + 0.5))
                 ys.append(m.mean)
                 lo.append(m.mean - ci[0])

@@ -2,44 +2,27 @@
 
 Rules (spec §11, recommendation): means per (condition, level) first; the level-marginal value
 is the unweighted mean of a condition's level means (so unequal survivor counts per level do not
-tilt it); ranks use "min" tie handling (ties share the best rank), descending for
-higher-is-better and ascending for CO; mean rank skips missing ranks.
+tilt it). Ranks, the mean rank and "best" come from :mod:`ray_knowsim.stats.ranks` and the
+intervals from :mod:`ray_knowsim.stats.descriptive` (item-clustered), the same functions the
+run's ``tables/`` use: the report's mean rank over its four metrics (KG or NKG, DC, CO, IQ) is
+the tables' ``mean_rank`` (``mean_rank_es`` for the early-stop variant).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Sequence
 
-from ray_knowsim.report.aggregate import Moments, RunSummary
+from ray_knowsim.report.aggregate import RunSummary
 from ray_knowsim.report.metrics import MetricSpec
-
-#: values closer than this count as tied (level-marginal means are sums in different orders)
-TIE_DECIMALS = 12
-
-
-def rank_min(values: Mapping[str, float | None], lower_is_better: bool) -> dict[str, int | None]:
-    """Competition ranks ("min" ties): 1 + how many others are strictly better; None stays None."""
-    present = {k: round(v, TIE_DECIMALS) for k, v in values.items() if v is not None and v == v}
-    out: dict[str, int | None] = {}
-    for k in values:
-        if k not in present:
-            out[k] = None
-            continue
-        v = present[k]
-        better = sum(1 for o in present.values() if (o < v if lower_is_better else o > v))
-        out[k] = 1 + better
-    return out
-
-
-def mean_rank(ranks: Sequence[int | None]) -> float | None:
-    got = [r for r in ranks if r is not None]
-    return sum(got) / len(got) if got else None
+from ray_knowsim.stats.descriptive import ClusteredMean, Moments
+from ray_knowsim.stats.ranks import best_of, mean_rank, rank_min
 
 
 @dataclass
 class Cell:
     moments: Moments
+    ci: ClusteredMean | None = None  # the item-clustered 95 % interval
     rank: int | None = None
     best: bool = False
 
@@ -70,7 +53,8 @@ def per_level_table(summary: RunSummary, specs: Sequence[MetricSpec]) -> list[Le
     for level in summary.levels:
         conds = [c for c in summary.conditions if summary.status.get((c, level))]
         rows = [
-            LevelRow(c, summary.n_ok(c, level), {s.key: Cell(summary.cell(c, level, s.column)) for s in specs})
+            LevelRow(c, summary.n_ok(c, level), {s.key: Cell(summary.cell(c, level, s.column), summary.interval(c, [level], s.column))
+                                                 for s in specs})
             for c in conds
         ]
         _rank_rows(rows, specs)
@@ -84,6 +68,7 @@ class MarginalRow:
     n: int
     values: dict[str, float | None]
     ranks: dict[str, int | None]
+    intervals: dict[str, ClusteredMean]  # metric key -> the item-clustered mean and 95 % CI
     levels_used: dict[str, list[str]]  # metric key -> levels that had a value
     mean_rank: float | None = None
     best: dict[str, bool] = field(default_factory=dict)
@@ -95,23 +80,17 @@ class MarginalRow:
         return [lv for lv in all_levels if lv not in used]
 
 
-def level_marginal(level_means: Mapping[str, float | None]) -> float | None:
-    """Unweighted mean of the available level means."""
-    got = [v for v in level_means.values() if v is not None]
-    return sum(got) / len(got) if got else None
-
-
 def marginal_table(summary: RunSummary, specs: Sequence[MetricSpec]) -> list[MarginalRow]:
     """Level-marginalised means, per-metric ranks, mean rank; sorted by mean rank (then name)."""
     rows = []
     for c in summary.conditions:
-        values, used = {}, {}
+        values, used, intervals = {}, {}, {}
         for s in specs:
-            per_level = {lv: summary.cell(c, lv, s.column).value for lv in summary.levels}
-            values[s.key] = level_marginal(per_level)
-            used[s.key] = [lv for lv, v in per_level.items() if v is not None]
+            intervals[s.key] = summary.interval(c, summary.levels, s.column)
+            values[s.key] = intervals[s.key].mean if intervals[s.key].n else None
+            used[s.key] = [lv for lv in summary.levels if summary.cell(c, lv, s.column).n]
         n = sum(summary.n_ok(c, lv) for lv in summary.levels)
-        rows.append(MarginalRow(c, n, values, {}, used))
+        rows.append(MarginalRow(c, n, values, {}, intervals, used))
     for s in specs:
         ranks = rank_min({r.condition: r.values[s.key] for r in rows}, s.lower_is_better)
         for r in rows:
@@ -120,9 +99,9 @@ def marginal_table(summary: RunSummary, specs: Sequence[MetricSpec]) -> list[Mar
     for r in rows:
         r.mean_rank = mean_rank([r.ranks[s.key] for s in specs])
         r.ranks_used = sum(1 for s in specs if r.ranks[s.key] is not None)
-    best = min((r.mean_rank for r in rows if r.mean_rank is not None), default=None)
+    top = best_of({r.condition: r.mean_rank for r in rows})
     for r in rows:
-        r.best_rank = best is not None and r.mean_rank is not None and round(r.mean_rank, TIE_DECIMALS) == round(best, TIE_DECIMALS)
+        r.best_rank = r.condition in top
     rows.sort(key=lambda r: (r.mean_rank is None, r.mean_rank if r.mean_rank is not None else 0.0, r.condition))
     return rows
 
@@ -136,9 +115,9 @@ def _rank_rows(rows: list[LevelRow], specs: Sequence[MetricSpec]) -> None:
     for r in rows:
         r.mean_rank = mean_rank([r.cells[s.key].rank for s in specs])
         r.ranks_used = sum(1 for s in specs if r.cells[s.key].rank is not None)
-    best = min((r.mean_rank for r in rows if r.mean_rank is not None), default=None)
+    top = best_of({r.condition: r.mean_rank for r in rows})
     for r in rows:
-        r.best_rank = best is not None and r.mean_rank is not None and round(r.mean_rank, TIE_DECIMALS) == round(best, TIE_DECIMALS)
+        r.best_rank = r.condition in top
 
 
 @dataclass

@@ -113,7 +113,7 @@ def bench_a(args, workdir: Path) -> dict:
     from ray_knowsim.engine.config import parse_run_config
     from ray_knowsim.engine.runner import run
 
-    from ray_knowsim.engine.reduce import aggregate_cells
+    from ray_knowsim.engine.reduce import aggregate_item_sums
     from ray_knowsim.io.rundir import RunReader
 
     n_planned = trials_for(args.sessions_a, 4) * DEMO_ITEMS * 3 * 4
@@ -125,7 +125,7 @@ def bench_a(args, workdir: Path) -> dict:
     engine_s = time.perf_counter() - t0
     assert out.n_ok + out.n_failed == n, (out.n_ok, out.n_failed, n)
     t0 = time.perf_counter()
-    aggregate_cells(RunReader.open(workdir / "a").sessions.files)  # the Ray Data groupby, for reference
+    aggregate_item_sums(RunReader.open(workdir / "a").sessions.files)  # the Ray Data groupby, for reference
     reduce_s = time.perf_counter() - t0
     res = {"a_sessions": n, "a_turns": args.turns_a, "single_s": round(single_s, 2), "ray_engine_s": round(engine_s, 2),
            "reduce_s": round(reduce_s, 2), "single_sessions_per_s": round(n / single_s, 2),

@@ -24,11 +24,11 @@ pytestmark = pytest.mark.usefixtures("ray_local")
 def sessions_seen(reader: str, cfg, run_dir: Path, tmp: Path) -> tuple[int, int]:
     """(sessions, ok sessions) the reader works on."""
     if reader == "tables":
-        from ray_knowsim.engine.reduce import aggregate_cells
+        from ray_knowsim.engine.reduce import aggregate_item_sums
         from ray_knowsim.io.cost import cost_tables
 
         run = RunReader.open(run_dir)
-        cells = aggregate_cells(run.sessions.files)
+        cells = aggregate_item_sums(run.sessions.files)  # per (cell, item)
         cost = cost_tables(run.sessions)["cost"]
         total = cost[(cost["task"] == "all") & (cost["condition"] == "all")].iloc[0]
         assert int(total["n_sessions"]) == int(cells["n_sessions"].sum())

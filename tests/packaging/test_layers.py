@@ -1,7 +1,7 @@
 """The layers hold: imports (every one, parsed with ast, function-level ones included) go down the
 layer order only, subpackages form no import cycle, and Ray is imported only by the orchestration.
 
-    model -> (rules | io | demo) -> kernels -> (prompts | llm) -> (sim | strategies | simulators) -> score
+    model -> (rules | io | demo | stats) -> kernels -> (prompts | llm) -> (sim | strategies | simulators) -> score
           -> (engine | sweep | validate | report | compare | view) -> cli
 
 The registries in prompts/tutors.py and prompts/learners.py load the built-in strategies and
@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "rules": 2,
     "io": 2,
     "demo": 2,
+    "stats": 2,  # the statistics module: pure numpy/pandas/scipy over model's metric facts
     "kernels": 3,
     "prompts": 4,
     "llm": 4,

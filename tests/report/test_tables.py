@@ -1,4 +1,5 @@
-"""Reductions behind the report's tables: ranks with ties, level-marginal means, streaming moments."""
+"""Reductions behind the report's tables: ranks with ties, level-marginal means, streaming moments
+per item, item-clustered intervals."""
 
 from __future__ import annotations
 
@@ -9,55 +10,24 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from ray_knowsim.report.aggregate import Moments, RunSummary, pick_sample
+from ray_knowsim.report.aggregate import RunSummary, pick_sample
 from ray_knowsim.report.metrics import fmt, metric_specs
-from ray_knowsim.report.tables import failure_table, level_marginal, marginal_table, mean_rank, per_level_table, rank_min
+from ray_knowsim.report.tables import failure_table, marginal_table, per_level_table
 
 
-def test_rank_min_ties_share_the_best_rank_and_skip_missing():
-    values = {"a": 0.5, "b": 0.7, "c": 0.7, "d": None, "e": 0.1}
-    assert rank_min(values, lower_is_better=False) == {"a": 3, "b": 1, "c": 1, "d": None, "e": 4}
-    assert rank_min(values, lower_is_better=True) == {"a": 2, "b": 3, "c": 3, "d": None, "e": 1}
-    # float noise from summing in another order is a tie, not a rank difference
-    assert rank_min({"x": 0.1 + 0.2, "y": 0.3}, False) == {"x": 1, "y": 1}
-    assert rank_min({"x": float("nan"), "y": 2.0}, False) == {"x": None, "y": 1}
-
-
-def test_rank_min_matches_pandas_min_method():
-    rng = np.random.default_rng(3)
-    vals = {f"c{i}": float(v) for i, v in enumerate(rng.integers(0, 4, 12))}
-    ours = rank_min(vals, lower_is_better=False)
-    ref = pd.Series(vals).rank(method="min", ascending=False).astype(int).to_dict()
-    assert ours == ref
-
-
-def test_mean_rank_skips_missing():
-    assert mean_rank([1, 3, None, 2]) == 2.0
-    assert mean_rank([None, None]) is None
-
-
-def test_level_marginal_is_unweighted_mean_of_level_means():
-    assert level_marginal({"novice": 0.2, "intermediate": 0.5, "advanced": None}) == pytest.approx(0.35)
-    assert level_marginal({"novice": None}) is None
-
-
-def test_moments_merge_equals_whole_and_ci_matches_scipy():
+def test_marginal_is_the_unweighted_mean_of_level_means_with_an_item_clustered_interval():
+    rows = [_row("A", "novice", float(k), 0.1, 0.5, 5.0, sid=f"n{k}", item_id=f"i{k}") for k in range(4)]
+    rows += [_row("A", "advanced", 10.0 + k, 0.1, 0.5, 5.0, sid=f"a{k}", item_id=f"i{k}") for k in range(2)]
+    s = _summary_from(rows)
+    marg = {r.condition: r for r in marginal_table(s, metric_specs())}["A"]
+    assert marg.values["kg"] == pytest.approx((1.5 + 10.5) / 2)  # not the pooled 22 / 6
+    blocks = {b.level: b for b in per_level_table(s, metric_specs())}
+    cell = blocks["novice"].rows[0].cells["kg"]
     from scipy import stats
 
-    rng = np.random.default_rng(0)
-    xs = rng.normal(2.0, 1.5, 101)
-    whole = Moments.of(xs)
-    parts = Moments()
-    for chunk in np.array_split(xs, 7):
-        parts = parts.merge(Moments.of(chunk))
-    assert parts.n == whole.n == 101
-    assert parts.mean == pytest.approx(xs.mean(), rel=1e-12)
-    assert parts.m2 == pytest.approx(((xs - xs.mean()) ** 2).sum(), rel=1e-9)
-    lo, hi = parts.ci95()
-    ref = stats.t.interval(0.95, len(xs) - 1, loc=xs.mean(), scale=stats.sem(xs))
-    assert (lo, hi) == pytest.approx(ref, rel=1e-9)
-    assert Moments.of([1.0]).ci95() is None
-    assert Moments.of([None, float("nan")]).n == 0
+    want = stats.t.interval(0.95, 3, loc=1.5, scale=stats.sem([0, 1, 2, 3]))
+    assert (cell.ci.ci_low, cell.ci.ci_high) == pytest.approx(want, rel=1e-9)
+    assert marg.intervals["kg"].n_items == 4
 
 
 def _summary_from(rows: list[dict], batch: int = 2) -> RunSummary:
@@ -69,9 +39,9 @@ def _summary_from(rows: list[dict], batch: int = 2) -> RunSummary:
     return s
 
 
-def _row(cond, level, kg, co, dc, iq, status="ok", sid=None, **fm):
+def _row(cond, level, kg, co, dc, iq, status="ok", sid=None, item_id="i0", **fm):
     r = {"session_id": sid or f"{cond}/{level}/{kg}/{co}", "condition": cond, "knowledge_level": level, "status": status,
-         "kg": kg, "co": co, "dc": dc, "iq": iq}
+         "item_id": item_id, "kg": kg, "co": co, "dc": dc, "iq": iq}
     for m in ("redundant", "prereq_blocked", "effective", "overload_wasted", "under_absorbed"):
         r[f"fm_{m}"] = fm.get(m, 0)
     return r

@@ -1,4 +1,4 @@
-"""Known answers for the comparison statistics (scipy or hand computation)."""
+"""Known answers for the cluster bootstrap over items (scipy or hand computation)."""
 
 from __future__ import annotations
 
@@ -8,31 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from ray_knowsim.compare import stats as S
-
-
-def test_sign_test_hand_computed():
-    # 5 positive, 1 negative, 1 zero (dropped): n=6, P = 2 * (C(6,0) + C(6,1)) / 64
-    p, pos, neg = S.sign_test([1, 2, 0.5, 3, 1, -1, 0])
-    assert (pos, neg) == (5, 1)
-    assert p == pytest.approx(2 * (1 + 6) / 64)
-
-
-@pytest.mark.parametrize("pos,neg", [(0, 0), (3, 3), (10, 2), (1, 19), (40, 25), (0, 12)])
-def test_sign_test_matches_scipy_binomtest(pos, neg):
-    diffs = [1.0] * pos + [-2.0] * neg + [0.0] * 3
-    p, _, _ = S.sign_test(diffs)
-    want = 1.0 if pos + neg == 0 else st.binomtest(pos, pos + neg, 0.5, alternative="two-sided").pvalue
-    assert p == pytest.approx(want, rel=1e-12)
-
-
-def test_holm_hand_computed():
-    p = [0.01, 0.04, 0.03, 0.005]
-    # sorted: 0.005*4=0.02, 0.01*3=0.03, 0.03*2=0.06, 0.04*1=0.04 -> monotone max 0.06
-    assert S.holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    out = S.holm([0.5, math.nan, 0.9])
-    assert out[0] == pytest.approx(1.0) and math.isnan(out[1]) and out[2] == pytest.approx(1.0)
-    assert S.holm([0.2]) == pytest.approx([0.2])
+from ray_knowsim.stats import bootstrap as S
 
 
 def test_cluster_sums_and_means():
@@ -85,18 +61,3 @@ def test_prob_best_orientation_and_ties():
     assert hi == pytest.approx([(0 + 1 + 0.5) / 3, (1 + 0 + 0.5) / 3, 0.0])
     lo = S.prob_best(reps, higher_is_better=False)
     assert lo == pytest.approx([0.0, 0.0, 1.0])
-
-
-def test_mde_known_answer():
-    # (1.959964 + 0.841621) * se
-    assert S.mde(0.1) == pytest.approx(0.2801585, rel=1e-5)
-    assert S.mde(0.1, alpha=0.01, power=0.9) == pytest.approx((st.norm.ppf(0.995) + st.norm.ppf(0.9)) * 0.1)
-    assert math.isnan(S.mde(math.nan))
-
-
-def test_normal_ci_known_answer():
-    lo, hi = S.normal_ci(1.0, 0.5, 0.95)
-    assert (lo, hi) == pytest.approx((1.0 - 1.959964 * 0.5, 1.0 + 1.959964 * 0.5), rel=1e-6)
-    lo, hi = S.normal_ci(0.0, 1.0, 1 - 0.05 / 10)
-    assert hi == pytest.approx(st.norm.ppf(1 - 0.0025))
-    assert all(math.isnan(v) for v in S.normal_ci(math.nan, 1.0))

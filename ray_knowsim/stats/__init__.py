@@ -1,0 +1,18 @@
+"""The one statistics module: every mean, interval, rank, paired test and sequential decision of
+the tables, the report, ``compare`` and adaptive runs is computed here (pure: numpy, pandas and
+scipy; no Ray, no I/O).
+
+* :mod:`.descriptive` — streaming moments and the **item-clustered** mean and 95 % interval of a
+  cell (one level) or of the level-marginal (the unweighted mean of level means);
+* :mod:`.tables` — the run's ``level_means`` / ``marginal`` / ``ranks`` tables from per-item sums
+  (the engine's Ray Data reduction and the report's streaming pass both hand their sums here);
+* :mod:`.ranks` — competition ranks, the ONE definition of the mean rank and of "best";
+* :mod:`.bootstrap` — the cluster bootstrap over items (P(best), descriptive CIs of compare);
+* :mod:`.signs` — the fixed-design paired verdict: exact sign test over items with its
+  Clopper–Pearson interval for the win rate (one verdict by construction), minimum items and
+  minimum detectable effects;
+* :mod:`.sequential` — the anytime-valid version of the same verdict for adaptive runs: a
+  Beta-binomial (Krichevsky–Trofimov) mixture confidence sequence for the win rate;
+* :mod:`.multiplicity` — Bonferroni and Holm;
+* :mod:`.decide` — adaptive decisions (best / ranking / pairs) from the sequential verdicts.
+"""
