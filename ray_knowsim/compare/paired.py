@@ -230,6 +230,13 @@ def _row(task, level, metric, hib, a, b, counts: np.ndarray, sums: np.ndarray, m
                 p_value=G.sign_test(signs.pos, signs.neg))
 
 
+def _mean_of_levels(reps: np.ndarray) -> np.ndarray:
+    """Per bootstrap replicate, the mean over the levels that drew data (NaN, quietly, where none did)."""
+    have = ~np.isnan(reps)
+    n = have.sum(axis=0)
+    return np.where(n > 0, np.where(have, reps, 0.0).sum(axis=0) / np.maximum(n, 1), np.nan)
+
+
 def _best(task, metric, hib, part, levels, conds, item_pos, weights) -> list[dict]:
     """Per scope and condition: mean and item-clustered CI (the tables' statistic), rank, P(best)."""
     n_items = len(item_pos)
@@ -253,7 +260,7 @@ def _best(task, metric, hib, part, levels, conds, item_pos, weights) -> list[dic
             counts = np.vstack([per[c][lv][0] for lv in use])
             sums = np.vstack([per[c][lv][1] for lv in use])
             stat[c] = clustered_mean(counts, sums)
-            reps[c] = np.nanmean(np.vstack([B.cluster_means(weights, sums[k], counts[k]) for k in range(len(use))]), axis=0)
+            reps[c] = _mean_of_levels(np.vstack([B.cluster_means(weights, sums[k], counts[k]) for k in range(len(use))]))
         if not stat:
             continue
         have = list(stat)

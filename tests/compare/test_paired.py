@@ -1,4 +1,5 @@
-"""Paired comparisons on synthetic session rows with hand-computable answers."""
+"""Paired comparisons on synthetic session rows with hand-computable answers: items are the unit,
+the test and the adjusted interval are one verdict, one item never makes a result."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from ray_knowsim.compare.paired import CompareOptions, analyse, beats_matrix
+from ray_knowsim.compare.paired import CompareOptions, analyse, beats_matrix, too_few_items
 
 
 def rows(values: dict[str, dict[tuple[str, str, int], float]], metric: str = "kg") -> pd.DataFrame:
@@ -19,33 +20,33 @@ def rows(values: dict[str, dict[tuple[str, str, int], float]], metric: str = "kg
     return pd.DataFrame(out)
 
 
-def test_hand_computed_pair_and_marginal():
-    a = {("i1", "novice", 0): 3.0, ("i2", "novice", 0): 2.0, ("i3", "novice", 0): 4.0,
+def test_hand_computed_pair_and_marginal_with_items_as_the_unit():
+    a = {("i1", "novice", 0): 3.0, ("i1", "novice", 1): 1.0, ("i2", "novice", 0): 2.0, ("i3", "novice", 0): 4.0,
          ("i1", "advanced", 0): 1.0, ("i2", "advanced", 0): 1.0, ("i3", "advanced", 0): 0.0}
-    b = {("i1", "novice", 0): 1.0, ("i2", "novice", 0): 2.0, ("i3", "novice", 0): 1.0,
+    b = {("i1", "novice", 0): 1.0, ("i1", "novice", 1): 2.0, ("i2", "novice", 0): 2.0, ("i3", "novice", 0): 1.0,
          ("i1", "advanced", 0): 0.0, ("i2", "advanced", 0): 2.0}  # i3/advanced missing for b
     t = analyse(rows({"A": a, "B": b}), options=CompareOptions(n_boot=500))
     p = t["paired"].set_index("knowledge_level")
     nov = p.loc["novice"]
-    assert nov["condition_a"] == "A" and nov["n_pairs"] == 3
-    assert nov["mean_diff"] == pytest.approx((2 + 0 + 3) / 3)
-    assert (nov["n_pos"], nov["n_neg"]) == (2, 0)
-    assert nov["p_value"] == pytest.approx(0.5)  # 2 of 2 non-zero: 2 * 0.25
-    adv = p.loc["advanced"]
-    assert adv["n_pairs"] == 2 and adv["mean_diff"] == pytest.approx(0.0)
+    assert nov["condition_a"] == "A" and nov["n_pairs"] == 4 and nov["n_items"] == 3
+    assert nov["mean_diff"] == pytest.approx((2 - 1 + 0 + 3) / 4)
+    # per item: i1 (2 - 1)/2 = 0.5 > 0, i2 0 (tie), i3 3 > 0
+    assert (nov["n_pos"], nov["n_neg"], nov["n_tied"]) == (2, 0, 1)
+    assert nov["p_value"] == pytest.approx(0.5) and nov["win_rate"] == 1.0
     al = p.loc["all"]
-    assert al["mean_diff"] == pytest.approx(((5 / 3) + 0.0) / 2)
-    # marginal test units: (item, trial) means over levels of the cell differences
-    assert al["n_pairs"] == 3 and (al["n_pos"], al["n_neg"]) == (2, 1)  # i1 1.5, i2 -0.5, i3 3
+    assert al["mean_diff"] == pytest.approx((1.0 + 0.0) / 2)  # mean over levels of the level mean diffs
+    # marginal unit: per item the mean over levels of its level means: i1 (0.5 + 1)/2, i2 (0 - 1)/2, i3 3
+    assert al["n_items"] == 3 and (al["n_pos"], al["n_neg"]) == (2, 1)
     best = t["best"]
     nb = best[(best.knowledge_level == "novice")].set_index("condition")
-    assert nb.loc["A", "mean"] == pytest.approx(3.0) and nb.loc["A", "rank"] == 1
+    assert nb.loc["A", "mean"] == pytest.approx(2.5) and nb.loc["A", "rank"] == 1 and nb.loc["A", "n_items"] == 3
     assert nb.loc["A", "prob_best"] + nb.loc["B", "prob_best"] == pytest.approx(1.0)
     allb = best[(best.knowledge_level == "all")].set_index("condition")
-    assert allb.loc["A", "mean"] == pytest.approx((3.0 + 2 / 3) / 2)
+    assert allb.loc["A", "mean"] == pytest.approx((2.5 + 2 / 3) / 2)
 
 
-def test_holm_family_is_the_pairs_of_one_level_and_metric():
+def test_the_verdict_is_the_adjusted_win_rate_interval_and_counts_items_not_cells():
+    # C = A + 2 on every cell of 12 items x 2 trials: 12 items won, not 24 cells
     rng = np.random.default_rng(1)
     cells = [(f"i{k}", "novice", t) for k in range(12) for t in range(2)]
     base = {c: float(rng.normal()) for c in cells}
@@ -53,18 +54,17 @@ def test_holm_family_is_the_pairs_of_one_level_and_metric():
             "C": {c: v + 2.0 for c, v in base.items()}}
     t = analyse(rows(vals), options=CompareOptions(n_boot=400, family="level_metric"))
     p = t["paired"][t["paired"].knowledge_level == "novice"]
-    assert len(p) == 3 and (p["family_size"] == 3).all()
-    order = np.argsort(p["p_value"].to_numpy())
-    raw = p["p_value"].to_numpy()[order]
-    want = np.maximum.accumulate(np.minimum(1, raw * np.array([3, 2, 1])))
-    assert p["p_holm"].to_numpy()[order] == pytest.approx(want)
-    # C = A + 2 in every cell: 24 of 24 pairs positive for C over A
+    assert len(p) == 3 and (p["family_size"] == 3).all() and (p["min_items"] == 7).all()
     ac = p[(p.condition_a == "A") & (p.condition_b == "C")].iloc[0]
-    assert ac["p_value"] == pytest.approx(st.binomtest(0, 24, 0.5).pvalue)
-    assert ac["mean_diff"] == pytest.approx(-2.0) and ac["ci_low"] == pytest.approx(-2.0) and ac["ci_high"] == pytest.approx(-2.0)
-    assert ac["better"] == "C" and ac["significant"]
+    assert (ac["n_pos"], ac["n_neg"]) == (0, 12) and ac["p_value"] == pytest.approx(st.binomtest(0, 12).pvalue)
+    assert ac["p_adj"] == pytest.approx(3 * ac["p_value"])
+    assert ac["win_high_adj"] == pytest.approx(st.beta.ppf(1 - 0.05 / 3 / 2, 1, 12))  # Clopper-Pearson at 1 - alpha/3
+    assert ac["better"] == "C" and ac["significant"] and ac["mean_diff"] == pytest.approx(-2.0)
     conds, wins = beats_matrix(t["paired"], "math", "novice")
     assert set(conds) == {"A", "B", "C"} and wins[("C", "A")] == ["kg"]
+    for _, r in t["paired"].iterrows():  # one verdict: never a p-value and an interval that disagree
+        excludes = r["win_low_adj"] > 0.5 or r["win_high_adj"] < 0.5
+        assert excludes == r["significant"] == (r["p_adj"] < 0.05)
 
 
 def test_lower_is_better_orientation():
@@ -77,18 +77,35 @@ def test_lower_is_better_orientation():
     assert b.loc["A", "prob_best"] == pytest.approx(1.0) and b.loc["A", "rank"] == 1
 
 
+def test_one_item_with_many_trials_never_makes_a_result():
+    # the interrupted run of issue 20: one item, 12 trials, every trial says A > B by a lot
+    cells = [("i1", lvl, t) for lvl in ("novice", "intermediate", "advanced") for t in range(12)]
+    vals = {"A": {c: 10.0 + c[2] for c in cells}, "B": {c: 0.0 for c in cells}, "C": {c: 5.0 for c in cells}}
+    for family in ("run", "level_metric"):
+        t = analyse(rows(vals), options=CompareOptions(n_boot=200, family=family))
+        p = t["paired"]
+        assert not p["significant"].any() and not p["testable"].any() and p["better"].isna().all()
+        assert (p["n_items"] == 1).all() and (p["p_value"] == 1.0).all()
+        assert "Too few items for any verdict" in too_few_items(p, "math", 0.05)
+        assert t["mde"]["mde_win_rate_adj"].isna().all()  # no effect is detectable with one item
+
+
 def test_aa_noise_is_not_flagged_and_mde_reported():
     rng = np.random.default_rng(7)
     flagged = 0
     for rep in range(20):
-        cells = [(f"i{k}", lvl, 0) for k in range(10) for lvl in ("novice", "intermediate", "advanced")]
+        cells = [(f"i{k}", lvl, 0) for k in range(30) for lvl in ("novice", "intermediate", "advanced")]
         vals = {"A": {c: float(rng.normal()) for c in cells}, "A2": {c: float(rng.normal()) for c in cells}}
         t = analyse(rows(vals), options=CompareOptions(n_boot=200, seed=rep))
+        assert t["paired"]["testable"].all()  # 30 items: a family of 4 can be decided
         flagged += int(t["paired"]["significant"].any())
-    assert flagged <= 3  # 4 families per replicate at alpha 0.05: a handful at most by chance
+    assert flagged <= 3
     m = t["mde"]
-    assert (m["mde"] > 0).all() and (m["mde_holm"] >= m["mde"]).all()
-    assert m["mde"].iloc[0] == pytest.approx(2.8015852 * m["se"].iloc[0], rel=1e-6)
+    q = m["mde_win_rate"].iloc[0]
+    n = int(m["n_items"].iloc[0])
+    crit = next(k for k in range(n + 1) if 2 * st.binom.sf(k - 1, n, 0.5) < 0.05 and k > n / 2)
+    assert st.binom.sf(crit - 1, n, q) == pytest.approx(0.8, abs=1e-6)  # power 0.8 at the MDE win rate
+    assert (m["mde_win_rate_adj"] >= m["mde_win_rate"]).all() and (m["mde_adj"] >= m["mde"]).all()
 
 
 def test_run_family_spans_levels_metrics_and_pairs():
@@ -99,10 +116,7 @@ def test_run_family_spans_levels_metrics_and_pairs():
         for (item, level, trial) in cells:
             out.append({"task": "math", "item_id": item, "knowledge_level": level, "trial": trial, "match": "s",
                         "condition": cond, "kg": float(rng.normal()), "co": float(rng.random())})
-    t = analyse(pd.DataFrame(out), options=CompareOptions(n_boot=200))
-    p = t["paired"]
+    p = analyse(pd.DataFrame(out), options=CompareOptions(n_boot=200))["paired"]
     assert len(p) == 3 * 3 * 2 and (p["family_size"] == 18).all()
-    order = np.argsort(p["p_value"].to_numpy(), kind="stable")
-    raw = p["p_value"].to_numpy()[order]
-    want = np.maximum.accumulate(np.minimum(1, raw * np.arange(18, 0, -1)))
-    assert p["p_holm"].to_numpy()[order] == pytest.approx(want)
+    assert (p["p_adj"] == np.minimum(1.0, 18 * p["p_value"])).all()
+    assert (p["min_items"] == 10).all() and not p["testable"].any()  # 8 items cannot decide a family of 18
