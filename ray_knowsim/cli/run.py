@@ -80,6 +80,8 @@ def main(args: argparse.Namespace) -> int:
             print(f"ray-knowsim run --plan: {exc}", file=sys.stderr)
             return 2
         return 0
+    if cfg.adaptive is not None:
+        return _adaptive(cfg, args)
     try:
         outcome = run(cfg, address=args.address, output=args.output, quiet=args.quiet,
                       overwrite=args.overwrite, config_file=str(args.config),
@@ -129,3 +131,31 @@ def resume_command(args: argparse.Namespace, run_dir) -> str:  # noqa: ANN001
     argv += [flag for flag, on in (("--quiet", args.quiet), ("--rerun-model-failures", args.rerun_model_failures),
                                    ("--no-preflight", args.no_preflight)) if on]
     return shlex.join(argv)
+
+
+def _adaptive(cfg, args: argparse.Namespace) -> int:
+    """A config with an ``adaptive:`` section runs in rounds (docs/adaptive.md)."""
+    from ray_knowsim.adaptive.driver import run_adaptive
+    from ray_knowsim.engine.manifest import ManifestMismatch
+    from ray_knowsim.engine.runner import RunError
+
+    if args.overwrite:
+        from ray_knowsim.engine.runner import prepare
+
+        prepare(cfg, args.output, overwrite=True)
+    try:
+        out = run_adaptive(cfg, address=args.address, output=args.output, quiet=args.quiet)
+    except (RunError, ManifestMismatch) as exc:
+        print(f"ray-knowsim run: {exc}", file=sys.stderr)
+        return 2
+    rec = out.record
+    decided = sum(d.decided for d in rec.decisions)
+    saved = 1 - rec.sessions_run / rec.sessions_fixed if rec.sessions_fixed else 0.0
+    print(f"adaptive run: {rec.status} after {out.rounds_run} round(s); {decided} of {len(rec.decisions)} decisions made; "
+          f"{rec.sessions_run} of {rec.sessions_fixed} sessions of the fixed design ({saved:.0%} saved); "
+          f"results in {out.run_dir} (decisions.json)", flush=True)
+    for d in rec.decisions:
+        what = d.winner if d.kind == "best" else " > ".join(d.order or []) if d.kind == "ranking" else "resolved"
+        print(f"  {d.task}/{d.knowledge_level} {d.metric}: " + (f"{what} (after round {d.after_round})" if d.decided
+                                                                 else f"undecided, in play: {', '.join(d.in_race)}"))
+    return 0

@@ -26,7 +26,7 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Collection, Iterator
 
 from ray_knowsim.engine.build import RunError, make_context, place_models, placed_plan, prepare
 from ray_knowsim.engine.failfast import FailureGuard, Stop
@@ -128,9 +128,10 @@ def open_committed(run_dir: RunDir, config_hash: str) -> RunReader:
         raise RunError(str(exc)) from exc
 
 
-def pending_work(plan: Plan, reader: RunReader, policy: ResumePolicy) -> Work:
-    """The sessions left to run under ``plan`` (see engine/resume.py for the rule)."""
-    return plan_work(plan, reader.entries(), policy)
+def pending_work(plan: Plan, reader: RunReader, policy: ResumePolicy, wanted: Collection[str] | None = None) -> Work:
+    """The sessions left to run under ``plan`` (see engine/resume.py for the rule); ``wanted``:
+    only these planned sessions."""
+    return plan_work(plan, reader.entries(), policy, wanted)
 
 
 def write_run_tables(run_dir: RunDir, reader: RunReader | None = None) -> dict[str, Any]:
@@ -165,10 +166,14 @@ def run(
     console: Any = None,
     rerun_model_failures: bool = False,
     preflight: bool = True,
+    sessions: Collection[str] | None = None,
 ) -> RunOutcome:
     """Run (or resume) ``cfg`` to completion; see the module docstring. ``preflight=False``
-    skips the checks before spending (engine/preflight.py; recorded in the manifest)."""
+    skips the checks before spending (engine/preflight.py; recorded in the manifest).
+    ``sessions``: run only these planned session ids (the adaptive driver's rounds); the plan,
+    hash and shards stay the full design's."""
     t0 = time.perf_counter()
+    sessions = set(sessions) if sessions is not None else None
     plan, run_dir, run_id, config_hash, inputs = prepare(cfg, output, overwrite)
     checked = check_before_spending(cfg, plan, inputs, skip=not preflight)  # raises before anything is written or sent
     run_dir.create()
@@ -187,8 +192,8 @@ def run(
     if garbage.superseded_commits:  # their rows are outranked: re-read what counts
         committed = open_committed(run_dir, config_hash)
     policy = ResumePolicy(rerun_model_failures=rerun_model_failures, max_attempts=cfg.engine.max_session_attempts)
-    work = pending_work(plan, committed, policy)
-    display = Display(plan.n_sessions, work.committed, plan.n_shards, quiet=quiet, console=console)
+    work = pending_work(plan, committed, policy, sessions)
+    display = Display(plan.n_sessions if sessions is None else len(sessions), work.committed, plan.n_shards, quiet=quiet, console=console)
     display.shards_done = work.skipped_shards
     outcome = RunOutcome(run_dir.root, run_id, config_hash, plan.n_sessions, 0, 0, work.skipped_shards, len(work.shards),
                          preflight=checked.to_manifest())
@@ -201,7 +206,7 @@ def run(
             vplan = place_models(cfg)  # before anything starts: raises when a model cannot be placed
             if vplan.grouped:  # shards ordered and cut by condition group; pools start/stop per group
                 plan = placed_plan(cfg, inputs, plan, vplan)
-                work = pending_work(plan, committed, policy)  # per session: the new cut redoes nothing
+                work = pending_work(plan, committed, policy, sessions)  # per session: the new cut redoes nothing
                 display.already, display.n_shards, display.shards_done = work.committed, plan.n_shards, work.skipped_shards
                 outcome.skipped_shards, outcome.ran_shards = work.skipped_shards, len(work.shards)
                 manifest["plan"] = plan.summary()
@@ -224,7 +229,8 @@ def run(
                 outcome.incomplete, outcome.llm, outcome.stopped = _run_groups(
                     cfg, plan, inputs, run_dir, make_context(cfg, run_id, config_hash), work, display, pools)
             else:
-                display.log(f"run {run_id}: nothing to run, all {plan.n_sessions} sessions committed -> {run_dir.root}")
+                asked = plan.n_sessions if sessions is None else f"{len(sessions)} asked-for"
+                display.log(f"run {run_id}: nothing to run, all {asked} sessions committed -> {run_dir.root}")
             final = open_committed(run_dir, config_hash)
             if cfg.roles.judge is not None and len(final.index) and outcome.stopped is None:  # a stopped run is not judged
                 # the judges are a stage of their own over the committed transcripts (engine/scoring.py)

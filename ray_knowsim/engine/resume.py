@@ -15,12 +15,16 @@ redoing or double-counting anything. For every planned session:
   replay the conversation up to the failure), and its row says ``attempt`` n and the earlier errors;
 * a session that has run ``max_attempts`` times is not rerun again, whatever its class (a
   failure that keeps coming back is reported, not retried forever).
+
+An invocation may also ask for a subset of the planned sessions (``wanted``: an adaptive run's
+round, docs/adaptive.md): the others are neither run nor counted; the plan, its hash and its
+shards stay the full design's, so a later invocation adds the rest to the same run directory.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Collection, Mapping
 
 from ray_knowsim.io.commits import SessionEntry
 from ray_knowsim.model.failures import INFRA, MODEL, failure_class
@@ -83,13 +87,17 @@ def next_attempt(entry: SessionEntry | None, policy: ResumePolicy) -> tuple[Atte
     return None, f"kept_{cls}"
 
 
-def plan_work(plan, entries: Mapping[str, SessionEntry], policy: ResumePolicy) -> Work:
+def plan_work(plan, entries: Mapping[str, SessionEntry], policy: ResumePolicy,
+              wanted: Collection[str] | None = None) -> Work:
     """Walk the plan's shards (``plan``: :class:`ray_knowsim.engine.plan.Plan`) against the
-    committed ``entries`` (session id -> the entry that counts)."""
+    committed ``entries`` (session id -> the entry that counts); ``wanted``: only these planned
+    sessions (None: all of them)."""
     work = Work()
     for k in range(plan.n_shards):
         todo: dict[str, Attempt] = {}
         for sid in plan.shard_session_ids(k):
+            if wanted is not None and sid not in wanted:
+                continue
             attempt, why = next_attempt(entries.get(sid), policy)
             if why == "ok":
                 work.ok += 1

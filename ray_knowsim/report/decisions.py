@@ -1,4 +1,5 @@
-"""The report's decision sections: "who beats whom" per level and what the run cost.
+"""The report's decision sections: an adaptive run's decision trace, "who beats whom" per level and
+what the run cost.
 
 Both come from the same code as ``ray-knowsim compare`` (:mod:`ray_knowsim.compare`) and the
 run's cost table (:mod:`ray_knowsim.io.cost`), computed from the run directory's session rows.
@@ -20,7 +21,9 @@ from ray_knowsim.model.states import level_order
 from ray_knowsim.compare.pipeline import default_metrics
 from ray_knowsim.compare.runs import load_runs
 from ray_knowsim.io.cost import cost_table, read_cost_columns
+from ray_knowsim.io.decisions import read_decisions
 from ray_knowsim.io.rundir import RunReader
+from ray_knowsim.model.decisions import DecisionsFile
 from ray_knowsim.score.store import RunScores
 
 log = logging.getLogger(__name__)
@@ -34,6 +37,11 @@ def decision_sections(run_dir: str | Path, n_boot: int = 1000, scores: RunScores
     ``scores`` / ``reader``: the run's score sets and reader when the caller already has them."""
     html_parts: list[str] = []
     md: list[str] = []
+    record = read_decisions(run_dir)
+    if record is not None:
+        h, m = trace_sections(record)
+        html_parts.append(h)
+        md += m
     try:
         run = load_runs([run_dir])[0]
     except Exception as exc:  # noqa: BLE001 - a run compare cannot read (e.g. an old format): the report shows the rest
@@ -62,6 +70,48 @@ def decision_sections(run_dir: str | Path, n_boot: int = 1000, scores: RunScores
         html_parts.append(_cost_html(cost))
         md += _cost_md(cost)
     return html_parts, md
+
+
+def _trace_rows(record: DecisionsFile) -> tuple[list[str], list[list[str]], list[str], list[list[str]]]:
+    dec_heads = ["task", "level", "metric", "kind", "decided", "after round", "result", "eliminated (round)"]
+    dec = []
+    for d in record.decisions:
+        result = (d.winner or "–") if d.kind == "best" else (" > ".join(d.order) if d.order else "–") if d.kind == "ranking" \
+            else ", ".join(f"{p.condition_a} vs {p.condition_b}: " + (p.better or ("within effect" if p.within_effect else "open"))
+                           for p in d.pairs)
+        if not d.decided:
+            result = "in play: " + ", ".join(d.in_race)
+        dec.append([d.task, d.knowledge_level, d.metric, d.kind, "yes" if d.decided else "no",
+                    str(d.after_round) if d.after_round is not None else "–", result,
+                    ", ".join(f"{c} ({r})" for c, r in sorted(d.eliminated.items(), key=lambda kv: kv[1])) or "–"])
+    round_heads = ["round", "items added", "sessions", "eliminated", "decided"]
+    rounds = [[str(r.round), "; ".join(f"{t}: {', '.join(v)}" for t, v in r.items.items()), f"{r.sessions:,}",
+               "; ".join(r.eliminated) or "–", "; ".join(r.decided) or "–"] for r in record.rounds]
+    return dec_heads, dec, round_heads, rounds
+
+
+def trace_sections(record: DecisionsFile) -> tuple[str, list[str]]:
+    """The adaptive run's decision trace: what it decided per (task, level, metric), round by round."""
+    e = html.escape
+    saved = 1 - record.sessions_run / record.sessions_fixed if record.sessions_fixed else 0.0
+    lead = (f"Adaptive run ({record.decide}, metrics {', '.join(record.metrics)}, alpha {record.alpha:g}): {record.status}; "
+            f"{record.sessions_run:,} of the fixed design's {record.sessions_fixed:,} sessions ({saved:.0%} saved). "
+            f"Procedure: {record.procedure}; family of {record.family_size} pairs.")
+    dh, dec, rh, rounds = _trace_rows(record)
+
+    def table(heads: list[str], rows: list[list[str]]) -> str:
+        body = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>" for row in rows)
+        return f'<table><thead><tr>{"".join(f"<th>{e(h)}</th>" for h in heads)}</tr></thead><tbody>{body}</tbody></table>'
+
+    html_part = (f'<section id="adaptive-decisions"><h2>Adaptive decisions</h2><p class="lead">{e(lead)}</p>'
+                 f"<h3>Decisions</h3>{table(dh, dec)}<h3>Rounds</h3>{table(rh, rounds)}</section>")
+
+    def md_table(heads: list[str], rows: list[list[str]]) -> list[str]:
+        esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+        return ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)] + ["| " + " | ".join(esc(v) for v in r) + " |" for r in rows]
+
+    md = ["## Adaptive decisions", "", lead, "", "### Decisions", "", *md_table(dh, dec), "", "### Rounds", "", *md_table(rh, rounds), ""]
+    return html_part, md
 
 
 def _usd(x: float) -> str:
@@ -93,4 +143,4 @@ def _cost_md(cost: pd.DataFrame) -> list[str]:
     return out + [""]
 
 
-__all__ = ["decision_sections"]
+__all__ = ["decision_sections", "trace_sections"]

@@ -70,19 +70,35 @@ def interval(k: int, n: int, alpha: float) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class SequenceState:
-    """A pair's confidence sequence after the looks so far (the running intersection)."""
+    """A pair's confidence sequence after the looks so far (the running intersection).
+
+    The decision needs only where the sequence stands against three points (1/2, and 1/2 +-
+    ``margin`` when an effect is stated), which cost one evaluation each; the interval's ends are
+    computed (by bisection) only when ``bounds`` is asked for, for the record."""
 
     k: int = 0  # wins of the first condition (non-tied items)
     n: int = 0  # non-tied items
+    max_log_evidence: float = 0.0  # running max of log M(1/2) over the looks
+    direction: int = 0  # +1 the first condition wins more items, -1 the second, 0 undecided
+    low_above: bool = False  # the sequence has excluded 1/2 - margin from below (low end > 1/2 - margin)
+    high_below: bool = False  # ... and 1/2 + margin from above
     low: float = 0.0
     high: float = 1.0
-    max_log_evidence: float = 0.0  # running max of log M(1/2) over the looks
 
-    def look(self, k: int, n: int, alpha: float) -> "SequenceState":
+    def look(self, k: int, n: int, alpha: float, margin: float | None = None, bounds: bool = False) -> "SequenceState":
         """The state after a look at cumulative counts ``(k, n)``."""
-        lo, hi = interval(k, n, alpha)
+        level = math.log(1.0 / alpha)
         ev = float(log_evidence(k, n, 0.5)) if n else 0.0
-        return SequenceState(k, n, max(self.low, lo), min(self.high, hi), max(self.max_log_evidence, ev))
+        direction = self.direction
+        if direction == 0 and ev >= level:
+            direction = 1 if 2 * k > n else -1
+        low_above, high_below = self.low_above, self.high_below
+        if margin is not None and n:
+            low_above = low_above or (k / n > 0.5 - margin and float(log_evidence(k, n, 0.5 - margin)) >= level)
+            high_below = high_below or (k / n < 0.5 + margin and float(log_evidence(k, n, 0.5 + margin)) >= level)
+        lo, hi = interval(k, n, alpha) if bounds else (0.0, 1.0)
+        return SequenceState(k, n, max(self.max_log_evidence, ev), direction, low_above, high_below,
+                             max(self.low, lo), min(self.high, hi))
 
     @property
     def p_value(self) -> float:
@@ -90,13 +106,9 @@ class SequenceState:
         return float(min(1.0, math.exp(-self.max_log_evidence)))
 
     @property
-    def direction(self) -> int:
-        """+1 the first condition wins more items, -1 the second, 0 undecided."""
-        return 1 if self.low > 0.5 else -1 if self.high < 0.5 else 0
-
-    def within(self, margin: float) -> bool:
-        """The whole sequence lies within 1/2 +- margin: shown smaller than the stated effect."""
-        return self.low > 0.5 - margin and self.high < 0.5 + margin
+    def within(self) -> bool:
+        """The sequence lies within 1/2 +- margin: shown smaller than the stated effect."""
+        return self.low_above and self.high_below
 
 
 __all__ = ["PRIOR", "SequenceState", "interval", "log_evidence"]

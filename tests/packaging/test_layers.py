@@ -2,7 +2,7 @@
 layer order only, subpackages form no import cycle, and Ray is imported only by the orchestration.
 
     model -> (rules | io | demo | stats) -> kernels -> (prompts | llm) -> (sim | strategies | simulators) -> score
-          -> (engine | sweep | validate | report | compare | view) -> cli
+          -> (engine | sweep | validate | report | compare | view | adaptive) -> cli
 
 The registries in prompts/tutors.py and prompts/learners.py load the built-in strategies and
 simulators by module name on first use (as they would a plugin): that runtime edge goes up and is
@@ -44,6 +44,7 @@ LAYERS: dict[str, int] = {
     "report": 7,
     "compare": 7,
     "view": 7,
+    "adaptive": 7,  # rounds of runs above the run machinery (engine) and compare's run reader
     "cli": 8,
 }
 # same-rank imports that are allowed (importer -> imported)
@@ -52,6 +53,8 @@ PEERS = {
     ("compare", "engine"),  # run identity: the config's operational fields and role defaults
     ("report", "compare"),  # the report's who-beats-whom matrix is compare's analysis
     ("view", "report"),  # the viewer draws conversations with the report's renderer
+    ("adaptive", "engine"),  # each round goes through engine.runner.run
+    ("adaptive", "compare"),  # the run reader compare uses
 }
 RAY_ALLOWED = {"engine", "sweep", "cli"}
 

@@ -86,12 +86,14 @@ def test_sequence_interval_excludes_half_exactly_when_the_evidence_reached_one_o
             assert lo <= k / n <= hi
 
 
-def test_running_intersection_keeps_a_decision():
-    s = Q.SequenceState().look(12, 12, 0.01)
-    assert s.direction == 1 and s.p_value < 0.01
-    s2 = s.look(13, 20, 0.01)  # later losses do not undo it: the sequence is the intersection
+def test_running_intersection_keeps_a_decision_and_agrees_with_the_bounds():
+    s = Q.SequenceState().look(12, 12, 0.01, bounds=True)
+    assert s.direction == 1 and s.p_value < 0.01 and s.low > 0.5
+    s2 = s.look(13, 20, 0.01, bounds=True)  # later losses do not undo it: the sequence is the intersection
     assert s2.direction == 1 and s2.low >= s.low and s2.p_value == s.p_value
-    assert Q.SequenceState().look(10, 20, 0.05).within(0.45) and not Q.SequenceState().look(10, 20, 0.05).within(0.1)
+    for k, n, margin in ((10, 20, 0.45), (10, 20, 0.1), (50, 100, 0.2), (60, 100, 0.2), (500, 1000, 0.06)):
+        st_ = Q.SequenceState().look(k, n, 0.05, margin=margin, bounds=True)
+        assert st_.within == (st_.low > 0.5 - margin and st_.high < 0.5 + margin), (k, n, margin)
 
 
 def test_ville_bound_by_simulation_and_one_item_never_decides():

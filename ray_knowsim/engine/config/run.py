@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+from ray_knowsim.engine.config.adaptive import AdaptiveConfig
 from ray_knowsim.engine.config.base import NAME as _NAME
 from ray_knowsim.engine.config.base import Strict
 from ray_knowsim.engine.config.loading import file_digest, resolve_path
@@ -48,6 +49,8 @@ class RunConfig(Strict):
     output_dir: str = "runs/{name}"  # relative to the config file; {name} is replaced
     engine: EngineConfig = Field(default_factory=EngineConfig)
     prompts: PromptsConfig = Field(default_factory=PromptsConfig)
+    # decide in rounds with fewer sessions (engine/config/adaptive.py); outside the config hash
+    adaptive: AdaptiveConfig | None = None
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
 
@@ -98,6 +101,13 @@ class RunConfig(Strict):
             if name in seen:
                 errors.append(f"conditions.{k}: name {name!r} repeats condition {seen[name]}; give each a distinct name")
             seen.setdefault(name, k)
+        if self.adaptive is not None:
+            if self.adaptive.round.trials is not None and self.adaptive.round.trials > self.trials:
+                errors.append(f"adaptive.round.trials: {self.adaptive.round.trials} > trials {self.trials} (a round runs planned sessions only)")
+            if len(self.conditions) < 2:
+                errors.append("adaptive: needs at least two conditions to decide between")
+            if "iq" in self.adaptive.metrics and self.roles.judge is None:
+                errors.append("adaptive.metrics: iq needs a judge (roles.judge)")
         if errors:
             raise ValueError("\n".join(errors))
         return self
@@ -182,14 +192,15 @@ class RunConfig(Strict):
 
     def config_hash(self) -> str:
         """What decides the results: the config minus output/engine settings, minus operational
-        model knobs, plus the content of every input file. Equal hash = resumable run dir."""
+        model knobs, minus the adaptive section (it picks which planned sessions run, not what they
+        produce), plus the content of every input file. Equal hash = resumable run dir."""
         blob = json.dumps(self.hash_payload(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def hash_payload(self) -> dict[str, Any]:
         """What :meth:`config_hash` hashes (recorded in the manifest, so a refused resume can say
         which fields changed)."""
-        data = self.model_dump(mode="json", exclude={"output_dir", "engine"})
+        data = self.model_dump(mode="json", exclude={"output_dir", "engine", "adaptive"})
         data["roles"] = self.roles.hash_view(data["roles"])
         if not data["plugins"]:
             del data["plugins"]  # configs without plugins keep the hashes they always had

@@ -1,0 +1,58 @@
+"""The ``adaptive:`` section: decide with fewer conversations (docs/adaptive.md).
+
+The run goes in rounds over items drawn from the pool in an order fixed by the run seed; each
+round adds ``round.items`` items at ``round.trials`` trials for every condition still in play at
+each level, then decides what it can with the anytime-valid procedure of
+:mod:`ray_knowsim.stats.adaptive`. The section chooses which planned sessions run, never what a
+session produces, so it is outside the config hash: an adaptive run's sessions are the fixed
+design's sessions (same ids, seeds and rows), and a run directory can be completed as a fixed run.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ray_knowsim.engine.config.base import Strict
+
+#: metrics a decision can be about: the session table's metric columns and the judge's score
+DECISION_METRICS = frozenset({
+    "kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience", "iq",
+    "kg_es", "nkg_es", "dc_es", "ic_es", "co_es", "po_es", "engagement_es", "learning_experience_es",
+})
+
+
+class RoundConfig(Strict):
+    items: int = Field(5, ge=1)  # new items per round
+    trials: int | None = Field(None, ge=1)  # trials per item (default: the run's trials)
+
+
+class BudgetConfig(Strict):
+    sessions: int | None = Field(None, ge=1)  # at most this many sessions in all
+    usd: float | None = Field(None, gt=0)  # stop before a round that would spend past this
+
+
+class AdaptiveConfig(Strict):
+    decide: Literal["best", "ranking", "pairs"] = "best"
+    metrics: list[str] = Field(default_factory=lambda: ["kg", "dc", "co"], min_length=1)
+    alpha: float = Field(0.05, gt=0, lt=1)
+    round: RoundConfig = Field(default_factory=RoundConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    # pairs: a pair is resolved when shown smaller than this margin of the win rate: its whole
+    # confidence sequence inside 1/2 +- effect (0.15: neither wins more than 65 % of the items)
+    effect: float | None = Field(None, gt=0, lt=0.5)
+
+    @model_validator(mode="after")
+    def _check(self) -> "AdaptiveConfig":
+        unknown = [m for m in self.metrics if m not in DECISION_METRICS]
+        if unknown:
+            raise ValueError(f"metrics: unknown {unknown}; known: {sorted(DECISION_METRICS)}")
+        if len(set(self.metrics)) != len(self.metrics):
+            raise ValueError("metrics: a metric appears twice")
+        if self.decide == "pairs" and self.effect is None:
+            raise ValueError("effect: required with decide: pairs (the win-rate margin a pair must be shown within)")
+        return self
+
+
+__all__ = ["AdaptiveConfig", "BudgetConfig", "DECISION_METRICS", "RoundConfig"]
