@@ -101,7 +101,8 @@ def _decision_records(proc: Procedure) -> list[DecisionRecord]:
             pairs.append(PairRecord(condition_a=a, condition_b=b, wins_a=st.k, items=st.n, win_low=st.low, win_high=st.high,
                                     p_value=st.p_value, better=d.better((a, b)), within_effect=st.within))
         out.append(DecisionRecord(task=d.task, knowledge_level=d.level, metric=d.metric, kind=d.kind, decided=d.decided,
-                                  after_round=d.after_round, winner=d.winner, order=d.order, in_race=sorted(d.in_play()),
+                                  after_round=d.after_round, winner=d.winner, order=d.order,
+                                  in_race=d.race() if d.kind == "best" else sorted(d.in_play()),
                                   eliminated=dict(d.eliminated), pairs=pairs))
     return out
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ray_knowsim.engine.plan import session_id
 from ray_knowsim.stats.adaptive import Key, Procedure
-from ray_knowsim.stats.signs import sign_counts
+from ray_knowsim.stats.signs import SignCounts, sign_counts
 
 ROW_KEYS = ("task", "item_id", "knowledge_level", "condition", "trial")
 
@@ -27,8 +27,13 @@ def scheduled(rows: pd.DataFrame, wanted: Collection[str]) -> pd.DataFrame:
 
 
 def pair_counts(rows: pd.DataFrame, procedure: Procedure) -> dict[Key, tuple[int, int]]:
-    """Cumulative win counts of every pair of every decision from ok session rows."""
-    out: dict[Key, tuple[int, int]] = {}
+    """Cumulative win counts ``(wins of a, non-tied items)`` of every pair of every decision."""
+    return {key: (c.pos, c.n) for key, c in sign_table(rows, procedure).items()}
+
+
+def sign_table(rows: pd.DataFrame, procedure: Procedure) -> dict[Key, SignCounts]:
+    """Per pair of every decision, the signs of the items' mean paired differences (ok rows)."""
+    out: dict[Key, SignCounts] = {}
     if rows.empty:
         return out
     groups = {key: g for key, g in rows.groupby(["task", "knowledge_level"], sort=False)}
@@ -43,9 +48,8 @@ def pair_counts(rows: pd.DataFrame, procedure: Procedure) -> dict[Key, tuple[int
             diffs = (wide[a] - wide[b]).dropna()
             if diffs.empty:
                 continue
-            c = sign_counts(diffs.groupby(level="item_id").mean().to_numpy(dtype=float))
-            out[(i, (a, b))] = (c.pos, c.n)
+            out[(i, (a, b))] = sign_counts(diffs.groupby(level="item_id").mean().to_numpy(dtype=float))
     return out
 
 
-__all__ = ["ROW_KEYS", "pair_counts", "scheduled"]
+__all__ = ["ROW_KEYS", "pair_counts", "scheduled", "sign_table"]

@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 from ray_knowsim.stats.decide import Decision, Kind, Pair, PairVerdict, family_size
 from ray_knowsim.stats.ranks import higher_is_better
 from ray_knowsim.stats.sequential import SequenceState
+from ray_knowsim.stats.signs import SignCounts, verdict
 
 Key = tuple[int, Pair]  # (decision index, pair)
 
@@ -61,6 +62,21 @@ class Procedure:
             if gone:
                 left[i] = gone
         return left
+
+    def fixed(self, counts: Mapping[Key, SignCounts]) -> "Procedure":
+        """What the fixed design decides from the whole pool's sign counts with the same decision
+        rule and family: compare's verdict (exact sign test and its Clopper-Pearson interval) at
+        alpha / m, one look. Returns a new procedure; this one is left as it is."""
+        out = Procedure([Decision(d.task, d.level, d.metric, d.kind, list(d.conditions), d.higher_is_better, d.effect)
+                         for d in self.decisions], self.alpha)
+        for i, d in enumerate(out.decisions):
+            verdicts = {}
+            for pair in d.pairs:
+                v = verdict(counts.get((i, pair), SignCounts(0, 0, 0)), out.alpha_adj)
+                within = d.effect is not None and v.ci_low > 0.5 - d.effect and v.ci_high < 0.5 + d.effect
+                verdicts[pair] = PairVerdict(v.direction, within)
+            d.update(verdicts, 1)
+        return out
 
     def in_play(self) -> dict[tuple[str, str], set[str]]:
         """(task, level) -> the conditions some undecided decision there still needs."""

@@ -21,7 +21,6 @@ import pandas as pd
 
 from ray_knowsim.stats import signs as G
 from ray_knowsim.stats.adaptive import Procedure
-from ray_knowsim.stats.decide import PairVerdict
 
 
 @dataclass
@@ -122,18 +121,14 @@ def run_benchmark(pop: Population, rng: np.random.Generator, pool: int, per_roun
 
 
 def fixed_design(pop: Population, draws: np.ndarray, arrangement: np.ndarray, alpha: float, kind: str = "best") -> Procedure:
-    """The fixed design's decisions on the whole pool: the exact sign test over items with its
-    Clopper-Pearson interval at alpha / m (compare's verdict), fed to the same decision rule."""
+    """The fixed design's decisions on the whole pool (Procedure.fixed: compare's verdict at alpha / m)."""
     proc = Procedure.build(["t"], pop.levels, pop.metrics, pop.conditions, kind, alpha)  # type: ignore[arg-type]
-    for d in proc.decisions:
-        verdicts = {}
+    counts = {}
+    for i, d in enumerate(proc.decisions):
         for a, b in d.pairs:
             s = pop.signs[(d.level, d.metric, a, b)][draws, arrangement]
-            v = G.verdict(G.SignCounts(int((s > 0).sum()), int((s < 0).sum()), int((s == 0).sum())), proc.alpha_adj)
-            verdicts[(a, b)] = PairVerdict(v.direction)
-        d.update(verdicts, 1)
-    return proc
-
+            counts[(i, (a, b))] = G.SignCounts(int((s > 0).sum()), int((s < 0).sum()), int((s == 0).sum()))
+    return proc.fixed(counts)
 
 
 __all__ = ["Outcome", "Population", "population", "run_benchmark"]
