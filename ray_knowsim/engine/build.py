@@ -91,6 +91,7 @@ def prepare(cfg: RunConfig, output: str | Path | None = None, overwrite: bool = 
         for sub in ("sessions", "turns", "commits", "shards", "tables", "scores", ".tmp"):  # the content-keyed LLM cache stays
             shutil.rmtree(run_dir.root / sub, ignore_errors=True)
         run_dir.manifest.unlink(missing_ok=True)
+        (run_dir.root / "decisions.json").unlink(missing_ok=True)  # an adaptive run's record (io/decisions.py)
     return plan, run_dir, run_id, config_hash, inputs
 
 
