@@ -24,6 +24,7 @@ from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.models import check_secrets, used_model_keys
 from ray_knowsim.engine.plan import Plan, load_inputs
 from ray_knowsim.io.commits import RunDir
+from ray_knowsim.io.decisions import DECISIONS_FILE
 from ray_knowsim.sim.session import SIMULATION_ROLES
 from ray_knowsim.sim.types import ShardContext
 
@@ -91,7 +92,7 @@ def prepare(cfg: RunConfig, output: str | Path | None = None, overwrite: bool = 
         for sub in ("sessions", "turns", "commits", "shards", "tables", "scores", ".tmp"):  # the content-keyed LLM cache stays
             shutil.rmtree(run_dir.root / sub, ignore_errors=True)
         run_dir.manifest.unlink(missing_ok=True)
-        (run_dir.root / "decisions.json").unlink(missing_ok=True)  # an adaptive run's record (io/decisions.py)
+        (run_dir.root / DECISIONS_FILE).unlink(missing_ok=True)  # an adaptive run's record
     return plan, run_dir, run_id, config_hash, inputs
 
 
