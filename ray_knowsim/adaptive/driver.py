@@ -24,6 +24,7 @@ from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.plan import session_id
 from ray_knowsim.engine.runner import RunError, prepare, ray_session, run, write_run_tables
 from ray_knowsim.io.decisions import write_decisions
+from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.model.decisions import DecisionRecord, DecisionsFile, PairRecord, RoundRecord, Spend
 from ray_knowsim.stats.adaptive import Procedure
 
@@ -47,18 +48,18 @@ def _rows(run_dir: Path, metrics: list[str]) -> pd.DataFrame:
     return load_runs([run_dir], metrics)[0].sessions
 
 
-def _spend(run_dir: Path, wanted: set[str]) -> pd.DataFrame:
-    """Tokens and cost of every scheduled session, failed ones included (they were paid for)."""
-    from ray_knowsim.engine.results import RunDir
+def _spend(run_dir: Path, wanted: set[str], config_hash: str | None = None) -> pd.DataFrame:
+    """Tokens and cost of every scheduled session, failed ones included (they were paid for);
+    read through the one run-directory reader (io/rundir.py) and the cost columns of io/cost.py."""
     from ray_knowsim.io.cost import read_cost_columns
+    from ray_knowsim.io.rundir import has_commit_markers
     from ray_knowsim.score.store import RunScores
 
-    rd = RunDir(run_dir)
-    files = rd.data_files("sessions", rd.markers().values())
-    if not files:
+    reader = RunReader.open(run_dir, config_hash) if has_commit_markers(run_dir) else None  # None: nothing committed yet
+    if reader is None or not reader.sessions.files:
         return pd.DataFrame(columns=["session_id", "condition", "prompt", "completion", "cost_usd"])
-    scores = RunScores.load(run_dir)
-    df = read_cost_columns(files, scores.attach if scores.sets else None)
+    scores = RunScores.load(run_dir, reader)
+    df = read_cost_columns(reader.sessions, scores.attach if scores.sets else None)
     df = df[df["session_id"].isin(wanted)]
     df = df.assign(prompt=df[[c for c in df.columns if c.startswith("prompt_tokens_")]].sum(axis=1),
                    completion=df[[c for c in df.columns if c.startswith("completion_tokens_")]].sum(axis=1))
@@ -108,10 +109,13 @@ def _decision_records(proc: Procedure) -> list[DecisionRecord]:
 
 
 def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Path | None = None, quiet: bool = False,
-                 max_rounds: int | None = None, console: Any = None) -> AdaptiveOutcome:
+                 max_rounds: int | None = None, console: Any = None, rerun_model_failures: bool = False,
+                 preflight: bool = True) -> AdaptiveOutcome:
     """Run ``cfg`` (which has an ``adaptive`` section) in rounds until every decision is made, the
     pool is used up or a budget is reached; ``max_rounds`` stops earlier (the run resumes from
-    there when called again)."""
+    there when called again). ``rerun_model_failures`` and ``preflight`` are the run's
+    (engine/batch.py); the checks before spending go with the first round this call runs (the
+    endpoints are the same in every round)."""
     ad = cfg.adaptive
     if ad is None:
         raise RunError("the config has no adaptive: section")
@@ -143,14 +147,18 @@ def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Pa
                 status = "budget"
                 break
             if ad.budget.usd is not None and rounds:
-                spent = _spend_record(_spend(run_dir.root, wanted))
+                spent = _spend_record(_spend(run_dir.root, wanted, config_hash))
                 if spent.cost_usd is not None and spent.sessions:
                     if spent.cost_usd + spent.cost_usd / spent.sessions * len(new) > ad.budget.usd:
                         status = "budget"
                         break
             wanted |= new
             outcome = run(cfg, address=address, output=run_dir.root, quiet=quiet, tables=False, print_tables=False,
-                          config_file=None, console=console, sessions=wanted)
+                          config_file=None, console=console, sessions=wanted, rerun_model_failures=rerun_model_failures,
+                          preflight=preflight and round_no == 1)
+            if outcome.stopped is not None:
+                raise RunError(f"round {round_no}: stopped early by engine.fail_fast ({outcome.stopped.line()}); fix the "
+                               "cause, then run the same command again to resume the adaptive run")
             if outcome.incomplete:
                 raise RunError(f"round {round_no}: {len(outcome.incomplete)} shard(s) did not finish; run the same command "
                                "again to resume the adaptive run")
@@ -170,9 +178,9 @@ def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Pa
         record = _record(cfg, run_dir.root, config_hash, proc, status, wanted, fixed_per_condition, rounds)
         write_decisions(run_dir.root, record)
         if wanted:
-            markers = run_dir.markers(config_hash)
-            if markers:
-                write_run_tables(run_dir, markers)
+            reader = RunReader.open(run_dir.root, config_hash)
+            if reader.sessions.files:
+                write_run_tables(run_dir, reader)
     return AdaptiveOutcome(run_dir.root, record, len(rounds))
 
 
@@ -180,7 +188,7 @@ def _record(cfg: RunConfig, run_dir: Path, config_hash: str, proc: Procedure, st
             fixed_per_condition: dict[str, int], rounds: list[RoundRecord]) -> DecisionsFile:
     ad = cfg.adaptive
     assert ad is not None
-    spend = _spend(run_dir, wanted)
+    spend = _spend(run_dir, wanted, config_hash)
     return DecisionsFile(config_hash=config_hash, decide=ad.decide, metrics=list(ad.metrics), alpha=ad.alpha,
                          family_size=proc.family_size, procedure=PROCEDURE, status=status,  # type: ignore[arg-type]
                          sessions_run=len(wanted), sessions_fixed=sum(fixed_per_condition.values()),

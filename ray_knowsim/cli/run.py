@@ -136,6 +136,7 @@ def resume_command(args: argparse.Namespace, run_dir) -> str:  # noqa: ANN001
 def _adaptive(cfg, args: argparse.Namespace) -> int:
     """A config with an ``adaptive:`` section runs in rounds (docs/adaptive.md)."""
     from ray_knowsim.adaptive.driver import run_adaptive
+    from ray_knowsim.engine.batch import RunInterrupted
     from ray_knowsim.engine.manifest import ManifestMismatch
     from ray_knowsim.engine.runner import RunError
 
@@ -144,10 +145,16 @@ def _adaptive(cfg, args: argparse.Namespace) -> int:
 
         prepare(cfg, args.output, overwrite=True)
     try:
-        out = run_adaptive(cfg, address=args.address, output=args.output, quiet=args.quiet)
+        out = run_adaptive(cfg, address=args.address, output=args.output, quiet=args.quiet,
+                           rerun_model_failures=args.rerun_model_failures, preflight=not args.no_preflight)
     except (RunError, ManifestMismatch) as exc:
         print(f"ray-knowsim run: {exc}", file=sys.stderr)
         return 2
+    except RunInterrupted as stop:
+        print(f"interrupted in an adaptive round: {stop.committed} sessions (of the fixed design's {stop.planned}) are "
+              f"committed and safe ({stop.ok} ok) in {stop.run_dir}; the same command replays the finished rounds and "
+              f"resumes:\n  {resume_command(args, stop.run_dir)}", file=sys.stderr, flush=True)
+        return 130
     rec = out.record
     decided = sum(d.decided for d in rec.decisions)
     saved = 1 - rec.sessions_run / rec.sessions_fixed if rec.sessions_fixed else 0.0
