@@ -1,5 +1,6 @@
 """The adaptive layer's pure parts and its hook into the runner (no Ray): the seeded item order,
-the round cells, the adaptive config, and pending_work with a session subset."""
+the round cells, the adaptive config, and the resume rule (engine/resume.plan_work) with a
+session subset."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 from ray_knowsim.adaptive.schedule import item_order, round_items
 from ray_knowsim.engine.config import ConfigError, parse_run_config
 from ray_knowsim.engine.plan import Plan, load_inputs
-from ray_knowsim.engine.results import Marker
-from ray_knowsim.engine.runner import pending_work
+from ray_knowsim.engine.resume import Attempt, ResumePolicy, plan_work
+from ray_knowsim.io.commits import SessionEntry
 from tests.engine.conftest import small_config
 
 ADAPTIVE = {"decide": "best", "metrics": ["kg", "dc", "co"], "alpha": 0.05, "round": {"items": 5, "trials": 1},
@@ -39,21 +40,24 @@ def test_adaptive_section_validates_and_stays_out_of_the_hash():
             parse_run_config(small_config(adaptive={**ADAPTIVE, **bad}, trials=2))
 
 
-def test_pending_work_runs_only_the_wanted_sessions_and_adds_to_committed_shards():
+def test_plan_work_runs_only_the_wanted_sessions_and_adds_to_committed_shards():
     cfg = parse_run_config(small_config())
     plan = Plan(cfg, load_inputs(cfg))  # 24 sessions in 6 shards of 4
-    ids0 = plan.shard_session_ids(0)
-    wanted = {ids0[0], ids0[2], plan.shard_session_ids(3)[1]}
-    todo, ok, skipped = pending_work(plan, {}, wanted)
-    assert [(k, only) for k, only, _ in todo] == [(0, {ids0[0], ids0[2]}), (3, {plan.shard_session_ids(3)[1]})]
-    # shard 0 committed with a subset; a later round adds a session, a failed one is rerun
-    marker = Marker("shard-000000", "h", "tok", [ids0[0], ids0[2]], failed={ids0[2]: "x"})
-    todo, ok, skipped = pending_work(plan, {"shard-000000": marker}, wanted | {ids0[1]})
-    k, only, prev = todo[0]
-    assert k == 0 and only == {ids0[1], ids0[2]} and prev.session_ids == ids0[:3] and prev.token == "tok"
-    # nothing new: skipped; the full design (no subset) completes the shard
-    todo, _, skipped = pending_work(plan, {"shard-000000": Marker("shard-000000", "h", "tok", ids0[:3])}, {ids0[0]})
-    assert skipped == 1 and all(k != 0 for k, _, _ in todo)
-    todo, _, _ = pending_work(plan, {"shard-000000": Marker("shard-000000", "h", "tok", ids0[:3])})
-    assert todo[0][0] == 0 and todo[0][1] == {ids0[3]} and todo[0][2].session_ids == ids0
-    assert len(todo) == 6
+    ids0, ids3 = plan.shard_session_ids(0), plan.shard_session_ids(3)
+    policy = ResumePolicy()
+    wanted = {ids0[0], ids0[2], ids3[1]}
+    work = plan_work(plan, {}, policy, wanted)
+    assert {k: set(s) for k, s in work.shards.items()} == {0: {ids0[0], ids0[2]}, 3: {ids3[1]}}
+    assert work.new == 3 and work.skipped_shards == 4  # the others are neither run nor counted
+    # shard 0 committed with a subset (one ok, one infra failure); a later round adds a session
+    done = {ids0[0]: SessionEntry(status="ok"),
+            ids0[2]: SessionEntry(status="failed", error="assistant_http_503", failure_class="infra")}
+    work = plan_work(plan, done, policy, wanted | {ids0[1]})
+    assert work.shards[0] == {ids0[1]: Attempt(1), ids0[2]: Attempt(2, ("assistant_http_503",))}
+    assert work.ok == 1 and work.new == 2 and work.rerun["infra"] == 1
+    # nothing new asked for: the shard is skipped; the full design (no subset) completes it
+    done[ids0[2]] = SessionEntry(status="ok", attempt=2)
+    work = plan_work(plan, done, policy, {ids0[0], ids0[2]})
+    assert work.shards == {} and work.ok == 2 and work.skipped_shards == 6
+    work = plan_work(plan, done, policy)
+    assert set(work.shards[0]) == {ids0[1], ids0[3]} and len(work.shards) == 6 and work.new == 22
