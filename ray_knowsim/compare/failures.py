@@ -6,13 +6,9 @@ through: its mean is a mean over a different, often easier, set of cells than it
 compare reports the failure rates of every condition per (task, level) and warns about a pair
 whose rates differ enough to matter.
 
-The rule (one per (task, level) and pair of conditions, plus the level-marginal "all"): **Fisher's
-exact test**, two-sided, on the 2x2 table (failed, ok) x (condition a, condition b), and a warning
-when ``p < alpha`` AND the rates differ by at least ``min_diff`` (5 percentage points by default).
-Fisher's test is exact at the small n of a cell (tens of sessions), where a normal two-proportion
-test is not; the floor on the difference keeps a large run from warning about a 0.5-point gap
-that cannot move a mean. The p-values are not adjusted for the number of pairs: a warning errs on
-the side of speaking (a missed bias costs more than a second look).
+The rule, applied per (task, level) and pair of conditions, plus the level-marginal "all", is the
+statistics module's (:mod:`ray_knowsim.stats.rates`: Fisher's exact test, two-sided, with a
+5-point floor on the difference, p unadjusted); this module counts and words the warnings.
 
 Pure: pandas in, pandas out.
 """
@@ -25,6 +21,7 @@ from typing import Sequence
 import pandas as pd
 
 from ray_knowsim.model.failures import FAILURE_CLASSES, MODEL, failure_class
+from ray_knowsim.stats.rates import DEFAULT_MIN_DIFF, rate_gap
 
 ALL_LEVELS = "all"
 OUTCOME_COLUMNS = ("task", "knowledge_level", "condition", "status", "failure_class", "error")
@@ -57,11 +54,9 @@ def failure_counts(outcomes: pd.DataFrame) -> pd.DataFrame:
 
 
 def failure_gaps(counts: pd.DataFrame, conditions: Sequence[str], alpha: float = 0.05,
-                 min_diff: float = 0.05) -> pd.DataFrame:
+                 min_diff: float = DEFAULT_MIN_DIFF) -> pd.DataFrame:
     """Per (task, level, a before b in ``conditions``): both rates, their difference, Fisher's
-    two-sided p and ``biased`` (the warning rule of the module docstring)."""
-    from scipy.stats import fisher_exact
-
+    two-sided p and ``biased`` (:func:`ray_knowsim.stats.rates.rate_gap`)."""
     order = {c: k for k, c in enumerate(conditions)}
     rows = []
     for (task, level), g in counts.groupby(["task", "knowledge_level"], sort=True):
@@ -72,11 +67,10 @@ def failure_gaps(counts: pd.DataFrame, conditions: Sequence[str], alpha: float =
             fb, nb = int(by.loc[b, "n_failed"]), int(by.loc[b, "n_sessions"])
             if not na or not nb:
                 continue
-            p = float(fisher_exact([[fa, na - fa], [fb, nb - fb]], alternative="two-sided")[1])
-            diff = fa / na - fb / nb
+            gap = rate_gap(fa, na, fb, nb, alpha, min_diff)
             rows.append({"task": task, "knowledge_level": level, "condition_a": a, "condition_b": b,
-                         "failure_rate_a": fa / na, "failure_rate_b": fb / nb, "diff": diff, "n_a": na, "n_b": nb,
-                         "p_fisher": p, "biased": bool(p < alpha and abs(diff) >= min_diff)})
+                         "failure_rate_a": gap.rate_a, "failure_rate_b": gap.rate_b, "diff": gap.diff, "n_a": na, "n_b": nb,
+                         "p_fisher": gap.p_value, "biased": gap.differs})
     cols = ["task", "knowledge_level", "condition_a", "condition_b", "failure_rate_a", "failure_rate_b", "diff",
             "n_a", "n_b", "p_fisher", "biased"]
     return pd.DataFrame(rows, columns=cols)

@@ -14,5 +14,7 @@ scipy; no Ray, no I/O).
 * :mod:`.sequential` — the anytime-valid version of the same verdict for adaptive runs: a
   Beta-binomial (Krichevsky–Trofimov) mixture confidence sequence for the win rate;
 * :mod:`.multiplicity` — Bonferroni and Holm;
+* :mod:`.rates` — whether two conditions' failure rates differ enough to bias a comparison
+  (Fisher's exact test with a floor on the difference; compare's failure warnings);
 * :mod:`.decide` — adaptive decisions (best / ranking / pairs) from the sequential verdicts.
 """
