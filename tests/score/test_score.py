@@ -231,7 +231,7 @@ def test_judge_repairs_refusals_and_warnings_are_stored_counted_and_reported(fin
     import pandas as pd
 
     from ray_knowsim.engine.models import ModelSet
-    from ray_knowsim.engine.reduce import cells_from_sums, level_means, partial_moments
+    from ray_knowsim.engine.reduce import ITEM_KEYS, level_means, normalise_sums, partial_moments
     from ray_knowsim.report.build import build_report
 
     cfg, out, _ = finished
@@ -256,7 +256,7 @@ def test_judge_repairs_refusals_and_warnings_are_stored_counted_and_reported(fin
         scores = RunScores.load(out)
         sessions = RunReader.open(out).sessions.read()
         sums = partial_moments(scores.attach(sessions)).to_pandas()
-        lm = level_means(cells_from_sums(sums.groupby(["task", "condition", "knowledge_level"], as_index=False).sum()))
+        lm = level_means(normalise_sums(sums.groupby(list(ITEM_KEYS), as_index=False).sum()))
         per_condition = lm.groupby("condition")[["judge_refusals", "judge_warnings"]].sum()
         n_per_condition = pd.Series([r["condition"] for r in sessions.to_pylist()]).value_counts()
         assert (per_condition["judge_refusals"] == n_per_condition.reindex(per_condition.index)).all()
