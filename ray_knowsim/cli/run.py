@@ -90,9 +90,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"ray-knowsim run: {exc}", file=sys.stderr)
         return 2
     except RunInterrupted as stop:
-        print(f"interrupted: {stop.committed} of {stop.planned} sessions are committed and safe ({stop.ok} ok) in "
-              f"{stop.run_dir}; resume with:\n  {resume_command(args, stop.run_dir)}", file=sys.stderr, flush=True)
-        return 130
+        return interrupted(args, stop)
     from ray_knowsim.engine.outcome_tables import final_line_parts
 
     stopped = f" ({outcome.stopped.line()})" if outcome.stopped is not None else ""
@@ -118,6 +116,13 @@ def main(args: argparse.Namespace) -> int:
     if outcome.incomplete:
         print(f"{len(outcome.incomplete)} shard(s) did not finish; run the same command again to resume", file=sys.stderr)
     return 0 if outcome.status == "ok" else 1
+
+
+def interrupted(args: argparse.Namespace, stop) -> int:  # noqa: ANN001
+    """Ctrl-C: what is committed and the command that resumes; exit code 130."""
+    print(f"interrupted: {stop.committed} of {stop.planned} sessions are committed and safe ({stop.ok} ok) in "
+          f"{stop.run_dir}; resume with:\n  {resume_command(args, stop.run_dir)}", file=sys.stderr, flush=True)
+    return 130
 
 
 def resume_command(args: argparse.Namespace, run_dir) -> str:  # noqa: ANN001
@@ -150,11 +155,8 @@ def _adaptive(cfg, args: argparse.Namespace) -> int:
     except (RunError, ManifestMismatch) as exc:
         print(f"ray-knowsim run: {exc}", file=sys.stderr)
         return 2
-    except RunInterrupted as stop:
-        print(f"interrupted in an adaptive round: {stop.committed} sessions (of the fixed design's {stop.planned}) are "
-              f"committed and safe ({stop.ok} ok) in {stop.run_dir}; the same command replays the finished rounds and "
-              f"resumes:\n  {resume_command(args, stop.run_dir)}", file=sys.stderr, flush=True)
-        return 130
+    except RunInterrupted as stop:  # the same command replays the finished rounds (committed) and goes on
+        return interrupted(args, stop)
     rec = out.record
     decided = sum(d.decided for d in rec.decisions)
     saved = 1 - rec.sessions_run / rec.sessions_fixed if rec.sessions_fixed else 0.0
