@@ -308,10 +308,20 @@ def _fmt(x: float, digits: int = 3) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
+def _fmt_ci(row: pd.Series, metric: str) -> str:
+    """``mean ±h``: h is the half-width of the item-clustered 95 % CI (symmetric: t on items - 1
+    df, :mod:`ray_knowsim.stats.descriptive`); the mean alone where there is no interval (< 2 items)."""
+    digits = 2 if metric == "iq" else 3
+    low, high = row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high")
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return _fmt(row[metric], digits)
+    return f"{_fmt(row[metric], digits)} ±{(high - low) / 2:.{digits}f}"
+
+
 def print_tables(tables: dict[str, pd.DataFrame], console=None) -> None:
     """Per task: the level-marginal table with the mean rank (over KG, DC, CO, IQ: see
-    ray_knowsim.stats.ranks), then the means per level (CIs and n per metric are in
-    tables/level_means.csv)."""
+    ray_knowsim.stats.ranks), then the means per level; each mean with the half-width of its
+    item-clustered 95 % CI (the bounds, n and items per metric are in tables/*.csv)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -321,21 +331,27 @@ def print_tables(tables: dict[str, pd.DataFrame], console=None) -> None:
         console = Console(width=150)  # logs and pipes: do not squeeze the columns to 80
     mg, lm, rk = tables["marginal"], tables["level_means"], tables["ranks"]
     heads = {"engagement": "ENG"}
-    # as many metric columns as the console fits (all of them are in tables/*.csv)
-    widest = max([len(str(c)) for c in mg["condition"]] + [9]) + len("intermediate") + 8
-    fit = max(3, (console.width - widest - 12) // 9)
-    keep = set(("kg", "dc", "co", "nkg", "iq", "ic", "po", "engagement")[:fit])  # by priority
-    shown = tuple(m for m in RANK_METRICS if m in keep)  # in the paper's order
+    # as many metric columns as the console fits, a "mean ±h" cell ~15 wide (all of them are in tables/*.csv)
+    condition_w = max([len(str(c)) for c in mg["condition"]] + [9])
+    priority = (*MEAN_RANK_METRICS, "nkg", "ic", "po", "engagement")  # the mean rank's first
 
-    def add_metric_columns(table: Table) -> None:
-        for m in shown:
-            table.add_column(heads.get(m, m.upper()), justify="right")
+    def fitting(room: int) -> tuple[str, ...]:
+        keep = set(priority[:max(3, room // 15)])
+        return tuple(m for m in RANK_METRICS if m in keep)  # in the paper's order
+
+    shown_marginal = fitting(console.width - condition_w - 4 * 11 - 10)  # beside mean rank, ok/failed and drift
+    shown = fitting(console.width - condition_w - len("intermediate") - 20)  # beside level, n and items
+
+    def add_metric_columns(table: Table, metrics: tuple[str, ...]) -> None:
+        for m in metrics:
+            table.add_column(heads.get(m, m.upper()), justify="right", no_wrap=True)
 
     for task in sorted(mg["task"].unique()):
         ranks_here = rk[(rk["task"] == task) & (rk["scope"] == MARGINAL)].set_index("condition")
-        table = Table(title=f"{task}: level-marginal means (unweighted mean of the level means)", title_justify="left")
+        table = Table(title=f"{task}: level-marginal means (unweighted mean of the level means) ±half-width of the "
+                            "95 % CI, items as the unit", title_justify="left")
         table.add_column("condition", no_wrap=True)
-        add_metric_columns(table)
+        add_metric_columns(table, shown_marginal)
         table.add_column("mean rank (" + ", ".join(m.upper() for m in MEAN_RANK_METRICS) + ")", justify="right")
         table.add_column("ok/failed", justify="right")
         table.add_column("extractor repaired/refused", justify="right")
@@ -343,19 +359,21 @@ def print_tables(tables: dict[str, pd.DataFrame], console=None) -> None:
         rows = mg[mg["task"] == task].set_index("condition")
         for cond in (ranks_here.index.tolist() or rows.index.tolist()):
             r = rows.loc[cond]
-            table.add_row(cond, *[_fmt(r[m], 2 if m == "iq" else 3) for m in shown],
+            table.add_row(cond, *[_fmt_ci(r, m) for m in shown_marginal],
                           _fmt(ranks_here.loc[cond, "mean_rank"], 2) if cond in ranks_here.index else "-",
                           f"{int(r['n_ok'])}/{int(r['n_failed'])}",
                           f"{int(r['extractor_repairs'])}/{int(r['extractor_refusals'])}",
                           f"{int(r['judge_repairs'])}/{int(r['judge_refusals'])}/{int(r['judge_warnings'])}")
         console.print(table)
-        per = Table(title=f"{task}: means per knowledge level", title_justify="left")
+        per = Table(title=f"{task}: means per knowledge level ±half-width of the 95 % CI, items as the unit", title_justify="left")
         per.add_column("condition", no_wrap=True)
         per.add_column("level", no_wrap=True)
-        add_metric_columns(per)
+        add_metric_columns(per, shown)
         per.add_column("n", justify="right")
+        per.add_column("items", justify="right")
         for _, r in lm[lm["task"] == task].iterrows():
-            per.add_row(r["condition"], r["knowledge_level"], *[_fmt(r[m], 2 if m == "iq" else 3) for m in shown], str(int(r["n_ok"])))
+            items = max((int(r[f"{m}_items"]) for m in shown if f"{m}_items" in r and not pd.isna(r[f"{m}_items"])), default=0)
+            per.add_row(r["condition"], r["knowledge_level"], *[_fmt_ci(r, m) for m in shown], str(int(r["n_ok"])), str(items))
         console.print(per)
 
 
