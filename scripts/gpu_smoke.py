@@ -71,9 +71,9 @@ class Recorder:
     def __init__(self, inner: Any):
         self.inner, self.name, self.calls = inner, getattr(inner, "name", "rec"), []
 
-    async def complete(self, requests):
-        out = await self.inner.complete(requests)
-        self.calls.extend(zip(requests, out))
+    async def generate(self, request):
+        out = await self.inner.generate(request)
+        self.calls.append((request, out))
         return out
 
 
@@ -152,6 +152,7 @@ def main() -> int:
 
     from ray_knowsim.engine.vllm.config import VLLMModelConfig
     from ray_knowsim.engine.vllm.pool import VLLMPool
+    from ray_knowsim.llm.protocol import generate_all
     from ray_knowsim.model.chat import ChatRequest
 
     @step("1_imports_and_driver")
@@ -185,7 +186,7 @@ def main() -> int:
         model = pool.model()
 
         def ask(reqs):
-            return asyncio.run(model.complete(reqs))
+            return asyncio.run(generate_all(model, reqs))
 
         @step("3_structured_every_role")
         def s3():
@@ -222,7 +223,7 @@ def main() -> int:
         @step("5_concurrent_callers")
         def s5():
             async def caller(c):
-                return await model.complete([short(i, f"cc{c}") for i in range(16)])
+                return await generate_all(model, [short(i, f"cc{c}") for i in range(16)])
 
             async def all_callers():
                 return await asyncio.gather(*(caller(c) for c in range(8)))

@@ -120,10 +120,10 @@ class AccountedModel:
     def __repr__(self) -> str:
         return f"AccountedModel({self.inner!r})"
 
-    async def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        responses = await self.inner.complete(requests)
-        self.accounting.record_batch(requests, responses)
-        return responses
+    async def generate(self, request: ChatRequest) -> ChatResponse:
+        response = await self.inner.generate(request)
+        self.accounting.record(request, response)
+        return response
 
     async def aclose(self) -> None:
         close = getattr(self.inner, "aclose", None)

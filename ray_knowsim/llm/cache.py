@@ -9,7 +9,7 @@ no messages, no headers, no keys.
 What is cached: answers the reader accepted, to requests that are reproducible, i.e.
 temperature 0 or an explicit seed. :class:`CachedModel` does not write an answer when it arrives:
 it attaches ``ChatResponse.commit`` to every successful, non-empty, untruncated answer, and the
-reader (:func:`ray_knowsim.sim.ask.ask_batch`) calls it once the answer parsed. Unparsable,
+reader (:func:`ray_knowsim.sim.ask.ask`) calls it once the answer parsed. Unparsable,
 truncated (``finish_reason == "length"``) and failed answers therefore never enter the cache. Everything that decides the answer is in the key: the model's
 identity (``cache_identity`` if the model has one, else its name), sampling parameters, messages,
 schema, role and prompt version.
@@ -17,6 +17,7 @@ schema, role and prompt version.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -27,7 +28,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Sequence
+from typing import Any, BinaryIO, Callable, Iterable
 
 from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.protocol import ChatModel
@@ -215,7 +216,8 @@ def _entry_to_response(entry: dict[str, Any]) -> ChatResponse:
 class CachedModel:
     """A ChatModel that answers reproducible requests from a ResponseCache before asking ``inner``.
 
-    Identical cacheable requests within one batch are sent once; the copies count as cache hits.
+    A request identical to one still in flight is not sent again: it waits for that answer, and
+    counts as a cache hit.
     """
 
     def __init__(self, inner: ChatModel, cache: ResponseCache) -> None:
@@ -223,6 +225,7 @@ class CachedModel:
         self.cache = cache
         self.name = inner.name
         self._identity = model_identity(inner)
+        self._in_flight: dict[str, asyncio.Future[ChatResponse]] = {}
 
     @property
     def cache_identity(self) -> Any:
@@ -231,49 +234,26 @@ class CachedModel:
     def __repr__(self) -> str:
         return f"CachedModel({self.inner!r}, {self.cache!r})"
 
-    async def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        keys = [cache_key(self._identity, r) if is_cacheable(r) else None for r in requests]
-        hits = self.cache.get_many(k for k in keys if k is not None)
-        out: list[ChatResponse | None] = [None] * len(requests)
-        to_send: list[int] = []  # indices forwarded to the inner model
-        first_of: dict[str, int] = {}  # key -> index of the request that carries it
-        duplicates: list[tuple[int, int]] = []  # (index, index of its twin in to_send)
-        for i, key in enumerate(keys):
-            if key is not None and key in hits:
-                hit = hits[key]  # copies: one hit may answer several requests
-                out[i] = replace(hit, usage=Usage(), original_usage=replace(hit.original_usage or Usage()))
-            elif key is not None and key in first_of:
-                duplicates.append((i, first_of[key]))
-            else:
-                if key is not None:
-                    first_of[key] = i
-                to_send.append(i)
-        if to_send:
-            answers = await self.inner.complete([requests[i] for i in to_send])
-            if len(answers) != len(to_send):
-                raise RuntimeError(
-                    f"model {self.name!r} returned {len(answers)} responses for {len(to_send)} requests"
-                )
-            for i, answer in zip(to_send, answers):
-                key = keys[i]
-                if key is not None and storable(answer):
-                    answer = replace(answer, commit=self._committer(key, answer, requests[i].prompt_version))
-                out[i] = answer
-        for i, twin in duplicates:
-            src = out[twin]
-            if src is None:
-                raise RuntimeError(f"response cache: request {twin} has no answer to share with its duplicate {i}")
-            if src.error is None:
-                out[i] = replace(
-                    src, usage=Usage(), latency_s=0.0, cached=True,
-                    original_usage=replace(src.usage),
-                )
-            else:
-                out[i] = replace(src, usage=Usage())
-        missing = [i for i, r in enumerate(out) if r is None]
-        if missing:  # pragma: no cover - would be a bug above
-            raise RuntimeError(f"internal error: no response for requests {missing}")
-        return out  # type: ignore[return-value]
+    async def generate(self, request: ChatRequest) -> ChatResponse:
+        if not is_cacheable(request):
+            return await self.inner.generate(request)
+        key = cache_key(self._identity, request)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        twin = self._in_flight.get(key)
+        if twin is not None:  # the same request is out already: share its answer
+            src = await asyncio.shield(twin)
+            if src.error is not None:
+                return replace(src, usage=Usage(), commit=None)
+            return replace(src, usage=Usage(), latency_s=0.0, cached=True, original_usage=replace(src.usage), commit=None)
+        call = asyncio.ensure_future(self.inner.generate(request))
+        self._in_flight[key] = call
+        call.add_done_callback(lambda _: self._in_flight.pop(key, None))
+        answer = await asyncio.shield(call)  # a cancelled caller leaves the call to its twins
+        if storable(answer):
+            answer = replace(answer, commit=self._committer(key, answer, request.prompt_version))
+        return answer
 
     def _committer(self, key: str, answer: ChatResponse, prompt_version: str) -> Callable[[], bool]:
         def commit() -> bool:
@@ -285,4 +265,3 @@ class CachedModel:
         close = getattr(self.inner, "aclose", None)
         if close is not None:
             await close()
-

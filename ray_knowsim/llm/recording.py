@@ -8,7 +8,7 @@ in the order the answers arrived.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ray_knowsim.model.chat import ChatRequest, ChatResponse
 
@@ -26,14 +26,9 @@ class RecordingModel:
         self.inner, self.name = inner, inner.name
         self.calls: list[Call] = []
 
-    async def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        out = await self.inner.complete(list(requests))
-        self.calls.extend(Call(q, r) for q, r in zip(requests, out))
-        return out
-
     async def generate(self, request: ChatRequest) -> ChatResponse:
-        """The one-request form of the protocol, for callers that ask one request at a time."""
-        (out,) = await self.complete([request])
+        out = await self.inner.generate(request)
+        self.calls.append(Call(request, out))
         return out
 
     def log(self, chars: int = 400) -> str:

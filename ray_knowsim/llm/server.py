@@ -147,7 +147,7 @@ async def _chat_completions(request: web.Request) -> web.Response:
     if cfg.delay_s > 0:
         await asyncio.sleep(cfg.delay_s)
     try:
-        [answer] = await model.complete([chat])
+        answer = await model.generate(chat)
     except Exception:
         log.exception("model %s failed on request %s", cfg.served_name, chat.request_id)
         return _error(500, "the model raised an exception", kind="server_error", code="internal_error")

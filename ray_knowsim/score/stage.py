@@ -17,7 +17,7 @@ from ray_knowsim.model.results import usage_columns
 from ray_knowsim.score.judges import JUDGES
 from ray_knowsim.score.store import ScoreRow
 from ray_knowsim.score.transcripts import Transcript
-from ray_knowsim.sim.ask import ask_batch
+from ray_knowsim.sim.ask import ask_all
 from ray_knowsim.sim.types import RoleSettings, request_id, request_seed
 
 
@@ -46,7 +46,7 @@ async def judge_transcripts(
             t = transcripts[k]
             req = judge.request(t, seed=request_seed(t.seed, "judge", judge.slot), request_id=request_id(t.session_id, "judge", judge.slot))
             requests.append(settings.apply(req))
-        answers = await ask_batch(
+        answers = await ask_all(
             model, requests, lambda text, i: judge.parse(text, transcripts[chosen[i]]), attempts=settings.attempts,
             repair_temperature=settings.repair_temperature,
         )

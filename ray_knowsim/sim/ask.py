@@ -1,4 +1,4 @@
-"""Send one role's requests for many sessions as one batch; read, repair and account the answers.
+"""Ask a model one request; read, repair and account the answer.
 
 This is the only retry layer above the model clients, and it retries only what a new call can fix:
 
@@ -25,6 +25,8 @@ truncated and failed answers never are.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
@@ -85,7 +87,31 @@ class _Pending:
     repair_temperature: float | None = None  # of the repair round (None: the request's own)
 
 
-async def ask_batch(
+async def ask(
+    model: ChatModel,
+    request: ChatRequest,
+    parse: Callable[[str], ParseResult[Any]],
+    *,
+    attempts: int,
+    estimate: int | None = None,
+    repair_temperature: float | None = None,
+) -> Answer[Any]:
+    """The answer to ``request`` as ``parse`` reads it. ``request.max_tokens`` is the cap;
+    ``estimate`` (optional) the first attempt's budget; ``repair_temperature`` the temperature of
+    the repair round (None: the request's own)."""
+    answer: Answer[Any] = Answer(prompt_version=request.prompt_version)
+    pending = _Pending(request=replace(request, max_tokens=first_budget(request.max_tokens, estimate)), cap=request.max_tokens,
+                       repair_temperature=repair_temperature)
+    limit = max(1, attempts)
+    while True:
+        sent = replace(pending.request, seed=attempt_seed(pending.request.seed, pending.attempt))
+        response = await model.generate(sent)
+        result = parse(response.text) if response.error is None else None
+        if not _settle(answer, pending, sent, response, result, limit):
+            return answer
+
+
+async def ask_all(
     model: ChatModel,
     requests: Sequence[ChatRequest],
     parse: Callable[[str, int], ParseResult[Any]],
@@ -94,29 +120,18 @@ async def ask_batch(
     estimates: Sequence[int | None] | None = None,
     repair_temperature: float | None = None,
 ) -> list[Answer[Any]]:
-    """Answer every request (same order). ``parse(text, index)`` reads reply ``index``. Each
-    request's ``max_tokens`` is its cap; ``estimates[i]`` (optional) its first-attempt budget;
-    ``repair_temperature`` the temperature of the repair round (None: the request's own)."""
-    answers = [Answer(prompt_version=r.prompt_version) for r in requests]
-    state = {
-        i: _Pending(
-            request=replace(r, max_tokens=first_budget(r.max_tokens, estimates[i] if estimates else None)),
-            cap=r.max_tokens,
-            repair_temperature=repair_temperature,
-        )
-        for i, r in enumerate(requests)
-    }
-    limit = max(1, attempts)
-    pending = list(range(len(requests)))
-    while pending:
-        sent = [replace(state[i].request, seed=attempt_seed(state[i].request.seed, state[i].attempt)) for i in pending]
-        responses = await model.complete(sent)
-        again: list[int] = []
-        for i, req, response in zip(pending, sent, responses):
-            if _settle(answers[i], state[i], req, response, parse(response.text, i) if response.error is None else None, limit):
-                again.append(i)
-        pending = again
-    return answers
+    """:func:`ask` for every request at once (same order); ``parse(text, index)`` reads reply ``index``."""
+    return list(
+        await asyncio.gather(*(
+            ask(model, r, functools.partial(_parse_at, parse, i), attempts=attempts,
+                estimate=estimates[i] if estimates else None, repair_temperature=repair_temperature)
+            for i, r in enumerate(requests)
+        ))
+    )  # fmt: skip
+
+
+def _parse_at(parse: Callable[[str, int], ParseResult[Any]], index: int, text: str) -> ParseResult[Any]:
+    return parse(text, index)
 
 
 def _settle(
@@ -159,4 +174,4 @@ def _settle(
     return False
 
 
-__all__ = ["MIN_BUDGET", "Answer", "ask_batch", "attempt_seed", "first_budget", "transport_error"]
+__all__ = ["MIN_BUDGET", "Answer", "ask", "ask_all", "attempt_seed", "first_budget", "transport_error"]

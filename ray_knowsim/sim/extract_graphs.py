@@ -10,6 +10,7 @@ It lives in sim/, the layer that renders prompts (prompts/), sends them through 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -46,32 +47,27 @@ def bridging_warnings(graph: IUGraph) -> list[str]:
 
 
 async def extract_graphs(model: ChatModel, items: Sequence[Item], *, max_tokens: int = 8192, seed: int | None = 0) -> list[Extraction]:
-    """One batch per rung of the ladder, over the items still without a graph."""
-    results = {item.id: Extraction(item.id) for item in items}
-    pending = list(items)
+    """Every item walks the ladder on its own, all items at once (same order as ``items``)."""
+    return list(await asyncio.gather(*(extract_graph(model, item, max_tokens=max_tokens, seed=seed) for item in items)))
+
+
+async def extract_graph(model: ChatModel, item: Item, *, max_tokens: int = 8192, seed: int | None = 0) -> Extraction:
+    """One item up the ladder until a reply parses into a valid graph (or the ladder ends)."""
+    res = Extraction(item.id)
     for attempt, temperature, budget in graph_extraction_plan(max_tokens):
-        if not pending:
-            break
-        requests = [
-            render_graph_extraction(item, attempt=attempt, temperature=temperature, max_tokens=budget, seed=seed, request_id=f"{item.id}:graph")
-            for item in pending
-        ]
-        responses = await model.complete(requests)
-        still = []
-        for item, response in zip(pending, responses):
-            res = results[item.id]
-            res.attempts += 1
-            res.usage.add(response.usage)
-            if response.error is not None:
-                res.error, res.detail = f"graph_extractor_{response.error.split(':')[0]}", response.error
-                still.append(item)
-                continue
-            parsed = parse_graph_extraction(response.text, item_id=item.id, mode="strict")
-            if not parsed.ok:
-                res.error, res.detail = parsed.error, parsed.detail
-                still.append(item)
-                continue
-            res.graph, res.error, res.detail = parsed.value, None, ""
-            res.warnings = list(parsed.warnings) + bridging_warnings(parsed.value)
-        pending = still
-    return [results[item.id] for item in items]
+        request = render_graph_extraction(item, attempt=attempt, temperature=temperature, max_tokens=budget, seed=seed,
+                                          request_id=f"{item.id}:graph")
+        response = await model.generate(request)
+        res.attempts += 1
+        res.usage.add(response.usage)
+        if response.error is not None:
+            res.error, res.detail = f"graph_extractor_{response.error.split(':')[0]}", response.error
+            continue
+        parsed = parse_graph_extraction(response.text, item_id=item.id, mode="strict")
+        if not parsed.ok:
+            res.error, res.detail = parsed.error, parsed.detail
+            continue
+        res.graph, res.error, res.detail = parsed.value, None, ""
+        res.warnings = list(parsed.warnings) + bridging_warnings(parsed.value)
+        return res
+    return res

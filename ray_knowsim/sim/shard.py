@@ -21,7 +21,7 @@ from ray_knowsim.model.roles import extractor_budget  # the first try's budget; 
 from ray_knowsim.prompts.render import render_assistant, render_extractor
 from ray_knowsim.registry import import_plugins
 from ray_knowsim.rules.termination import early_stop
-from ray_knowsim.sim.ask import Answer, ask_batch
+from ray_knowsim.sim.ask import Answer, ask_all
 from ray_knowsim.sim.session import LiveSession, start_session
 from ray_knowsim.sim.types import RoleModels, SessionResult, ShardContext, ShardSpec, request_id, request_seed
 
@@ -46,7 +46,7 @@ async def _ask_role(
     """
     settings = ctx.roles[role]
     requests = [settings.apply(render(live)) for live in lives]
-    return await ask_batch(model, requests, parse, attempts=settings.attempts, repair_temperature=settings.repair_temperature, **kwargs)
+    return await ask_all(model, requests, parse, attempts=settings.attempts, repair_temperature=settings.repair_temperature, **kwargs)
 
 
 async def _user_turns(lives: list[LiveSession], models: RoleModels, ctx: ShardContext, turn: int) -> None:

@@ -54,7 +54,7 @@ from ray_knowsim.prompts.baselines import render_baseline_user  # noqa: E402
 from ray_knowsim.prompts.judges import render_rater  # noqa: E402
 from ray_knowsim.prompts.render import render_user_first  # noqa: E402
 from ray_knowsim.rules.config import reference_rules  # noqa: E402
-from ray_knowsim.sim.ask import ask_batch  # noqa: E402
+from ray_knowsim.sim.ask import ask_all  # noqa: E402
 from ray_knowsim.sim.shard import run_shard  # noqa: E402
 from ray_knowsim.sim.types import RoleModels, RoleSettings, SessionSpec, ShardContext, ShardSpec, item_key  # noqa: E402
 from ray_knowsim.simulators.profiles import level_profile  # noqa: E402
@@ -186,7 +186,7 @@ async def openings(model, items, graphs, init, prompts: str, level: str, baselin
                                                  initial_states=ks, knowledge_level=level, seed=seed,
                                                  request_id=rid + "/" + baseline))  # fmt: skip
             meta.append((item, baseline))
-    answers = await ask_batch(model, requests, lambda text, i: parse_user_turn(text), attempts=attempts)
+    answers = await ask_all(model, requests, lambda text, i: parse_user_turn(text), attempts=attempts)
     for (item, who), req, ans in zip(meta, requests, answers):
         message = ans.value.message if ans.ok else ""
         bound = (req.json_schema or {}).get("properties", {}).get("message", {}).get("maxLength")
@@ -253,7 +253,7 @@ async def sessions(model, items, graphs, init, prompts: str, args) -> list:
     ratings = [render_rater(items_by_id[r.session.item_id], _pairs(r), knowledge_level=r.session.knowledge_level, prompts=prompts,
                             request_id=f"rate/{r.session.session_id}")
                for r in results if _pairs(r)]  # fmt: skip
-    await ask_batch(model, ratings, lambda text, i: parse_rating(text), attempts=2)
+    await ask_all(model, ratings, lambda text, i: parse_rating(text), attempts=2)
     return results
 
 

@@ -42,9 +42,11 @@ def _requests(tag: str):
 
 
 def _measure(model, tag: str) -> dict:
-    asyncio.run(model.complete(_requests(tag + "warm")[:2]))
+    from ray_knowsim.llm.protocol import generate_all
+
+    asyncio.run(generate_all(model, _requests(tag + "warm")[:2]))
     t = time.perf_counter()
-    outs = asyncio.run(model.complete(_requests(tag)))
+    outs = asyncio.run(generate_all(model, _requests(tag)))
     wall = time.perf_counter() - t
     ok = 0
     for o in outs:

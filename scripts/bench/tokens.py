@@ -38,7 +38,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -93,9 +93,9 @@ class Recording:
     def __init__(self, inner, log: list):
         self.inner, self.log, self.name = inner, log, getattr(inner, "name", "model")
 
-    async def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        out = await self.inner.complete(requests)
-        self.log.extend(zip(requests, out))
+    async def generate(self, request: ChatRequest) -> ChatResponse:
+        out = await self.inner.generate(request)
+        self.log.append((request, out))
         return out
 
 

@@ -59,6 +59,8 @@ def chat(sid: str, turn: int, text: str, max_tokens: int):
 
 def run_shard(model, shard: int, sessions: int, turns: int, max_tokens: int, tag: str) -> list[tuple]:
     """One lockstep shard: each turn sends every session's request and waits for all."""
+    from ray_knowsim.llm.protocol import generate_all
+
     history: dict[str, list[str]] = {}
     rows = []
     for turn in range(turns):
@@ -69,7 +71,7 @@ def run_shard(model, shard: int, sessions: int, turns: int, max_tokens: int, tag
             prev = " ".join(history.get(sid, []))[-400:]
             text = f"Tell me one short fact about {topic}." + (f" You said before: {prev} Now another one." if prev else "")
             reqs.append(chat(sid, turn, text, max_tokens))
-        outs = asyncio.run(model.complete(reqs))
+        outs = asyncio.run(generate_all(model, reqs))
         for r, o in zip(reqs, outs):
             sid = r.request_id.split("#")[0]
             history.setdefault(sid, []).append(o.text)
@@ -102,6 +104,7 @@ def main() -> None:
 
     from ray_knowsim.engine.vllm.config import VLLMModelConfig
     from ray_knowsim.engine.vllm.pool import VLLMPool
+    from ray_knowsim.llm.protocol import generate_all
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     ray.init(address="local", num_cpus=2, object_store_memory=256 * 2**20, include_dashboard=False,
@@ -142,10 +145,10 @@ def main() -> None:
         walls_without, walls_with, failed = [], [], []
         for rep in range(args.repeats):
             t = time.perf_counter()
-            outs_without = asyncio.run(model.complete(good))
+            outs_without = asyncio.run(generate_all(model, good))
             walls_without.append(time.perf_counter() - t)
             t = time.perf_counter()
-            outs_with = asyncio.run(model.complete(good[: n // 2] + [bad] + good[n // 2:]))
+            outs_with = asyncio.run(generate_all(model, good[: n // 2] + [bad] + good[n // 2:]))
             walls_with.append(time.perf_counter() - t)
             failed = [o.error for o in outs_with if o.error]
         w_without, w_with = min(walls_without), min(walls_with)

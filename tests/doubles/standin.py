@@ -37,6 +37,7 @@ from typing import AsyncIterator, Mapping, Sequence
 
 import numpy as np
 
+from ray_knowsim.llm.protocol import generate_all
 from ray_knowsim.model.chat import ChatRequest, ChatResponse
 from ray_knowsim.model.graph import build_index, capacity
 from ray_knowsim.model.results import FAILURE_MODES, ROLES, SESSION_METRICS, SessionRow, TurnRow, token_columns
@@ -139,7 +140,7 @@ async def _ask(model, role, turn, sessions: list[SessionSpec], ctx, errors, toke
             )
             for s in pending
         ]
-        responses: list[ChatResponse] = await model.complete(requests)
+        responses: list[ChatResponse] = await generate_all(model, requests)
         retry = []
         for s, resp in zip(pending, responses):
             calls[s.session_id] += 1

@@ -2,7 +2,7 @@
 written into a scratch package that is neither in the repo nor installed, named under ``plugins:``
 in a run config and run with the ``ray-knowsim`` console script as a user would (offline models,
 no API key). The doc's code blocks are taken from the doc itself, so the doc cannot drift from what
-works; only the backend's ``complete`` body, which the doc leaves as ``...``, is filled in here.
+works; only the backend's ``generate`` body, which the doc leaves as ``...``, is filled in here.
 """
 
 from __future__ import annotations
@@ -24,12 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "extending.md"
 
 # what a user writes where the doc's backend example says ``...``: an offline canned tutor
-COMPLETE_BODY = """\
-        out = []
-        for r in requests:
-            last = r.messages[-1]["content"] if r.messages else ""
-            out.append(ChatResponse(text="[mine] Let us go step by step. You said: " + last[:60]))
-        return out
+GENERATE_BODY = """\
+        last = request.messages[-1]["content"] if request.messages else ""
+        return ChatResponse(text="[mine] Let us go step by step. You said: " + last[:60])
 """
 
 
@@ -55,9 +52,9 @@ def test_the_docs_strategy_and_backend_run_from_a_package_outside_the_repo(tmp_p
     (pkg / "my_project").mkdir()
     (pkg / "my_plugins" / "checklist.py").write_text(doc_block("# my_plugins/checklist.py"), encoding="utf-8")
     backend = doc_block("# my_project/my_backend.py")
-    stub = re.search(r"^ +\.\.\.  # one ChatResponse per request.*\n", backend, flags=re.M)
-    assert stub, "the backend example's complete() body changed; update COMPLETE_BODY's anchor"
-    (pkg / "my_project" / "my_backend.py").write_text(backend.replace(stub.group(0), COMPLETE_BODY), encoding="utf-8")
+    stub = re.search(r"^ +\.\.\.  # a failure is ChatResponse.*\n", backend, flags=re.M)
+    assert stub, "the backend example's generate() body changed; update GENERATE_BODY's anchor"
+    (pkg / "my_project" / "my_backend.py").write_text(backend.replace(stub.group(0), GENERATE_BODY), encoding="utf-8")
     config = {
         "name": "ext",
         "plugins": ["my_plugins.checklist", "my_project.my_backend"],

@@ -72,9 +72,8 @@ class Corrupting:
         self.inner, self.name = inner, inner.name
         self.done: Counter = Counter()  # (attempt kind, corruption kind) -> count
 
-    async def complete(self, requests):
-        out = await self.inner.complete(requests)
-        return [self._maybe(r, resp) for r, resp in zip(requests, out)]
+    async def generate(self, request):
+        return self._maybe(request, await self.inner.generate(request))
 
     def _maybe(self, request, response: ChatResponse) -> ChatResponse:
         if request.role != "extractor" or response.error is not None:

@@ -23,6 +23,7 @@ def test_shell_script_parses():
 
 def test_structured_requests_of_every_role_are_recorded_and_parse():
     from ray_knowsim.llm.offline import OfflineModel
+    from ray_knowsim.llm.protocol import generate_all
 
     smoke = _smoke()
     by_role, graphs = smoke.recorded_requests(64)
@@ -35,6 +36,6 @@ def test_structured_requests_of_every_role_are_recorded_and_parse():
         names |= {r.schema_name for r in reqs}
         off = OfflineModel(name="m")
         off.register_graphs(graphs)
-        outs = asyncio.run(off.complete(reqs))
+        outs = asyncio.run(generate_all(off, reqs))
         assert all(smoke.parses(r, o.text) for r, o in zip(reqs, outs))
     assert {"UserTurn", "SignalReport", "InteractionRating"} <= names

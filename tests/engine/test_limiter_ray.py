@@ -55,13 +55,14 @@ def _worker_class():
             """Send ``n`` requests through an OpenAICompatibleModel shipped from the driver."""
             import asyncio as aio
 
+            from ray_knowsim.llm.protocol import generate_all
             from ray_knowsim.model.chat import ChatRequest
 
             reqs = [ChatRequest(messages=({"role": "user", "content": f"q{i}"},)) for i in range(n)]
 
             async def main():
                 try:
-                    return await model.complete(reqs)
+                    return await generate_all(model, reqs)
                 finally:
                     await model.aclose()
 

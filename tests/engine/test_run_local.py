@@ -199,22 +199,18 @@ class FlakyModel:
         self.broken = True
         self.seen: dict[str, int] = {}
 
-    async def complete(self, requests):
+    async def generate(self, r):
         from ray_knowsim.model.chat import ChatResponse
 
-        out = []
-        for r in requests:
-            text = "\n".join(m["content"] for m in r.messages)
-            item = (r.offline_facts or {}).get("item_id")  # prompts name no item: the facts do
-            key = f"{item}|{r.role}|{r.seed}|{text}"
-            self.seen[key] = self.seen.get(key, 0) + 1
-            if self.broken and item == "demo_math_03" and r.role == "user_sim":
-                out.append(ChatResponse(text="", error="overloaded: try later"))
-            elif item == "demo_math_01" and self.seen[key] == 1:
-                out.append(ChatResponse(text="", error="transient: once"))
-            else:
-                out.extend(await self.inner.complete([r]))
-        return out
+        text = "\n".join(m["content"] for m in r.messages)
+        item = (r.offline_facts or {}).get("item_id")  # prompts name no item: the facts do
+        key = f"{item}|{r.role}|{r.seed}|{text}"
+        self.seen[key] = self.seen.get(key, 0) + 1
+        if self.broken and item == "demo_math_03" and r.role == "user_sim":
+            return ChatResponse(text="", error="overloaded: try later")
+        if item == "demo_math_01" and self.seen[key] == 1:
+            return ChatResponse(text="", error="transient: once")
+        return await self.inner.generate(r)
 
 
 def test_failing_endpoint_gives_retried_then_explicitly_failed_sessions(tmp_path):

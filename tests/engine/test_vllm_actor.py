@@ -11,7 +11,7 @@ import pytest
 from ray_knowsim.engine.vllm.actor import OPENAI_DEFAULTS, sampling_fields
 from ray_knowsim.engine.vllm.config import REDACTED, VLLMModelConfig
 from ray_knowsim.engine.vllm.pool import VLLMActorModel, VLLMPool, pick_replica, session_key
-from ray_knowsim.llm.protocol import ChatModel
+from ray_knowsim.llm.protocol import ChatModel, generate_all
 from ray_knowsim.model.chat import ChatRequest
 
 from tests.engine import vllm_fakes
@@ -175,7 +175,7 @@ def test_cached_prompt_tokens_the_engine_reports_reach_usage():
     engine = vllm_fakes.EchoEngine(max_model_len=4096)
     model = VLLMActorModel(VLLMModelConfig(model="/m/x"), [HandleLike(local_actor(engine))])
     long = ChatRequest(messages=({"role": "user", "content": " ".join(["word"] * 40)},), request_id="s#1:assistant", seed=1)
-    first, second = (asyncio.run(model.complete([long]))[0] for _ in range(2))
+    first, second = (asyncio.run(model.generate(long)) for _ in range(2))
     assert engine.cached == [0, 32]  # the second prompt (43 tokens) finds two whole blocks cached
     assert (first.usage.prompt_tokens, first.usage.cached_prompt_tokens) == (43, 0)
     assert (second.usage.prompt_tokens, second.usage.cached_prompt_tokens) == (43, 32)
@@ -195,7 +195,7 @@ def test_session_affine_routing_and_minimal_moves():
     model = _model(handles)
     assert isinstance(model, ChatModel)
     reqs = [_chat(f"sess{i}", turn) for turn in range(3) for i in range(12)]
-    outs = asyncio.run(model.complete(reqs))
+    outs = asyncio.run(generate_all(model, reqs))
     by_session: dict[str, set] = {}
     for r, o in zip(reqs, outs):
         assert o.error is None
@@ -209,7 +209,7 @@ def test_a_restarted_replica_gets_the_request_again():
     h.fail_generate = 1  # the actor died under the request; Ray restarts it
     h.restarting_info = 4  # ...which takes a while: probes meanwhile say "restarting", not "dead"
     model = _model([h])
-    (out,) = asyncio.run(model.complete([_chat("a")]))
+    out = asyncio.run(model.generate(_chat("a")))
     assert out.error is None and out.text.startswith("0:") and h.calls == 2 and model.retried == 1
 
 
@@ -219,11 +219,11 @@ def test_a_replica_that_stays_dead_is_dropped_and_its_sessions_move():
     sid = next(f"s{i}" for i in range(100) if pick_replica(f"s{i}", [0, 1]) == 0)
     handles[0].fail_generate = 99
     handles[0].fail_info = 99
-    (out,) = asyncio.run(model.complete([_chat(sid)]))
+    out = asyncio.run(model.generate(_chat(sid)))
     assert out.error is None and out.text.startswith("1:")
     assert model.live == [1]
     handles[1].fail_generate, handles[1].fail_info = 99, 99
-    (out,) = asyncio.run(model.complete([_chat(sid, 1)]))
+    out = asyncio.run(model.generate(_chat(sid, 1)))
     assert out.error.startswith("vllm_no_replica") or out.error.startswith("vllm_replica_died")
 
 
@@ -234,12 +234,12 @@ def test_engine_death_is_retried_after_restart_and_then_reported():
     bad = ChatRequest(messages=({"role": "user", "content": "x"},), request_id="k#0:a", seed=-1)
 
     async def go():
-        task = asyncio.ensure_future(model.complete([bad]))
+        task = asyncio.ensure_future(model.generate(bad))
         await asyncio.sleep(0.2)
         actor._dead = None  # the "restarted" actor answers its probe again
         return await task
 
-    (out,) = asyncio.run(go())
+    out = asyncio.run(go())
     assert out.error.startswith("vllm_engine_dead") and model.retried == 1  # retried once, then named
 
 
@@ -260,12 +260,12 @@ def test_pool_on_ray_routes_restarts_and_shuts_down(ray_local):
         assert len(pool.wait_ready(60)) == 2
         model = pool.model()
         reqs = [_chat(f"s{i}") for i in range(8)]
-        first = asyncio.run(model.complete(reqs))
+        first = asyncio.run(generate_all(model, reqs))
         assert [o.text for o in first] == [r.request_id for r in reqs]
         victim = pool.actors[0]
         pid = ray.get(victim.pid.remote())
         ray.kill(victim, no_restart=False)  # dies; Ray restarts it (max_restarts=1)
-        again = asyncio.run(model.complete(reqs))
+        again = asyncio.run(generate_all(model, reqs))
         assert [o.text for o in again] == [o.text for o in first] and all(o.error is None for o in again)
         assert ray.get(victim.pid.remote(), timeout=60) != pid
         names = [cfg.actor_name(i) for i in range(2)]

@@ -9,11 +9,11 @@ import sys
 import textwrap
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
 from ray_knowsim.llm.cache import CachedModel, ResponseCache, cache_key, is_cacheable
 from ray_knowsim.llm.http.client import OpenAICompatibleModel
 from ray_knowsim.llm.http.config import HTTPModelConfig
+from ray_knowsim.llm.protocol import generate_all
 from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.server import serve_model_in_thread
 
@@ -26,15 +26,11 @@ class CountingModel:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        out = []
-        for r in requests:
-            self.calls += 1
-            if r.messages[-1]["content"] == "fail":
-                out.append(ChatResponse(text="", error="model_error"))
-            else:
-                out.append(ChatResponse(text=f"answer #{self.calls}", usage=Usage(20, 4), finish_reason="stop"))
-        return out
+    async def generate(self, r: ChatRequest) -> ChatResponse:
+        self.calls += 1
+        if r.messages[-1]["content"] == "fail":
+            return ChatResponse(text="", error="model_error")
+        return ChatResponse(text=f"answer #{self.calls}", usage=Usage(20, 4), finish_reason="stop")
 
 
 def req(text: str = "hi", **kw) -> ChatRequest:
@@ -54,11 +50,11 @@ def test_repeated_request_is_served_from_disk_over_http(tmp_path: Path):
     with serve_model_in_thread(backend) as server:
         http = OpenAICompatibleModel(HTTPModelConfig(base_url=server.base_url, model="counting", max_attempts=1))
         model = CachedModel(http, ResponseCache(tmp_path / "cache"))
-        [first] = accept(asyncio.run(model.complete([req(prompt_version="user_sim@1")])))
-        [again] = asyncio.run(model.complete([req(prompt_version="user_sim@1", request_id="other-id")]))
+        [first] = accept(asyncio.run(generate_all(model, [req(prompt_version="user_sim@1")])))
+        [again] = asyncio.run(generate_all(model, [req(prompt_version="user_sim@1", request_id="other-id")]))
         # a new cache object on the same folder (another worker, or a resumed run) sees it too
         fresh = CachedModel(http, ResponseCache(tmp_path / "cache"))
-        [third] = asyncio.run(fresh.complete([req(prompt_version="user_sim@1")]))
+        [third] = asyncio.run(generate_all(fresh, [req(prompt_version="user_sim@1")]))
     assert backend.calls == 1
     assert first.text == again.text == third.text == "answer #1"
     assert not first.cached and first.usage == Usage(20, 4)
@@ -92,11 +88,11 @@ def test_sampling_without_seed_is_never_cached(tmp_path: Path):
     hot = req(temperature=0.7)
     seeded = req(temperature=0.7, seed=11)
     assert not is_cacheable(hot) and is_cacheable(seeded)
-    a = asyncio.run(model.complete([hot]))[0]
-    b = asyncio.run(model.complete([hot]))[0]
+    a = asyncio.run(generate_all(model, [hot]))[0]
+    b = asyncio.run(generate_all(model, [hot]))[0]
     assert a.text != b.text and not b.cached and inner.calls == 2
-    c = accept(asyncio.run(model.complete([seeded])))[0]
-    d = asyncio.run(model.complete([seeded]))[0]
+    c = accept(asyncio.run(generate_all(model, [seeded])))[0]
+    d = asyncio.run(generate_all(model, [seeded]))[0]
     assert c.text == d.text and d.cached and inner.calls == 3
     assert len(ResponseCache(tmp_path)) == 1
 
@@ -105,7 +101,7 @@ def test_errors_and_empty_answers_are_not_stored_and_batch_twins_go_once(tmp_pat
     inner = CountingModel()
     cache = ResponseCache(tmp_path)
     model = CachedModel(inner, cache)
-    out = accept(asyncio.run(model.complete([req("fail"), req("x"), req("x"), req("fail")])))
+    out = accept(asyncio.run(generate_all(model, [req("fail"), req("x"), req("x"), req("fail")])))
     assert inner.calls == 2  # identical requests in one batch go out once ("fail" too)
     assert [r.error for r in out] == ["model_error", None, None, "model_error"]
     assert out[2].cached and out[2].text == out[1].text and out[2].usage == Usage()
@@ -118,18 +114,17 @@ def test_errors_and_empty_answers_are_not_stored_and_batch_twins_go_once(tmp_pat
 
 def test_only_accepted_untruncated_answers_are_stored(tmp_path: Path):
     class Cut(CountingModel):
-        async def complete(self, requests):
-            out = await super().complete(requests)
-            return [replace(r, finish_reason="length") if q.messages[-1]["content"] == "long" else r
-                    for q, r in zip(requests, out)]
+        async def generate(self, q):
+            r = await super().generate(q)
+            return replace(r, finish_reason="length") if q.messages[-1]["content"] == "long" else r
 
     inner = Cut()
     cache = ResponseCache(tmp_path)
     model = CachedModel(inner, cache)
-    refused, cut = asyncio.run(model.complete([req("refused"), req("long")]))
+    refused, cut = asyncio.run(generate_all(model, [req("refused"), req("long")]))
     assert refused.commit is not None and cut.commit is None  # a truncated answer cannot be stored
     assert len(cache) == 0  # nothing is written before the reader accepts
-    again = asyncio.run(model.complete([req("refused")]))[0]
+    again = asyncio.run(generate_all(model, [req("refused")]))[0]
     assert not again.cached and inner.calls == 3  # the refused answer was never cached: asked again
     assert not cache.put("k", ChatResponse(text="t", finish_reason="length"))
     assert again.commit() and len(cache) == 1
@@ -137,7 +132,7 @@ def test_only_accepted_untruncated_answers_are_stored(tmp_path: Path):
 
 def test_cache_files_hold_no_request_text(tmp_path: Path):
     model = CachedModel(CountingModel(), ResponseCache(tmp_path))
-    accept(asyncio.run(model.complete([req("my private question")])))
+    accept(asyncio.run(generate_all(model, [req("my private question")])))
     blob = b"".join(p.read_bytes() for p in tmp_path.glob("*.jsonl"))
     assert b"my private question" not in blob and b"answer #1" in blob
 
@@ -198,8 +193,8 @@ def test_accounting_counts_spend_hits_and_errors_per_role_and_merges(tmp_path: P
     from ray_knowsim.llm.accounting import AccountedModel, Accounting
 
     shard_a = AccountedModel(CachedModel(CountingModel(), ResponseCache(tmp_path)))
-    accept(asyncio.run(shard_a.complete([req("q", role="judge"), req("fail", role="judge"), req("u", role="user_sim")])))
-    asyncio.run(shard_a.complete([req("q", role="judge")]))  # a hit: no new spend
+    accept(asyncio.run(generate_all(shard_a, [req("q", role="judge"), req("fail", role="judge"), req("u", role="user_sim")])))
+    asyncio.run(generate_all(shard_a, [req("q", role="judge")]))  # a hit: no new spend
     judge = shard_a.accounting.by_role["judge"]
     assert (judge.calls, judge.errors, judge.cached) == (3, 1, 1)
     assert (judge.prompt_tokens, judge.completion_tokens) == (20, 4)

@@ -18,6 +18,7 @@ from ray_knowsim.llm.http.credentials import MissingAPIKeyError
 from ray_knowsim.llm.http.wire import OFFLINE_FACTS_FIELD, ROLE_HEADER
 from ray_knowsim.engine.limiter import LocalRateLimiter, RateLimits
 from ray_knowsim.llm.http.client import LimiterRequiredError
+from ray_knowsim.llm.protocol import generate_all
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.llm.retry import BackoffConfig, backoff_delay, parse_retry_after
 from ray_knowsim.llm.server import serve_app_in_thread
@@ -78,7 +79,7 @@ def req(text: str = "hi", **kw) -> ChatRequest:
 def run(model: OpenAICompatibleModel, requests):
     async def main():
         try:
-            return await model.complete(requests)
+            return await generate_all(model, requests)
         finally:
             await model.aclose()
 
@@ -378,14 +379,14 @@ def test_one_session_per_loop_is_reused_across_calls_and_closed():
 
     async def main(h):
         model = OpenAICompatibleModel(config(h.base_url))
-        await model.complete([req("a")])
+        await model.generate(req("a"))
         first = model._session()
-        await model.complete([req("b")])
-        await model.complete([req("c")])
+        await model.generate(req("b"))
+        await model.generate(req("c"))
         assert model._session() is first and len(model._sessions) == 1
         await model.aclose()
         assert first.closed and not model._sessions
-        await model.complete([req("d")])  # usable again after aclose: a new session
+        await model.generate(req("d"))  # usable again after aclose: a new session
         assert model._session() is not first
         await model.aclose()
 
@@ -412,14 +413,14 @@ def test_a_read_timeout_keeps_its_slot_and_backs_off_before_resending():
                                              max_in_flight_global=1), limiter=limiter)
 
         async def main():
-            slow = asyncio.create_task(model.complete([req("slow")]))
+            slow = asyncio.create_task(model.generate(req("slow")))
             await asyncio.sleep(0.05)
-            fast = asyncio.create_task(model.complete([req("fast")]))
+            fast = asyncio.create_task(model.generate(req("fast")))
             out = await asyncio.gather(slow, fast)
             await model.aclose()
             return out
 
-        [[slow], [fast]] = asyncio.run(main())
+        slow, fast = asyncio.run(main())
     assert slow.error == "timeout" and slow.attempts == 2 and fast.error is None
     # no resend within half the timeout after it, and meanwhile the other request did not take
     # the slot of the request the server was still computing

@@ -23,7 +23,7 @@ from ray_knowsim.llm.parse import (
 )
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.prompts.repair import build_retry
-from ray_knowsim.llm.protocol import ChatModel
+from ray_knowsim.llm.protocol import ChatModel, generate_all
 from ray_knowsim.model.graph import build_index
 from ray_knowsim.prompts.baselines import render_baseline_user
 from ray_knowsim.prompts.graph_extraction import render_graph_extraction
@@ -50,7 +50,7 @@ def test_protocol_name_usage_and_batching(model):
     assert isinstance(model, ChatModel) and model.name == "offline"
     reqs = [render_user_first(MATH, GRAPHS[MATH.id], _states(GRAPHS[MATH.id], [3, 1, 0])),
             render_assistant(MATH, "adaptive", [("user", "I'm confused about variables for unknown quantities.")])]
-    out = asyncio.run(model.complete(reqs))
+    out = asyncio.run(generate_all(model, reqs))
     assert [r.error for r in out] == [None, None]
     for req, resp in zip(reqs, out):
         assert resp.usage.prompt_tokens == sum(len(m["content"].split()) for m in req.messages)

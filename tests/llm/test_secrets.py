@@ -18,6 +18,7 @@ from ray_knowsim.llm.cache import CachedModel, ResponseCache
 from ray_knowsim.llm.http.client import OpenAICompatibleModel
 from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.llm.http.credentials import MissingAPIKeyError
+from ray_knowsim.llm.protocol import generate_all
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.llm.retry import BackoffConfig
 from ray_knowsim.llm.server import serve_app_in_thread
@@ -75,11 +76,11 @@ def test_key_never_leaks(key: str, tmp_path: Path, caplog):
         )
         model = OpenAICompatibleModel(cfg)
         cached = CachedModel(model, ResponseCache(tmp_path / "cache"))
-        out = asyncio.run(cached.complete([req(t) for t in ("ok", "bad-key", "boom", "garbage", "limited")]))
+        out = asyncio.run(generate_all(cached, [req(t) for t in ("ok", "bad-key", "boom", "garbage", "limited")]))
         for r in out:  # the reader accepts what parsed (see sim.ask): only then is it cached
             if r.commit is not None:
                 r.commit()
-        out += asyncio.run(cached.complete([req("ok")]))  # a cache hit
+        out += asyncio.run(generate_all(cached, [req("ok")]))  # a cache hit
         texts += [repr(r) for r in out]
 
     assert received and all(a == f"Bearer {key}" for a in received)  # the key was really sent
@@ -91,7 +92,7 @@ def test_key_never_leaks(key: str, tmp_path: Path, caplog):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
         dead = OpenAICompatibleModel(cfg.model_copy(update={"base_url": f"http://127.0.0.1:{port}/v1"}))
-        texts += [repr(r) for r in asyncio.run(dead.complete([req("ok")]))]
+        texts += [repr(r) for r in asyncio.run(generate_all(dead, [req("ok")]))]
 
     # exception texts: the key where a name belongs, the key in a URL, a missing variable
     for bad in (

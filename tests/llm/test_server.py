@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from typing import Sequence
 
 import aiohttp
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from ray_knowsim.cli.main import build_parser
 from ray_knowsim.llm.http.client import OpenAICompatibleModel
 from ray_knowsim.llm.http.config import HTTPModelConfig
+from ray_knowsim.llm.protocol import generate_all
 from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.retry import BackoffConfig
 from ray_knowsim.llm.server import serve_model_in_thread
@@ -24,18 +24,12 @@ class StubModel:
     def __init__(self) -> None:
         self.seen: list[ChatRequest] = []
 
-    async def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        out = []
-        for r in requests:
-            self.seen.append(r)
-            content = r.messages[-1]["content"]
-            if content == "please fail":
-                out.append(ChatResponse(text="", error="stub_failure"))
-            else:
-                out.append(ChatResponse(
-                    text=f"{r.role} says: {content}", usage=Usage(len(content), 7), finish_reason="length",
-                ))
-        return out
+    async def generate(self, r: ChatRequest) -> ChatResponse:
+        self.seen.append(r)
+        content = r.messages[-1]["content"]
+        if content == "please fail":
+            return ChatResponse(text="", error="stub_failure")
+        return ChatResponse(text=f"{r.role} says: {content}", usage=Usage(len(content), 7), finish_reason="length")
 
 
 def client(base_url: str, **kw) -> OpenAICompatibleModel:
@@ -57,7 +51,7 @@ def test_round_trip_text_usage_and_request_fields():
         ChatRequest(messages=({"role": "user", "content": "plain"},)),
     ]
     with serve_model_in_thread(stub) as server:
-        responses = asyncio.run(client(server.base_url, send_knowsim_headers=True).complete(requests))
+        responses = asyncio.run(generate_all(client(server.base_url, send_knowsim_headers=True), requests))
     a, b = responses
     assert a.text == "user_sim says: hello" and a.usage == Usage(5, 7) and a.finish_reason == "length"
     assert b.text == "assistant says: plain" and b.usage == Usage(5, 7)
@@ -74,7 +68,7 @@ def test_json_object_form_passes_the_schema_on():
     stub = StubModel()
     schema = {"type": "object", "required": ["x"]}
     with serve_model_in_thread(stub) as server:
-        asyncio.run(client(server.base_url, structured_output="json_object").complete(
+        asyncio.run(generate_all(client(server.base_url, structured_output="json_object"),
             [ChatRequest(messages=({"role": "user", "content": "q"},), json_schema=schema)]
         ))
     assert stub.seen[0].json_schema == schema
@@ -104,9 +98,9 @@ def test_errors_are_openai_shaped():
 
     with serve_model_in_thread(stub) as server:
         health, models, bad_json, stream, bad_role, bad_header = asyncio.run(probe(server.url))
-        wrong_model = asyncio.run(client(server.base_url, model="gpt-x").complete(
+        wrong_model = asyncio.run(generate_all(client(server.base_url, model="gpt-x"),
             [ChatRequest(messages=({"role": "user", "content": "x"},))]))[0]
-        failing = asyncio.run(client(server.base_url, max_attempts=2).complete(
+        failing = asyncio.run(generate_all(client(server.base_url, max_attempts=2),
             [ChatRequest(messages=({"role": "user", "content": "please fail"},))]))[0]
     assert health == (200, {"status": "ok"})
     assert [m["id"] for m in models["data"]] == ["stub-1"]
@@ -126,7 +120,7 @@ class RendezvousModel(StubModel):
         self.n, self.inside, self.peak = n, 0, 0
         self.all_in: asyncio.Event | None = None
 
-    async def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+    async def generate(self, request: ChatRequest) -> ChatResponse:
         if self.all_in is None:
             self.all_in = asyncio.Event()
         self.inside += 1
@@ -136,15 +130,15 @@ class RendezvousModel(StubModel):
         try:
             await asyncio.wait_for(self.all_in.wait(), timeout=60)
         except asyncio.TimeoutError:
-            return [ChatResponse(text="", error="not_concurrent") for _ in requests]
-        return await super().complete(requests)
+            return ChatResponse(text="", error="not_concurrent")
+        return await super().generate(request)
 
 
 def test_fixed_delay_applies_per_request_concurrently():
     stub = RendezvousModel(6)
     with serve_model_in_thread(stub, delay_s=0.3) as server:
         model = client(server.base_url)
-        out = asyncio.run(model.complete([ChatRequest(messages=({"role": "user", "content": str(i)},)) for i in range(6)]))
+        out = asyncio.run(generate_all(model, [ChatRequest(messages=({"role": "user", "content": str(i)},)) for i in range(6)]))
     assert [r.error for r in out] == [None] * 6  # all six were in flight at once: side by side, not queued
     assert stub.peak == 6
     assert all(r.latency_s >= 0.3 for r in out)  # and each waited the delay
@@ -173,6 +167,6 @@ def test_serves_the_offline_model():
 
     model = load_offline_model(seed=3)
     with serve_model_in_thread(model, delay_s=0.05) as server:
-        [answer] = asyncio.run(client(server.base_url, model=model.name).complete(
+        [answer] = asyncio.run(generate_all(client(server.base_url, model=model.name),
             [ChatRequest(messages=({"role": "user", "content": "What is a derivative?"},))]))
     assert answer.error is None and answer.text and answer.usage.completion_tokens > 0

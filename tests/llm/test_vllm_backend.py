@@ -21,6 +21,7 @@ except ImportError:  # the tests tree became a package
     )
 
 from ray_knowsim.engine.vllm.pool import VLLMActorModel
+from ray_knowsim.llm.protocol import generate_all
 from ray_knowsim.model.chat import ChatRequest
 
 # The actor logic with a fake engine, routing, restarts: tests/engine/test_vllm_actor.py.
@@ -58,7 +59,7 @@ def test_vllm_actor_batch_with_json_schema(vllm_cpu_config, vllm_cpu_pool):
                         json_schema=ANSWER_SCHEMA, schema_name="answer", seed=0, request_id=f"q{i}#0:assistant")
             for i, q in enumerate(QUESTIONS)]
     t = time.perf_counter()
-    out = asyncio.run(model.complete(reqs))
+    out = asyncio.run(generate_all(model, reqs))
     wall = time.perf_counter() - t
     assert len(out) == 4
     for r in out:
@@ -79,7 +80,7 @@ def test_vllm_actor_rejects_only_the_overlong_request(vllm_cpu_config, vllm_cpu_
     too_long = "word " * (vllm_cpu_config.max_model_len + 100)
     reqs = [ChatRequest(messages=({"role": "user", "content": too_long},), max_tokens=8),
             ChatRequest(messages=({"role": "user", "content": "Say hi."},), max_tokens=8)]
-    bad, good = asyncio.run(model.complete(reqs))
+    bad, good = asyncio.run(generate_all(model, reqs))
     assert bad.error is not None and bad.error.startswith("vllm_prompt_too_long") and bad.text == ""
     assert good.error is None and good.text and good.usage.completion_tokens > 0
 

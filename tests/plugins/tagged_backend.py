@@ -7,7 +7,7 @@ can see that its answers (not the built-in backend's) reached the transcripts.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Literal, Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -33,10 +33,9 @@ class TaggedModel:
         self.inner = OfflineModel(name=name)
         self.inner.register_graphs(dict(graphs))
 
-    async def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        answers = await self.inner.complete(requests)
-        return [replace(a, text=self.prefix + a.text) if r.role == "assistant" and a.error is None else a
-                for r, a in zip(requests, answers)]
+    async def generate(self, request: ChatRequest) -> ChatResponse:
+        answer = await self.inner.generate(request)
+        return replace(answer, text=self.prefix + answer.text) if request.role == "assistant" and answer.error is None else answer
 
 
 @register_backend("tagged", TaggedEntry, operational={"delay_s"}, cacheable=False)

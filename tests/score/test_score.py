@@ -58,10 +58,10 @@ def test_score_rejudges_into_a_second_set_with_the_simulation_byte_identical(fin
 class FailingJudge:
     name = "failing"
 
-    async def complete(self, requests):
+    async def generate(self, request):
         from ray_knowsim.model.chat import ChatResponse
 
-        return [ChatResponse(text="", error="judge_http_500: down") for _ in requests]
+        return ChatResponse(text="", error="judge_http_500: down")
 
 
 def test_a_failing_judge_keeps_the_simulation_and_names_its_error(finished):
@@ -220,9 +220,6 @@ class DriftingJudge:
             repaired = "+repair@" in request.prompt_version
             return ChatResponse(text=self.RATING.format(ic='"7/10"' if repaired else 7), finish_reason="stop")
         return ChatResponse(text='{"ending_turn": 99, "termination_reason": "max_turns"}', finish_reason="stop")
-
-    async def complete(self, requests):
-        return [await self.generate(r) for r in requests]
 
 
 def test_judge_repairs_refusals_and_warnings_are_stored_counted_and_reported(finished):

@@ -34,10 +34,10 @@ class Interrupted:
         self.name = "sim"
         self.store = store
 
-    async def complete(self, requests):
+    async def generate(self, request):
         if self.store.markers():
             raise KeyboardInterrupt
-        return await self.inner.complete(requests)
+        return await self.inner.generate(request)
 
 
 def test_an_interrupted_score_pass_resumes_without_redoing_finished_shards(finished):

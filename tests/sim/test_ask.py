@@ -9,7 +9,8 @@ from pathlib import Path
 from ray_knowsim.llm.cache import CachedModel, ResponseCache
 from ray_knowsim.llm.parse import ParseResult
 from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
-from ray_knowsim.sim.ask import MIN_BUDGET, ask_batch, attempt_seed, first_budget
+from ray_knowsim.sim.ask import MIN_BUDGET, attempt_seed, first_budget
+from ray_knowsim.sim.ask import ask as ask_one
 
 
 class Script:
@@ -21,16 +22,13 @@ class Script:
         self.replies = list(replies)
         self.sent: list[ChatRequest] = []
 
-    async def complete(self, requests):
-        out = []
-        for r in requests:
-            self.sent.append(r)
-            text, finish, error = self.replies.pop(0)
-            out.append(ChatResponse(text=text, usage=Usage(10, 2), finish_reason=finish, error=error))
-        return out
+    async def generate(self, r):
+        self.sent.append(r)
+        text, finish, error = self.replies.pop(0)
+        return ChatResponse(text=text, usage=Usage(10, 2), finish_reason=finish, error=error)
 
 
-def digits(text: str, index: int) -> ParseResult[int]:
+def digits(text: str) -> ParseResult[int]:
     return ParseResult(value=int(text)) if text.isdigit() else ParseResult(error="user_sim_invalid_output", detail=f"{text!r} is not a number")
 
 
@@ -41,7 +39,7 @@ def req(**kw) -> ChatRequest:
 
 
 def ask(model, request, attempts=3, estimate=None):
-    return asyncio.run(ask_batch(model, [request], digits, attempts=attempts, estimates=[estimate]))[0]
+    return asyncio.run(ask_one(model, request, digits, attempts=attempts, estimate=estimate))
 
 
 def test_budget_and_seed_policy():
@@ -68,7 +66,7 @@ def test_a_refused_answer_gets_one_repair_round_with_its_own_seed():
 
 def test_the_repair_round_asks_at_the_roles_repair_temperature():
     model = Script([("many", "stop", None), ("7", "stop", None)])
-    a = asyncio.run(ask_batch(model, [req(temperature=0.0)], digits, attempts=3, repair_temperature=0.4))[0]
+    a = asyncio.run(ask_one(model, req(temperature=0.0), digits, attempts=3, repair_temperature=0.4))
     assert a.ok and [r.temperature for r in model.sent] == [0.0, 0.4]
     model = Script([("many", "stop", None), ("7", "stop", None)])
     ask(model, req(temperature=0.7))  # no setting: the repair keeps the request's temperature

@@ -24,15 +24,12 @@ class Scripted:
         self.replies = {k: list(v) for k, v in replies.items()}
         self.seen = []
 
-    async def complete(self, requests):
-        out = []
-        for r in requests:
-            item = r.request_id.split(":")[0]
-            self.seen.append((item, r.temperature, r.max_tokens))
-            script = self.replies[item]
-            reply = script.pop(0) if len(script) > 1 else script[0]
-            out.append(ChatResponse(text=json.dumps(reply) if isinstance(reply, dict) else reply, usage=Usage(10, 5)))
-        return out
+    async def generate(self, r):
+        item = r.request_id.split(":")[0]
+        self.seen.append((item, r.temperature, r.max_tokens))
+        script = self.replies[item]
+        reply = script.pop(0) if len(script) > 1 else script[0]
+        return ChatResponse(text=json.dumps(reply) if isinstance(reply, dict) else reply, usage=Usage(10, 5))
 
 
 def test_cycle_is_rejected_and_the_ladder_retries_until_valid():

@@ -77,16 +77,15 @@ class Garbling:
         self.transport_failures = transport_failures
         self.calls = 0
 
-    async def complete(self, requests):
-        out = await self.inner.complete(requests)
-        for k, req in enumerate(requests):
-            if req.role == self.role and req.request_id.startswith(self.session_id):
-                self.calls += 1
-                if self.transport_failures:
-                    self.transport_failures -= 1
-                    out[k] = ChatResponse(text="", usage=Usage(5, 0), error="http_503")
-                elif not self.transport_failures and self.role != "assistant":
-                    out[k] = replace(out[k], text="I'd rather not answer in JSON today.")
+    async def generate(self, req):
+        out = await self.inner.generate(req)
+        if req.role == self.role and req.request_id.startswith(self.session_id):
+            self.calls += 1
+            if self.transport_failures:
+                self.transport_failures -= 1
+                out = ChatResponse(text="", usage=Usage(5, 0), error="http_503")
+            elif not self.transport_failures and self.role != "assistant":
+                out = replace(out, text="I'd rather not answer in JSON today.")
         return out
 
 

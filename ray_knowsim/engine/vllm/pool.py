@@ -76,7 +76,8 @@ def _restarting(exc: BaseException) -> bool:
 
 
 class VLLMActorModel:
-    """ChatModel over a pool of :class:`VLLMEngineActor` handles (one ``generate`` per request)."""
+    """ChatModel over a pool of :class:`VLLMEngineActor` handles: each request is one actor call
+    (the engine batches concurrent requests continuously)."""
 
     def __init__(self, cfg: VLLMModelConfig, actors: Sequence[Any]):
         if not actors:
@@ -102,10 +103,7 @@ class VLLMActorModel:
     def replica_for(self, request_id: str) -> int:
         return pick_replica(session_key(request_id), self.live)
 
-    async def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        return list(await asyncio.gather(*(self._one(r) for r in requests)))
-
-    async def _one(self, req: ChatRequest) -> ChatResponse:
+    async def generate(self, req: ChatRequest) -> ChatResponse:
         payload = request_dict(req)
         for attempt in range(self.cfg.request_retries + 1):
             try:

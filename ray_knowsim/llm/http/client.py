@@ -19,7 +19,7 @@ import random
 import re
 import time
 import weakref
-from typing import Any, Sequence
+from typing import Any
 
 import aiohttp
 
@@ -130,11 +130,8 @@ class OpenAICompatibleModel:
 
     # --- the ChatModel API ---------------------------------------------------------------
 
-    async def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        if not requests:
-            return []
-        session = self._session()
-        return list(await asyncio.gather(*(self._one(session, r) for r in requests)))
+    async def generate(self, request: ChatRequest) -> ChatResponse:
+        return await self._one(self._session(), request)
 
     async def aclose(self) -> None:
         """Close this event loop's HTTP session and return its share of the limiter. The model stays

@@ -94,10 +94,10 @@ class OfflineModel:
 
     # -- protocol --------------------------------------------------------------------------
 
-    async def complete(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        out = [self.respond(r) for r in requests]
-        await asyncio.sleep(0)
-        return out
+    async def generate(self, request: ChatRequest) -> ChatResponse:
+        answer = self.respond(request)
+        await asyncio.sleep(0)  # a model call yields to the loop, as every real one does
+        return answer
 
     def respond(self, request: ChatRequest) -> ChatResponse:
         prompt_tokens = sum(ntokens(m.get("content") or "") for m in request.messages)
