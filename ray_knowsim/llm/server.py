@@ -8,7 +8,7 @@ provider), a fixed-latency endpoint for engine benchmarks (``delay_s``), and tes
 Non-streaming ``/v1/chat/completions`` only. The offline model's facts travel in the
 ``knowsim_offline_facts`` body extension, which OpenAICompatibleModel adds only for a model entry
 with ``offline_server: true``; the optional ``X-KnowSim-*`` headers may name the role, prompt
-version and schema name. ``response_format`` of type
+version, schema name and request id. ``response_format`` of type
 ``json_schema`` or ``json_object`` with a ``schema`` is passed on as ``ChatRequest.json_schema``.
 No authentication: bind to loopback unless the network is trusted.
 """
@@ -27,7 +27,9 @@ from typing import Any, AsyncIterator, Iterator
 
 from aiohttp import web
 
-from ray_knowsim.llm.http.wire import OFFLINE_FACTS_FIELD, PROMPT_VERSION_HEADER, ROLE_HEADER, SCHEMA_NAME_HEADER
+from ray_knowsim.llm.http.wire import (
+    OFFLINE_FACTS_FIELD, PROMPT_VERSION_HEADER, REQUEST_ID_HEADER, ROLE_HEADER, SCHEMA_NAME_HEADER,
+)
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.model.chat import ROLES
@@ -130,7 +132,7 @@ def parse_chat_request(body: Any, headers: Any, served_name: str) -> ChatRequest
     return ChatRequest(messages=tuple(parsed), role=role, **sampling, json_schema=schema,
                        schema_name=headers.get(SCHEMA_NAME_HEADER) or schema_name,
                        prompt_version=headers.get(PROMPT_VERSION_HEADER, ""),
-                       request_id=f"srv-{uuid.uuid4().hex[:12]}", offline_facts=facts)
+                       request_id=headers.get(REQUEST_ID_HEADER) or f"srv-{uuid.uuid4().hex[:12]}", offline_facts=facts)
 
 
 async def _chat_completions(request: web.Request) -> web.Response:

@@ -20,6 +20,17 @@ Parquet commits, the Ray Data reduction), each figure against a baseline measure
     run-wide limiter: ``limiter_isolated_vs_bound_ratio``, ``limiter_isolated_vs_per_process_ratio``.
 (c) driver memory: peak RSS of the driver process (``ray-knowsim run`` in a subprocess) at
     1,000 vs 10,000 sessions: ``driver_memory_10k_vs_1k_ratio`` (target ~1: flat).
+(e) hosted-API latency: ``--sessions-e`` sessions (default 96: the math demo items x 3 levels x 4
+    strategies x 2 trials) x ``--turns-e`` turns, every role over HTTP through
+    ``scripts/bench/latency_proxy.py`` in front of ``serve-offline``, each answer held for a delay
+    drawn from ``--latency`` (``lognormal`` with ``--median-s`` and ``--log-sd``, or ``constant``),
+    seeded by a hash of the request body, so every run meets the same delays. No rate limit or
+    in-flight cap binds (``--in-flight-e``, default 1,000 per process) and every shard runs at once.
+    The ideal is per session: the slowest session's own chain of calls, summed from the delays the
+    proxy actually served: ``wall_vs_ideal_ratio`` (target <= 1.25 at log-sd 1.0). Also reported:
+    the lockstep loop's own bound from the same delays (per shard, per turn, the slowest request
+    of each role in turn), ``sessions_per_hour`` at that latency and concurrency, and the kernel's
+    sessions per call (``kernel_sessions_per_flush_*``, from the shards' summaries).
 
 Every figure measures the real simulation loop (``ray_knowsim.sim.shard:run_shard``); the judges
 run after it as the scoring stage (``ray_knowsim.score``), as in any run. The last line is one JSON object with the figures.
@@ -47,17 +58,23 @@ REAL = "ray_knowsim.sim.shard:run_shard"
 DEMO_ITEMS = 7  # 4 math + 3 expertqa demo items
 
 
+MATH_ITEMS = 4
+
+
 def shard_fn() -> str:
     return REAL
 
 
-def base_config(trials: int, conditions: int, max_turns: int, shard_size: int, **engine) -> dict:
+TASKS = {"math": {"name": "math", "items": "pkg:demo/math.jsonl", "graphs": "pkg:demo/iu_math.json"},
+         "expertqa": {"name": "expertqa", "items": "pkg:demo/expertqa.jsonl", "graphs": "pkg:demo/iu_expertqa.json"}}
+
+
+def base_config(trials: int, conditions: int, max_turns: int, shard_size: int, tasks=("math", "expertqa"), **engine) -> dict:
     strategies = ["minimal", "adaptive", "socratic", "comprehensive"][:conditions]
     fn = shard_fn()
     return {
         "name": "bench",
-        "tasks": [{"name": "math", "items": "pkg:demo/math.jsonl", "graphs": "pkg:demo/iu_math.json"},
-                  {"name": "expertqa", "items": "pkg:demo/expertqa.jsonl", "graphs": "pkg:demo/iu_expertqa.json"}],
+        "tasks": [TASKS[t] for t in tasks],
         "models": {"offline": {"backend": "offline"}},
         "roles": {"user_sim": "offline", "extractor": "offline", "judge": "offline", "assistant": {"model": "offline"}},
         "conditions": [{"strategy": s} for s in strategies],
@@ -218,6 +235,122 @@ def bench_b(args, workdir: Path) -> dict:
     return res
 
 
+# ----------------------------------------------------------------------------- (e)
+
+
+def _start(cmd: list[str], what: str) -> tuple[subprocess.Popen, int]:
+    """Start a server process on port 0 and wait until it listens; returns (process, port)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while (port := listening_port(proc.pid)) is None:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.2)
+    return proc, port
+
+
+def session_chains(served: list[dict]) -> dict[str, list[tuple[int, str, float]]]:
+    """Served delays per session: ``{session: [(turn, role, delay_s), ...]}`` (request ids are
+    ``<session>#<turn>:<role>``; a repaired request shares its id and adds to the chain)."""
+    chains: dict[str, list[tuple[int, str, float]]] = {}
+    for d in served:
+        sid, _, rest = d["request_id"].partition("#")
+        turn, _, role = rest.partition(":")
+        chains.setdefault(sid, []).append((int(turn or 0), role, float(d["delay_s"])))
+    return chains
+
+
+def lockstep_bound(chains: dict[str, list[tuple[int, str, float]]], shards: list[list[str]]) -> float:
+    """What the lockstep loop could at best do with these delays: per shard and turn, each role's
+    phase lasts as long as its slowest request (the phases follow one another); shards run at once."""
+    worst = 0.0
+    for members in shards:
+        phases: dict[tuple[int, str], float] = {}
+        for sid in members:
+            per_request: dict[tuple[int, str], float] = {}
+            for turn, role, delay in chains.get(sid, []):
+                per_request[(turn, role)] = per_request.get((turn, role), 0.0) + delay
+            for key, delay in per_request.items():
+                phases[key] = max(phases.get(key, 0.0), delay)
+        worst = max(worst, sum(phases.values()))
+    return worst
+
+
+def bench_e(args, workdir: Path) -> dict:
+    import urllib.request
+
+    from ray_knowsim.engine.config import parse_run_config
+    from ray_knowsim.engine.plan import Plan, load_inputs
+    from ray_knowsim.engine.results import RunDir
+    from ray_knowsim.engine.runner import run
+
+    server, port = _start([sys.executable, "-m", "ray_knowsim.cli.main", "serve-offline", "--host", "127.0.0.1",
+                           "--port", "0", "--model-name", "offline"], "serve-offline")
+    proxy = None
+    try:
+        proxy, proxy_port = _start([sys.executable, str(ROOT / "scripts" / "bench" / "latency_proxy.py"), "--upstream",
+                                    f"http://127.0.0.1:{port}", "--port", "0", "--dist", args.latency,
+                                    "--median-s", str(args.median_s), "--log-sd", str(args.log_sd),
+                                    "--seed", str(args.latency_seed)], "latency proxy")
+        conditions, levels = 4, 3
+        trials = max(1, math.ceil(args.sessions_e / (MATH_ITEMS * levels * conditions)))
+        n = trials * MATH_ITEMS * levels * conditions
+        n_shards = math.ceil(n / args.shard_size_e)
+        shard_cpus = round(args.cpus / n_shards, 3)  # every shard at once: none waits for a free CPU
+
+        def config(name: str, turns: int, trials_: int, base_url: str):
+            data = base_config(trials_, conditions, turns, args.shard_size_e, tasks=("math",), shard_cpus=shard_cpus,
+                               llm_cache=False)
+            data["name"] = name
+            data["models"] = {"ep": {"backend": "http", "base_url": base_url, "model": "offline", "timeout_s": 300,
+                                     "structured_output": "json_object", "offline_server": True, "send_knowsim_headers": True,
+                                     "max_in_flight": args.in_flight_e}}
+            data["roles"] = {"user_sim": "ep", "extractor": "ep", "judge": None, "assistant": {"model": "ep"}}
+            return parse_run_config(data)
+
+        # warm the shard workers (process start, imports, the kernel's load) with the server directly
+        run(config("bench-e-warm", 1, 1, f"http://127.0.0.1:{port}/v1"), output=workdir / "e-warm", quiet=True, tables=False)
+        cfg = config("bench-e", args.turns_e, trials, f"http://127.0.0.1:{proxy_port}/v1")
+        t0 = time.perf_counter()
+        out = run(cfg, output=workdir / "e", quiet=True, tables=False)
+        wall = time.perf_counter() - t0
+        with urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/delays", timeout=60) as resp:
+            served = json.loads(resp.read())
+        chains = session_chains(served)
+        per_session = {sid: sum(d for _, _, d in chain) for sid, chain in chains.items()}
+        ideal = max(per_session.values())
+        plan = Plan(cfg, load_inputs(cfg))
+        shards = [[s.session_id for s in plan.shard(k).sessions] for k in range(plan.n_shards)]
+        lockstep = lockstep_bound(chains, shards)
+        delays = sorted(float(d["delay_s"]) for d in served)
+        kernel = [(m.summary or {}).get("kernel") or {} for m in RunDir(workdir / "e").markers().values()]
+        calls, stepped = sum(k.get("calls", 0) for k in kernel), sum(k.get("sessions", 0) for k in kernel)
+    finally:
+        for proc in (proxy, server):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=10)
+    res = {"e_sessions": n, "e_turns": args.turns_e, "e_latency": args.latency, "e_median_s": args.median_s,
+           "e_log_sd": args.log_sd, "e_requests": len(served), "e_delay_p50_s": round(delays[len(delays) // 2], 3),
+           "e_delay_p99_s": round(delays[min(len(delays) - 1, int(0.99 * len(delays)))], 3),
+           "e_shards": n_shards, "e_shard_cpus": shard_cpus, "e_in_flight_per_process": args.in_flight_e,
+           "e_failed": out.n_failed, "e_wall_s": round(wall, 2), "e_ideal_s": round(ideal, 2),
+           "e_lockstep_bound_s": round(lockstep, 2), "wall_vs_ideal_ratio": round(wall / ideal, 3),
+           "lockstep_bound_vs_ideal_ratio": round(lockstep / ideal, 3),
+           "sessions_per_hour": round(n / wall * 3600, 1)}
+    if calls:
+        res.update({"kernel_calls": calls, "kernel_sessions_per_flush_mean": round(stepped / calls, 2),
+                    "kernel_sessions_per_flush_max": max(k.get("max", 0) for k in kernel)})
+    print(f"(e) {n} sessions x {args.turns_e} turns over HTTP, {args.latency} latency (median {args.median_s}s, log-sd "
+          f"{args.log_sd}; served p50 {res['e_delay_p50_s']}s, p99 {res['e_delay_p99_s']}s), {n_shards} shards at once: "
+          f"wall {wall:.1f}s vs per-session ideal {ideal:.1f}s: ratio {res['wall_vs_ideal_ratio']} (target <= 1.25); "
+          f"the lockstep bound of these delays is {lockstep:.1f}s; {res['sessions_per_hour']} sessions/hour"
+          + (f"; kernel: {res['kernel_sessions_per_flush_mean']} sessions per call on average over {calls} calls"
+             if calls else ""), flush=True)
+    return res
+
+
 # ----------------------------------------------------------------------------- (d)
 
 
@@ -348,19 +481,28 @@ def main() -> int:
                    help="(d) concurrent Ray tasks sharing the cap in the limiter-only measurement")
     p.add_argument("--sessions-c-small", type=int, default=1000)
     p.add_argument("--sessions-c-big", type=int, default=10000)
-    p.add_argument("--skip", default="", help="comma list of parts to skip: a,b,c,d")
+    p.add_argument("--sessions-e", type=int, default=96)
+    p.add_argument("--turns-e", type=int, default=6)
+    p.add_argument("--shard-size-e", type=int, default=24)
+    p.add_argument("--latency", choices=("lognormal", "constant"), default="lognormal")
+    p.add_argument("--median-s", type=float, default=0.4, help="(e) the delay (constant) or its median (log-normal)")
+    p.add_argument("--log-sd", type=float, default=1.0, help="(e) log-normal: standard deviation of log(delay)")
+    p.add_argument("--latency-seed", type=int, default=0)
+    p.add_argument("--in-flight-e", type=int, default=1000, help="(e) max_in_flight per process (high: no cap binds)")
+    p.add_argument("--skip", default="", help="comma list of parts to skip: a,b,c,d,e")
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not a measurement)")
     args = p.parse_args()
     if args.quick:
         args.sessions_a, args.sessions_b, args.delay, args.turns_a = 84, 168, 0.1, 3
         args.concurrency, args.sessions_c_small, args.sessions_c_big = 42, 84, 840
+        args.sessions_e, args.turns_e, args.median_s = 48, 2, 0.1
     skip = set(filter(None, args.skip.split(",")))
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     figures: dict = {"shard_fn": shard_fn(), "cpus": args.cpus, "turns": args.turns,
                      "loadavg_1m_start": round(os.getloadavg()[0], 2), "machine_cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="rk-bench-") as tmp:
         workdir = Path(tmp)
-        if not {"a", "b", "d"} <= skip:
+        if not {"a", "b", "d", "e"} <= skip:
             import ray
             from ray.data import DataContext
 
@@ -374,6 +516,8 @@ def main() -> int:
                     figures.update(bench_b(args, workdir))
                 if "d" not in skip and args.limiter_variant:
                     figures.update(bench_d(args))
+                if "e" not in skip:
+                    figures.update(bench_e(args, workdir))
             finally:
                 ray.shutdown()
         if "c" not in skip:

@@ -28,7 +28,9 @@ from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.llm.http.credentials import Secret, auth_header
 from ray_knowsim.llm.http.response import ResponseReader, TransportFailure
-from ray_knowsim.llm.http.wire import OFFLINE_FACTS_FIELD, PROMPT_VERSION_HEADER, ROLE_HEADER, SCHEMA_NAME_HEADER
+from ray_knowsim.llm.http.wire import (
+    OFFLINE_FACTS_FIELD, PROMPT_VERSION_HEADER, REQUEST_ID_HEADER, ROLE_HEADER, SCHEMA_NAME_HEADER,
+)
 from ray_knowsim.llm.limiter import Grant, RateLimiter
 from ray_knowsim.llm.retry import backoff_delay, parse_retry_after
 
@@ -213,6 +215,8 @@ class OpenAICompatibleModel:
                 headers[PROMPT_VERSION_HEADER] = request.prompt_version
             if request.schema_name:
                 headers[SCHEMA_NAME_HEADER] = request.schema_name
+            if request.request_id:
+                headers[REQUEST_ID_HEADER] = request.request_id
         return headers
 
     def _scrub(self, text: str) -> str:

@@ -54,7 +54,7 @@ class HTTPModelConfig(BaseModel):
     # checks every fact the full schema states. "full" for vLLM/SGLang-style servers.
     schema_subset: Literal["full", "portable"] = "full"
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    send_knowsim_headers: bool = False  # role / prompt version / schema name as X-KnowSim-* headers
+    send_knowsim_headers: bool = False  # role / prompt version / schema name / request id as X-KnowSim-* headers
     # True only for our own ``serve-offline`` endpoint: each request then carries the offline test
     # double's facts as the ``knowsim_offline_facts`` body extension. Never sent to anything else.
     offline_server: bool = False

@@ -7,7 +7,9 @@ from __future__ import annotations
 ROLE_HEADER = "X-KnowSim-Role"
 PROMPT_VERSION_HEADER = "X-KnowSim-Prompt-Version"
 SCHEMA_NAME_HEADER = "X-KnowSim-Schema-Name"
+# ``<session>#<turn>:<role>``: lets a server (or a proxy in front of it) tell conversations apart
+REQUEST_ID_HEADER = "X-KnowSim-Request-Id"
 #: the request-body extension that carries the offline facts to our own offline server only
 OFFLINE_FACTS_FIELD = "knowsim_offline_facts"
 
-__all__ = ["OFFLINE_FACTS_FIELD", "PROMPT_VERSION_HEADER", "ROLE_HEADER", "SCHEMA_NAME_HEADER"]
+__all__ = ["OFFLINE_FACTS_FIELD", "PROMPT_VERSION_HEADER", "REQUEST_ID_HEADER", "ROLE_HEADER", "SCHEMA_NAME_HEADER"]
