@@ -228,17 +228,30 @@ def _alloc(n: int):
     )
 
 
-def pack_turn(packed: PackedGraphs, graph_of: np.ndarray, signal_lists: Sequence[Sequence[SignalEntry]]) -> PackedSignals:
-    """One turn's signal list per session (ids resolved against that session's graph)."""
+def pack_turn(
+    packed: PackedGraphs,
+    graph_of: np.ndarray,
+    signal_lists: Sequence[Sequence[SignalEntry]],
+    sessions: Sequence[int] | None = None,
+) -> PackedSignals:
+    """One turn's signal list per session (ids resolved against that session's graph). With
+    ``sessions``, ``signal_lists[k]`` is session ``sessions[k]``'s and every other session's list
+    is empty: the cost in Python is that of the sessions named, not of the whole batch."""
     graph_of = np.asarray(graph_of, dtype=np.int64)
-    if len(signal_lists) != graph_of.shape[0]:
-        raise ValueError(f"{len(signal_lists)} signal lists for {graph_of.shape[0]} sessions")
-    off = np.zeros(len(signal_lists) + 1, dtype=np.int64)
-    np.cumsum([len(x) for x in signal_lists], out=off[1:])
+    n = graph_of.shape[0]
+    if sessions is None:
+        if len(signal_lists) != n:
+            raise ValueError(f"{len(signal_lists)} signal lists for {n} sessions")
+        sessions = range(n)
+    elif len(signal_lists) != len(sessions):
+        raise ValueError(f"{len(signal_lists)} signal lists for {len(sessions)} sessions")
+    lengths = np.zeros(n, dtype=np.int64)
+    lengths[np.asarray(sessions, dtype=np.int64)] = [len(x) for x in signal_lists]
+    off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=off[1:])
     node, tq, att, role = _alloc(int(off[-1]))
-    at = 0
-    for s, entries in enumerate(signal_lists):
-        at = _encode(packed.index[graph_of[s]], entries, node, tq, att, role, at)
+    for s, entries in zip(sessions, signal_lists):
+        _encode(packed.index[graph_of[s]], entries, node, tq, att, role, int(off[s]))
     return PackedSignals(off, node, tq, att, role, 1, None, graph_of)
 
 

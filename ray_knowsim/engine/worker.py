@@ -169,9 +169,12 @@ def execute_shard(
     contract = _Contract(shard, ctx)
     commits: list[Commit] = []
 
+    kernel: dict[str, Any] = {}
+
     def on_turn(info: dict[str, Any]) -> None:
         reporter.live = int(info.get("live", 0))
-        reporter.counts.turns += reporter.live
+        reporter.counts.turns += int(info.get("turns", 0))
+        kernel.update(info.get("kernel") or {})
         reporter.update(accounting)
 
     run_ctx = dataclasses.replace(ctx, on_turn=on_turn)
@@ -253,6 +256,8 @@ def execute_shard(
     summary["commit_seconds"] = round(summary["commit_seconds"], 4)
     summary["accounting"] = accounting.to_dict()
     summary["errors"] = dict(reporter.counts.errors)
+    if kernel:
+        summary["kernel"] = kernel  # kernel calls, sessions stepped, most in one call
     summary["seconds"] = round(time.perf_counter() - t0, 3)
     return summary
 

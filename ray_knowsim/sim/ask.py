@@ -2,24 +2,31 @@
 
 This is the only retry layer above the model clients, and it retries only what a new call can fix:
 
-* **an unreadable answer** (the role's parser refuses it) is asked again ONCE, with the refused
-  reply and the parser's precise complaint appended (:func:`ray_knowsim.prompts.repair.build_retry`),
-  at the role's ``repair_temperature`` (:mod:`ray_knowsim.model.roles`);
+* **an unreadable answer** (the role's parser refuses it) gets ``attempts`` tries in all (the
+  role's setting): each repair is the ORIGINAL request followed by the latest refused reply and
+  the parser's precise complaint about it (:func:`ray_knowsim.prompts.repair.build_retry`), at
+  the role's ``repair_temperature`` (:mod:`ray_knowsim.model.roles`), so a model that drifts now
+  and then is brought back rather than ending the session, and a repair never carries a pile of
+  earlier refusals. With ``attempts: 1`` an unreadable answer is final;
 * **a truncated answer** (``finish_reason == "length"``) is asked again ONCE with the role's whole
-  token budget. The first call gets :func:`first_budget` tokens (half the role's ``max_tokens``,
-  at least :data:`MIN_BUDGET`, or a caller's estimate such as the extractor's per-graph one), the
-  retry the role's ``max_tokens`` (the cap). A truncated answer that still parses is accepted
-  (a plain-text reply cut at the cap is still a reply) and counted in ``truncations``;
+  token budget, on top of the tries above (a budget of ours, not a fault of the answer). The first
+  call gets :func:`first_budget` tokens (half the role's ``max_tokens``, at least
+  :data:`MIN_BUDGET`, or a caller's estimate such as the extractor's per-graph one), the bump the
+  role's ``max_tokens`` (the cap). A truncated answer that still parses is accepted (a plain-text
+  reply cut at the cap is still a reply) and counted in ``truncations``; one that does not parse at
+  the cap fails as ``<role>_truncated``;
 * **a transport failure** is NOT resent: the HTTP client already retried 429/5xx/timeouts with
   backoff, so what reaches us is final and becomes a named failure (``<role>_<reason>``).
 
-``attempts`` (the role's setting) caps the model calls per request; with 1 nothing is retried.
-Every attempt gets its own sampling seed, derived from the request's seed and the attempt number
-(:func:`attempt_seed`), so a retry can differ from the refused answer and runs stay reproducible.
+So a request makes at most ``attempts + 1`` model calls. Every call gets its own sampling seed,
+derived from the request's seed and the number of calls before it (:func:`attempt_seed`), so a
+retry can differ from the refused answer and runs stay reproducible. Nothing a parser refused is
+ever the answer: the caller gets a value only from an accepted reply.
 
 Counting: ``calls`` are answers that came from a model, ``cache_hits`` answers served by the
-response cache (no model involved), failed transport calls are neither. An answer is written to
-the response cache (``ChatResponse.commit``) only once it was accepted untruncated here: refused,
+response cache (no model involved), failed transport calls are neither; ``tries`` are the answers
+judged (readable or not; the truncation bump's cut answer is not one). An answer is written to the
+response cache (``ChatResponse.commit``) only once it was accepted untruncated here: refused,
 truncated and failed answers never are.
 """
 
@@ -52,7 +59,7 @@ def attempt_seed(seed: int | None, attempt: int) -> int | None:
 
 @dataclass
 class Answer(Generic[T]):
-    """The outcome of one request after at most one repair and one truncation retry."""
+    """The outcome of one request after its repairs and its truncation bump."""
 
     value: T | None = None
     text: str = ""
@@ -61,6 +68,7 @@ class Answer(Generic[T]):
     usage: Usage = field(default_factory=Usage)
     calls: int = 0  # answers from a model
     cache_hits: int = 0  # answers from the response cache
+    tries: int = 0  # answers judged readable or not (at most ``attempts``)
     truncations: int = 0  # answers cut by max_tokens
     refusals: list[str] = field(default_factory=list)  # "<error>: <detail>" per refused answer
     repairs: tuple[str, ...] = ()  # what the parser normalised to read the accepted answer
@@ -79,10 +87,10 @@ def transport_error(role: str, response: ChatResponse) -> str:
 
 @dataclass
 class _Pending:
+    original: ChatRequest  # the first try (its budget raised to the cap once bumped): what repairs repeat
     request: ChatRequest  # what is sent next
     cap: int
-    attempt: int = 0
-    repaired: bool = False
+    sent: int = 0  # model calls so far (the next call's seed index)
     bumped: bool = False
     repair_temperature: float | None = None  # of the repair round (None: the request's own)
 
@@ -97,14 +105,15 @@ async def ask(
     repair_temperature: float | None = None,
 ) -> Answer[Any]:
     """The answer to ``request`` as ``parse`` reads it. ``request.max_tokens`` is the cap;
-    ``estimate`` (optional) the first attempt's budget; ``repair_temperature`` the temperature of
-    the repair round (None: the request's own)."""
+    ``estimate`` (optional) the first attempt's budget; ``attempts`` the tries an unreadable answer
+    gets; ``repair_temperature`` the temperature of the repairs (None: the request's own)."""
     answer: Answer[Any] = Answer(prompt_version=request.prompt_version)
-    pending = _Pending(request=replace(request, max_tokens=first_budget(request.max_tokens, estimate)), cap=request.max_tokens,
-                       repair_temperature=repair_temperature)
+    first = replace(request, max_tokens=first_budget(request.max_tokens, estimate))
+    pending = _Pending(original=first, request=first, cap=request.max_tokens, repair_temperature=repair_temperature)
     limit = max(1, attempts)
     while True:
-        sent = replace(pending.request, seed=attempt_seed(pending.request.seed, pending.attempt))
+        sent = replace(pending.request, seed=attempt_seed(pending.request.seed, pending.sent))
+        pending.sent += 1
         response = await model.generate(sent)
         result = parse(response.text) if response.error is None else None
         if not _settle(answer, pending, sent, response, result, limit):
@@ -139,7 +148,6 @@ def _settle(
 ) -> bool:
     """Book one response into ``a``; True when the request goes out again (``p`` updated)."""
     a.usage.add(response.usage)
-    p.attempt += 1
     if result is None:  # the client already retried what a retry can fix
         a.error, a.detail = transport_error(sent.role, response), response.detail or response.error or ""
         return False
@@ -147,18 +155,20 @@ def _settle(
         a.cache_hits += 1
     else:
         a.calls += 1
-    can_retry = p.attempt < limit
     if response.finish_reason == "length":
         a.truncations += 1
-        if not p.bumped and sent.max_tokens < p.cap and can_retry:
+        if not p.bumped and sent.max_tokens < p.cap:  # our budget was short: ask again with all of it
             p.bumped = True
+            p.original = replace(p.original, max_tokens=p.cap)
             p.request = replace(p.request, max_tokens=p.cap)
             return True
         if not result.ok:
+            a.tries += 1
             a.error = f"{sent.role}_truncated"
             a.detail = f"the answer was cut at max_tokens={sent.max_tokens} ({result.error}: {result.detail})"
             a.text = response.text
             return False
+    a.tries += 1
     if result.ok:
         a.value, a.text, a.error, a.detail, a.repairs = result.value, response.text, None, "", result.repairs
         a.warnings = result.warnings
@@ -167,9 +177,8 @@ def _settle(
         return False
     a.refusals.append(f"{result.error}: {result.detail}")
     a.error, a.detail, a.text = result.error, result.detail, response.text
-    if not p.repaired and can_retry:
-        p.repaired = True
-        p.request = build_retry(p.request, response.text, result.detail or result.error or "", temperature=p.repair_temperature)
+    if a.tries < limit:  # the original request, the latest refused reply, the latest complaint
+        p.request = build_retry(p.original, response.text, result.detail or result.error or "", temperature=p.repair_temperature)
         return True
     return False
 

@@ -1,17 +1,22 @@
-"""The contract between the engine (planner, Ray workers) and one shard's lockstep loop.
+"""The contract between the engine (planner, Ray workers) and one shard's simulation loop.
 
 The engine plans sessions, groups them into :class:`ShardSpec`s and, inside a Ray worker, calls
 
     async def run_shard(shard: ShardSpec, models: RoleModels, ctx: ShardContext)
         -> AsyncIterator[SessionResult]
 
+which yields one :class:`SessionResult` per planned session, each AS SOON AS that session ends
+(the worker commits them in small batches as they arrive), in the order the sessions finish.
+
 Plain dataclasses, no Ray and no I/O: everything here pickles, so the engine ships it to workers,
-and a test can build it by hand. Two promises the loop must keep for resume to be exact:
+and a test can build it by hand. Three promises the loop must keep for resume to be exact:
 
 * every session's result depends only on its own :class:`SessionSpec` (its seeds, initial state,
-  item, graph) and the context, never on which other sessions share its shard or batch;
+  item, graph) and the context, never on which other sessions share its shard, on the order in
+  which answers arrive, or on how many requests are in flight;
 * every planned session comes back exactly once, as ``status="ok"`` or ``status="failed"`` with
-  ``error`` naming what failed (never a silent default).
+  ``error`` naming what failed (``<role>_<reason>``, never a silent default);
+* the order of the results carries no meaning (the worker sorts rows into the plan's order).
 """
 
 from __future__ import annotations
@@ -79,7 +84,7 @@ class SessionSpec:
 
 @dataclass(frozen=True)
 class ShardSpec:
-    """A group of sessions advanced together, turn by turn, with everything they read."""
+    """A group of sessions run by one task (all at once, each on its own clock), with everything they read."""
 
     shard_id: str  # "shard-000012": stable for a run's plan (files and markers are named by it)
     index: int
@@ -102,11 +107,11 @@ class RoleSettings:
     model: str  # model key from the run config ("" for the assistant: it comes per session)
     temperature: float
     max_tokens: int
-    # Most model calls for one request: the first, one repair round for an unreadable answer, one
-    # retry with the whole max_tokens for a truncated one (sim/ask.py); 1 = no retry. Transport
-    # errors are retried by the HTTP client only, never here.
+    # Tries an unreadable answer gets (sim/ask.py): each repair repeats the request with the latest
+    # refused reply and its complaint; 1 = no repair. A truncated answer gets one more call with the
+    # whole max_tokens on top. Transport errors are retried by the HTTP client only, never here.
     attempts: int
-    repair_temperature: float | None = None  # of the repair round; None: ``temperature``
+    repair_temperature: float | None = None  # of the repair rounds; None: ``temperature``
 
     def apply(self, request: ChatRequest) -> ChatRequest:
         """``request`` with this role's temperature and token limit (the run config's, or the spec's)."""
@@ -128,8 +133,10 @@ class ShardContext:
     prompts: str = DEFAULT_PROMPTS  # prompt set (templates at the newest pinned version not newer than this)
     connectable: str = "reference"  # definition of connectable unknowns shown to the learner (spec §12.7)
     plugins: tuple[str, ...] = ()  # modules the worker imports first (they register strategies, simulators)
-    # Optional hook the loop may call after each turn's kernel call with
-    # {"turn": t, "live": n_live_sessions}; the engine forwards it to the progress display.
+    # Optional progress hook, called at most once per event-loop iteration after sessions finished
+    # turns, with {"turns": session-turns finished since the last call, "live": sessions still
+    # running, "kernel": {"calls", "sessions", "max"} so far (sessions stepped per kernel call)};
+    # the engine forwards it to the progress display and the shard's summary.
     on_turn: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
     # model key -> Price (ray_knowsim.model.price) for the session's cost_usd; a key without a
     # price leaves cost_usd empty for the sessions that used it

@@ -98,7 +98,7 @@ async def run_shard(
         for sid in live:
             turns_done[sid] = turn
         if ctx.on_turn is not None:
-            ctx.on_turn({"turn": turn, "live": len(live)})
+            ctx.on_turn({"turns": len(live), "live": len(live)})
     injected = dict(fail_sessions) if isinstance(fail_sessions, Mapping) else {sid: INJECTED for sid in fail_sessions}
     if fail_once_file and Path(fail_once_file).exists():
         injected = {}

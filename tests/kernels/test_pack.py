@@ -142,6 +142,33 @@ def test_step_active_sessions_only():
         b.step(pack_turn(b.packed, b.graph_of[:2], [e, e]))
 
 
+def test_step_sessions_groupings_give_the_same_states_and_counters():
+    """The micro-batcher's call: however ready sessions group into calls (all at once, one by one,
+    any order), every session's states, carries, counters and turn numbers are the same."""
+    rng = np.random.default_rng(3)
+    labels = ["well_explained", "shallow", "wrong", "not_addressed"]
+    graphs = [G1, G2, G1, G2, G1]
+    turns = [[[SignalEntry(id=g.ids[int(rng.integers(len(g.ids)))], teaching_quality=labels[int(rng.integers(4))])
+               for _ in range(int(rng.integers(0, 3)))] for g in graphs] for _ in range(4)]
+
+    def play(groupings):
+        b = BatchState(graphs, reference_rules(), [{}, {"P": 2}, {"A": 1}, {}, {}], max_turns=4)
+        counters = {}
+        for t, groups in enumerate(groupings):
+            for group in groups:
+                out = b.step_sessions(group, [turns[t][s] for s in group])
+                for s, row in zip(group, out):
+                    counters[(t, s)] = row.tolist()
+        return [b.session(s) for s in range(5)], b.turn.tolist(), counters
+
+    together = play([[[0, 1, 2, 3, 4]]] * 4)
+    assert play([[[s] for s in (4, 2, 0, 3, 1)]] * 4) == together
+    assert play([[[3, 1], [0], [4, 2]], [[2, 0, 4, 1, 3]], [[1], [3, 4, 0], [2]], [[0, 1], [2, 3, 4]]]) == together
+    b = BatchState(graphs, reference_rules())
+    with pytest.raises(ValueError, match="named twice"):
+        b.step_sessions([1, 1], [[], []])
+
+
 def test_from_arrays_and_run_packed_checks():
     pg = pack_graphs([G1, G2])
     graph_of = np.array([0, 1])

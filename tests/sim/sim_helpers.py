@@ -44,7 +44,11 @@ def offline_models(model=None):
 
 
 def run(shard, models, ctx):
+    """Every result of the shard, in the plan's order (run_shard yields them as sessions finish)."""
     async def collect():
         return [r async for r in run_shard(shard, models, ctx)]
 
-    return asyncio.run(collect())
+    results = asyncio.run(collect())
+    order = {s.session_id: k for k, s in enumerate(shard.sessions)}
+    assert sorted(order[r.session.session_id] for r in results) == list(range(len(order))), "each session exactly once"
+    return sorted(results, key=lambda r: order[r.session.session_id])

@@ -1,5 +1,6 @@
-"""sim.ask: one repair round, one truncation retry with the role's whole budget, a seed per attempt,
-no resending of transport failures, true counts, and only accepted answers in the cache."""
+"""sim.ask: an unreadable answer gets ``attempts`` tries, each repair naming the latest complaint;
+a truncated one its own retry with the role's whole budget; a seed per call, no resending of
+transport failures, true counts, and only accepted answers in the cache."""
 
 from __future__ import annotations
 
@@ -50,18 +51,28 @@ def test_budget_and_seed_policy():
     assert len(seeds) == 4 and all(0 <= s < 2**31 - 1 for s in seeds)
 
 
-def test_a_refused_answer_gets_one_repair_round_with_its_own_seed():
+def test_a_refused_answer_gets_attempts_tries_each_repair_naming_the_latest_complaint():
     model = Script([("many", "stop", None), ("7", "stop", None)])
     a = ask(model, req())
-    assert a.ok and a.value == 7 and a.calls == 2 and a.cache_hits == 0
+    assert a.ok and a.value == 7 and a.calls == 2 and a.tries == 2 and a.cache_hits == 0
     assert a.refusals == ["user_sim_invalid_output: 'many' is not a number"]
     first, retry = model.sent
     assert first.seed == 41 and retry.seed == attempt_seed(41, 1) != 41
     assert retry.messages[-2] == {"role": "assistant", "content": "many"} and "'many' is not a number" in retry.messages[-1]["content"]
-    # still refused after the one repair: a named failure, never a third call
-    model = Script([("a", "stop", None), ("b", "stop", None), ("c", "stop", None)])
-    a = ask(model, req())
-    assert a.error == "user_sim_invalid_output" and a.calls == 2 and len(a.refusals) == 2 and len(model.sent) == 2
+    # refused on every try: exactly ``attempts`` calls, then the latest complaint names the failure
+    for attempts in (2, 3, 5):
+        model = Script([(w, "stop", None) for w in "abcdefg"])
+        a = ask(model, req(), attempts=attempts)
+        assert a.error == "user_sim_invalid_output" and a.detail == f"{'abcdefg'[attempts - 1]!r} is not a number"
+        assert a.calls == a.tries == len(a.refusals) == len(model.sent) == attempts
+        assert len({r.seed for r in model.sent}) == attempts  # every call samples anew
+        for k, repair in enumerate(model.sent[1:]):  # the original request + the LATEST reply and complaint only
+            assert repair.messages[:-2] == first.messages
+            assert repair.messages[-2]["content"] == "abcdefg"[k] and f"{'abcdefg'[k]!r} is not a number" in repair.messages[-1]["content"]
+    # transient drift: refused twice, then read; the session goes on
+    model = Script([("x", "stop", None), ("y", "stop", None), ("4", "stop", None)])
+    a = ask(model, req(), attempts=3)
+    assert a.ok and a.value == 4 and len(a.refusals) == 2 and a.tries == 3
 
 
 def test_the_repair_round_asks_at_the_roles_repair_temperature():
@@ -73,10 +84,10 @@ def test_the_repair_round_asks_at_the_roles_repair_temperature():
     assert [r.temperature for r in model.sent] == [0.7, 0.7]
 
 
-def test_a_truncated_answer_is_retried_once_with_the_whole_budget():
+def test_a_truncated_answer_gets_its_own_retry_with_the_whole_budget():
     model = Script([('{"x": "lo', "length", None), ("12", "stop", None)])
     a = ask(model, req())
-    assert a.ok and a.value == 12 and a.truncations == 1 and a.refusals == [] and a.calls == 2
+    assert a.ok and a.value == 12 and a.truncations == 1 and a.refusals == [] and a.calls == 2 and a.tries == 1
     assert [r.max_tokens for r in model.sent] == [500, 1000]
     assert model.sent[1].seed == attempt_seed(41, 1) and model.sent[1].messages == model.sent[0].messages
     # truncated again at the cap: a named failure
@@ -87,9 +98,19 @@ def test_a_truncated_answer_is_retried_once_with_the_whole_budget():
     model = Script([("5", "length", None)])
     a = ask(model, req(max_tokens=200))
     assert a.ok and a.value == 5 and a.truncations == 1 and len(model.sent) == 1
+    # the bump is not one of the tries: with attempts=2, cut + refused + read still succeeds, and
+    # the repair keeps the whole budget
+    model = Script([("{", "length", None), ("x", "stop", None), ("3", "stop", None)])
+    a = ask(model, req(), attempts=2)
+    assert a.ok and a.value == 3 and a.calls == 3 and a.tries == 2 and a.truncations == 1
+    assert [r.max_tokens for r in model.sent] == [500, 1000, 1000]
+    assert len({r.seed for r in model.sent}) == 3
+    # ...and even with attempts=1 a short budget is not held against the answer
+    model = Script([("{", "length", None), ("8", "stop", None)])
+    assert ask(model, req(), attempts=1).value == 8 and len(model.sent) == 2
 
 
-def test_attempts_one_means_no_retry_and_transport_failures_are_final():
+def test_attempts_one_means_no_repair_and_transport_failures_are_final():
     model = Script([("x", "stop", None)])
     assert ask(model, req(), attempts=1).error == "user_sim_invalid_output" and len(model.sent) == 1
     model = Script([("", None, "http_503")])

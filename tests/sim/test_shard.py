@@ -1,5 +1,5 @@
-"""The lockstep loop: kernel results equal the plain-Python rules, sessions are independent of their
-shard-mates, and failures are explicit."""
+"""The simulation loop: kernel results equal the plain-Python rules, sessions are independent of
+their shard-mates, and failures are explicit."""
 
 from __future__ import annotations
 

@@ -36,8 +36,11 @@ class RoleConfig(Strict):
     model: str | None = None
     temperature: float | None = Field(None, ge=0, le=2)
     max_tokens: int | None = Field(None, ge=1)  # the cap; the first try gets less (model/roles.py)
-    attempts: int | None = Field(None, ge=1)  # model calls per request: first, one repair, one truncation retry
-    # temperature of the one repair round of an unreadable answer (default: the extractor 0.4, the
+    # tries an unreadable answer gets before the session fails (each repair names the latest
+    # complaint); a truncated answer gets one more call with the whole max_tokens on top. Transport
+    # errors are retried by the HTTP client (max_attempts), never here.
+    attempts: int | None = Field(None, ge=1)
+    # temperature of the repair rounds of an unreadable answer (default: the extractor 0.4, the
     # other roles their own temperature); recorded in the manifest's resolved ``roles``
     repair_temperature: float | None = Field(None, ge=0, le=2)
 
@@ -186,7 +189,7 @@ class EngineConfig(Strict):
     """How the work is cut and scheduled; none of it changes results. Resume is per session, so
     ``shard_size`` (and the condition grouping of a placement) may differ between invocations."""
 
-    shard_size: int = Field(32, ge=1)  # sessions run by one Ray task
+    shard_size: int = Field(32, ge=1)  # sessions run at once (each on its own clock) by one Ray task
     shard_cpus: float = Field(1.0, gt=0)  # Ray CPUs per shard task (< 1 for LLM-bound shards)
     max_concurrent_shards: int | None = Field(None, ge=1)  # default: cluster CPUs / shard_cpus
     shard_retries: int = Field(2, ge=0)  # Ray re-runs of a shard whose worker died
