@@ -28,13 +28,15 @@ How the numbers come about:
 * **Cost**: each role's tokens at the price of the model it uses (``price`` on the model entry;
   the offline model is free); ``null`` when a model has no price. Cached prompt tokens: the share
   ``--from-run`` saw, else none.
-* **Wall time** (minutes): the larger of (a) the lockstep bound — shards run in waves of
-  ``max_concurrent_shards`` (default: CPUs / shard_cpus); a shard's turn waits for the slowest
-  request of each role in turn, and a batch larger than ``max_in_flight`` queues — at a per-request
-  latency measured by ``--from-run`` or assumed (offline 0.01 s; http 1 s + completion / 60 tok/s;
-  vllm 0.5 s + completion / 40 tok/s; the offline model's requests are CPU work that does not
-  overlap, 0.03 s each), and (b) per endpoint the configured rate limits: requests /
-  ``requests_per_minute`` and tokens / ``tokens_per_minute``; plus 0.25 min of start-up and reduction.
+* **Wall time** (minutes): the larger of (a) the latency bound — shards run in waves of
+  ``max_concurrent_shards`` (default: CPUs / shard_cpus); a shard's sessions run at once, each
+  waiting only for its own requests, one role after the other every turn, and a shard with more
+  sessions than ``max_in_flight`` queues the rest — at a per-request latency measured by
+  ``--from-run`` or assumed (offline 0.01 s; http 1 s + completion / 60 tok/s; vllm 0.5 s +
+  completion / 40 tok/s; the offline model's requests are CPU work that does not overlap, 0.03 s
+  each), and (b) per endpoint the configured rate limits: requests / ``requests_per_minute`` and
+  tokens / ``tokens_per_minute``; plus 0.25 min of start-up and reduction. Latencies are means: a
+  heavy tail stretches each session's chain by its own slow calls only.
 """
 
 from __future__ import annotations
@@ -45,16 +47,19 @@ import math
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from ray_knowsim.engine.backends import BACKENDS, TYPICAL_COMPLETION
-from ray_knowsim.engine.config import PromptsConfig, RunConfig
+from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.plan import Inputs, Plan
 from ray_knowsim.model.price import Price
 from ray_knowsim.model.results import ROLES
+
+if TYPE_CHECKING:
+    from ray_knowsim.sim.requests import TurnRequests
 
 log = logging.getLogger(__name__)
 
@@ -254,24 +259,18 @@ def _synthetic(exchanges: int, user_len: float, assistant_len: float) -> list[li
 
 
 def _render_turn(live, turn: int, comp: CompletionModel, counters: dict[str, Callable[[str], int]],  # noqa: ANN001
-                 prompts: PromptsConfig) -> dict[str, int]:
+                 build: TurnRequests) -> dict[str, int]:
     """Prompt tokens per role for ``turn`` (1-based) of ``live`` with a synthetic transcript, each
-    prompt rendered as the run renders it (the session's simulator, the run's prompt set)."""
-    from ray_knowsim.prompts.render import render_assistant, render_extractor
-
+    request built by the loop's own builder (:class:`ray_knowsim.sim.requests.TurnRequests`)."""
     spec = live.spec
     a_len = comp.assistant_for(spec.assistant_strategy)
     prior = _synthetic(turn - 1, comp.user_sim, a_len)
-    out = {}
-    view = live.learner_view(prior, prompts=prompts.version, connectable=prompts.connectable)
-    out["user_sim"] = prompt_tokens(live.simulator.render(view), counters["user_sim"])
+    out = {"user_sim": prompt_tokens(build.learner(live, prior, turn), counters["user_sim"])}
     with_user = prior + [["user", filler(comp.user_sim)]]
-    out["assistant"] = prompt_tokens(render_assistant(live.item, spec.assistant_strategy, with_user, prompts=prompts.version),
-                                     counters[f"assistant:{spec.assistant_model}"])
+    out["assistant"] = prompt_tokens(build.assistant(live, with_user, turn), counters[f"assistant:{spec.assistant_model}"])
     if live.structured:
-        req = render_extractor(live.item, live.graph, live.states, prior, filler(comp.user_sim), filler(a_len),
-                               index=live.index, prompts=prompts.version)
-        out["extractor"] = prompt_tokens(req, counters["extractor"])
+        exchange = with_user + [["assistant", filler(a_len)]]
+        out["extractor"] = prompt_tokens(build.extractor(live, exchange, turn), counters["extractor"])
     return out
 
 
@@ -290,10 +289,12 @@ def _render_judges(live, turns: int, comp: CompletionModel, counters, prompts: s
 
 
 def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | None = None) -> Estimate:
-    from ray_knowsim.engine.runner import model_prices
+    from ray_knowsim.engine.runner import make_context, model_prices
+    from ray_knowsim.sim.requests import TurnRequests
     from ray_knowsim.sim.session import start_session
 
     comp = completions_from_run(from_run) if from_run else prior_completions(cfg)
+    build = TurnRequests.of(make_context(cfg, "dry-run", cfg.config_hash()))  # what the run's shards get
     prices = model_prices(cfg)
     role_model = {r: cfg.roles.settings(r).model for r in ("user_sim", "extractor")}
     judged = cfg.roles.judge is not None
@@ -324,12 +325,12 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
         item, graph = items[spec.item_key], inputs.graphs[spec.item_key]
         live = start_session(spec, item, graph, cfg.rule_config)
         T = turns_for(live.structured)
-        p1 = _render_turn(live, 1, comp, counters, cfg.prompts)
+        p1 = _render_turn(live, 1, comp, counters, build)
         for role, n in p1.items():
             first[role].append(n)
         gkey = (spec.task, spec.item_id, spec.knowledge_level, spec.assistant_strategy, spec.simulator, spec.assistant_model, T)
         if gkey not in growth:
-            rows = [p1] + [_render_turn(live, t, comp, counters, cfg.prompts) for t in range(2, T + 1)]
+            rows = [p1] + [_render_turn(live, t, comp, counters, build) for t in range(2, T + 1)]
             growth[gkey] = {role: [r[role] - p1[role] for r in rows] for role in p1}
             if judged:
                 judges[gkey] = _render_judges(live, T, comp, counters, cfg.prompts.version)
@@ -459,7 +460,7 @@ def wall_minutes(cfg: RunConfig, plan: Plan, per_role: dict[str, RoleEstimate], 
         latencies["judge"] = judge_s
         if profile.in_process:
             judge_s *= shard
-    lockstep_min = waves * (turns * per_turn_s + judge_s) / 60.0
+    latency_min = waves * (turns * per_turn_s + judge_s) / 60.0
     by_endpoint: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for role, e in per_role.items():
         for key in e.models:
@@ -475,9 +476,9 @@ def wall_minutes(cfg: RunConfig, plan: Plan, per_role: dict[str, RoleEstimate], 
         limits[key] = {"requests": int(req), "tokens": int(tok), "requests_per_minute": rpm, "tokens_per_minute": tpm,
                        "minutes": round(bound, 3)}
         rate_min = max(rate_min, bound)
-    minutes = max(lockstep_min, rate_min) + STARTUP_MINUTES
+    minutes = max(latency_min, rate_min) + STARTUP_MINUTES
     return round(minutes, 3), {"startup_minutes": STARTUP_MINUTES, "concurrent_shards": concurrency, "waves": waves, "latency_s_per_request": latencies,
-                               "lockstep_minutes": round(lockstep_min, 3), "rate_limit_minutes": round(rate_min, 3),
+                               "latency_minutes": round(latency_min, 3), "rate_limit_minutes": round(rate_min, 3),
                                "endpoints": limits}
 
 

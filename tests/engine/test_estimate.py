@@ -50,3 +50,47 @@ def test_unpriced_model_leaves_cost_unknown(tmp_path):
     assert est.totals.cost_usd is None and est.totals.prompt_tokens > 0
     assert all(v.cost_usd is None for v in est.per_condition.values())
     assert not math.isnan(est.totals.minutes)
+
+
+def test_the_dry_run_counts_the_first_turn_the_loop_sends(tmp_path):
+    """The estimate and the loop build a turn's requests in one place (sim/requests.py): the
+    learner prompt the dry run counts for turn 1 is, token for token, the one every session sends
+    (offline models: their own count), for structured and baseline learners alike."""
+    import asyncio
+
+    from ray_knowsim.engine.models import build_models
+    from ray_knowsim.engine.plan import Plan, load_inputs
+    from ray_knowsim.engine.runner import make_context
+    from ray_knowsim.engine.worker import with_initial_states
+    from ray_knowsim.llm.accounting import Accounting
+    from ray_knowsim.sim.shard import run_shard
+
+    cfg = parse_run_config(small_config(max_turns=1, conditions=[{"strategy": "adaptive"}, {"simulator": "zero-shot-cot"}]))
+    est, _ = dry_run(cfg, tmp_path / "run")
+    inputs = load_inputs(cfg)
+    plan = Plan(cfg, inputs)
+    ctx = make_context(cfg, "t", cfg.config_hash())
+    sent: list = []
+
+    class Recorder:
+        def __init__(self, inner):
+            self.inner, self.name = inner, inner.name
+
+        async def generate(self, request):
+            sent.append(request)
+            return await self.inner.generate(request)
+
+    models = build_models(cfg, inputs.graphs, None)
+    for k in range(plan.n_shards):
+        role_models = models.role_models(Accounting())
+        role_models.user_sim = Recorder(role_models.user_sim)
+
+        async def drain(shard=with_initial_states(plan.shard(k), ctx)):
+            return [r async for r in run_shard(shard, role_models, ctx)]
+
+        asyncio.run(drain())
+    counts = [sum(ntokens(m["content"]) for m in r.messages) for r in sent if r.role == "user_sim"]
+    first = est.first_turn["user_sim"]
+    assert len(counts) == first.rendered == est.n_sessions
+    assert (min(counts), max(counts)) == (first.min_prompt_tokens, first.max_prompt_tokens)
+    assert sum(counts) / len(counts) == pytest.approx(first.mean_prompt_tokens)
