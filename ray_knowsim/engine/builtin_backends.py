@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ray_knowsim.engine.backends import BackendProfile, BuildContext, register_backend
 from ray_knowsim.engine.config.models import HTTPModelEntry, OfflineModelEntry, VLLMModelEntry
+from ray_knowsim.engine.vllm.config import OPERATIONAL_FIELDS as VLLM_OPERATIONAL
+from ray_knowsim.llm.http.config import OPERATIONAL_FIELDS as HTTP_OPERATIONAL
 from ray_knowsim.llm.offline import ntokens
 from ray_knowsim.llm.protocol import ChatModel
 
@@ -34,9 +36,7 @@ def build_offline(entry: OfflineModelEntry, ctx: BuildContext) -> ChatModel:
 @register_backend(
     "http",
     HTTPModelEntry,
-    operational={"timeout_s", "max_attempts", "backoff", "max_in_flight", "requests_per_minute", "tokens_per_minute",
-                 "max_in_flight_global", "api_key_env", "api_key_header", "send_knowsim_headers", "offline_server",
-                 "connect_timeout_s"},
+    operational=set(HTTP_OPERATIONAL),  # the one list the response cache's key also follows
     secret_env=lambda entry: entry.api_key_env,
     profile=BackendProfile(latency_s=1.0, tokens_per_s=60.0),
     probe=lambda entry, key: _preflight().probe_http(entry, key),
@@ -55,8 +55,7 @@ def build_http(entry: HTTPModelEntry, ctx: BuildContext) -> ChatModel:
 @register_backend(
     "vllm",
     VLLMModelEntry,
-    operational={"replicas", "num_cpus", "env", "max_restarts", "request_retries", "restart_wait_s",
-                 "max_concurrent_requests", "gpu_memory_utilization", "multi_node"},
+    operational=set(VLLM_OPERATIONAL),  # the one list the response cache's key also follows
     secret_env=lambda entry: list(entry.secret_env),
     secret_names=lambda entry, key: [f"models.{key}.{n}" if n.startswith("engine_kwargs.") else n for n in entry.secret_names()],
     profile=BackendProfile(latency_s=0.5, tokens_per_s=40.0),

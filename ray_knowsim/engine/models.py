@@ -4,7 +4,8 @@ Each model is made by its backend's registered builder (:mod:`ray_knowsim.engine
 the built-ins are in :mod:`ray_knowsim.engine.builtin_backends`).
 
 The :class:`ModelSet` pickles (handles, not engines), is put in the object store once, and each
-shard task turns it into :class:`RoleModels` with per-shard accounting and the run's response cache.
+shard task turns it into :class:`RoleModels` with per-shard accounting and the shard's own folder of
+the run's response cache.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from ray_knowsim.sim.types import RoleModels
 if TYPE_CHECKING:  # the config (and the HTTP/vLLM modules it imports) stays out of shard workers
     from ray_knowsim.engine.config import RunConfig
 
-_CACHES: dict[str, Any] = {}  # per worker process: one ResponseCache per run directory
-
 
 @dataclass
 class ModelSet:
@@ -35,13 +34,15 @@ class ModelSet:
     cacheable: set[str] = field(default_factory=set)  # keys whose answers go to the response cache
     cache_dir: str | None = None
 
-    def role_models(self, accounting: Accounting) -> RoleModels:
-        """The models for one shard: counted into ``accounting``, cached where configured."""
+    def role_models(self, accounting: Accounting, unit: str = "shared") -> RoleModels:
+        """The models for one shard: counted into ``accounting``, cached where configured in the
+        folder of ``unit`` (the shard's id: the unit a resume reruns)."""
         wrapped: dict[str, ChatModel] = {}
+        cache = self._cache(unit)
 
         def get(key: str) -> ChatModel:
             if key not in wrapped:
-                wrapped[key] = self.model(key, accounting)
+                wrapped[key] = self._wrap(key, accounting, cache)
             return wrapped[key]
 
         return RoleModels(
@@ -50,23 +51,24 @@ class ModelSet:
             assistants={k: get(k) for k in self.assistants},
         )
 
-    def model(self, key: str, accounting: Accounting) -> ChatModel:
-        """One model, counted into ``accounting`` and cached where configured."""
+    def model(self, key: str, accounting: Accounting, unit: str = "shared") -> ChatModel:
+        """One model, counted into ``accounting`` and cached where configured (in ``unit``'s folder)."""
+        return self._wrap(key, accounting, self._cache(unit))
+
+    def _cache(self, unit: str) -> Any:
+        if not self.cache_dir or not self.cacheable:
+            return None
+        from ray_knowsim.llm.cache import ResponseCache, unit_folder
+
+        return ResponseCache(unit_folder(self.cache_dir, unit))
+
+    def _wrap(self, key: str, accounting: Accounting, cache: Any) -> ChatModel:
         model = self.models[key]
-        if self.cache_dir and key in self.cacheable:
+        if cache is not None and key in self.cacheable:
             from ray_knowsim.llm.cache import CachedModel
 
-            model = CachedModel(model, _response_cache(self.cache_dir))
+            model = CachedModel(model, cache)
         return AccountedModel(model, accounting)
-
-
-def _response_cache(directory: str) -> Any:
-    from ray_knowsim.llm.cache import ResponseCache
-
-    cache = _CACHES.get(directory)
-    if cache is None:
-        cache = _CACHES[directory] = ResponseCache(directory)
-    return cache
 
 
 def used_model_keys(cfg: RunConfig) -> dict[str, None]:

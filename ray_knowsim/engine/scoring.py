@@ -176,7 +176,7 @@ def score_run(
         own_pools, pools = False, {}
     items = {item_key(task, it.id): it for task, its in inputs.items.items() for it in its}
     accounting = Accounting()
-    model = models.model(key, accounting)
+    model = models.model(key, accounting, unit=f"score-{name}")  # one cache folder per score set
     settings = judge_settings(cfg)
 
     gate = asyncio.Semaphore(max(1, shard_concurrency))

@@ -164,7 +164,7 @@ def execute_shard(
     shard = with_initial_states(dataclasses.replace(shard, sessions=todo), ctx)
     fn = load_shard_fn(shard_fn, shard_fn_options)
     accounting = Accounting()
-    role_models = models.role_models(accounting)
+    role_models = models.role_models(accounting, unit=shard.shard_id)  # the shard's own cache folder
     reporter = Reporter(board, shard.shard_id)
     contract = _Contract(shard, ctx)
     commits: list[Commit] = []

@@ -1,18 +1,25 @@
-"""A disk cache of model responses inside a run directory, shared by every worker of the run.
+"""A disk cache of model responses inside a run directory, one folder per shard.
 
-Layout: ``<dir>/<host>-<pid>-<random>.jsonl``, one append-only file per writer (process and cache
-object), so any number of processes, on one machine or on a shared file system, write without
-locks; every reader indexes all files and picks up other writers' new lines on a miss. A line cut
-short by a crash is ignored. Only the request fingerprint (a sha256) and the answer are stored:
-no messages, no headers, no keys.
+Layout: ``<cache dir>/<unit>/<host>-<pid>-<random>.jsonl``. A *unit* is what resumes as one piece:
+a shard of the simulation (its id), or a scoring pass. A unit's cache is opened by the one task
+that runs the unit, which reads that unit's files once (every earlier attempt's: a shard retried
+by Ray on another node, or resumed by a later command, finds what the attempts before it stored)
+and then answers from memory: a miss is a miss, no other worker's file is ever read. Each writer
+appends to a file of its own, so attempts never share a file and no lock is needed; a line cut
+short by a crash is ignored. No file I/O happens on the event loop: the unit is read in a thread
+(:meth:`ResponseCache.aget`), and lines are written by a writer thread fed from a queue.
 
 What is cached: answers the reader accepted, to requests that are reproducible, i.e.
 temperature 0 or an explicit seed. :class:`CachedModel` does not write an answer when it arrives:
 it attaches ``ChatResponse.commit`` to every successful, non-empty, untruncated answer, and the
-reader (:func:`ray_knowsim.sim.ask.ask`) calls it once the answer parsed. Unparsable,
-truncated (``finish_reason == "length"``) and failed answers therefore never enter the cache. Everything that decides the answer is in the key: the model's
-identity (``cache_identity`` if the model has one, else its name), sampling parameters, messages,
-schema, role and prompt version.
+reader (:func:`ray_knowsim.sim.ask.ask`) calls it once the answer parsed. Unparsable, truncated
+(``finish_reason == "length"``) and failed answers therefore never enter the cache.
+
+The key covers everything that changes an answer and nothing that does not: the model's answer
+identity (``cache_identity``: for an endpoint its URL, model, output and thinking settings,
+:data:`ray_knowsim.llm.http.config.ANSWER_FIELDS`; never its timeouts, limits, key or price) and
+the request's :data:`REQUEST_FIELDS`. Only the key (a sha256) and the answer are stored: no
+messages, no headers, no keys.
 """
 
 from __future__ import annotations
@@ -22,20 +29,33 @@ import hashlib
 import json
 import logging
 import os
+import queue
+import re
 import secrets
 import socket
 import threading
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable
+from typing import Any, Callable
 
-from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.protocol import ChatModel
+from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1  # bump when the key recipe or the line format changes
+CACHE_FORMAT = 2  # bump when the key recipe or the layout changes (2: per-unit folders, answer identities)
+
+#: Every field of a :class:`ChatRequest`, by whether it can change the answer. In the key: the
+#: messages, the role (different parsers and, for our own server, different answers), sampling
+#: (temperature, seed, the token cap), the output schema and its name, and the prompt version.
+REQUEST_FIELDS = ("messages", "role", "temperature", "max_tokens", "seed", "json_schema", "schema_name", "prompt_version")
+#: Not in the key: the request id names a session's turn, not what is asked (a resumed or
+#: re-planned run asks the same thing under the same or another id); the offline facts are the
+#: test double's view of what the messages already say.
+REQUEST_IGNORED = ("request_id", "offline_facts")
+
+_UNIT_BAD = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def is_cacheable(request: ChatRequest) -> bool:
@@ -44,47 +64,61 @@ def is_cacheable(request: ChatRequest) -> bool:
 
 
 def model_identity(model: Any) -> Any:
+    """What besides the request decides ``model``'s answers: its ``cache_identity`` if it has one
+    (every built-in backend does), else its name."""
     identity = getattr(model, "cache_identity", None)
     return identity if identity is not None else {"name": model.name}
 
 
+def _field_value(request: ChatRequest, name: str) -> Any:
+    value = getattr(request, name)
+    if name == "messages":
+        return [dict(m) for m in value]
+    if name == "temperature":
+        return float(value)  # 0 and 0.0 are one key
+    return value
+
+
 def cache_key(identity: Any, request: ChatRequest) -> str:
-    """sha256 over everything that decides the answer (request_id excluded: it varies)."""
-    material = {
-        "format": CACHE_FORMAT,
-        "model": identity,
-        "role": request.role,
-        "temperature": float(request.temperature),
-        "max_tokens": int(request.max_tokens),
-        "seed": request.seed,
-        "messages": [dict(m) for m in request.messages],
-        "json_schema": request.json_schema,
-        "schema_name": request.schema_name,
-        "prompt_version": request.prompt_version,
-    }
+    """sha256 over the model's answer identity and the request's :data:`REQUEST_FIELDS`."""
+    material = {"format": CACHE_FORMAT, "model": identity, **{n: _field_value(request, n) for n in REQUEST_FIELDS}}
     blob = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _check_request_fields() -> None:
+    """Every request field is decided on: a new one must be put in the key or left out, knowingly."""
+    names = {f.name for f in fields(ChatRequest)}
+    decided = set(REQUEST_FIELDS) | set(REQUEST_IGNORED)
+    if names != decided:
+        raise RuntimeError(f"llm/cache.py: ChatRequest fields {sorted(names ^ decided)} are not classified for the cache key")
+
+
+_check_request_fields()
+
+
+def unit_folder(cache_dir: str | os.PathLike[str], unit: str) -> Path:
+    """The folder of one unit (a shard id, a scoring pass) inside a run's cache folder."""
+    name = _UNIT_BAD.sub("_", unit).strip(".") or "_"
+    return Path(cache_dir) / name
+
+
 class ResponseCache:
-    """Append-only JSON-lines files in ``directory``; see the module docstring."""
+    """One unit's answers: its files read once, new answers appended by a writer thread."""
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._index: dict[str, tuple[Path, int, int]] = {}  # key -> (file, offset, length)
-        self._offsets: dict[Path, int] = {}  # how far each file has been indexed
-        self._readers: dict[Path, BinaryIO] = {}
-        self._writer: BinaryIO | None = None
-        self._writer_path: Path | None = None
+        self._entries: dict[str, dict[str, Any]] | None = None  # key -> stored entry, once loaded
+        self._queue: queue.SimpleQueue[bytes | None] | None = None
+        self._writer: threading.Thread | None = None
         self._writer_pid: int | None = None
+        self._write_errors = 0
         self.bad_lines = 0
-        with self._lock:
-            self._refresh()
 
     def __repr__(self) -> str:
-        return f"ResponseCache({str(self.directory)!r}, entries={len(self._index)})"
+        n = "?" if self._entries is None else len(self._entries)
+        return f"ResponseCache({str(self.directory)!r}, entries={n})"
 
     def __getstate__(self) -> dict[str, Any]:
         return {"directory": str(self.directory)}
@@ -93,73 +127,49 @@ class ResponseCache:
         self.__init__(state["directory"])  # type: ignore[misc]
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._index)
+        return len(self._load())
 
     # --- reading ---------------------------------------------------------------------------
 
-    def _refresh(self) -> None:
-        """Index lines appended since the last look, by any writer."""
-        for path in sorted(self.directory.glob("*.jsonl")):
-            start = self._offsets.get(path, 0)
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                continue
-            if size <= start:
-                continue
-            with open(path, "rb") as fh:
-                fh.seek(start)
-                chunk = fh.read(size - start)
-            pos = 0
-            while True:
-                end = chunk.find(b"\n", pos)
-                if end < 0:
-                    break  # a line still being written (or cut short by a crash)
-                line = chunk[pos:end]
-                try:
-                    key = json.loads(line)["key"]
-                    if not isinstance(key, str):
-                        raise TypeError("key is not a string")
-                    self._index.setdefault(key, (path, start + pos, end - pos))
-                except (ValueError, KeyError, TypeError):
-                    self.bad_lines += 1
-                    log.warning("cache file %s: skipping an unreadable line at byte %d", path, start + pos)
-                pos = end + 1
-            self._offsets[path] = start + pos
-
-    def _read(self, where: tuple[Path, int, int]) -> dict[str, Any]:
-        path, offset, length = where
-        fh = self._readers.get(path)
-        if fh is None:
-            fh = self._readers[path] = open(path, "rb")
-        fh.seek(offset)
-        return json.loads(fh.read(length))
-
-    def get_many(self, keys: Iterable[str]) -> dict[str, ChatResponse]:
-        """Hits among ``keys`` as responses marked cached (zero new usage, original remembered)."""
-        wanted = set(keys)
+    def _load(self) -> dict[str, dict[str, Any]]:
+        """Read this unit's files (once; later calls return what is in memory)."""
         with self._lock:
-            if wanted - self._index.keys():
-                self._refresh()
-            return {k: _entry_to_response(self._read(self._index[k])) for k in wanted if k in self._index}
+            if self._entries is not None:
+                return self._entries
+            entries: dict[str, dict[str, Any]] = {}
+            for path in sorted(self.directory.glob("*.jsonl")) if self.directory.is_dir() else []:
+                for number, line in enumerate(path.read_bytes().split(b"\n")):
+                    if not line:
+                        continue
+                    try:
+                        entry = json.loads(line)
+                        if not isinstance(entry.get("key"), str):
+                            raise TypeError("key is not a string")
+                    except (ValueError, TypeError, AttributeError):
+                        self.bad_lines += 1  # a line cut short by a crash, most likely
+                        log.warning("cache file %s: skipping unreadable line %d", path, number + 1)
+                        continue
+                    entries.setdefault(entry["key"], entry)
+            self._entries = entries
+            return entries
 
     def get(self, key: str) -> ChatResponse | None:
-        return self.get_many([key]).get(key)
+        """A hit as a response marked cached (zero new usage, the original usage remembered).
+        Reads the unit's files on first use: call :meth:`aget` from an event loop."""
+        entry = self._load().get(key)
+        return None if entry is None else _entry_to_response(entry)
+
+    async def aget(self, key: str) -> ChatResponse | None:
+        """:meth:`get` for an event loop: the first call reads the unit's files in a thread."""
+        if self._entries is None:
+            await asyncio.to_thread(self._load)
+        return self.get(key)
 
     # --- writing ---------------------------------------------------------------------------
 
-    def _open_writer(self) -> BinaryIO:
-        pid = os.getpid()
-        if self._writer is None or self._writer_pid != pid:  # a forked child writes its own file
-            host = "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:40]
-            self._writer_path = self.directory / f"{host}-{pid}-{secrets.token_hex(4)}.jsonl"
-            self._writer = open(self._writer_path, "ab")
-            self._writer_pid = pid
-        return self._writer
-
     def put(self, key: str, response: ChatResponse, *, model: str = "", prompt_version: str = "") -> bool:
-        """Store a successful, non-empty answer; returns False (and stores nothing) otherwise."""
+        """Store a successful, non-empty answer (in memory at once, on disk by the writer thread);
+        returns False (and stores nothing) otherwise. Never waits for the disk."""
         if not storable(response):
             return False
         entry = {
@@ -172,28 +182,56 @@ class ResponseCache:
             "latency_s": response.latency_s,
             "created": time.time(),
         }
-        line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        entries = self._load() if self._entries is None else self._entries
         with self._lock:
-            if key in self._index:
+            if key in entries:
                 return True
-            fh = self._open_writer()
-            offset = fh.seek(0, os.SEEK_END)
-            fh.write(line)
-            fh.flush()  # visible to other processes at once; a crash loses only the cache line
-            if self._writer_path is None:
-                raise RuntimeError("response cache: no writer file after opening one")
-            self._index[key] = (self._writer_path, offset, len(line) - 1)
-            self._offsets[self._writer_path] = offset + len(line)
+            entries[key] = entry
+            self._writer_queue().put(json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
         return True
 
-    def close(self) -> None:
-        with self._lock:
-            for fh in self._readers.values():
+    def _writer_queue(self) -> queue.SimpleQueue[bytes | None]:
+        pid = os.getpid()
+        if self._queue is None or self._writer_pid != pid:  # a forked child writes its own file
+            host = "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:40]
+            path = self.directory / f"{host}-{pid}-{secrets.token_hex(4)}.jsonl"
+            self._queue = queue.SimpleQueue()
+            self._writer = threading.Thread(target=self._write, args=(path, self._queue), name="knowsim-cache-writer",
+                                            daemon=True)
+            self._writer_pid = pid
+            self._writer.start()
+        return self._queue
+
+    def _write(self, path: Path, lines: queue.SimpleQueue[bytes | None]) -> None:
+        """The writer thread: append each line as it comes (a crash loses only lines not yet written)."""
+        fh = None
+        try:
+            while (line := lines.get()) is not None:
+                try:
+                    if fh is None:
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        fh = open(path, "ab")
+                    fh.write(line)
+                    fh.flush()
+                except OSError as exc:  # a full or gone disk: answers stay in memory, the run goes on
+                    self._write_errors += 1
+                    if self._write_errors == 1:
+                        log.warning("response cache %s: cannot write (%s); later runs will ask again", path, exc)
+        finally:
+            if fh is not None:
                 fh.close()
-            self._readers.clear()
-            if self._writer is not None:
-                self._writer.close()
-                self._writer = None
+
+    def close(self) -> None:
+        """Write what is queued and stop the writer thread (the cache can be written to again)."""
+        with self._lock:
+            lines, writer = self._queue, self._writer
+            self._queue = self._writer = self._writer_pid = None
+        if lines is not None and writer is not None:
+            lines.put(None)
+            writer.join()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
 
 
 def storable(response: ChatResponse) -> bool:
@@ -217,7 +255,7 @@ class CachedModel:
     """A ChatModel that answers reproducible requests from a ResponseCache before asking ``inner``.
 
     A request identical to one still in flight is not sent again: it waits for that answer, and
-    counts as a cache hit.
+    counts as a cache hit. ``aclose`` closes the cache too (its writer thread drains).
     """
 
     def __init__(self, inner: ChatModel, cache: ResponseCache) -> None:
@@ -238,7 +276,7 @@ class CachedModel:
         if not is_cacheable(request):
             return await self.inner.generate(request)
         key = cache_key(self._identity, request)
-        hit = self.cache.get(key)
+        hit = await self.cache.aget(key)
         if hit is not None:
             return hit
         twin = self._in_flight.get(key)
@@ -262,6 +300,11 @@ class CachedModel:
         return commit
 
     async def aclose(self) -> None:
+        await self.cache.aclose()
         close = getattr(self.inner, "aclose", None)
         if close is not None:
             await close()
+
+
+__all__ = ["CACHE_FORMAT", "REQUEST_FIELDS", "REQUEST_IGNORED", "CachedModel", "ResponseCache", "cache_key", "is_cacheable",
+           "model_identity", "storable", "unit_folder"]

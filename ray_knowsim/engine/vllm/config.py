@@ -35,6 +35,15 @@ _ENGINE_ARG_OF = {"model": "model", "tp": "tensor_parallel_size", "dtype": "dtyp
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
+#: The settings of a self-hosted model that cannot change what it answers: how many replicas, how
+#: they are placed, restarted and fed, which environment they see. Everything else (weights, dtype,
+#: seed, parallelism, context length, chat template, structured decoding, engine arguments) can.
+#: The config hash (``engine/builtin_backends.py``) and the response cache's key
+#: (:meth:`VLLMModelConfig.answer_identity`) both use exactly this split.
+OPERATIONAL_FIELDS = ("replicas", "num_cpus", "env", "max_restarts", "request_retries", "restart_wait_s",
+                      "max_concurrent_requests", "gpu_memory_utilization", "multi_node")
+
+
 def is_secret_name(name: str) -> bool:
     """Whether ``name`` (an engine argument or an environment variable) names a secret."""
     words = re.split(r"[_\-.\s]+", _CAMEL.sub("_", str(name)).lower())
@@ -158,6 +167,11 @@ class VLLMModelConfig(BaseModel):
             flags += ["--default-chat-template-kwargs", json.dumps(self.chat_template_kwargs, separators=(",", ":"))]
         return flags
 
+    def answer_identity(self) -> dict[str, Any]:
+        """What besides the request decides an answer of this model (all but :data:`OPERATIONAL_FIELDS`;
+        secret values redacted: a cache key needs no secret)."""
+        return {"backend": "vllm", **self.model_dump(mode="json", exclude=set(OPERATIONAL_FIELDS))}
+
     def pool_key(self) -> str:
         """Stable id of everything that shapes an engine (not replica count or restart policy)."""
         blob = self.model_dump(mode="json", context=SECRETS_CONTEXT,
@@ -175,4 +189,4 @@ class VLLMModelConfig(BaseModel):
         return 0 if self.num_gpus < 1 else self.tp
 
 
-__all__ = ["REDACTED", "SECRETS_CONTEXT", "SECRET_WORDS", "VLLMModelConfig", "is_secret_name", "redacted"]
+__all__ = ["OPERATIONAL_FIELDS", "REDACTED", "SECRETS_CONTEXT", "SECRET_WORDS", "VLLMModelConfig", "is_secret_name", "redacted"]

@@ -97,6 +97,11 @@ class VLLMActorModel:
         self._dead, self._probes, self.retried = set(), {}, 0
 
     @property
+    def cache_identity(self) -> dict[str, Any]:
+        """What besides the request decides the answer (for CachedModel keys)."""
+        return self.cfg.answer_identity()
+
+    @property
     def live(self) -> list[int]:
         return [i for i in range(len(self._actors)) if i not in self._dead]
 

@@ -100,17 +100,10 @@ class OpenAICompatibleModel:
 
     @property
     def cache_identity(self) -> dict[str, Any]:
-        """What besides the request decides the answer (for CachedModel keys)."""
-        ident = {
-            "name": self.name,
-            "model": self.config.model,
-            "structured_output": self.config.structured_output,
-            "json_schema_strict": self.config.json_schema_strict,
-            "extra_body": self.config.extra_body,
-        }
-        if self.config.thinking != "default":  # only when set, so existing cache keys stay valid
-            ident["thinking"] = self._thinking_fields()
-        return ident
+        """What besides the request decides the answer (for CachedModel keys): the config's
+        answer fields (:data:`ray_knowsim.llm.http.config.ANSWER_FIELDS`), never its timeouts,
+        limits or key."""
+        return self.config.answer_identity()
 
     def __repr__(self) -> str:
         c = self.config

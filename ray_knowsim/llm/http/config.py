@@ -29,6 +29,25 @@ _OWN_FIELDS = frozenset(
 )
 
 
+#: The settings of an endpoint that can change what it answers, with the request itself (see
+#: :data:`ray_knowsim.llm.cache.REQUEST_FIELDS`): where it goes (``base_url``: two servers may serve
+#: different weights under one model name), which model, how the output is constrained
+#: (``structured_output``, ``json_schema_strict``, ``schema_subset``), thinking and chat-template
+#: options (``thinking*``, ``extra_body``: also any extra sampling parameter), which field carries
+#: the cap, whether our own test double gets its facts (``offline_server``), and the name the results
+#: carry. The response cache's key (:meth:`HTTPModelConfig.answer_identity`) and the config hash
+#: (``engine/builtin_backends.py``) both use exactly this split.
+ANSWER_FIELDS = ("base_url", "model", "name", "structured_output", "json_schema_strict", "schema_subset",
+                 "max_tokens_field", "offline_server", "thinking", "thinking_off_via", "reasoning_effort_off",
+                 "extra_body")
+#: The settings that cannot change an answer: how long and how often to try, how many at once, at
+#: what rate, with which key and headers it is fetched. Changing them keeps every cache hit and
+#: keeps a run directory resumable.
+OPERATIONAL_FIELDS = ("timeout_s", "connect_timeout_s", "max_attempts", "backoff", "max_in_flight",
+                      "requests_per_minute", "tokens_per_minute", "max_in_flight_global", "api_key_env",
+                      "api_key_header", "send_knowsim_headers")
+
+
 class HTTPModelConfig(BaseModel):
     """One OpenAI-compatible endpoint and model. Contains no secret, so it can be logged and stored."""
 
@@ -148,6 +167,10 @@ class HTTPModelConfig(BaseModel):
     def model_name(self) -> str:
         return self.name or self.model
 
+    def answer_identity(self) -> dict[str, Any]:
+        """What besides the request decides an answer of this endpoint (:data:`ANSWER_FIELDS`)."""
+        return {"backend": "http", **self.model_dump(mode="json", include=set(ANSWER_FIELDS))}
+
     @property
     def endpoint_key(self) -> str:
         """Stable short id of (endpoint, model)."""
@@ -167,4 +190,4 @@ class HTTPModelConfig(BaseModel):
         )
 
 
-__all__ = ["HTTPModelConfig"]
+__all__ = ["ANSWER_FIELDS", "OPERATIONAL_FIELDS", "HTTPModelConfig"]
