@@ -32,7 +32,7 @@ Parquet commits, the Ray Data reduction), each figure against a baseline measure
     of each role in turn), ``sessions_per_hour`` at that latency and concurrency, and the kernel's
     sessions per call (``kernel_sessions_per_flush_*``, from the shards' summaries).
 
-Every figure measures the real simulation loop (``ray_knowsim.sim.shard:run_shard``); the judges
+Every figure measures the real simulation loop (``ray_knowsim.sim.shard:run_shard``, or ``--shard-fn``); the judges
 run after it as the scoring stage (``ray_knowsim.score``), as in any run. The last line is one JSON object with the figures.
 
 Run: ``source scripts/_venv.sh && python scripts/bench/engine.py`` (``--quick`` for a smoke run).
@@ -61,8 +61,11 @@ DEMO_ITEMS = 7  # 4 math + 3 expertqa demo items
 MATH_ITEMS = 4
 
 
+_SHARD_FN = [REAL]  # --shard-fn: another shard function measured the same way (e.g. an older loop)
+
+
 def shard_fn() -> str:
-    return REAL
+    return _SHARD_FN[0]
 
 
 TASKS = {"math": {"name": "math", "items": "pkg:demo/math.jsonl", "graphs": "pkg:demo/iu_math.json"},
@@ -453,7 +456,7 @@ def bench_c(args, workdir: Path) -> dict:
     small, small_s = driver_peak_mb(args, workdir, args.sessions_c_small)
     big, big_s = driver_peak_mb(args, workdir, args.sessions_c_big)
     n_small, n_big = (trials_for(k, 4) * DEMO_ITEMS * 3 * 4 for k in (args.sessions_c_small, args.sessions_c_big))
-    res = {"driver_peak_mb_small": round(small, 1), "driver_peak_mb_big": round(big, 1), "c_shard_fn": REAL,
+    res = {"driver_peak_mb_small": round(small, 1), "driver_peak_mb_big": round(big, 1), "c_shard_fn": shard_fn(),
            "c_sessions_small": n_small, "c_sessions_big": n_big,
            "driver_memory_10k_vs_1k_ratio": round(big / small, 3)}
     print(f"(c) driver peak RSS: {small:.0f} MB at {n_small} sessions ({small_s:.0f}s), "
@@ -490,6 +493,9 @@ def main() -> int:
     p.add_argument("--latency-seed", type=int, default=0)
     p.add_argument("--in-flight-e", type=int, default=1000, help="(e) max_in_flight per process (high: no cap binds)")
     p.add_argument("--skip", default="", help="comma list of parts to skip: a,b,c,d,e")
+    p.add_argument("--shard-fn", default=REAL,
+                   help="'module:function' measured instead of the simulation loop (importable by the workers: "
+                        "PYTHONPATH), e.g. an older loop kept outside the package for a before/after figure")
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not a measurement)")
     args = p.parse_args()
     if args.quick:
@@ -497,6 +503,7 @@ def main() -> int:
         args.concurrency, args.sessions_c_small, args.sessions_c_big = 42, 84, 840
         args.sessions_e, args.turns_e, args.median_s = 48, 2, 0.1
     skip = set(filter(None, args.skip.split(",")))
+    _SHARD_FN[0] = args.shard_fn
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     figures: dict = {"shard_fn": shard_fn(), "cpus": args.cpus, "turns": args.turns,
                      "loadavg_1m_start": round(os.getloadavg()[0], 2), "machine_cpus": os.cpu_count()}
