@@ -289,7 +289,7 @@ def _render_judges(live, turns: int, comp: CompletionModel, counters, prompts: s
 
 
 def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | None = None) -> Estimate:
-    from ray_knowsim.engine.runner import make_context, model_prices
+    from ray_knowsim.engine.build import make_context, model_prices
     from ray_knowsim.sim.requests import TurnRequests
     from ray_knowsim.sim.session import start_session
 

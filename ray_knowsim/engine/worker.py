@@ -185,7 +185,7 @@ def execute_shard(
         turns = rows_table([t for r in batch for t in r.turns], TURN_SCHEMA)
         sessions, turns = sort_tables(sessions, turns, order)
         made = write_commit(root, shard_id=shard.shard_id, config_hash=ctx.config_hash, plan=plan, sessions=sessions,
-                            turns=turns, summary={"sessions": len(batch), "step": len(commits) + 1})
+                            turns=turns, summary={"sessions": len(batch), "step": len(commits) + 1, "kernel": dict(kernel)})
         summary["commit_seconds"] += time.perf_counter() - started
         return made
 
@@ -251,7 +251,7 @@ def execute_shard(
     summary["commits"] = len(commits)
     if policy.fold and len(commits) > 1:
         started = time.perf_counter()
-        fold_commits(root, commits, order, plan=plan, summary={"sessions": summary["sessions"]})
+        fold_commits(root, commits, order, plan=plan, summary={"sessions": summary["sessions"], "kernel": dict(kernel)})
         summary["fold_seconds"] = round(time.perf_counter() - started, 4)
     summary["commit_seconds"] = round(summary["commit_seconds"], 4)
     summary["accounting"] = accounting.to_dict()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
@@ -80,8 +81,17 @@ class Answer(Generic[T]):
         return self.error is None
 
 
+_PROVIDER_CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
 def transport_error(role: str, response: ChatResponse) -> str:
-    reason = (response.error or "error").split(":")[0].strip().replace(" ", "_")
+    """``<role>_<kind>`` for a failed call, keeping an HTTP status's provider code when there is
+    one (``assistant_http_400:context_length_exceeded``: the conversation outgrew the model, a
+    model failure, where a bare 400 is the transport's; :func:`ray_knowsim.model.failures.failure_class`)."""
+    kind, _, detail = (response.error or "error").partition(":")
+    reason = kind.strip().replace(" ", "_")
+    if reason.startswith("http_") and _PROVIDER_CODE.fullmatch(detail.strip()):
+        reason = f"{reason}:{detail.strip()}"
     return reason if reason.startswith(role) else f"{role}_{reason}"
 
 

@@ -285,8 +285,8 @@ def bench_e(args, workdir: Path) -> dict:
 
     from ray_knowsim.engine.config import parse_run_config
     from ray_knowsim.engine.plan import Plan, load_inputs
-    from ray_knowsim.engine.results import RunDir
     from ray_knowsim.engine.runner import run
+    from ray_knowsim.io.commits import read_markers
 
     server, port = _start([sys.executable, "-m", "ray_knowsim.cli.main", "serve-offline", "--host", "127.0.0.1",
                            "--port", "0", "--model-name", "offline"], "serve-offline")
@@ -327,7 +327,11 @@ def bench_e(args, workdir: Path) -> dict:
         shards = [[s.session_id for s in plan.shard(k).sessions] for k in range(plan.n_shards)]
         lockstep = lockstep_bound(chains, shards)
         delays = sorted(float(d["delay_s"]) for d in served)
-        kernel = [(m.summary or {}).get("kernel") or {} for m in RunDir(workdir / "e").markers().values()]
+        # the kernel's figures so far travel with each commit of a shard: its latest is the shard's
+        latest: dict[str, dict] = {}
+        for c in sorted(read_markers(workdir / "e"), key=lambda c: c.committed_at):
+            latest[c.shard_id] = (c.summary or {}).get("kernel") or latest.get(c.shard_id, {})
+        kernel = list(latest.values())
         calls, stepped = sum(k.get("calls", 0) for k in kernel), sum(k.get("sessions", 0) for k in kernel)
     finally:
         for proc in (proxy, server):

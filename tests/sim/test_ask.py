@@ -116,6 +116,16 @@ def test_attempts_one_means_no_repair_and_transport_failures_are_final():
     model = Script([("", None, "http_503")])
     a = ask(model, req())
     assert a.error == "user_sim_http_503" and a.calls == 0 and len(model.sent) == 1 and a.usage == Usage(10, 2)
+    # a provider's error code is kept (it tells a conversation too long for the model from a bad
+    # transport); free-text details are not part of the name
+    from ray_knowsim.model.failures import failure_class
+
+    for error, named, kind in (("http_400:context_length_exceeded", "user_sim_http_400:context_length_exceeded", "model"),
+                               ("http_400", "user_sim_http_400", "infra"),
+                               ("vllm_engine_dead: engine core died", "user_sim_vllm_engine_dead", "infra"),
+                               ("refusal", "user_sim_refusal", "model")):
+        a = ask(Script([("", None, error)]), req())
+        assert a.error == named and a.detail == error and failure_class(a.error) == kind
 
 
 def test_only_accepted_answers_reach_the_cache_and_hits_are_not_calls(tmp_path: Path):
