@@ -17,6 +17,7 @@ from typing import Sequence
 
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.prompts.render import render_assistant, render_extractor
+from ray_knowsim.prompts.templates import DEFAULT_PROMPTS
 from ray_knowsim.sim.session import LiveSession
 from ray_knowsim.sim.types import ShardContext, request_id, request_seed
 
@@ -27,7 +28,7 @@ Transcript = Sequence[Sequence[str]]  # [speaker, text] pairs
 class TurnRequests:
     """Builds a session's requests for turn ``turn`` under the run's prompt set."""
 
-    prompts: str = "v2"
+    prompts: str = DEFAULT_PROMPTS
     connectable: str = "reference"
 
     @classmethod
