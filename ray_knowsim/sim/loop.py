@@ -68,25 +68,25 @@ async def run_session(
     return live
 
 
-async def _ask_role(model: ChatModel, request: ChatRequest, ctx: ShardContext, role: str,
+async def _ask_turn(live: LiveSession, model: ChatModel, request: ChatRequest, ctx: ShardContext, role: str,
                     parse: Callable[[str], ParseResult[Any]], estimate: int | None = None) -> Answer[Any]:
-    """Ask with the run's settings for ``role`` (temperature, token cap, attempts, repair temperature)."""
+    """Ask ``role``'s part of the turn with the run's settings for it (temperature, token cap,
+    attempts, repair temperature), charge it to the session, and fail the session by the answer's
+    name when it has none to give."""
     settings = ctx.roles[role]
-    return await ask(model, settings.apply(request), parse, attempts=settings.attempts, estimate=estimate,
-                     repair_temperature=settings.repair_temperature)
-
-
-def _charge(live: LiveSession, role: str, answer: Answer[Any]) -> None:
+    answer = await ask(model, settings.apply(request), parse, attempts=settings.attempts, estimate=estimate,
+                       repair_temperature=settings.repair_temperature)
     live.charge(role, answer.usage, answer.calls, answer.prompt_version, cache_hits=answer.cache_hits,
                 truncations=answer.truncations)
+    if answer.error is not None:
+        live.fail(answer.error, answer.detail)
+    return answer
 
 
 async def _learner_turn(live: LiveSession, model: ChatModel, ctx: ShardContext, build: TurnRequests, turn: int) -> bool:
     """The learner's message; False when the conversation ends here."""
-    answer = await _ask_role(model, build.learner(live, live.transcript, turn), ctx, "user_sim", parse_user_turn)
-    _charge(live, "user_sim", answer)
-    if answer.error is not None:
-        live.fail(answer.error, answer.detail)
+    answer = await _ask_turn(live, model, build.learner(live, live.transcript, turn), ctx, "user_sim", parse_user_turn)
+    if not answer.ok:
         return False
     live.transcript.append(["user", answer.value.message.strip()])  # the parser refuses an empty one
     if answer.value.terminate and not live.structured:  # structured learners cannot end it (spec §8.1)
@@ -97,13 +97,10 @@ async def _learner_turn(live: LiveSession, model: ChatModel, ctx: ShardContext, 
 
 async def _assistant_turn(live: LiveSession, model: ChatModel, ctx: ShardContext, build: TurnRequests, turn: int) -> bool:
     """The tutor's reply; False when the session failed."""
-    answer = await _ask_role(model, build.assistant(live, live.transcript, turn), ctx, "assistant", plain_text)
-    _charge(live, "assistant", answer)
-    if answer.error is not None:
-        live.fail(answer.error, answer.detail)
-        return False
-    live.transcript.append(["assistant", answer.value])
-    return True
+    answer = await _ask_turn(live, model, build.assistant(live, live.transcript, turn), ctx, "assistant", plain_text)
+    if answer.ok:
+        live.transcript.append(["assistant", answer.value])
+    return answer.ok
 
 
 def plain_text(text: str) -> ParseResult[str]:
@@ -115,12 +112,10 @@ def plain_text(text: str) -> ParseResult[str]:
 async def _state_turn(live: LiveSession, model: ChatModel, ctx: ShardContext, build: TurnRequests, turn: int,
                       kernel: KernelBatcher, slot: int) -> bool:
     """The extractor's report and the state update; False when the session failed."""
-    answer = await _ask_role(model, build.extractor(live, live.transcript, turn), ctx, "extractor",
+    answer = await _ask_turn(live, model, build.extractor(live, live.transcript, turn), ctx, "extractor",
                              lambda text: parse_signal_report(text, live.graph), estimate=extractor_budget(live.index.size))
-    _charge(live, "extractor", answer)
     live.extractor_refusals += len(answer.refusals)
-    if answer.error is not None:  # nothing unreadable reaches the state
-        live.fail(answer.error, answer.detail)
+    if not answer.ok:  # nothing unreadable reaches the state
         return False
     live.extractor_repairs += len(answer.repairs)
     entries = list(answer.value.entries)

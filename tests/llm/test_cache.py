@@ -26,9 +26,9 @@ from ray_knowsim.llm.cache import (
 )
 from ray_knowsim.llm.http.client import OpenAICompatibleModel
 from ray_knowsim.llm.http.config import ANSWER_FIELDS, OPERATIONAL_FIELDS, HTTPModelConfig
-from ray_knowsim.llm.protocol import generate_all
 from ray_knowsim.llm.server import serve_model_in_thread
 from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
+from tests.llm.test_http_client import run as run_and_close
 
 
 class CountingModel:
@@ -59,15 +59,8 @@ def accept(responses: list[ChatResponse]) -> list[ChatResponse]:
     return responses
 
 
-def ask(model, requests):
-    """All answers, then the model closed (its HTTP session, the cache's writer: both reopen on use)."""
-    async def main():
-        try:
-            return await generate_all(model, requests)
-        finally:
-            await model.aclose()
-
-    return asyncio.run(main())
+#: all answers, then the model closed (its HTTP session, the cache's writer: both reopen on use)
+ask = run_and_close
 
 
 def http(base_url: str, **kw) -> OpenAICompatibleModel:
