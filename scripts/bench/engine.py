@@ -431,11 +431,13 @@ def bench_d(args) -> dict:
 
 # ----------------------------------------------------------------------------- (c)
 
+# VmHWM, not ru_maxrss: ru_maxrss survives exec, so it would report the bench's own size
 _DRIVER = """
-import resource, sys
+import sys
 from ray_knowsim.cli.main import main
 rc = main(sys.argv[1:])
-print("PEAK_RSS_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)
+hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print("PEAK_RSS_KB", int(hwm.split()[1]), flush=True)
 sys.exit(rc)
 """
 

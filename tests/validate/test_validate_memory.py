@@ -9,14 +9,9 @@ import time
 import psutil
 import pyarrow.dataset as ds
 
+from tests.doubles.peak_memory import CHILD_MAIN, peak_bytes
+
 LIMIT = 1 << 30
-CHILD = (
-    "import resource, sys\n"
-    "from ray_knowsim.cli.main import main\n"
-    "rc = main(sys.argv[1:])\n"
-    "print('MAXRSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
-    "sys.exit(rc)\n"
-)
 
 
 def test_validate_peak_memory_on_10k_sessions(synth, synthetic, tmp_path):
@@ -29,7 +24,7 @@ def test_validate_peak_memory_on_10k_sessions(synth, synthetic, tmp_path):
 
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, "validate", "--human", str(human), "--sim", str(run), "--out", str(tmp_path / "v")],
+        [sys.executable, "-c", CHILD_MAIN, "validate", "--human", str(human), "--sim", str(run), "--out", str(tmp_path / "v")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     ps, peak = psutil.Process(proc.pid), 0
@@ -42,8 +37,7 @@ def test_validate_peak_memory_on_10k_sessions(synth, synthetic, tmp_path):
     out, err = proc.communicate()
     elapsed = time.perf_counter() - started
     assert proc.returncode == 0, err
-    self_peak = int(out.split("MAXRSS_KB")[1].split()[0]) * 1024
-    peak = max(peak, self_peak)
+    peak = max(peak, peak_bytes(out))
     print(f"validate on {n} sessions: peak RSS {peak / 2**20:.0f} MiB in {elapsed:.1f} s")
     assert peak < LIMIT
     assert "Concept coverage Jaccard: 0.667" in out  # the turns were read too (1 turn: IUs 2,3 vs 1,2,3)
