@@ -9,6 +9,7 @@ branches on those names. Code outside the package registers the same way, before
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
@@ -26,12 +27,15 @@ class Registry(Generic[T]):
 
     ``builtins`` are module paths imported on first look-up, so registering a built-in costs
     nothing until it is needed and importing the registry never imports heavy backends.
+    ``package`` names a package whose every public module (a name without a leading ``_``) is a
+    built-in: adding a module there is all it takes, with no list to keep in step.
     """
 
-    def __init__(self, kind: str, builtins: tuple[str, ...] = ()) -> None:
+    def __init__(self, kind: str, builtins: tuple[str, ...] = (), *, package: str | None = None) -> None:
         self.kind = kind
         self._items: dict[str, T] = {}
         self._builtins = builtins
+        self._package = package
         self._loaded = False
 
     def _load_builtins(self) -> None:
@@ -39,6 +43,9 @@ class Registry(Generic[T]):
             self._loaded = True
             for module in self._builtins:
                 importlib.import_module(module)
+            if self._package is not None:
+                for module in package_modules(self._package):
+                    importlib.import_module(module)
 
     def register(self, name: str, obj: T | None = None, *, replace: bool = False) -> Callable[[T], T] | T:
         """``REG.register("x", obj)`` or ``@REG.register("x")``; a second "x" is an error unless ``replace``."""
@@ -70,6 +77,13 @@ class Registry(Generic[T]):
         return iter(self.names())
 
 
+def package_modules(package: str) -> list[str]:
+    """The public modules of ``package`` (not its subpackages), by name, in a stable order."""
+    pkg = importlib.import_module(package)
+    return sorted(f"{package}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)
+                  if not m.name.startswith("_") and not m.ispkg)
+
+
 def load_object(path: str) -> Any:
     """The object a ``"package.module:name"`` path names (shard functions, offline replies, taggers)."""
     module_name, _, attr = path.partition(":")
@@ -95,4 +109,4 @@ def import_plugins(modules: list[str]) -> None:
             raise PluginImportError(f"plugin {module!r}: {exc.msg} ({exc.filename}, line {exc.lineno})") from exc
 
 
-__all__ = ["PluginImportError", "Registry", "RegistryError", "import_plugins", "load_object"]
+__all__ = ["PluginImportError", "Registry", "RegistryError", "import_plugins", "load_object", "package_modules"]

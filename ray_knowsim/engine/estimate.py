@@ -207,7 +207,7 @@ def completions_from_run(run_dir: str | Path) -> CompletionModel:
     df = (scores.attach(table) if scores.sets else table).to_pandas()
     if df.empty:
         raise ValueError(f"{path}: no session rows")
-    from ray_knowsim.prompts.learners import SIMULATORS
+    from ray_knowsim.simulators import SIMULATORS
 
     kept_state = df["simulator"].map(lambda name: SIMULATORS.get(name).structured)  # plugin simulators too
     structured = df[kept_state]

@@ -2,7 +2,8 @@
 
 Which baselines exist is the simulator registry's business (:mod:`ray_knowsim.simulators`): each
 baseline module registers a simulator with a :class:`BaselinePrompt` saying which template it uses
-and what the template is given. ZS: a learner at a stated knowledge level. ZS-CoT: no level, a
+and what the template is given, and renders through :func:`render_baseline` (by name:
+:func:`ray_knowsim.simulators.render_baseline_user`). ZS: a learner at a stated knowledge level. ZS-CoT: no level, a
 thought-process section and a private ``thought``. ZS-CoT-Prof: ZS-CoT plus a level-matched
 learner profile and the starting knowledge (spec §1.6, §12.7). Baselines may end the conversation
 themselves; a judge later places the stop (spec §8.1).
@@ -51,32 +52,6 @@ class BaselinePrompt:
     template: str  # template name in the manifest
     thinks: bool  # the reply carries a private "thought" (BaselineCoTTurn) before the message
     with_profile: bool = False  # a learner profile and the starting knowledge state
-
-
-def __getattr__(name: str):  # BASELINE_METHODS: {name: template} of the registered baselines
-    if name == "BASELINE_METHODS":
-        from ray_knowsim.prompts.learners import SIMULATORS
-
-        return {n: SIMULATORS.get(n).prompt.template for n in SIMULATORS.names() if SIMULATORS.get(n).prompt is not None}
-    raise AttributeError(name)
-
-
-def baseline_prompt(method: str) -> BaselinePrompt:
-    from ray_knowsim.prompts.learners import SIMULATORS
-
-    spec = SIMULATORS.get(method).prompt if method in SIMULATORS else None
-    if spec is None:
-        baselines = sorted(n for n in SIMULATORS.names() if SIMULATORS.get(n).prompt is not None)
-        raise ValueError(f"unknown baseline method {method!r}; choose one of {baselines}")
-    return spec
-
-
-def render_baseline_user(item: Item, method: str, transcript: Transcript = (), **options: Any) -> ChatRequest:
-    """The baseline learner's next message. Profile baselines need ``graph`` and ``initial_states``.
-
-    ``options`` are :func:`render_baseline`'s keywords; this entry point only looks up the method.
-    """
-    return render_baseline(item, baseline_prompt(method), transcript, method=method, **options)
 
 
 def render_baseline(
@@ -130,4 +105,4 @@ def render_baseline(
                          output=BaselineCoTTurn if spec.thinks else BaselineTurn, text_bounds=legacy_text_bounds(tpl))
 
 
-__all__ = ["BaselinePrompt", "baseline_prompt", "render_baseline", "render_baseline_user"]
+__all__ = ["BaselinePrompt", "render_baseline"]

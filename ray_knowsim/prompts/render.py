@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, fields
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
 
 from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.model.outputs import SignalReport, UserTurn, signal_report_schema
@@ -34,7 +34,7 @@ from ray_knowsim.prompts.request import (
     shared_fragments,
     speakers,
 )
-from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
+from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, Template, load_template
 from ray_knowsim.prompts.views import (
     ConnectableMode,
     StatesLike,
@@ -210,9 +210,19 @@ def render_user_sim(
     return render_user_turn(item, graph, states, transcript, **kwargs)
 
 
+class TutorPrompt(Protocol):
+    """What the tutor's renderer needs of a strategy (a :class:`ray_knowsim.strategies.TutorStrategy`)."""
+
+    name: str
+
+    def template_for(self, prompts: str | None) -> Template: ...
+
+    def offline_path(self) -> str | None: ...
+
+
 def render_assistant(
     item: Item,
-    strategy: str,
+    strategy: TutorPrompt,
     transcript: Transcript,
     *,
     seed: int | None = None,
@@ -221,24 +231,19 @@ def render_assistant(
 ) -> ChatRequest:
     """The tutor under test: its strategy's system prompt + the chat so far (spec §12.4, §12.7).
 
-    ``strategy`` is a name in :data:`ray_knowsim.strategies.STRATEGIES`. The transcript must end
-    with the learner's message. The tutor sees neither the reference answer nor the IU graph nor
-    the learner's state, and is never told it is being assessed; its offline facts name only the
-    item and the strategy.
+    ``strategy`` comes from :data:`ray_knowsim.strategies.STRATEGIES` (``get_strategy(name)``). The
+    transcript must end with the learner's message. The tutor sees neither the reference answer
+    nor the IU graph nor the learner's state, and is never told it is being assessed; its offline
+    facts name only the item and the strategy.
     """
-    from ray_knowsim.prompts.tutors import STRATEGIES
-
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown assistant strategy {strategy!r}; choose one of {STRATEGIES.names()}")
     pairs = transcript_pairs(transcript)
     if not pairs or pairs[-1][0] != "user":
         raise ValueError("the assistant's transcript must end with a user message")
-    tutor = STRATEGIES.get(strategy)
-    tpl = tutor.template_for(prompts)
+    tpl = strategy.template_for(prompts)
     values = {}
     if "task_intro" in tpl.placeholders("system"):
         values["task_intro"] = tpl.section(f"task_{item.task}")
-    facts = {"strategy": strategy, "task": item.task, "item_id": item.id, "offline_reply": tutor.offline_path()}
+    facts = {"strategy": strategy.name, "task": item.task, "item_id": item.id, "offline_reply": strategy.offline_path()}
     return build_request(tpl, values, facts, role="assistant", seed=seed, request_id=request_id,
                          chat=({"role": speaker, "content": text} for speaker, text in pairs))
 
@@ -293,6 +298,7 @@ def render_extractor(
 __all__ = [
     "LEARNER_OPTIONS",
     "LearnerOptions",
+    "TutorPrompt",
     "render_assistant",
     "render_extractor",
     "render_user_first",

@@ -8,7 +8,7 @@ from typing import Mapping
 import pyarrow as pa
 
 from ray_knowsim.model.items import Item
-from ray_knowsim.prompts.learners import SIMULATORS
+from ray_knowsim.simulators import SIMULATORS
 
 
 @dataclass(frozen=True)

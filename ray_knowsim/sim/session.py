@@ -27,7 +27,7 @@ from ray_knowsim.rules.update import TurnUpdate, well_explained_ids
 from ray_knowsim.sim.cost import session_cost
 from ray_knowsim.sim.rows import turn_row
 from ray_knowsim.sim.types import SessionSpec, ShardContext
-from ray_knowsim.prompts.learners import SIMULATORS, LearnerView, Simulator
+from ray_knowsim.simulators import SIMULATORS, LearnerView, Simulator
 
 SIMULATION_ROLES = ("user_sim", "assistant", "extractor")  # the judge's tokens: scores/ (ray_knowsim.score)
 

@@ -1,15 +1,21 @@
-"""The built-in learner simulators, one module each, registered in
-:data:`ray_knowsim.prompts.learners.SIMULATORS` (the registry and its types live in the prompts
-layer, so renderers can resolve a name without importing this package). Re-exported here as the
-public place plugins import from."""
+"""Learner simulators: the structured KnowSim learner and the baselines, one module each, with
+their registry (:mod:`ray_knowsim.simulators.base`). This is the public place plugins import from."""
 
-from ray_knowsim.prompts.learners import (
+from ray_knowsim.simulators.base import (
     SIMULATORS,
     LearnerView,
     Simulator,
+    baseline_methods,
+    baseline_prompt,
     baseline_simulator,
     get_simulator,
     register_simulator,
+    render_as_baseline,
+    render_baseline_user,
+    simulator,
 )
 
-__all__ = ["SIMULATORS", "LearnerView", "Simulator", "baseline_simulator", "get_simulator", "register_simulator"]
+__all__ = [
+    "SIMULATORS", "LearnerView", "Simulator", "baseline_methods", "baseline_prompt", "baseline_simulator",
+    "get_simulator", "register_simulator", "render_as_baseline", "render_baseline_user", "simulator",
+]  # fmt: skip

@@ -1,8 +1,12 @@
 """Baseline ZS: a learner at a stated knowledge level, no state tracked (spec §12.7)."""
 
+from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.prompts.baselines import BaselinePrompt
-from ray_knowsim.simulators import baseline_simulator, register_simulator
+from ray_knowsim.simulators.base import LearnerView, render_as_baseline, simulator
 
-SIMULATOR = register_simulator(
-    baseline_simulator("zero-shot", BaselinePrompt(template="baseline_zero_shot", thinks=False), description=__doc__ or "")
-)
+PROMPT = BaselinePrompt(template="baseline_zero_shot", thinks=False)
+
+
+@simulator("zero-shot", prompt=PROMPT, description=__doc__ or "")
+def ZERO_SHOT(view: LearnerView) -> ChatRequest:
+    return render_as_baseline(view, "zero-shot", PROMPT)

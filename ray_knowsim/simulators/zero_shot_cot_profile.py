@@ -4,15 +4,14 @@ The profile is drawn deterministically from the session seed (:func:`level_profi
 a model: it is reproducible and resumable, costs no call, and is recorded in the session row.
 """
 
+from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.prompts.baselines import BaselinePrompt
-from ray_knowsim.simulators import baseline_simulator, register_simulator
+from ray_knowsim.simulators.base import LearnerView, first_line, render_as_baseline, simulator
 from ray_knowsim.simulators.profiles import level_profile
 
-SIMULATOR = register_simulator(
-    baseline_simulator(
-        "zero-shot-cot-user-profile",
-        BaselinePrompt(template="baseline_cot_profile", thinks=True, with_profile=True),
-        make_profile=level_profile,
-        description=(__doc__ or "").splitlines()[0],
-    )
-)
+PROMPT = BaselinePrompt(template="baseline_cot_profile", thinks=True, with_profile=True)
+
+
+@simulator("zero-shot-cot-user-profile", prompt=PROMPT, make_profile=level_profile, description=first_line(__doc__))
+def ZERO_SHOT_COT_PROFILE(view: LearnerView) -> ChatRequest:
+    return render_as_baseline(view, "zero-shot-cot-user-profile", PROMPT)

@@ -1,8 +1,6 @@
-"""The built-in tutor strategies, one module each, registered in
-:data:`ray_knowsim.prompts.tutors.STRATEGIES` (the registry and its types live in the prompts
-layer, so renderers can resolve a name without importing this package). Re-exported here as the
-public place plugins import from."""
+"""Tutor strategies: the system prompts of the tutor under test, one module each, with their
+registry (:mod:`ray_knowsim.strategies.base`). This is the public place plugins import from."""
 
-from ray_knowsim.prompts.tutors import STRATEGIES, TutorStrategy, get_strategy, register_strategy
+from ray_knowsim.strategies.base import STRATEGIES, OfflineReply, TutorStrategy, get_strategy, register_strategy, strategy
 
-__all__ = ["STRATEGIES", "TutorStrategy", "get_strategy", "register_strategy"]
+__all__ = ["STRATEGIES", "OfflineReply", "TutorStrategy", "get_strategy", "register_strategy", "strategy"]

@@ -1,12 +1,12 @@
-"""The adaptive tutor (spec §12.7): template ``assistant_adaptive``."""
+"""Built-in tutor strategy ``adaptive``."""
 
-from ray_knowsim.strategies import TutorStrategy, register_strategy
+from ray_knowsim.strategies.base import strategy
 
-STRATEGY = register_strategy(
-    TutorStrategy(
-        name="adaptive",
-        template="assistant_adaptive",
-        offline_reply="ray_knowsim.llm.offline.assistant:teach_adaptive",
-        description=(__doc__ or "").splitlines()[0],
-    )
-)
+
+@strategy
+class ADAPTIVE:
+    """The adaptive tutor (spec §12.7): template ``assistant_adaptive``."""
+
+    name = "adaptive"
+    template = "assistant_adaptive"
+    offline_reply = "ray_knowsim.llm.offline.assistant:teach_adaptive"

@@ -1,12 +1,12 @@
-"""The comprehensive tutor (spec §12.7): template ``assistant_comprehensive``."""
+"""Built-in tutor strategy ``comprehensive``."""
 
-from ray_knowsim.strategies import TutorStrategy, register_strategy
+from ray_knowsim.strategies.base import strategy
 
-STRATEGY = register_strategy(
-    TutorStrategy(
-        name="comprehensive",
-        template="assistant_comprehensive",
-        offline_reply="ray_knowsim.llm.offline.assistant:teach_comprehensive",
-        description=(__doc__ or "").splitlines()[0],
-    )
-)
+
+@strategy
+class COMPREHENSIVE:
+    """The comprehensive tutor (spec §12.7): template ``assistant_comprehensive``."""
+
+    name = "comprehensive"
+    template = "assistant_comprehensive"
+    offline_reply = "ray_knowsim.llm.offline.assistant:teach_comprehensive"

@@ -1,14 +1,14 @@
-"""The Simple tutor of the model arm and the benchmark (spec §12.7); ``minimal`` is its v1 name."""
+"""Built-in tutor strategy ``simple``."""
 
-from ray_knowsim.strategies import TutorStrategy, register_strategy
+from ray_knowsim.strategies.base import strategy
 
-STRATEGY = register_strategy(
-    TutorStrategy(
-        name="simple",
-        template="assistant_simple",
-        legacy_templates=("assistant_minimal",),
-        offline_reply="ray_knowsim.llm.offline.assistant:teach_simple",
-        aliases=("minimal",),
-        description=(__doc__ or "").splitlines()[0],
-    )
-)
+
+@strategy
+class SIMPLE:
+    """The Simple tutor of the model arm and the benchmark (spec §12.7); ``minimal`` is its v1 name."""
+
+    name = "simple"
+    template = "assistant_simple"
+    legacy_templates = ("assistant_minimal",)
+    offline_reply = "ray_knowsim.llm.offline.assistant:teach_simple"
+    aliases = ("minimal",)

@@ -1,12 +1,12 @@
-"""The socratic tutor (spec §12.7): template ``assistant_socratic``."""
+"""Built-in tutor strategy ``socratic``."""
 
-from ray_knowsim.strategies import TutorStrategy, register_strategy
+from ray_knowsim.strategies.base import strategy
 
-STRATEGY = register_strategy(
-    TutorStrategy(
-        name="socratic",
-        template="assistant_socratic",
-        offline_reply="ray_knowsim.llm.offline.assistant:teach_socratic",
-        description=(__doc__ or "").splitlines()[0],
-    )
-)
+
+@strategy
+class SOCRATIC:
+    """The socratic tutor (spec §12.7): template ``assistant_socratic``."""
+
+    name = "socratic"
+    template = "assistant_socratic"
+    offline_reply = "ray_knowsim.llm.offline.assistant:teach_socratic"

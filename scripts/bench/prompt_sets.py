@@ -50,7 +50,7 @@ from ray_knowsim.llm.recording import Call, RecordingModel  # noqa: E402
 from ray_knowsim.model.chat import ChatRequest  # noqa: E402
 from ray_knowsim.model.roles import ROLE_DEFAULTS  # noqa: E402
 from ray_knowsim.model.outputs import V2_REASONING_MAX_CHARS, V2_TEXT_BOUNDS  # noqa: E402
-from ray_knowsim.prompts.baselines import render_baseline_user  # noqa: E402
+from ray_knowsim.simulators import render_baseline_user  # noqa: E402
 from ray_knowsim.prompts.judges import render_rater  # noqa: E402
 from ray_knowsim.prompts.render import render_user_first  # noqa: E402
 from ray_knowsim.rules.config import reference_rules  # noqa: E402

@@ -1,4 +1,4 @@
-"""docs/extending.md followed from OUTSIDE the repository: the doc's own strategy and backend code,
+"""docs/extending.md followed from OUTSIDE the repository: the doc's own strategy, simulator and backend code,
 written into a scratch package that is neither in the repo nor installed, named under ``plugins:``
 in a run config and run with the ``ray-knowsim`` console script as a user would (offline models,
 no API key). The doc's code blocks are taken from the doc itself, so the doc cannot drift from what
@@ -51,19 +51,21 @@ def test_the_docs_strategy_and_backend_run_from_a_package_outside_the_repo(tmp_p
     (pkg / "my_plugins").mkdir(parents=True)
     (pkg / "my_project").mkdir()
     (pkg / "my_plugins" / "checklist.py").write_text(doc_block("# my_plugins/checklist.py"), encoding="utf-8")
+    (pkg / "my_plugins" / "plain_cot.py").write_text(doc_block("# my_plugins/plain_cot.py"), encoding="utf-8")
     backend = doc_block("# my_project/my_backend.py")
     stub = re.search(r"^ +\.\.\.  # a failure is ChatResponse.*\n", backend, flags=re.M)
     assert stub, "the backend example's generate() body changed; update GENERATE_BODY's anchor"
     (pkg / "my_project" / "my_backend.py").write_text(backend.replace(stub.group(0), GENERATE_BODY), encoding="utf-8")
     config = {
         "name": "ext",
-        "plugins": ["my_plugins.checklist", "my_project.my_backend"],
+        "plugins": ["my_plugins.checklist", "my_plugins.plain_cot", "my_project.my_backend"],
         "tasks": [{"name": "math", "items": "pkg:demo/math.jsonl", "graphs": "pkg:demo/iu_math.json"}],
         "levels": ["novice"],
         "models": {"offline": {"backend": "offline"},
                    "tutor": {"backend": "mine", "endpoint": "https://example.org/v1"}},
         "roles": {"user_sim": "offline", "extractor": "offline", "judge": "offline", "assistant": {"model": "offline"}},
-        "conditions": [{"strategy": "checklist"}, {"assistant": "tutor", "strategy": "checklist"}],
+        "conditions": [{"strategy": "checklist"}, {"assistant": "tutor", "strategy": "checklist"},
+                       {"simulator": "plain-cot", "strategy": "checklist"}],
         "trials": 1,
         "max_turns": 2,
         "engine": {"shard_size": 4},
@@ -89,3 +91,7 @@ def test_the_docs_strategy_and_backend_run_from_a_package_outside_the_repo(tmp_p
     assert by_condition["tutor:checklist"] and all(m.startswith("[mine] ") for m in by_condition["tutor:checklist"])
     sessions = pq.read_table(sorted((out / "sessions").glob("*.parquet"))).to_pylist()
     assert sessions and all(s["status"] == "ok" for s in sessions), [s["error"] for s in sessions]
+    # the plugin simulator wrote the learner's turns of its condition, as a stateless baseline
+    baseline = [s for s in sessions if s["simulator"] == "plain-cot"]
+    assert baseline and all(s["kg"] is None for s in baseline)
+    assert {s["simulator"] for s in sessions} == {"structured", "plain-cot"}

@@ -18,6 +18,7 @@ from ray_knowsim.prompts.render import render_assistant, render_extractor, rende
 from ray_knowsim.rules.config import reference_rules
 from ray_knowsim.rules.init_state import sample_initial_states
 from ray_knowsim.rules.update import apply_turn
+from ray_knowsim.strategies import get_strategy
 
 
 @dataclass
@@ -59,7 +60,7 @@ def run_session(
         user = parse_user_turn(model.respond(req).text)
         assert user.ok, (user.error, user.detail)
         stats.transcript.append(("user", user.value.message))
-        reply = model.respond(render_assistant(item, strategy, stats.transcript)).text
+        reply = model.respond(render_assistant(item, get_strategy(strategy), stats.transcript)).text
         stats.transcript.append(("assistant", reply))
         ext_req = render_extractor(item, graph, states, stats.transcript[:-2], user.value.message, reply, index=index)
         report = parse_signal_report(model.respond(ext_req).text, index)

@@ -25,7 +25,8 @@ from ray_knowsim.model.chat import ChatRequest
 from ray_knowsim.prompts.repair import build_retry
 from ray_knowsim.llm.protocol import ChatModel, generate_all
 from ray_knowsim.model.graph import build_index
-from ray_knowsim.prompts.baselines import render_baseline_user
+from ray_knowsim.simulators import render_baseline_user
+from ray_knowsim.strategies import get_strategy
 from ray_knowsim.prompts.graph_extraction import render_graph_extraction
 from ray_knowsim.prompts.judges import render_rater, render_termination_judge
 from ray_knowsim.prompts.render import render_assistant, render_extractor, render_user_first, render_user_turn
@@ -49,7 +50,7 @@ def _states(graph, pattern):
 def test_protocol_name_usage_and_batching(model):
     assert isinstance(model, ChatModel) and model.name == "offline"
     reqs = [render_user_first(MATH, GRAPHS[MATH.id], _states(GRAPHS[MATH.id], [3, 1, 0])),
-            render_assistant(MATH, "adaptive", [("user", "I'm confused about variables for unknown quantities.")])]
+            render_assistant(MATH, get_strategy("adaptive"), [("user", "I'm confused about variables for unknown quantities.")])]
     out = asyncio.run(generate_all(model, reqs))
     assert [r.error for r in out] == [None, None]
     for req, resp in zip(reqs, out):
@@ -76,9 +77,9 @@ def test_every_role_gets_valid_output_for_its_schema(model):
         assert first.ok and item.question in first.value.message
         transcript = [("user", first.value.message)]
         for strategy in ("minimal", "socratic", "adaptive", "comprehensive"):
-            reply = model.respond(render_assistant(item, strategy, transcript))
+            reply = model.respond(render_assistant(item, get_strategy(strategy), transcript))
             assert reply.error is None and reply.text.strip() and not reply.text.lstrip().startswith("{")
-        transcript.append(("assistant", model.respond(render_assistant(item, "adaptive", transcript)).text))
+        transcript.append(("assistant", model.respond(render_assistant(item, get_strategy("adaptive"), transcript)).text))
         follow = parse_user_turn(model.respond(render_user_turn(item, graph, states, transcript)).text)
         assert follow.ok, follow.detail
         ext = render_extractor(item, graph, states, [], transcript[0][1], transcript[1][1])
@@ -112,7 +113,7 @@ def test_unknown_prompts(model):
     assert model.respond(chat).error is None and "2 + 2" in model.respond(chat).text
     structured = replace(chat, json_schema={"type": "object"})
     assert model.respond(structured).error.startswith("offline_unknown_prompt")
-    unknown_item = render_assistant(MATH.model_copy(update={"id": "nowhere"}), "socratic", [("user", "help me please")])
+    unknown_item = render_assistant(MATH.model_copy(update={"id": "nowhere"}), get_strategy("socratic"), [("user", "help me please")])
     assert "help me please" in model.respond(unknown_item).text
 
 
@@ -191,7 +192,7 @@ def test_both_prompt_sets_are_answered(model, prompts):
     assert first.ok
     transcript = [("user", first.value.message)]
     for strategy in ("minimal", "simple", "socratic", "adaptive", "comprehensive"):
-        reply = model.respond(render_assistant(MATH, strategy, transcript, prompts=prompts))
+        reply = model.respond(render_assistant(MATH, get_strategy(strategy), transcript, prompts=prompts))
         assert reply.error is None and reply.text.strip()
     transcript.append(("assistant", reply.text))
     assert parse_user_turn(model.respond(render_user_turn(MATH, graph, states, transcript, prompts=prompts)).text).ok

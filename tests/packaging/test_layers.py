@@ -1,12 +1,12 @@
 """The layers hold: imports (every one, parsed with ast, function-level ones included) go down the
 layer order only, subpackages form no import cycle, and Ray is imported only by the orchestration.
 
-    model -> (rules | io | demo | stats) -> kernels -> (prompts | llm) -> (sim | strategies | simulators) -> score
-          -> (engine | sweep | validate | report | compare | view | adaptive) -> cli
+    model -> (rules | io | demo | stats) -> kernels -> (prompts | llm) -> (strategies | simulators) -> sim
+          -> score -> (engine | sweep | validate | report | compare | view | adaptive) -> cli
 
-The registries in prompts/tutors.py and prompts/learners.py load the built-in strategies and
-simulators by module name on first use (as they would a plugin): that runtime edge goes up and is
-not an import, so the modules it names must not be imported by anything below them (checked here).
+The tutor strategies and learner simulators, with their registries, sit on the prompts layer
+(they render through it) and below the turn loop (which looks them up by name). Each registry
+loads its package's modules on first use: a runtime import of its own package, not an edge.
 
 A package may import its own layer's peers only when the peer is listed in PEERS (no cycles: the
 cycle check below holds them to it).
@@ -32,20 +32,19 @@ LAYERS: dict[str, int] = {
     "kernels": 3,
     "prompts": 4,
     "llm": 4,
-    "sim": 5,
-    # the built-in tutor strategies and learner simulators: modules that register themselves in the
-    # registries of prompts/tutors.py and prompts/learners.py (loaded by name, never imported below)
+    # the tutor strategies and learner simulators with their registries (they render through prompts)
     "strategies": 5,
     "simulators": 5,
-    "score": 6,
-    "engine": 7,
-    "sweep": 7,
-    "validate": 7,
-    "report": 7,
-    "compare": 7,
-    "view": 7,
-    "adaptive": 7,  # rounds of runs above the run machinery (engine) and compare's run reader
-    "cli": 8,
+    "sim": 6,
+    "score": 7,
+    "engine": 8,
+    "sweep": 8,
+    "validate": 8,
+    "report": 8,
+    "compare": 8,
+    "view": 8,
+    "adaptive": 8,  # rounds of runs above the run machinery (engine) and compare's run reader
+    "cli": 9,
 }
 # same-rank imports that are allowed (importer -> imported)
 PEERS = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 from ray_knowsim.prompts.templates import Template, parse_sections
-from ray_knowsim.strategies import TutorStrategy, register_strategy
+from ray_knowsim.strategies import strategy
 
 TEMPLATE = Template(
     name="assistant_checklist",
@@ -35,4 +35,10 @@ def teach_checklist(lesson, rng: random.Random) -> str:
     return "Check these next:\n" + "\n".join(f"- {lesson.vocab.ius[v].concept}: {lesson.vocab.ius[v].description}" for v in todo)
 
 
-STRATEGY = register_strategy(TutorStrategy(name="checklist", template=TEMPLATE, offline_reply=teach_checklist), replace=True)
+@strategy(replace=True)
+class CHECKLIST:
+    """Short checklists: at most three things to check next."""
+
+    name = "checklist"
+    template = TEMPLATE
+    offline_reply = teach_checklist

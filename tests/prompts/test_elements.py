@@ -25,14 +25,16 @@ from ray_knowsim.prompts import judges as J
 from ray_knowsim.prompts import render as R
 from ray_knowsim.prompts.views import connectable_unknowns, state_codes
 from ray_knowsim.rules.prerequisites import density
+from ray_knowsim import simulators
 from ray_knowsim.simulators.profiles import level_profile
+from ray_knowsim.strategies import get_strategy
 
 V3 = "v3"
 render_user_first = partial(R.render_user_first, prompts=V3)
 render_user_turn = partial(R.render_user_turn, prompts=V3)
 render_extractor = partial(R.render_extractor, prompts=V3)
 render_assistant = partial(R.render_assistant, prompts=V3)
-render_baseline_user = partial(B.render_baseline_user, prompts=V3)
+render_baseline_user = partial(simulators.render_baseline_user, prompts=V3)
 render_rater = partial(J.render_rater, prompts=V3)
 render_termination_judge = partial(J.render_termination_judge, prompts=V3)
 
@@ -74,7 +76,7 @@ def extractor(reference: bool = True, prior=TRANSCRIPT):
 
 
 def tutor(strategy: str, item=ITEM):
-    return render_assistant(item, strategy, TRANSCRIPT + [["user", "Why 2w + 3?"]])
+    return render_assistant(item, get_strategy(strategy), TRANSCRIPT + [["user", "Why 2w + 3?"]])
 
 
 def baseline(method: str, transcript=TRANSCRIPT, item=ITEM, level="novice"):
@@ -810,7 +812,7 @@ def test_removing_any_line_of_a_v3_template_fails_an_element_check(tmp_path, mon
     (each mutant pinned under its own digest, so it loads) makes at least one element check fail.
     Only the checks that fill the mutated template run for it."""
     from ray_knowsim.prompts import templates as T
-    from ray_knowsim.prompts import tutors
+    from ray_knowsim.strategies import base as tutors
 
     src = Path(str(T._templates_dir()))
     folder = tmp_path / "templates"

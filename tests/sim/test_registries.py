@@ -33,7 +33,7 @@ def test_a_strategy_and_a_simulator_from_outside_the_package_run_offline():
     importlib.import_module("tests.plugins.checklist_strategy")
     importlib.import_module("tests.plugins.echo_simulator")
     item = demo_items("math")[0]
-    req = render_assistant(item, "checklist", [["user", "Help?"]])
+    req = render_assistant(item, STRATEGIES.get("checklist"), [["user", "Help?"]])
     assert "short checklists" in req.messages[0]["content"] and req.prompt_version == "assistant_checklist@v1"
     specs = [session(item, "novice", "checklist"), session(item, "novice", "checklist", "plain-cot")]
     ctx = context(max_turns=2)
@@ -81,3 +81,38 @@ def test_a_run_can_choose_the_prompt_set_and_the_connectable_definition():
         assert versions["user_turn"] == prompts and versions["extractor"] == prompts
         assert versions.get("assistant_minimal" if prompts == "v1" else "assistant_simple") == prompts
         assert json.loads(results[1].session.prompt_versions)["baseline_zero_shot"] == prompts
+
+
+def test_every_builtin_module_registers_itself_with_no_list_to_keep_in_step():
+    """Each public module of simulators/ and strategies/ (but the registry's own base module and
+    the profile helper) holds exactly one registered thing, so the registry's names are the modules."""
+    from ray_knowsim.registry import package_modules
+    from ray_knowsim.simulators import Simulator
+    from ray_knowsim.strategies import TutorStrategy
+
+    for package, kind, registry in (("ray_knowsim.simulators", Simulator, SIMULATORS),
+                                    ("ray_knowsim.strategies", TutorStrategy, STRATEGIES)):
+        declared = {}
+        for name in package_modules(package):
+            things = [v for v in vars(importlib.import_module(name)).values() if isinstance(v, kind)]
+            if name.rsplit(".", 1)[1] in ("base", "profiles"):
+                assert not things, name
+                continue
+            assert len(things) == 1, f"{name}: {things}"
+            declared[things[0].name] = things[0]
+        for name, thing in declared.items():
+            assert registry.get(name) is thing
+
+
+def test_a_registry_loads_a_new_module_of_its_package(tmp_path, monkeypatch):
+    """A module dropped into a registry's package is a built-in: no tuple names it."""
+    from ray_knowsim.registry import Registry
+
+    pkg = tmp_path / "extra_tutors"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from ray_knowsim.registry import Registry\nREG = Registry('thing', package='extra_tutors')\n")
+    (pkg / "lecture.py").write_text("from extra_tutors import REG\nREG.register('lecture', 'a lecture')\n")
+    (pkg / "_private.py").write_text("raise RuntimeError('private modules are not built-ins')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg: Registry = importlib.import_module("extra_tutors").REG
+    assert reg.names() == ["lecture"] and reg.get("lecture") == "a lecture"
