@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Collection, Iterator
 
 from ray_knowsim.engine.build import RunError, make_context, place_models, placed_plan, prepare
+from ray_knowsim.engine.codecheck import by_value, cluster_mismatches, identity, run_checked
 from ray_knowsim.engine.failfast import FailureGuard, Stop
 from ray_knowsim.engine.preflight import check_before_spending
 from ray_knowsim.engine.config import DEFAULT_SHARD_FN, RunConfig
@@ -203,6 +204,7 @@ def run(
     status = "failed"
     try:
         with ray_session(address, cfg, quiet), _pools() as pools:
+            _require_same_code(display)  # before any of our code runs on a worker (shards, reduction)
             vplan = place_models(cfg)  # before anything starts: raises when a model cannot be placed
             if vplan.grouped:  # shards ordered and cut by condition group; pools start/stop per group
                 plan = placed_plan(cfg, inputs, plan, vplan)
@@ -342,7 +344,8 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
     cancelled_at = 0.0
 
     eng = cfg.engine
-    task = ray.remote(execute_shard)
+    task = ray.remote(by_value(run_checked))  # each shard checks its worker's code first (codecheck.py)
+    code = identity()
     options = dict(num_cpus=eng.shard_cpus, max_retries=eng.shard_retries, retry_exceptions=False)
     models_ref, ctx_ref = ray.put(models), ray.put(ctx)
     board = progress_actor()
@@ -363,7 +366,7 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
                 k, attempts = queue.popleft()
                 spec = plan.shard(k, attempts, reseed={sid: a.attempt for sid, a in attempts.items() if a.reseed})
                 ref = task.options(name=f"ray-knowsim {spec.shard_id}", **options).remote(
-                    spec, models_ref, ctx_ref, str(run_dir.root), eng.shard_fn, eng.shard_fn_options,
+                    code, execute_shard, spec, models_ref, ctx_ref, str(run_dir.root), eng.shard_fn, eng.shard_fn_options,
                     {sid: a for sid, a in attempts.items() if a != Attempt()}, board, policy, plan.fingerprint,
                 )
                 pending[ref] = spec.shard_id
@@ -421,6 +424,15 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
 
 #: seconds a cancelled shard gets to stop by itself before its worker is ended
 CANCEL_GRACE_S = 20.0
+
+
+def _require_same_code(display: Display) -> None:
+    """Refuse a cluster whose workers would import other ray_knowsim code than this driver."""
+    mismatched, unanswered = cluster_mismatches(identity())
+    if mismatched:
+        raise RunError("the workers would run other code than this driver:\n  " + "\n  ".join(mismatched))
+    if unanswered:
+        display.warn(f"code check: no answer from {', '.join(unanswered)}; their shards check it when they start")
 
 
 def nodes_not_seeing(run_dir: RunDir) -> list[str]:

@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ray_knowsim.engine.codecheck import identity as code_identity
 from ray_knowsim.io.commits import RunDir
 from ray_knowsim.io.parquet import atomic_write_text
 
@@ -133,6 +134,7 @@ def open_manifest(
         "host": socket.gethostname(),
         "argv": list(argv if argv is not None else sys.argv),
         "versions": package_versions(),
+        "code": code_identity(),  # which ray_knowsim copy ran (workers were checked against it)
         "git": git_state(),
         "plan": plan.get("fingerprint"),
         # the checks before spending (engine/preflight.py): what each model entry's endpoint said,

@@ -67,6 +67,8 @@ def kernels_dir() -> Path:
 
 
 def package_of(path: Path) -> str:
+    if path == PKG / "__main__.py":
+        return "cli"  # `python -m ray_knowsim`: the command line, at the package's top
     rel = path.relative_to(PKG) if path.is_relative_to(PKG) else Path("kernels") / path.relative_to(kernels_dir())
     return rel.parts[0] if len(rel.parts) > 1 else ""
 
