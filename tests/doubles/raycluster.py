@@ -1,0 +1,198 @@
+"""Ray clusters of separate processes on this machine, the way users start them: `ray start --head
+--block`, worker nodes joined with `ray start --block --address`, jobs with `ray job submit`.
+
+The environment notes' precautions, in one place: token auth off on loopback
+(RAY_AUTH_MODE=disabled); bound to loopback; each node its own dashboard-agent and metrics ports;
+every node started with --block in its own session (process group) and stopped by signalling that
+group, never with `ray stop` (which kills every Ray process on the machine); worker nodes started
+one at a time (two joining at once time out); the first job submit retried while the job agent
+comes up. Ray binds its ports itself, so they cannot be held for it: a start that fails on a bind
+is retried with fresh ports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.doubles.ports import BIND_FAILURE, pick_ports
+
+START_ATTEMPTS = 3  # starts of a node, each with fresh ports, when one fails on a bind
+READY_TIMEOUT_S = 120
+BIND_GRACE_S = 15  # a bind failure in the logs and still not ready this long after: give up on it
+
+
+class ClusterStartError(RuntimeError):
+    pass
+
+
+def _get(url: str) -> bytes | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.read() if r.status == 200 else None
+    except OSError:
+        return None
+
+
+def _logs(log: Path, temp: str | None) -> str:
+    """A node's own output and (for a head) its session's logs, where servers report bind errors."""
+    texts = []
+    files = [log] + (sorted(Path(temp).glob("session_*/logs/*")) if temp else [])
+    for f in files:
+        try:
+            texts.append(f.read_text(errors="replace"))
+        except OSError:
+            pass
+    return "\n".join(texts)
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = 15) -> None:
+    """SIGINT, then SIGKILL, to the node's process group only (raylet, GCS, its workers)."""
+    for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait_s)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def kill_node(proc: subprocess.Popen) -> None:
+    """What a spot preemption does: SIGKILL to every process of the node at once."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+
+
+def cluster_env(bin_dir: Path, *, multi_node: bool) -> dict[str, str]:
+    """The environment for `ray` commands of a loopback cluster run from ``bin_dir``'s Python.
+    One node: bound to loopback. Several: Ray refuses a second node unless this is 1."""
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0",
+               RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1" if multi_node else "0",
+               PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    for name in ("RAY_ADDRESS", "VIRTUAL_ENV", "PYTHONPATH"):
+        env.pop(name, None)
+    return env
+
+
+@dataclass
+class LocalCluster:
+    """A head (and maybe worker nodes) of `ray start` processes; see the module docstring."""
+
+    ray_bin: str
+    env: dict[str, str]
+    temp: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="rkc", dir="/tmp"))  # short: socket paths
+    head: subprocess.Popen | None = None
+    url: str | None = None
+    gcs: str | None = None
+    workers: list[subprocess.Popen] = field(default_factory=list)
+
+    def start_head(self, num_cpus: float = 2, extra: tuple[str, ...] = ()) -> "LocalCluster":
+        for attempt in range(1, START_ATTEMPTS + 1):
+            temp = os.path.join(self.temp, f"head{attempt}")  # each start reads only its own logs
+            os.mkdir(temp)
+            gcs, dash, agent, metrics = pick_ports(4)
+            cmd = [self.ray_bin, "start", "--head", "--block", "--num-cpus", str(num_cpus), "--port", str(gcs),
+                   "--node-ip-address", "127.0.0.1", "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
+                   "--dashboard-port", str(dash), "--dashboard-agent-listen-port", str(agent),
+                   "--metrics-export-port", str(metrics), "--temp-dir", temp, "--disable-usage-stats", *extra]
+            log = Path(temp) / "head.log"
+            with open(log, "wb") as fh:
+                self.head = subprocess.Popen(cmd, env=self.env, start_new_session=True, stdout=fh, stderr=subprocess.STDOUT)
+            url = f"http://127.0.0.1:{dash}"
+            if self._wait_ready(self.head, log, temp, lambda: _get(f"{url}/api/version") is not None and
+                                _get(f"http://127.0.0.1:{agent}/api/local_raylet_healthz") == b"success"):
+                self.url, self.gcs = url, f"127.0.0.1:{gcs}"
+                return self
+            stop_group(self.head)
+            if not BIND_FAILURE.search(_logs(log, temp)) or attempt == START_ATTEMPTS:
+                raise ClusterStartError(f"the Ray head did not come up (start {attempt} of at most {START_ATTEMPTS}):\n"
+                                        f"{log.read_text(errors='replace')[-3000:]}")
+        raise AssertionError("unreachable")
+
+    def alive_nodes(self) -> int:
+        """Alive nodes as the dashboard reports them."""
+        body = _get(f"{self.url}/nodes?view=summary")
+        if body is None:
+            return -1
+        try:
+            summary = json.loads(body)["data"]["summary"]
+        except (ValueError, KeyError, TypeError):
+            return -1
+        return sum(1 for n in summary if n.get("raylet", {}).get("state") == "ALIVE")
+
+    def add_worker(self, num_cpus: float = 2, extra: tuple[str, ...] = ()) -> subprocess.Popen:
+        """One more worker node (its own session, so it can be killed as a whole); returns once
+        the cluster counts it. Call it again only after it returned (one node joining at a time)."""
+        before = self.alive_nodes()
+        for attempt in range(1, START_ATTEMPTS + 1):
+            agent, metrics = pick_ports(2)
+            log = Path(self.temp) / f"worker{len(self.workers)}-{attempt}.log"
+            cmd = [self.ray_bin, "start", "--block", "--address", self.gcs, "--num-cpus", str(num_cpus),
+                   "--node-ip-address", "127.0.0.1", "--dashboard-agent-listen-port", str(agent),
+                   "--metrics-export-port", str(metrics), "--disable-usage-stats", *extra]
+            with open(log, "wb") as fh:
+                proc = subprocess.Popen(cmd, env=self.env, start_new_session=True, stdout=fh, stderr=subprocess.STDOUT)
+            if self._wait_ready(proc, log, None, lambda: self.alive_nodes() > before):
+                self.workers.append(proc)
+                return proc
+            stop_group(proc)
+            if not BIND_FAILURE.search(_logs(log, None)) or attempt == START_ATTEMPTS:
+                raise ClusterStartError(f"a worker node did not join (start {attempt}):\n{log.read_text(errors='replace')[-3000:]}")
+        raise AssertionError("unreachable")
+
+    def _wait_ready(self, proc: subprocess.Popen, log: Path, temp: str | None, ready) -> bool:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        bind_failure_seen = None
+        while True:
+            if ready():
+                return True
+            if proc.poll() is not None or time.monotonic() > deadline:
+                return False
+            if bind_failure_seen is None and BIND_FAILURE.search(_logs(log, temp)):
+                bind_failure_seen = time.monotonic()  # servers retry binds for a few seconds: wait a little
+            if bind_failure_seen is not None and time.monotonic() - bind_failure_seen > BIND_GRACE_S:
+                return False
+            time.sleep(0.5)
+
+    def submit(self, args: list[str], *, cwd: Path, working_dir: Path | None = None, timeout_s: float = 400,
+               extra: tuple[str, ...] = (), no_wait: bool = False) -> subprocess.CompletedProcess:
+        """`ray job submit [--working-dir DIR] -- ARGS`, retried while the job agent comes up."""
+        cmd = [self.ray_bin, "job", "submit", "--address", self.url, *extra]
+        if working_dir is not None:
+            cmd += ["--working-dir", str(working_dir)]
+        if no_wait:
+            cmd.append("--no-wait")
+        cmd += ["--", *args]
+        deadline = time.monotonic() + 60
+        while True:
+            proc = subprocess.run(cmd, env=self.env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
+            text = proc.stdout + proc.stderr
+            if proc.returncode == 0 or time.monotonic() > deadline or "No available agent" not in text:
+                return proc
+            time.sleep(2)  # the job agent comes up a little after the dashboard answers
+
+    def close(self) -> None:
+        for proc in reversed(self.workers):
+            stop_group(proc)
+        if self.head is not None:
+            stop_group(self.head)
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+
+def ray_command(bin_dir: Path) -> str | None:
+    """The `ray` executable of the Python in ``bin_dir`` (else the one on PATH)."""
+    return shutil.which("ray", path=str(bin_dir)) or shutil.which("ray")
