@@ -36,6 +36,7 @@ from ray_knowsim.engine.config import DEFAULT_SHARD_FN, RunConfig
 from ray_knowsim.engine.local_ray import choose_auth_mode
 from ray_knowsim.engine.manifest import close_manifest, open_manifest
 from ray_knowsim.engine.models import ModelSet, build_models, model_backends, secret_env_names, shutdown_pools, test_double_roles
+from ray_knowsim.engine.node_loss import retry_on_node_loss
 from ray_knowsim.engine.plan import Plan, largest_graph, shard_name
 from ray_knowsim.engine.progress import Counts, Display, progress_actor
 from ray_knowsim.engine.resume import Attempt, ResumePolicy, Work, plan_work
@@ -146,7 +147,8 @@ def write_run_tables(run_dir: RunDir, reader: RunReader | None = None) -> dict[s
 
     reader = reader if reader is not None else RunReader.open(run_dir.root)
     scores = RunScores.load(run_dir.root, reader)
-    tables = build_tables(aggregate_item_sums(reader.sessions.files, scores=scores))
+    # a Ray Data read places actors on any node, a dying one too: it only reads committed files, so run it again
+    tables = build_tables(retry_on_node_loss(aggregate_item_sums, reader.sessions.files, scores=scores, what="the run's tables"))
     tables.update(cost_tables(reader.sessions, scores.attach if scores.sets else None))
     tables.update(outcome_tables(reader.sessions))  # failed sessions by error kind, truncations by role
     tables["sanity"] = sanity_table(check_run(reader, scores.attach if scores.sets else None))

@@ -111,6 +111,11 @@ def explain(expected: dict[str, Any], here: dict[str, Any], where: str) -> str:
     if here.get("error"):
         origin = f"; imported from {here['package']}" if here.get("package") else ""
         found = f"cannot use its ray_knowsim ({here['error']}{origin})"
+    elif here.get("package") == expected.get("package"):
+        return (f"{where} read other code (code {here.get('fingerprint')}) than the driver (code "
+                f"{expected.get('fingerprint')}) in the same folder {here.get('package')}: its files changed between "
+                "the two readings (edited during the start, or being unpacked by another node that shares this "
+                "folder); start the run again once the folder holds one version")
     else:
         found = f"imports ray_knowsim from {here.get('package')} (code {here.get('fingerprint')})"
     return (

@@ -81,9 +81,13 @@ class ProgressBoard:
 
 
 def progress_actor() -> Any:
+    """The run's own board (unnamed: several runs on one cluster never share one), on the driver's
+    node, which a lost worker node cannot take with it."""
     import ray
 
-    return ray.remote(num_cpus=0)(ProgressBoard).remote()
+    from ray_knowsim.engine.node_loss import on_this_node
+
+    return ray.remote(num_cpus=0)(ProgressBoard).options(**on_this_node()).remote()
 
 
 class Reporter:

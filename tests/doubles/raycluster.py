@@ -104,14 +104,19 @@ class LocalCluster:
         for attempt in range(1, START_ATTEMPTS + 1):
             temp = os.path.join(self.temp, f"head{attempt}")  # each start reads only its own logs
             os.mkdir(temp)
-            gcs, dash, agent, metrics = pick_ports(4)
+            # the Ray Client server's port defaults to a fixed 10001: a second head on the machine clashes
+            gcs, dash, agent, metrics, client, autoscaler = pick_ports(6)
             cmd = [self.ray_bin, "start", "--head", "--block", "--num-cpus", str(num_cpus), "--port", str(gcs),
+                   "--ray-client-server-port", str(client),
                    "--node-ip-address", "127.0.0.1", "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
                    "--dashboard-port", str(dash), "--dashboard-agent-listen-port", str(agent),
                    "--metrics-export-port", str(metrics), "--temp-dir", temp, "--disable-usage-stats", *extra]
             log = Path(temp) / "head.log"
+            # the autoscaler's metrics server binds a fixed port (44217) unless told otherwise: with
+            # another head on the machine its harmless bind error would read as a failed start
+            env = dict(self.env, AUTOSCALER_METRIC_PORT=str(autoscaler))
             with open(log, "wb") as fh:
-                self.head = subprocess.Popen(cmd, env=self.env, start_new_session=True, stdout=fh, stderr=subprocess.STDOUT)
+                self.head = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=fh, stderr=subprocess.STDOUT)
             url = f"http://127.0.0.1:{dash}"
             if self._wait_ready(self.head, log, temp, lambda: _get(f"{url}/api/version") is not None and
                                 _get(f"http://127.0.0.1:{agent}/api/local_raylet_healthz") == b"success"):
@@ -123,16 +128,50 @@ class LocalCluster:
                                         f"{log.read_text(errors='replace')[-3000:]}")
         raise AssertionError("unreachable")
 
-    def alive_nodes(self) -> int:
-        """Alive nodes as the dashboard reports them."""
-        body = _get(f"{self.url}/nodes?view=summary")
-        if body is None:
-            return -1
+    def api(self, path: str) -> list[dict]:
+        """Rows of a state-API listing (``/api/v0/nodes``, ``/api/v0/tasks?...``); [] when it does not answer."""
+        body = _get(f"{self.url}{path}")
         try:
-            summary = json.loads(body)["data"]["summary"]
+            return list(json.loads(body)["data"]["result"]["result"]) if body else []
         except (ValueError, KeyError, TypeError):
-            return -1
-        return sum(1 for n in summary if n.get("raylet", {}).get("state") == "ALIVE")
+            return []
+
+    def alive_nodes(self) -> int:
+        return sum(1 for n in self.api("/api/v0/nodes") if n.get("state") == "ALIVE")
+
+    def node_with(self, resource: str) -> str | None:
+        """Id of the alive node that declares ``resource`` (a custom one given to tell nodes apart)."""
+        for n in self.api("/api/v0/nodes"):
+            if n.get("state") == "ALIVE" and resource in (n.get("resources_total") or {}):
+                return n["node_id"]
+        return None
+
+    def running_tasks(self) -> list[dict]:
+        return self.api("/api/v0/tasks?detail=1&limit=1000&filter_keys=state&filter_predicates=%3D&filter_values=RUNNING")
+
+    def job_status(self, submission_id: str) -> str | None:
+        body = _get(f"{self.url}/api/jobs/{submission_id}")
+        try:
+            return json.loads(body)["status"] if body else None
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def wait_job(self, submission_id: str, timeout_s: float) -> str | None:
+        deadline = time.monotonic() + timeout_s
+        status = None
+        while time.monotonic() < deadline:
+            status = self.job_status(submission_id)
+            if status in ("SUCCEEDED", "FAILED", "STOPPED"):
+                return status
+            time.sleep(1)
+        return status
+
+    def job_logs(self, submission_id: str) -> str:
+        body = _get(f"{self.url}/api/jobs/{submission_id}/logs")
+        try:
+            return json.loads(body)["logs"] if body else ""
+        except (ValueError, KeyError, TypeError):
+            return ""
 
     def add_worker(self, num_cpus: float = 2, extra: tuple[str, ...] = ()) -> subprocess.Popen:
         """One more worker node (its own session, so it can be killed as a whole); returns once
@@ -141,7 +180,10 @@ class LocalCluster:
         for attempt in range(1, START_ATTEMPTS + 1):
             agent, metrics = pick_ports(2)
             log = Path(self.temp) / f"worker{len(self.workers)}-{attempt}.log"
-            cmd = [self.ray_bin, "start", "--block", "--address", self.gcs, "--num-cpus", str(num_cpus),
+            # its own temp dir: nodes sharing the head's would unpack each job's working dir into one
+            # folder, deleting and rewriting files other nodes' workers are importing
+            temp = os.path.join(self.temp, f"w{len(self.workers)}-{attempt}")
+            cmd = [self.ray_bin, "start", "--block", "--address", self.gcs, "--num-cpus", str(num_cpus), "--temp-dir", temp,
                    "--node-ip-address", "127.0.0.1", "--dashboard-agent-listen-port", str(agent),
                    "--metrics-export-port", str(metrics), "--disable-usage-stats", *extra]
             with open(log, "wb") as fh:
