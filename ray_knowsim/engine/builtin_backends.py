@@ -42,14 +42,22 @@ def build_offline(entry: OfflineModelEntry, ctx: BuildContext) -> ChatModel:
     probe=lambda entry, key: _preflight().probe_http(entry, key),
 )  # fmt: skip
 def build_http(entry: HTTPModelEntry, ctx: BuildContext) -> ChatModel:
-    """An OpenAI-compatible endpoint; with run-wide limits, ONE named limiter actor per endpoint,
-    created on the driver so it lives as long as the run, shared by every worker."""
-    from ray_knowsim.engine.limiter.actor import create_shared_limiter
+    """An OpenAI-compatible endpoint; with limits, ONE named limiter actor per endpoint and
+    credential for the whole cluster (every run against it shares the budget), shared by every
+    worker. This run holds a lease on it, kept with the driver's pools: released when the run ends
+    (or when a condition group no longer needs the model), so the limiter lives as long as the last
+    run that uses it."""
+    from ray_knowsim.engine.limiter.actor import LimiterLease, SharedLimiter, create_shared_limiter
     from ray_knowsim.llm.http.client import OpenAICompatibleModel
 
     hcfg = entry.http_config()
-    # one budget per endpoint for the whole run, owned by the driver (a Ray actor when Ray is up)
-    return OpenAICompatibleModel(hcfg, limiter=create_shared_limiter(hcfg))
+    held = ctx.pools.get(ctx.key)
+    if isinstance(held, LimiterLease):  # an earlier condition group of this run holds it already
+        return OpenAICompatibleModel(hcfg, limiter=held.limiter)
+    limiter = create_shared_limiter(hcfg)  # a Ray actor when Ray is up, else in-process
+    if isinstance(limiter, SharedLimiter):
+        ctx.pools[ctx.key] = limiter.hold(label=f"model {ctx.key}")
+    return OpenAICompatibleModel(hcfg, limiter=limiter)
 
 
 @register_backend(

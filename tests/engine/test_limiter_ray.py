@@ -191,3 +191,51 @@ def test_run_wide_in_flight_cap_across_two_workers(ray_local, ray_workers):
     assert all(err is None for errors, _ in results for err in errors)
     assert len(state["arrivals"]) == 120
     assert state["peak"] == 6  # reached, never exceeded, with 100 requests waiting across two processes
+
+
+def _gone(ray, name: str, timeout_s: float) -> bool:
+    from ray_knowsim.engine.limiter.actor import NAMESPACE
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def test_a_shared_limiter_lives_while_some_run_holds_a_lease(ray_local):
+    """Two runs (two holders) share one limiter; the first ending does not end it under the
+    second; it ends a grace period after the last lets go, and after a holder that went silent."""
+    from ray_knowsim.engine.limiter.actor import NAMESPACE, REAP_EVERY_S
+
+    limits = RateLimits(max_in_flight=2)
+    name = "test-limiter-leases"
+    run_a = get_or_create_limiter(name, limits, grace_s=1.0)
+    lease_a = run_a.hold("run-a")
+    run_b = get_or_create_limiter(name, limits, grace_s=1.0)  # the second run finds the same actor
+    assert run_b._handle._actor_id == run_a._handle._actor_id
+    lease_b = run_b.hold("run-b")
+    assert sorted(h.split("@")[0] for h in run_a.leases()["holders"]) == ["run-a", "run-b"]
+
+    lease_a.shutdown()  # run a ends
+    time.sleep(1.0 + 2 * REAP_EVERY_S + 0.5)  # past the grace period and the reaper's beats
+    assert ray_local.get_actor(name, namespace=NAMESPACE)._actor_id == run_a._handle._actor_id
+
+    async def use():
+        grant = await asyncio.wait_for(run_b.acquire(), 10)
+        run_b.release(grant)
+        await run_b.aclose()
+
+    asyncio.run(use())  # run b's budget is the same one, still there
+    lease_b.shutdown()
+    assert _gone(ray_local, name, 1.0 + 3 * REAP_EVERY_S + 5)
+
+    # a run that dies without letting go: its lease expires
+    ghost = get_or_create_limiter(name, limits, grace_s=1.0)
+    assert ray_local.get(ghost._handle.renew_lease.remote("dead-driver", 1.0))
+    time.sleep(REAP_EVERY_S)
+    assert ghost.leases()["holders"] == ["dead-driver"] or ghost.leases()["expired"] == ["dead-driver"]
+    assert _gone(ray_local, name, 1.0 + 1.0 + 3 * REAP_EVERY_S + 5)

@@ -268,7 +268,7 @@ def test_pool_on_ray_routes_restarts_and_shuts_down(ray_local):
         again = asyncio.run(generate_all(model, reqs))
         assert [o.text for o in again] == [o.text for o in first] and all(o.error is None for o in again)
         assert ray.get(victim.pid.remote(), timeout=60) != pid
-        names = [cfg.actor_name(i) for i in range(2)]
+        names = [pool.actor_name(i) for i in range(2)]
     finally:
         reports = pool.shutdown()
         ray.cloudpickle.unregister_pickle_by_value(vllm_fakes)
@@ -276,3 +276,33 @@ def test_pool_on_ray_routes_restarts_and_shuts_down(ray_local):
     for n in names:
         with pytest.raises(ValueError):
             ray.get_actor(n, namespace="ray_knowsim")
+
+
+def test_two_runs_with_the_same_model_own_their_engines(ray_local):
+    """Two runs (two drivers' pools) of one model config on one cluster: each gets its own
+    replicas, and the first run's shutdown leaves the second's answering."""
+    import ray
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(vllm_fakes)
+    cfg = VLLMModelConfig(model="/fake/echo", replicas=1, num_cpus=0)
+    first, second = VLLMPool(cfg), VLLMPool(cfg)
+    first.actor_class = second.actor_class = FakeEngineActor
+    try:
+        first.start()
+        second.start()
+        first.wait_ready(60)
+        second.wait_ready(60)
+        assert first.actor_name(0) != second.actor_name(0)
+        pids = {ray.get(first.actors[0].pid.remote()), ray.get(second.actors[0].pid.remote())}
+        assert len(pids) == 2  # two engines, not one found by name
+        assert [r["released"] for r in first.shutdown()] == [True]  # the first run ends
+        out = asyncio.run(second.model().complete([_chat("s1")]))
+        assert out[0].error is None and out[0].text == "s1#0:assistant"
+        with pytest.raises(ValueError):
+            ray.get_actor(first.actor_name(0), namespace="ray_knowsim")
+        assert ray.get_actor(second.actor_name(0), namespace="ray_knowsim") is not None
+    finally:
+        first.shutdown()
+        second.shutdown()
+        ray.cloudpickle.unregister_pickle_by_value(vllm_fakes)

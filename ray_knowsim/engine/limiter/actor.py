@@ -1,11 +1,16 @@
-"""The run-wide limiter: one named Ray actor per (endpoint, model) holding the budget, and
-:class:`SharedLimiter`, the picklable handle given to models; in each worker process (event loop)
-it keeps a local share (:class:`~.client.ShareClient`), so a request costs no round trip unless
-the local share runs dry.
+"""The cluster-wide limiter: one named Ray actor per (endpoint, model, credential name) holding
+the budget, and :class:`SharedLimiter`, the picklable handle given to models; in each worker
+process (event loop) it keeps a local share (:class:`~.client.ShareClient`), so a request costs no
+round trip unless the local share runs dry.
 
-Lifetime: the driver creates the actor (``create_shared_limiter`` / ``get_or_create_limiter``)
-before starting shards and holds it until the run ends. If it dies anyway, the next call re-creates
-it under the same name (fresh, full budget) and logs a warning instead of failing every request.
+Shared on purpose: every run on the cluster that uses the endpoint with the same credential gets
+the SAME actor (a fixed namespace, :data:`NAMESPACE`), so together the runs never exceed its
+quota. Lifetime: the actor is detached (it outlives the run that created it) and lives while some
+run holds a lease on it (:mod:`ray_knowsim.engine.lease`): the driver of each run holds one
+(:meth:`SharedLimiter.hold`, released when the run ends; a run that dies stops renewing and its
+lease expires), and the actor ends itself once no lease is left for a grace period. It is placed
+on the head node, which outlives the worker nodes. If it dies anyway, the next call re-creates it
+under the same name (fresh, full budget) and logs a warning instead of failing every request.
 """
 
 from __future__ import annotations
@@ -13,14 +18,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from typing import Any, Sequence
 
+from ray_knowsim.engine.lease import GRACE_S, LEASE_TTL_S, LeaseHolder, Leases
 from ray_knowsim.engine.limiter.client import BudgetServer, PerLoopLimiter
 from ray_knowsim.engine.limiter.local import LocalRateLimiter
 from ray_knowsim.engine.limiter.service import BudgetService
 from ray_knowsim.llm.limiter import RateLimiter, RateLimits
 
 log = logging.getLogger(__name__)
+
+NAMESPACE = "ray_knowsim"  # every run's limiters in one place: the same endpoint, the same actor
+REAP_EVERY_S = 2.0
+CREATE_ATTEMPTS = 20  # a limiter found while it ends itself: wait for it to go, then make a new one
 
 _ACTOR_CLASS: Any = None
 
@@ -32,14 +43,53 @@ def _actor_class() -> Any:
     import ray
 
     class _LimiterActor:
-        """Async actor around a :class:`BudgetService` (one event loop)."""
+        """Async actor around a :class:`BudgetService` (one event loop), with the leases of the
+        runs that use it; a thread ends the actor once no lease is left for ``grace_s``."""
 
-        def __init__(self, limits_dict: dict[str, Any]) -> None:
+        def __init__(self, limits_dict: dict[str, Any], grace_s: float = GRACE_S) -> None:
             self._limits = RateLimits.model_validate(limits_dict)
             self._service = BudgetService(self._limits)
+            self._leases = Leases(grace_s)
+            self._lock = threading.Lock()
+            self._ending = False
+            self._reaper: threading.Thread | None = None
+
+        def _start_reaper(self) -> None:
+            if self._reaper is None:
+                self._reaper = threading.Thread(target=self._reap, name="lease reaper", daemon=True)
+                self._reaper.start()
+
+        def _reap(self) -> None:
+            me = ray.get_runtime_context().current_actor
+            while True:
+                time.sleep(REAP_EVERY_S)
+                with self._lock:
+                    if self._leases.finished():
+                        self._ending = True
+                if self._ending:
+                    ray.kill(me, no_restart=True)  # nobody uses the budget any more
+                    return
 
         async def limits(self) -> dict[str, Any]:
+            self._start_reaper()
             return self._limits.model_dump()
+
+        async def renew_lease(self, holder: str, ttl_s: float) -> bool:
+            """False when the actor is ending (the caller makes a new one)."""
+            self._start_reaper()
+            with self._lock:
+                if self._ending:
+                    return False
+                self._leases.renew(holder, ttl_s)
+                return True
+
+        async def release_lease(self, holder: str) -> None:
+            with self._lock:
+                self._leases.release(holder)
+
+        async def leases(self) -> dict[str, Any]:
+            with self._lock:
+                return {"holders": self._leases.holders(), "expired": list(self._leases.expired)}
 
         async def request(self, client: str, demand: int, held: int, wait_s: float) -> tuple[int, int]:
             return await self._service.request(client, demand, held, wait_s)
@@ -107,9 +157,10 @@ class _ActorServer:
 
 
 class SharedLimiter(PerLoopLimiter):
-    """Client side of the run-wide limiter; picklable, so it can be handed to Ray workers."""
+    """Client side of the cluster-wide limiter; picklable, so it can be handed to Ray workers
+    (a lease taken with :meth:`hold` stays with the process that took it)."""
 
-    def __init__(self, handle: Any, name: str, limits: RateLimits, namespace: str | None = None) -> None:
+    def __init__(self, handle: Any, name: str, limits: RateLimits, namespace: str | None = NAMESPACE) -> None:
         super().__init__(limits)
         self._handle = handle
         self.name = name
@@ -149,53 +200,116 @@ class SharedLimiter(PerLoopLimiter):
     async def stats(self) -> dict[str, Any]:
         return await self._call("stats")
 
+    def hold(self, label: str = "", *, ttl_s: float = LEASE_TTL_S) -> "LimiterLease":
+        """Take a lease for this process (a run's driver, until the run ends): while any lease
+        is held the actor lives. Renewed on a thread; a limiter lost meanwhile is found (or made)
+        again under its name and the lease taken there."""
+        import ray
+        from ray.exceptions import RayActorError
+
+        def renew(holder: str, ttl: float) -> None:
+            for _ in range(CREATE_ATTEMPTS):
+                try:
+                    if ray.get(self._handle.renew_lease.remote(holder, ttl), timeout=60):
+                        return
+                except RayActorError:
+                    pass
+                time.sleep(0.5)  # it is ending (or gone): a new one comes up under the name
+                self._handle = get_or_create_limiter(self.name, self.limits, namespace=self.namespace)._handle
+            raise RuntimeError(f"rate limiter {self.name!r}: no live actor to hold a lease on")
+
+        def release(holder: str) -> None:
+            if ray.is_initialized():
+                ray.get(self._handle.release_lease.remote(holder), timeout=30)
+
+        return LimiterLease(self, LeaseHolder(renew, release, label=label, ttl_s=ttl_s))
+
+    def leases(self) -> dict[str, Any]:
+        """Who holds leases now (blocking; tests and diagnostics)."""
+        import ray
+
+        return ray.get(self._handle.leases.remote())
+
+
+class LimiterLease:
+    """A run's hold on a shared limiter; :meth:`shutdown` (the run ended) lets go, which ends the
+    actor only when no other run holds it. Kept with the driver's engine pools, which are shut
+    down however the run ends."""
+
+    def __init__(self, limiter: SharedLimiter, holder: LeaseHolder) -> None:
+        self.limiter = limiter
+        self._holder = holder
+
+    @property
+    def holder(self) -> str:
+        return self._holder.holder
+
+    def shutdown(self) -> dict[str, Any]:
+        self._holder.release()
+        return {"released": True, "limiter": self.limiter.name}
+
 
 def get_or_create_limiter(
-    name: str, limits: RateLimits, *, namespace: str | None = None, detached: bool = False,
-    create: bool = True,
+    name: str, limits: RateLimits, *, namespace: str | None = NAMESPACE, detached: bool = True,
+    create: bool = True, grace_s: float = GRACE_S,
 ) -> SharedLimiter:
-    """The run-wide limiter called ``name``: created by the first caller, found by every other.
+    """The cluster-wide limiter called ``name``: created by the first caller, found by every other
+    (every run on the cluster: the namespace is fixed).
 
-    The creating process owns the actor; unless ``detached`` it dies when its creator exits or drops
-    every handle, so call this in the driver before starting the workers and keep the result until
-    the run ends. ``create=False`` only looks it up (LookupError when absent). Raises if Ray is not
-    initialised, or if a limiter of that name exists with other limits (two configs for one
-    endpoint would otherwise silently share one budget). Blocking; from async code use a thread.
+    Detached (the default), it outlives its creator and ends itself once no lease is held for
+    ``grace_s``: a run's driver calls :meth:`SharedLimiter.hold` and lets go when the run ends.
+    Not detached, it dies with its creator. ``create=False`` only looks it up (LookupError when
+    absent). Raises if Ray is not initialised, or if a limiter of that name exists with other
+    limits (two configs for one endpoint would otherwise silently share one budget). Blocking; from
+    async code use a thread.
     """
     import ray
+    from ray.exceptions import RayActorError
+
+    from ray_knowsim.engine.node_loss import on_head_node
 
     if not ray.is_initialized():
         raise RuntimeError("get_or_create_limiter needs an initialised Ray; without Ray use LocalRateLimiter")
-    if create:
-        options: dict[str, Any] = {
-            "name": name,
-            "get_if_exists": True,
-            "num_cpus": 0,  # bookkeeping only: never take a CPU slot from the shards
-            "max_concurrency": 10_000,
-            "max_restarts": -1,
-        }
-        if namespace is not None:
-            options["namespace"] = namespace
-        if detached:
-            options["lifetime"] = "detached"
-        handle = _actor_class().options(**options).remote(limits.model_dump())
-    else:
+    for attempt in range(CREATE_ATTEMPTS):
+        if create:
+            options: dict[str, Any] = {
+                "name": name,
+                "get_if_exists": True,
+                "num_cpus": 0,  # bookkeeping only: never take a CPU slot from the shards
+                "max_concurrency": 10_000,
+                "max_restarts": -1,
+                **on_head_node(),  # it holds every run's slots: not on a node that may go away
+            }
+            if namespace is not None:
+                options["namespace"] = namespace
+            if detached:
+                options["lifetime"] = "detached"
+            handle = _actor_class().options(**options).remote(limits.model_dump(), grace_s)
+        else:
+            try:
+                handle = ray.get_actor(name, namespace=namespace)
+            except ValueError:
+                raise LookupError(f"no rate limiter named {name!r} in namespace {namespace!r}") from None
         try:
-            handle = ray.get_actor(name, namespace=namespace)
-        except ValueError:
-            raise LookupError(f"no rate limiter named {name!r} in this Ray namespace") from None
-    existing = RateLimits.model_validate(ray.get(handle.limits.remote()))
+            existing = RateLimits.model_validate(ray.get(handle.limits.remote()))
+            break
+        except RayActorError:
+            if attempt == CREATE_ATTEMPTS - 1 or not create:
+                raise
+            time.sleep(0.5)  # found while it ended itself: its name frees up in a moment
     if existing.budget() != limits.budget():
         raise ValueError(
             f"rate limiter {name!r} already exists with limits {existing.model_dump()}, "
-            f"not the requested {limits.model_dump()}"
+            f"not the requested {limits.model_dump()} (another run on this cluster uses the same endpoint "
+            "and credential with other limits: give both the same limits, or let the other run finish)"
         )
     return SharedLimiter(handle, name, limits, namespace)
 
 
 def make_limiter(name: str, limits: RateLimits) -> RateLimiter | None:
-    """The limiter for a run: the run-wide actor when Ray is up (created here, so call it in the
-    driver and keep the result), else an in-process one; None when ``limits`` limit nothing."""
+    """The limiter for a run: the cluster-wide actor when Ray is up (take a lease with
+    :meth:`SharedLimiter.hold` for as long as the run uses it), else an in-process one; None when
+    ``limits`` limit nothing."""
     if not limits.enabled:
         return None
     import sys
@@ -207,10 +321,11 @@ def make_limiter(name: str, limits: RateLimits) -> RateLimiter | None:
 
 
 def create_shared_limiter(config: Any) -> RateLimiter | None:
-    """The run-wide limiter for an :class:`~ray_knowsim.llm.http.config.HTTPModelConfig`: call it
-    in the Ray driver before starting shards, keep the result until the run ends, and pass it to
-    the models (``OpenAICompatibleModel(config, limiter=...)``). None without rate limits."""
+    """The cluster-wide limiter for an :class:`~ray_knowsim.llm.http.config.HTTPModelConfig`: call
+    it in the Ray driver before starting shards, hold a lease on it until the run ends
+    (``limiter.hold()``), and pass it to the models (``OpenAICompatibleModel(config, limiter=...)``).
+    None without rate limits."""
     return make_limiter(config.limiter_name, config.rate_limits())
 
 
-__all__ = ["SharedLimiter", "create_shared_limiter", "get_or_create_limiter", "make_limiter"]
+__all__ = ["LimiterLease", "NAMESPACE", "SharedLimiter", "create_shared_limiter", "get_or_create_limiter", "make_limiter"]

@@ -163,21 +163,34 @@ async def _awaitable(ref: Any) -> Any:
 
 
 class VLLMPool:
-    """One model's replicas: placement groups (tensor parallel), named actors, shutdown."""
+    """One model's replicas for ONE run: placement groups (tensor parallel), actors, shutdown.
+
+    The engines belong to the run that started them: their names carry this pool's own token (two
+    runs on one cluster with the same model get two pools; one run's shutdown never touches the
+    other's), and the driver owns them, so they also end with it. A model served to several runs
+    at once is a standing endpoint reached with the ``http`` backend (docs/cluster.md)."""
 
     actor_class: Any = VLLMEngineActor  # tests swap in an actor with a fake engine
 
     def __init__(self, cfg: VLLMModelConfig):
+        import secrets
+
         self.cfg = cfg
+        self.token = secrets.token_hex(4)  # this pool's (this run's) part of the actor names
         self.actors: list[Any] = []
         self._pgs: list[Any] = []
+
+    def actor_name(self, index: int) -> str:
+        """``vllm-<engine config>-<this pool>-<replica>``: listed by ``ray list actors`` under
+        the namespace ``ray_knowsim``, never found by another run."""
+        return f"{self.cfg.actor_name(index)}-{self.token}"
 
     def _options(self, index: int) -> dict[str, Any]:
         cfg = self.cfg
         opts: dict[str, Any] = dict(
             num_cpus=cfg.num_cpus, num_gpus=cfg.num_gpus if cfg.tp == 1 else 0,
-            max_concurrency=cfg.max_concurrent_requests, name=cfg.actor_name(index), namespace=NAMESPACE,
-            get_if_exists=True, max_restarts=cfg.max_restarts, max_task_retries=0,
+            max_concurrency=cfg.max_concurrent_requests, name=self.actor_name(index), namespace=NAMESPACE,
+            max_restarts=cfg.max_restarts, max_task_retries=0,
         )
         if cfg.tp > 1:
             from ray.util.placement_group import placement_group
@@ -187,7 +200,7 @@ class VLLMPool:
             # worker each: vLLM's Ray executor finds them through the captured placement group
             bundles = [{"CPU": cfg.num_cpus or 0.01}] + [{"GPU": 1.0} for _ in range(cfg.tp)]
             pg = placement_group(bundles, strategy="PACK" if cfg.multi_node else "STRICT_PACK",
-                                 name=f"{cfg.actor_name(index)}-pg")
+                                 name=f"{self.actor_name(index)}-pg")
             self._pgs.append(pg)
             opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True)

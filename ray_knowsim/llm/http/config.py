@@ -178,8 +178,10 @@ class HTTPModelConfig(BaseModel):
 
     @property
     def limiter_name(self) -> str:
-        """Name of the run-wide limiter of this (endpoint, model); see ``create_shared_limiter``."""
-        return f"ray_knowsim.limiter.{self.endpoint_key}"
+        """Name of the cluster-wide limiter of this (endpoint, model, credential NAME): every run
+        that reaches the model with the same key shares one budget; see ``create_shared_limiter``."""
+        key = hashlib.sha256(f"{self.base_url}\n{self.model}\n{self.api_key_env or ''}".encode()).hexdigest()[:16]
+        return f"ray_knowsim.limiter.{key}"
 
     def rate_limits(self) -> RateLimits:
         return RateLimits(
