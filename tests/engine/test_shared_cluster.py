@@ -1,0 +1,125 @@
+"""Two runs at once on one cluster, against the same HTTP endpoint with an in-flight cap: both
+finish, and the server never sees more requests in flight than the cap, across both runs.
+
+The endpoint is the offline model behind our OpenAI-compatible server (`serve-offline`'s app, in
+this process), answering each request after a delay and counting what is in flight. The runs are
+two `ray job submit` jobs on one local head, each with its own driver; the second is longer, so
+it runs on after the first ends: the limiter they share must outlive the first run (one limiter
+actor over the whole test, never ended and re-made under the second run), and end once the last
+run let go (the grace period is shortened to seconds here)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ray_knowsim.engine.results import RunDir
+from tests.doubles.raycluster import LocalCluster, cluster_env, ray_command
+from tests.engine.conftest import small_config, write_config
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray_cluster, pytest.mark.timeout(900)]
+ROOT = Path(__file__).resolve().parents[2]
+CAP = 3  # max_in_flight_global of the endpoint; each run alone would send up to 16 per process
+DELAY_S = 0.1
+GRACE_S = 2.0
+
+
+def counting_server():
+    """The offline model's app, with a middleware counting requests in flight (and their peak)."""
+    from aiohttp import web
+
+    from ray_knowsim.llm.offline import OfflineModel
+    from ray_knowsim.llm.server import build_app
+
+    state = {"in_flight": 0, "peak": 0, "requests": 0}
+
+    @web.middleware
+    async def count(request, handler):
+        if request.path != "/v1/chat/completions":
+            return await handler(request)
+        state["in_flight"] += 1
+        state["requests"] += 1
+        state["peak"] = max(state["peak"], state["in_flight"])
+        try:
+            return await handler(request)
+        finally:
+            state["in_flight"] -= 1
+
+    app = build_app(OfflineModel(name="shared"), delay_s=DELAY_S)
+    app.middlewares.append(count)
+    return app, state
+
+
+@pytest.fixture
+def shared_head():
+    bin_dir = Path(sys.executable).parent
+    ray_bin = ray_command(bin_dir)
+    if ray_bin is None:
+        pytest.skip("the `ray` command is not installed")
+    env = cluster_env(bin_dir, multi_node=False)
+    env["RAY_KNOWSIM_LEASE_GRACE_S"] = str(GRACE_S)  # the drivers pass it to the limiter they create
+    cluster = LocalCluster(ray_bin, env)
+    try:
+        yield cluster.start_head(num_cpus=4, extra=("--object-store-memory", str(200 * 2**20)))
+    finally:
+        cluster.close()
+
+
+def limiter_actors(cluster: LocalCluster) -> list[dict]:
+    rows = cluster.api("/api/v0/actors?detail=1&limit=1000")
+    return [r for r in rows if "Limiter" in str(r.get("class_name", ""))]
+
+
+def commit_window(run_dir: Path) -> tuple[float, float]:
+    times = [m.committed_at for m in RunDir(run_dir).markers().values()]
+    return min(times), max(times)
+
+
+def test_two_runs_share_one_endpoint_budget(shared_head, tmp_path):
+    from ray_knowsim.llm.server import serve_app_in_thread
+
+    app, state = counting_server()
+    with serve_app_in_thread(app) as server:
+        endpoint = {"backend": "http", "base_url": server.base_url, "model": "shared", "offline_server": True,
+                    "max_in_flight": 16, "max_in_flight_global": CAP}
+        roles = {"user_sim": "ep", "extractor": "ep", "judge": "ep", "assistant": {"model": "ep"}}
+        jobs = {}
+        for name, trials in (("short", 1), ("long", 3)):
+            data = small_config(name=name, models={"ep": endpoint}, trials=trials, max_turns=2,
+                                engine={"shard_fn": "ray_knowsim.sim.shard:run_shard", "shard_cpus": 0.25})
+            data["roles"] = roles
+            path = write_config(tmp_path / name, data)
+            job = f"{name}-{uuid.uuid4().hex[:8]}"
+            proc = shared_head.submit(["python", "-m", "ray_knowsim", "run", str(path), "-o", str(tmp_path / name / "out"),
+                                       "--quiet"], cwd=ROOT, working_dir=ROOT, no_wait=True, extra=("--submission-id", job))
+            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+            jobs[name] = (job, 24 * trials)
+        statuses = {name: shared_head.wait_job(job, timeout_s=700) for name, (job, _) in jobs.items()}
+        logs = {name: shared_head.job_logs(job) for name, (job, _) in jobs.items()}
+    for name, (job, n) in jobs.items():
+        assert statuses[name] == "SUCCEEDED", f"{name}: {statuses[name]}\n{logs[name][-3000:]}"
+        assert f"sessions ok {n}, failed 0, of {n}" in logs[name], logs[name][-3000:]
+    short, long = commit_window(tmp_path / "short" / "out"), commit_window(tmp_path / "long" / "out")
+    print(f"two runs on one endpoint: {state['requests']} requests, peak in flight {state['peak']} (cap {CAP}); "
+          f"commits short {short[1] - short[0]:.1f} s, long {long[1] - long[0]:.1f} s, overlap "
+          f"{min(short[1], long[1]) - max(short[0], long[0]):.1f} s")
+    assert short[0] < long[1] and long[0] < short[1], (short, long)  # the two runs overlapped
+    assert long[1] > short[1]  # and the long one ran on alone
+    assert state["requests"] > 200
+    # the cap held across both runs, and bound (each run alone sends more than it at once)
+    assert state["peak"] == CAP, state
+
+    # one limiter actor all along: not ended under the long run when the short one let go
+    deadline = time.monotonic() + GRACE_S + 30
+    while time.monotonic() < deadline:
+        actors = limiter_actors(shared_head)
+        if actors and all(a.get("state") == "DEAD" for a in actors):
+            break
+        time.sleep(1)
+    assert len(actors) == 1, json.dumps(actors, indent=1, default=str)[:3000]
+    assert actors[0]["state"] == "DEAD"  # and it ended once the last run let go
