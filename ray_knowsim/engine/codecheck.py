@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 #: file kinds that make up the package: its modules and the data it ships (templates, demo items,
-#: layouts); anything else in a checkout (editor files, notes) is not part of an install
-PACKAGE_SUFFIXES = (".py", ".txt", ".md", ".json", ".jsonl", ".yaml")
+#: layouts, the viewer's assets); anything else in a checkout (editor files, notes) is not part of an install
+PACKAGE_SUFFIXES = (".py", ".txt", ".md", ".json", ".jsonl", ".yaml", ".css", ".js")
 PROBE_TIMEOUT_S = 180.0  # a worker process has to start on every node (slow on a loaded machine)
 
 # this process's identity, computed once; keyed by process id, as the functions below travel to
