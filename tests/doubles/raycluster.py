@@ -90,7 +90,9 @@ def cluster_env(bin_dir: Path, *, multi_node: bool) -> dict[str, str]:
 
 @dataclass
 class LocalCluster:
-    """A head (and maybe worker nodes) of `ray start` processes; see the module docstring."""
+    """A head (and maybe worker nodes) of `ray start` processes; see the module docstring. The
+    nodes start in their temp folder, as a node started from a home directory would: a job
+    without a working dir imports only what the nodes have installed."""
 
     ray_bin: str
     env: dict[str, str]
@@ -116,7 +118,8 @@ class LocalCluster:
             # another head on the machine its harmless bind error would read as a failed start
             env = dict(self.env, AUTOSCALER_METRIC_PORT=str(autoscaler))
             with open(log, "wb") as fh:
-                self.head = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=fh, stderr=subprocess.STDOUT)
+                self.head = subprocess.Popen(cmd, env=env, cwd=self.temp, start_new_session=True, stdout=fh,
+                                             stderr=subprocess.STDOUT)
             url = f"http://127.0.0.1:{dash}"
             if self._wait_ready(self.head, log, temp, lambda: _get(f"{url}/api/version") is not None and
                                 _get(f"http://127.0.0.1:{agent}/api/local_raylet_healthz") == b"success"):
@@ -187,7 +190,8 @@ class LocalCluster:
                    "--node-ip-address", "127.0.0.1", "--dashboard-agent-listen-port", str(agent),
                    "--metrics-export-port", str(metrics), "--disable-usage-stats", *extra]
             with open(log, "wb") as fh:
-                proc = subprocess.Popen(cmd, env=self.env, start_new_session=True, stdout=fh, stderr=subprocess.STDOUT)
+                proc = subprocess.Popen(cmd, env=self.env, cwd=self.temp, start_new_session=True, stdout=fh,
+                                        stderr=subprocess.STDOUT)
             if self._wait_ready(proc, log, None, lambda: self.alive_nodes() > before):
                 self.workers.append(proc)
                 return proc

@@ -17,7 +17,8 @@ def test_cluster_file_shape_and_ray_pin():
     cfg = yaml.safe_load((ROOT / "cluster.yaml").read_text())
     pinned = re.search(r'"ray\[default,data\]==([0-9.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
     setup = "\n".join(cfg["setup_commands"] + [c for t in cfg["available_node_types"].values() for c in t.get("worker_setup_commands", [])])
-    assert f"ray[default,data]=={pinned}" in setup and "pip install -e ~/ray_knowsim" in setup
+    # the project installed as users install it: not editable (what tests/packaging/test_installed.py runs)
+    assert f"ray[default,data]=={pinned}" in setup and "pip install ~/ray_knowsim" in setup and "-e " not in setup
     types = cfg["available_node_types"]
     assert types[cfg["head_node_type"]]["resources"] == {"CPU": 0}
     assert "--num-cpus=0" in " ".join(cfg["head_start_ray_commands"])

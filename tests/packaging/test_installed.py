@@ -110,11 +110,15 @@ def installed(tmp_path_factory) -> Installed:
 
 @pytest.fixture(scope="module")
 def installed_cluster(installed):
-    """A local head started from the fresh environment: its workers run that install."""
-    cluster = LocalCluster(str(installed.bin / "ray"), installed.env)
-    with timed("head_start_s"):
-        cluster.start_head(num_cpus=2)
+    """Two nodes started from the fresh environment, both running that install: a head without
+    CPUs (it runs the jobs' drivers) and a worker node that runs every shard."""
+    cluster = LocalCluster(str(installed.bin / "ray"), dict(cluster_env(installed.bin, multi_node=True),
+                                                           NUMBA_CACHE_DIR=installed.env["NUMBA_CACHE_DIR"]))
+    store = ("--object-store-memory", str(150 * 2**20))
     try:
+        with timed("cluster_start_s"):
+            cluster.start_head(num_cpus=0, extra=store)
+            cluster.add_worker(num_cpus=2, extra=store)
         yield cluster
     finally:
         cluster.close()
@@ -169,6 +173,24 @@ def test_job_with_working_dir_on_nodes_running_the_install(installed, installed_
     # the driver ran the shipped copy, not the nodes' install, and every worker was checked to run the same
     assert not Path(code["package"]).is_relative_to(installed.site_packages())
     assert code["fingerprint"] == source_fingerprint(ROOT)
+
+
+def test_job_without_working_dir_runs_the_nodes_install(installed, installed_cluster, tmp_path):
+    with timed("job_no_working_dir_s"):
+        proc = installed_cluster.submit(["ray-knowsim", "run", str(ROOT / "configs" / "demo.yaml"), "-o", str(tmp_path / "out"),
+                                         *TINY], cwd=tmp_path)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "succeeded" in text and TINY_DONE in text, text[-3000:]
+    assert Path(manifest_code(tmp_path / "out")["package"]).is_relative_to(installed.site_packages())
+
+
+def test_a_driver_joining_the_cluster_with_address(installed, installed_cluster, tmp_path):
+    with timed("address_run_s"):
+        proc = installed.run([installed.bin / "ray-knowsim", "run", ROOT / "configs" / "demo.yaml", "-o", tmp_path / "out",
+                              "--address", installed_cluster.gcs, *TINY], cwd=tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert TINY_DONE in proc.stdout
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["invocations"][-1]["address"] == installed_cluster.gcs
 
 
 def test_code_shipped_only_through_the_working_dir(installed, installed_cluster, tmp_path):
