@@ -214,7 +214,7 @@ class LocalCluster:
                 return False
             time.sleep(0.5)
 
-    def submit(self, args: list[str], *, cwd: Path, working_dir: Path | None = None, timeout_s: float = 400,
+    def submit(self, args: list[str], *, cwd: Path, working_dir: Path | None = None, timeout_s: float = 900,
                extra: tuple[str, ...] = (), no_wait: bool = False) -> subprocess.CompletedProcess:
         """`ray job submit [--working-dir DIR] -- ARGS`, retried while the job agent comes up."""
         cmd = [self.ray_bin, "job", "submit", "--address", self.url, *extra]

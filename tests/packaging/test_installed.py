@@ -26,7 +26,7 @@ import pytest
 from ray_knowsim.engine.codecheck import fingerprint
 from tests.doubles.raycluster import LocalCluster, cluster_env
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray_cluster, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray_cluster, pytest.mark.timeout(1800)]  # generous: a loaded machine
 ROOT = Path(__file__).resolve().parents[2]
 # 7 sessions (every demo item once, one level, one condition), 2 turns
 TINY = ["--quiet", "--set", "trials=1", "--set", "max_turns=2", "--set", "levels=[novice]",
@@ -47,7 +47,7 @@ def copy_source(dst: Path) -> Path:
     return dst
 
 
-def sh(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
+def sh(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -59,7 +59,7 @@ class Installed:
         self.env = cluster_env(self.bin, multi_node=False)
         self.env["NUMBA_CACHE_DIR"] = str(base / "numba")
 
-    def run(self, args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    def run(self, args: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
         return sh(args, cwd=cwd, env=self.env, timeout=timeout)
 
     def site_packages(self) -> Path:
