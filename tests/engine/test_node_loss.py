@@ -21,8 +21,9 @@ import pytest
 
 from ray_knowsim.engine.config import load_run_config
 from ray_knowsim.engine.node_loss import is_node_loss, retry_on_node_loss
-from ray_knowsim.engine.results import RunDir
 from ray_knowsim.engine.runner import run
+from ray_knowsim.io.commits import MarkerError, read_markers
+from ray_knowsim.io.rundir import RunReader
 from tests.doubles.raycluster import LocalCluster, cluster_env, kill_node, ray_command
 from tests.engine.conftest import small_config, write_config
 
@@ -86,8 +87,17 @@ def test_retry_runs_an_idempotent_step_again_only_after_a_loss():
 
 
 def table(run_dir: Path, name: str) -> pd.DataFrame:
-    df = pd.concat([pq.read_table(f).to_pandas() for f in RunDir(run_dir).data_files(name)], ignore_index=True)
+    reader = RunReader.open(run_dir)
+    df = (reader.sessions if name == "sessions" else reader.turns).read().to_pandas()
     return df.sort_values(["session_id", "turn"] if name == "turns" else ["session_id"]).reset_index(drop=True)
+
+
+def committed_sessions(run_dir: Path) -> int:
+    """Sessions committed so far (0 while the run dir is being set up or a commit is half-read)."""
+    try:
+        return sum(len(c.sessions) if hasattr(c, "sessions") else len(c.session_ids) for c in read_markers(run_dir))
+    except (MarkerError, OSError):
+        return 0
 
 
 @pytest.fixture
@@ -115,7 +125,7 @@ def test_worker_nodes_lost_mid_run_and_before_the_tables_do_not_fail_the_job(loo
     (it takes ~15 s to declare a node dead) and place work on it."""
     cluster = loopback_cluster
     options = {"start_delay_s": 3.0, "delegate": "ray_knowsim.sim.shard:run_shard"}
-    n_shards = 12  # 24 sessions in shards of 2: four waves over three one-CPU nodes
+    n_sessions = 24  # in 12 shards of 2: four waves over three one-CPU nodes
     path = write_config(tmp_path, small_config(engine={"shard_size": 2, "shard_fn_options": options}))
     out = tmp_path / "killed"
     job = f"node-loss-{uuid.uuid4().hex[:8]}"
@@ -128,14 +138,14 @@ def test_worker_nodes_lost_mid_run_and_before_the_tables_do_not_fail_the_job(loo
     lost_shards: list[str] | None = None
     late_kill_at = None
     while time.monotonic() < deadline and cluster.job_status(job) in (None, "PENDING", "RUNNING"):
-        committed = len(list((out / "shards").glob("*.json")))
+        committed = committed_sessions(out)
         if lost_shards is None:
             on_victim = [t["name"] for t in cluster.running_tasks()
                          if t.get("node_id") == victims[0] and str(t.get("name", "")).startswith("ray-knowsim shard-")]
-            if committed >= 2 and on_victim:
+            if committed >= 4 and on_victim:
                 kill_node(cluster.workers[0])
                 lost_shards = on_victim
-        elif committed == n_shards:
+        elif committed == n_sessions:
             kill_node(cluster.workers[1])
             late_kill_at = time.monotonic()
             break

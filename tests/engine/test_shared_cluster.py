@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ray_knowsim.engine.results import RunDir
+from ray_knowsim.io.commits import read_markers
 from tests.doubles.raycluster import LocalCluster, cluster_env, ray_command
 from tests.engine.conftest import small_config, write_config
 
@@ -76,7 +76,7 @@ def limiter_actors(cluster: LocalCluster) -> list[dict]:
 
 
 def commit_window(run_dir: Path) -> tuple[float, float]:
-    times = [m.committed_at for m in RunDir(run_dir).markers().values()]
+    times = [m.committed_at for m in read_markers(run_dir)]
     return min(times), max(times)
 
 
