@@ -14,6 +14,15 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def docs_pip_list() -> list[str]:
+    """The `pip` runtime environment docs/cluster.md gives for nodes with Ray only (the
+    installed-wheel test runs a job with exactly this)."""
+    text = (ROOT / "docs" / "cluster.md").read_text().replace("\n", " ")
+    found = re.search(r"--runtime-env-json '(\{\"pip\": \[.*?\]\})'", text)
+    assert found, "docs/cluster.md lost its runtime-env pip example"
+    return json.loads(found.group(1))["pip"]
+
+
 def test_the_pip_list_for_ray_only_nodes_covers_the_dependencies():
     deps = [Requirement(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
     ray_brings = set()
@@ -22,9 +31,6 @@ def test_the_pip_list_for_ray_only_nodes_covers_the_dependencies():
         if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in ("default", "data")):
             ray_brings.add(req.name.lower())
     needed = {d.name.lower() for d in deps if d.name.lower() not in ray_brings | {"ray"}}
-    text = (ROOT / "docs" / "cluster.md").read_text()
-    block = re.search(r"--runtime-env-json '(\{\"pip\": \[.*?\]\})'", text.replace("\n", " "), re.S)
-    assert block, "docs/cluster.md lost its runtime-env pip example"
-    listed = {Requirement(r).name.lower() for r in json.loads(block.group(1))["pip"]}
+    listed = {Requirement(r).name.lower() for r in docs_pip_list()}
     assert needed <= listed, f"docs/cluster.md's pip list misses {sorted(needed - listed)}"
     assert listed <= {d.name.lower() for d in deps}, f"docs/cluster.md lists what the project does not need: {sorted(listed - needed)}"

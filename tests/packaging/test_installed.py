@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import pytest
 
 from ray_knowsim.engine.codecheck import fingerprint
 from tests.doubles.raycluster import LocalCluster, cluster_env
+from tests.packaging.test_docs_install import docs_pip_list
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray_cluster, pytest.mark.timeout(1800)]  # generous: a loaded machine
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,17 +196,23 @@ def test_a_driver_joining_the_cluster_with_address(installed, installed_cluster,
 
 
 def test_code_shipped_only_through_the_working_dir(installed, installed_cluster, tmp_path):
-    """Nodes with the dependencies but not the project (an image of its requirements): the job's
-    working dir is the code, `python -m ray_knowsim` the entry point."""
-    gone = installed.run([installed.python, "-m", "pip", "uninstall", "-y", "-q", "ray-knowsim"], cwd=tmp_path)
+    """Nodes with Ray but neither the project nor the dependencies Ray does not bring: the job's
+    working dir is the code, `python -m ray_knowsim` the entry point, and the job's `pip` runtime
+    environment (docs/cluster.md's, read from there) the rest. Ray builds that environment on
+    every node for the job; the nodes' own environment stays without them."""
+    pip = docs_pip_list()
+    names = [re.split(r"[<>=!~\[ ]", r, maxsplit=1)[0] for r in pip]
+    gone = installed.run([installed.python, "-m", "pip", "uninstall", "-y", "-q", "ray-knowsim", *names], cwd=tmp_path)
     assert gone.returncode == 0, gone.stderr
     try:
+        missing = installed.run([installed.python, "-c", "import numba"], cwd=tmp_path)
+        assert missing.returncode != 0  # the nodes really lack them
         with timed("job_working_dir_only_s"):
             proc = installed_cluster.submit(["python", "-m", "ray_knowsim", "run", "configs/demo.yaml", "-o", str(tmp_path / "out"), *TINY],
-                                            cwd=ROOT, working_dir=ROOT)
+                                            cwd=ROOT, working_dir=ROOT, extra=("--runtime-env-json", json.dumps({"pip": pip})))
         text = proc.stdout + proc.stderr
         assert proc.returncode == 0 and TINY_DONE in text, text[-3000:]
         assert manifest_code(tmp_path / "out")["fingerprint"] == source_fingerprint(ROOT)
     finally:  # later tests of the module get the install back
-        back = installed.run([installed.python, "-m", "pip", "install", "-q", "--no-deps", installed.wheel], cwd=tmp_path)
+        back = installed.run([installed.python, "-m", "pip", "install", "-q", "--no-compile", installed.wheel], cwd=tmp_path, timeout=900)
         assert back.returncode == 0, back.stderr
