@@ -31,8 +31,8 @@ from ray_knowsim.kernels.pack import (
     session_offsets,
     unpack_states,
 )
-from ray_knowsim.model.graph import GraphIndex
-from ray_knowsim.model.signals import SignalEntry
+from ray_knowsim.schema.graph import GraphIndex
+from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.rules.config import RuleConfig
 
 COUNTERS = K.COUNTERS

@@ -35,8 +35,8 @@ from ray_knowsim.kernels.update import (
     P_WR,
     P_WS,
 )
-from ray_knowsim.model.graph import GraphIndex, capacity, hinge_size
-from ray_knowsim.model.signals import SignalEntry
+from ray_knowsim.schema.graph import GraphIndex, capacity, hinge_size
+from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.rules.config import RuleConfig
 from ray_knowsim.rules.update import INCORRECT_NO_EXPLANATION
 

@@ -38,7 +38,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ray_knowsim.model.results import FAILURE_MODES
+from ray_knowsim.schema.results import FAILURE_MODES
 from ray_knowsim.rules.turn_metrics import FAILURE_MODE_VARIANTS
 
 #: ``sig_node`` sentinels

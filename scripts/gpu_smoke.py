@@ -136,7 +136,7 @@ def judge_requests(shard: Any, results: list[Any]) -> list[Any]:
 
 def parses(req: Any, text: str) -> bool:
     """The reply validates against the output model the request names."""
-    from ray_knowsim.model import outputs
+    from ray_knowsim.schema import outputs
 
     cls = getattr(outputs, req.schema_name or "", None)
     if cls is None:
@@ -153,7 +153,7 @@ def main() -> int:
     from ray_knowsim.engine.vllm.config import VLLMModelConfig
     from ray_knowsim.engine.vllm.pool import VLLMPool
     from ray_knowsim.llm.protocol import generate_all
-    from ray_knowsim.model.chat import ChatRequest
+    from ray_knowsim.schema.chat import ChatRequest
 
     @step("1_imports_and_driver")
     def s1():

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 from itertools import combinations, permutations
 from pathlib import Path
@@ -39,7 +38,7 @@ import openpyxl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ray_knowsim.model.results import SessionRow, TurnRow
+from ray_knowsim.schema.results import SessionRow, TurnRow
 from ray_knowsim.validate.conditions import ARMS, CONDITION_CODES, LEVELS, METRIC_TASKS, METRICS, TASKS
 
 LIKERT_BANDS = {0: (1, 2), 1: (3, 4), 2: (6, 7)}  # goodness -> ratings (DC, IQ; CO reversed)

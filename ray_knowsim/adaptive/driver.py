@@ -22,10 +22,10 @@ from ray_knowsim.adaptive.observe import pair_counts, scheduled
 from ray_knowsim.adaptive.schedule import item_order, round_items
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.plan import session_id
-from ray_knowsim.engine.runner import RunError, prepare, ray_session, run, write_run_tables
+from ray_knowsim.engine.runner import RunError, prepare, ray_options, ray_session, run, write_run_tables
 from ray_knowsim.io.decisions import write_decisions
 from ray_knowsim.io.rundir import RunReader
-from ray_knowsim.model.decisions import DecisionRecord, DecisionsFile, PairRecord, RoundRecord, Spend
+from ray_knowsim.schema.decisions import DecisionRecord, DecisionsFile, PairRecord, RoundRecord, Spend
 from ray_knowsim.stats.adaptive import Procedure
 
 PROCEDURE = ("per item, the sign of its mean paired difference (ties dropped); per pair, a Beta(1/2, 1/2) mixture "
@@ -130,7 +130,7 @@ def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Pa
     rounds: list[RoundRecord] = []
     status = "running"
     rows = pd.DataFrame()
-    with ray_session(address, cfg, quiet):
+    with ray_session(address, **ray_options(cfg), quiet=quiet):
         round_no = 0
         while True:
             round_no += 1

@@ -20,7 +20,6 @@ DIR/leaderboard.html, DIR/compare.json.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 

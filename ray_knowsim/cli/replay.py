@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 
 from ray_knowsim.io.loaders import LoadError, load_graph_cache, load_records
-from ray_knowsim.model.graph import GraphError, GraphWarning, build_index
+from ray_knowsim.schema.graph import GraphError, GraphWarning, build_index
 from ray_knowsim.rules.config import PRESETS
 from ray_knowsim.rules.record_diff import record_differences
 from ray_knowsim.rules.reference_record import replay_record

@@ -105,7 +105,7 @@ def main(args: argparse.Namespace) -> int:
                  for role, st in sorted(Accounting.from_dict(outcome.llm).by_role.items())]
         print("llm: " + ", ".join(parts), flush=True)
     if outcome.stopped is not None:
-        from ray_knowsim.model.failures import MODEL, failure_class
+        from ray_knowsim.schema.failures import MODEL, failure_class
 
         rerun = failure_class(outcome.stopped.error) == MODEL and not args.rerun_model_failures
         command = resume_command(args, outcome.run_dir) + (" --rerun-model-failures" if rerun else "")

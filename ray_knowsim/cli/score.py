@@ -38,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
     from ray_knowsim.engine.manifest import read_manifest
     from ray_knowsim.io.commits import RunDir
     from ray_knowsim.io.rundir import RunReader
-    from ray_knowsim.engine.runner import ray_session, write_run_tables
+    from ray_knowsim.engine.runner import ray_options, ray_session, write_run_tables
     from ray_knowsim.score.store import ScoreDir
     from ray_knowsim.engine.scoring import ScoreError, score_run
     from ray_knowsim.registry import PluginImportError, import_plugins
@@ -52,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
         import_plugins(args.plugin)
         cfg = parse_run_config(manifest["config"], base_dir=_base_dir(manifest, rd))
         config_hash = cfg.config_hash()
-        with ray_session(args.address, cfg, quiet=True):
+        with ray_session(args.address, **ray_options(cfg), quiet=True):
             out = score_run(cfg, rd.root, judge=args.judge, name=args.name, config_hash=config_hash,
                             judges=[j for j in args.judges.split(",") if j], shard_concurrency=args.shard_concurrency)
             if args.primary:

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from ray_knowsim.model.failures import FAILURE_CLASSES, MODEL, failure_class
+from ray_knowsim.schema.failures import FAILURE_CLASSES, MODEL, failure_class
 from ray_knowsim.stats.rates import DEFAULT_MIN_DIFF, rate_gap
 
 ALL_LEVELS = "all"

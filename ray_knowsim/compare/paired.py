@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from ray_knowsim.model.states import level_order
+from ray_knowsim.schema.states import level_order
 from ray_knowsim.stats import bootstrap as B
 from ray_knowsim.stats import signs as G
 from ray_knowsim.stats.descriptive import clustered_mean

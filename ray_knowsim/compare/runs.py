@@ -52,7 +52,7 @@ class LoadedRun(BaseModel):
 
 
 def _model_identity(models: dict[str, Any], key: str | None) -> dict[str, Any]:
-    from ray_knowsim.engine.config.models import answer_fields
+    from ray_knowsim.engine.config.model_entries import answer_fields
 
     if key is None or key not in models:
         return {"model": key}

@@ -11,8 +11,8 @@ import json
 from functools import lru_cache
 from importlib import resources
 
-from ray_knowsim.model.graph import IUGraph, check_graph, parse_graph
-from ray_knowsim.model.items import Item, TaskName, item_from_row
+from ray_knowsim.schema.graph import IUGraph, check_graph, parse_graph
+from ray_knowsim.schema.items import Item, TaskName, item_from_row
 
 DEMO_TASKS: tuple[TaskName, ...] = ("math", "expertqa")
 _ITEM_FILES = {"math": "math.jsonl", "expertqa": "expertqa.jsonl"}

@@ -1,7 +1,7 @@
 """The model-backend registry: a backend is its config-entry class plus a builder of its ChatModel.
 
 A run config's ``models.<key>: {backend: NAME, ...}`` is validated by the entry class registered
-under NAME, and :func:`ray_knowsim.engine.models.build_models` makes the model with its builder.
+under NAME, and :func:`ray_knowsim.engine.clients.build_models` makes the model with its builder.
 Nothing else branches on backend names: what the planner and the cost accounting assume of a
 backend is its registered :class:`BackendProfile`. The built-ins (``offline``, ``http``, ``vllm``) register
 in :mod:`ray_knowsim.engine.builtin_backends`; code outside the package registers the same way
@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from pydantic import BaseModel
 
 from ray_knowsim.llm.protocol import ChatModel
-from ray_knowsim.model.graph import IUGraph
+from ray_knowsim.schema.graph import IUGraph
 from ray_knowsim.registry import Registry
 
 

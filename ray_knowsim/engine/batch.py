@@ -18,7 +18,6 @@ invocation of the same command.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 import traceback
@@ -33,9 +32,9 @@ from ray_knowsim.engine.codecheck import by_value, cluster_mismatches, identity,
 from ray_knowsim.engine.failfast import FailureGuard, Stop
 from ray_knowsim.engine.preflight import check_before_spending
 from ray_knowsim.engine.config import DEFAULT_SHARD_FN, RunConfig
-from ray_knowsim.engine.local_ray import choose_auth_mode
+from ray_knowsim.engine.ray_session import ray_session
 from ray_knowsim.engine.manifest import close_manifest, open_manifest
-from ray_knowsim.engine.models import ModelSet, build_models, model_backends, secret_env_names, shutdown_pools, test_double_roles
+from ray_knowsim.engine.clients import ModelSet, build_models, model_backends, secret_env_names, shutdown_pools, test_double_roles
 from ray_knowsim.engine.node_loss import retry_on_node_loss
 from ray_knowsim.engine.plan import Plan, largest_graph, shard_name
 from ray_knowsim.engine.progress import Counts, Display, progress_actor
@@ -43,7 +42,7 @@ from ray_knowsim.engine.resume import Attempt, ResumePolicy, Work, plan_work
 from ray_knowsim.engine.worker import CommitPolicy, execute_shard
 from ray_knowsim.io.commits import RunDir, collect_garbage
 from ray_knowsim.io.rundir import RunDirError, RunReader
-from ray_knowsim.model.failures import INFRA, MODEL
+from ray_knowsim.schema.failures import INFRA, MODEL
 from ray_knowsim.engine.scoring import score_run
 from ray_knowsim.score.store import RunScores
 from ray_knowsim.sim.types import ShardContext
@@ -84,41 +83,9 @@ class RunInterrupted(KeyboardInterrupt):
         self.run_dir, self.committed, self.ok, self.planned = run_dir, committed, ok, planned
 
 
-@contextmanager
-def ray_session(address: str | None, cfg: RunConfig, quiet: bool) -> Iterator[bool]:
-    """Join ``address`` (or RAY_ADDRESS), else start a local Ray and stop it afterwards.
-    Yields whether this process started Ray."""
-    import ray
-
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    started = False
-    from ray.data import DataContext
-
-    logging.getLogger("ray.data").setLevel(logging.WARNING)  # no per-dataset INFO lines on the terminal
-    logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)  # "progress bars disabled"
-    if ray.is_initialized():
-        DataContext.get_current().enable_progress_bars = False
-        yield False  # an embedding process (tests, notebooks) owns Ray
-        return
-    if address:
-        ray.init(address=address, logging_level="WARNING", log_to_driver=not quiet)
-    else:
-        choose_auth_mode()  # token auth, chosen (Ray's default) rather than defaulted with a warning
-        ray.init(
-            address="local",
-            num_cpus=cfg.engine.num_cpus,
-            object_store_memory=cfg.engine.object_store_mb * 2**20,
-            include_dashboard=False,
-            logging_level="WARNING",
-            log_to_driver=not quiet,
-        )
-        started = True
-    try:
-        DataContext.get_current().enable_progress_bars = False
-        yield started
-    finally:
-        ray.shutdown()
+def ray_options(cfg: RunConfig) -> dict[str, Any]:
+    """The local cluster a run starts when it joins none (engine.num_cpus, engine.object_store_mb)."""
+    return {"num_cpus": cfg.engine.num_cpus, "object_store_mb": cfg.engine.object_store_mb}
 
 
 def open_committed(run_dir: RunDir, config_hash: str) -> RunReader:
@@ -205,7 +172,7 @@ def run(
         display.warn(f"preflight warning: {finding.line()}")
     status = "failed"
     try:
-        with ray_session(address, cfg, quiet), _pools() as pools:
+        with ray_session(address, **ray_options(cfg), quiet=quiet), _pools() as pools:
             _require_same_code(display)  # before any of our code runs on a worker (shards, reduction)
             vplan = place_models(cfg)  # before anything starts: raises when a model cannot be placed
             if vplan.grouped:  # shards ordered and cut by condition group; pools start/stop per group
@@ -490,4 +457,4 @@ def _short_error(exc: BaseException) -> str:
     return (lines[-1] if lines else type(exc).__name__)[:500] if text else "".join(traceback.format_exception_only(exc)).strip()
 
 
-__all__ = ["RunInterrupted", "RunOutcome", "pending_work", "ray_session", "run", "write_run_tables"]
+__all__ = ["RunInterrupted", "RunOutcome", "pending_work", "ray_options", "ray_session", "run", "write_run_tables"]

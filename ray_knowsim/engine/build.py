@@ -21,7 +21,7 @@ from typing import Any
 
 from ray_knowsim.engine.backends import BACKENDS
 from ray_knowsim.engine.config import RunConfig
-from ray_knowsim.engine.models import check_secrets, used_model_keys
+from ray_knowsim.engine.clients import check_secrets, used_model_keys
 from ray_knowsim.engine.plan import Plan, load_inputs
 from ray_knowsim.io.commits import RunDir
 from ray_knowsim.io.decisions import DECISIONS_FILE
@@ -45,11 +45,9 @@ def make_context(cfg: RunConfig, run_id: str, config_hash: str) -> ShardContext:
     return ShardContext(
         run_id=run_id,
         config_hash=config_hash,
-        run_seed=cfg.seed,
         rules=cfg.rule_config,
         max_turns=cfg.max_turns,
         early_stop=cfg.early_stop,
-        graph_mode=cfg.graph_mode,
         roles=roles,
         prompts=cfg.prompts.version,
         connectable=cfg.prompts.connectable,
@@ -61,7 +59,7 @@ def make_context(cfg: RunConfig, run_id: str, config_hash: str) -> ShardContext:
 def model_prices(cfg: RunConfig) -> dict[str, Any]:
     """Model key -> Price: the configured one; a backend whose profile says free (the offline model)
     costs nothing unless priced."""
-    from ray_knowsim.model.price import Price
+    from ray_knowsim.schema.price import Price
 
     out: dict[str, Any] = {}
     for key, entry in cfg.models.items():
@@ -121,10 +119,10 @@ def placed_plan(cfg: RunConfig, inputs: Any, plan: Plan, vplan: Any) -> Plan:
 
 def plan_only(cfg: RunConfig, address: str | None = None) -> str:
     """The placement and group order ``run`` would use, as text; starts no engine (``run --plan``)."""
-    from ray_knowsim.engine.batch import ray_session
+    from ray_knowsim.engine.batch import ray_options, ray_session
 
     plan, *_, inputs = prepare(cfg)
-    with ray_session(address, cfg, quiet=True):
+    with ray_session(address, **ray_options(cfg), quiet=True):
         vplan = place_models(cfg)
     plan = placed_plan(cfg, inputs, plan, vplan)
     lines = [vplan.render()]

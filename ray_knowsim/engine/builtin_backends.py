@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ray_knowsim.engine.backends import BackendProfile, BuildContext, register_backend
-from ray_knowsim.engine.config.models import HTTPModelEntry, OfflineModelEntry, VLLMModelEntry
+from ray_knowsim.engine.config.model_entries import HTTPModelEntry, OfflineModelEntry, VLLMModelEntry
 from ray_knowsim.engine.vllm.config import OPERATIONAL_FIELDS as VLLM_OPERATIONAL
 from ray_knowsim.llm.http.config import OPERATIONAL_FIELDS as HTTP_OPERATIONAL
 from ray_knowsim.llm.offline import ntokens

@@ -55,8 +55,7 @@ from pydantic import BaseModel, ConfigDict
 from ray_knowsim.engine.backends import BACKENDS, TYPICAL_COMPLETION
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.plan import Inputs, Plan
-from ray_knowsim.model.price import Price
-from ray_knowsim.model.results import ROLES
+from ray_knowsim.schema.results import ROLES
 
 if TYPE_CHECKING:
     from ray_knowsim.sim.requests import TurnRequests

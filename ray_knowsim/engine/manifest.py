@@ -121,7 +121,7 @@ def open_manifest(
         # engine.shard_fn when it is not the product's simulation loop (tests plug in stand-ins)
         replaced_shard_fn=replaced_shard_fn,
         base_dir=base_dir,  # what the config's relative input paths are relative to (re-reading it: score)
-        # every role's settings resolved over its defaults (model/roles.py), e.g. the repair round's
+        # every role's settings resolved over its defaults (schema/roles.py), e.g. the repair round's
         # temperature, and the warnings about them (a first try that already asks for the cap)
         roles=dict(roles or {}),
         hashed_config=hashed,  # what config_hash hashed (RunConfig.hash_payload): a refused resume names what changed

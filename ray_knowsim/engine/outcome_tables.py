@@ -13,7 +13,7 @@ import pandas as pd
 
 from ray_knowsim.io.outcomes import TRUNCATION_COLUMNS, kinds_text, truncations_by_role
 from ray_knowsim.io.sanity import SanityReport
-from ray_knowsim.model.results import TRUNCATION_ROLES
+from ray_knowsim.schema.results import TRUNCATION_ROLES
 
 SANITY_COLUMNS = ("check", "severe", "scope", "text", "short")
 

@@ -23,10 +23,10 @@ from typing import Iterable, Iterator, Mapping
 
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.io.loaders import LoadError, load_graph_cache, load_init_cache, load_items
-from ray_knowsim.model.graph import IUGraph
-from ray_knowsim.model.items import INIT_CACHE_TASK_KEYS, Item
-from ray_knowsim.model.knowledge import InitCache
-from ray_knowsim.model.roles import RoleBudgetWarning
+from ray_knowsim.schema.graph import IUGraph
+from ray_knowsim.schema.items import INIT_CACHE_TASK_KEYS, Item
+from ray_knowsim.schema.knowledge import InitCache
+from ray_knowsim.schema.roles import RoleBudgetWarning
 from ray_knowsim.sim.types import SessionSpec, ShardSpec, item_key
 
 

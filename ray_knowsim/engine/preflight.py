@@ -36,7 +36,7 @@ the tokens the role will ask for. Which findings stop the run, and why:
   prompt (rendered over a synthetic transcript), a repair round (the refused answer appended), a
   timeout against the estimated latency (a prior of the backend's speed unless measured; a timed
   out request is retried by the client, then recorded as a failure that a resume reruns), and the
-  first-try budget against the cap (model/roles.py's warning, the same text as at config time).
+  first-try budget against the cap (schema/roles.py's warning, the same text as at config time).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from typing import Any, Literal
 
 from ray_knowsim.engine.backends import BACKENDS
 from ray_knowsim.engine.build import RunError
-from ray_knowsim.engine.models import used_model_keys
+from ray_knowsim.engine.clients import used_model_keys
 
 #: the longest a probe waits for one answer (the entry's own timeout when that is shorter)
 PROBE_TIMEOUT_S = 20.0
@@ -176,7 +176,7 @@ def _where(cfg: Any, role: str, key: str) -> str:
 
 def fit_findings(cfg: Any, est: Any, capacities: dict[str, Capacity]) -> list[Finding]:
     """Each role's largest prompt plus what it asks for, against each endpoint's context."""
-    from ray_knowsim.model.roles import first_try_tokens
+    from ray_knowsim.schema.roles import first_try_tokens
 
     out = []
     for name, big in est.largest_prompts.items():
@@ -224,7 +224,7 @@ def timeout_findings(cfg: Any, est: Any) -> list[Finding]:
     """Each role's timeout against the dry run's latency per request (measured by ``--from-run``
     runs, else the backend's prior speed): warnings only, latency is an estimate."""
     from ray_knowsim.engine.estimate import request_latency_s
-    from ray_knowsim.model.roles import first_try_tokens
+    from ray_knowsim.schema.roles import first_try_tokens
 
     measured = est.assumptions.get("completion_per_request", {}).get("latency_s", {}) or {}
     out = []

@@ -48,7 +48,7 @@ class Counts:
 
     def fail(self, error: str | None) -> None:
         """Count one failed session under its error code."""
-        from ray_knowsim.model.failures import error_kind
+        from ray_knowsim.schema.failures import error_kind
 
         code = error_kind(error or "") or "error"
         self.failed += 1

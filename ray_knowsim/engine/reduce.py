@@ -18,7 +18,7 @@ those rows:
   (plus task "all" when a run has several tasks).
 
 ``level_means`` and ``marginal`` carry, next to the metrics, how many sessions failed and why:
-``n_failed_infra`` / ``n_failed_model`` (model/failures.py), ``failure_rate`` and
+``n_failed_infra`` / ``n_failed_model`` (schema/failures.py), ``failure_rate`` and
 ``infra_failure_rate`` / ``model_failure_rate`` (shares of the cell's sessions), and ``n_rerun``
 (sessions whose counted row is a 2nd or later attempt). A mean over ok sessions of a condition
 that fails often is a mean over its easier cases: read it with its failure rate.
@@ -42,9 +42,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ray_knowsim.io.rundir import LiveFile
-from ray_knowsim.model.failures import FAILURE_CLASSES, MODEL, failure_class
-from ray_knowsim.model.results import DRIFT_COLUMNS, FAILURE_MODES
-from ray_knowsim.model.states import KNOWLEDGE_LEVELS
+from ray_knowsim.schema.failures import FAILURE_CLASSES, MODEL, failure_class
+from ray_knowsim.schema.results import DRIFT_COLUMNS, FAILURE_MODES
+from ray_knowsim.schema.states import KNOWLEDGE_LEVELS
 from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, MEAN_RANK_METRICS_ES
 from ray_knowsim.stats.tables import MARGINAL, level_table, marginal_table, rank_table
 
@@ -57,7 +57,7 @@ METRICS: tuple[str, ...] = (
 RANK_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "iq")
 RANK_METRICS_ES: tuple[str, ...] = ("kg_es", "nkg_es", "dc_es", "ic_es", "co_es", "po_es", "engagement_es")
 FM_COLUMNS: tuple[str, ...] = tuple(f"fm_{m}" for m in FAILURE_MODES)
-# DRIFT_COLUMNS (model/results.py): per-session counts of how often the models drifted, summed over
+# DRIFT_COLUMNS (schema/results.py): per-session counts of how often the models drifted, summed over
 # every session, failed ones too: a session that failed on its extractor is exactly where the drift was
 MEAN_RANKS = {"mean_rank": MEAN_RANK_METRICS, "mean_rank_es": MEAN_RANK_METRICS_ES}
 TABLE_NAMES = ("level_means", "marginal", "ranks", "failure_modes")
@@ -102,7 +102,7 @@ def partial_moments(batch: pa.Table) -> pa.Table:
 
 def failure_classes(batch: pa.Table) -> pa.Array:
     """Per row: "infra" / "model" for a failed session, null for an ok one. Rows written before
-    the ``failure_class`` column get theirs from their error (the one rule, model/failures.py)."""
+    the ``failure_class`` column get theirs from their error (the one rule, schema/failures.py)."""
     ok = pc.equal(batch.column("status"), "ok")
     recorded = batch.column("failure_class") if "failure_class" in batch.column_names else pa.nulls(batch.num_rows, pa.string())
     recorded = pc.cast(recorded, pa.string())

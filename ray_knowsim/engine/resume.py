@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Collection, Mapping
 
 from ray_knowsim.io.commits import SessionEntry
-from ray_knowsim.model.failures import INFRA, MODEL, failure_class
+from ray_knowsim.schema.failures import INFRA, MODEL, failure_class
 
 
 @dataclass(frozen=True)

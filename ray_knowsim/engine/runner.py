@@ -14,7 +14,7 @@ This module only re-exports them, so ``from ray_knowsim.engine.runner import run
 
 from __future__ import annotations
 
-from ray_knowsim.engine.batch import RunOutcome, pending_work, ray_session, run, write_run_tables
+from ray_knowsim.engine.batch import RunOutcome, pending_work, ray_options, ray_session, run, write_run_tables
 from ray_knowsim.engine.build import (
     PlacementFailed,
     RunError,
@@ -38,6 +38,7 @@ __all__ = [
     "place_models",
     "plan_only",
     "prepare",
+    "ray_options",
     "ray_session",
     "run",
     "write_run_tables",

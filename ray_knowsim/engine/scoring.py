@@ -24,8 +24,8 @@ from pydantic import ValidationError
 
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.config.base import ConfigError, format_errors
-from ray_knowsim.engine.config.models import answer_fields, validate_model_entries
-from ray_knowsim.engine.models import ModelSet, build_models, shutdown_pools
+from ray_knowsim.engine.config.model_entries import answer_fields, validate_model_entries
+from ray_knowsim.engine.clients import ModelSet, build_models, shutdown_pools
 from ray_knowsim.engine.plan import load_inputs
 from ray_knowsim.io.commits import Commit, RunDir, read_commit_tables
 from ray_knowsim.io.rundir import RunDirError, RunReader

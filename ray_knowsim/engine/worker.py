@@ -7,7 +7,7 @@
 2. Complete the sessions' initial states.
 3. Run the shard function (``engine.shard_fn``), which yields each session as it finishes, and
    stamp each row with its attempt, the errors of its earlier attempts and its failure class
-   (:func:`ray_knowsim.model.failures.failure_class`).
+   (:func:`ray_knowsim.schema.failures.failure_class`).
 4. Commit finished sessions in small steps (:class:`CommitPolicy`: every N sessions or T
    seconds, whichever first; the writes run off the event loop), so a crash loses only the
    sessions in flight; fold the steps into one commit when the shard ends
@@ -29,14 +29,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ray_knowsim.engine.models import ModelSet
+from ray_knowsim.engine.clients import ModelSet
 from ray_knowsim.engine.progress import Reporter
 from ray_knowsim.engine.resume import Attempt
 from ray_knowsim.io.commits import SESSION_SCHEMA, TURN_SCHEMA, Commit, fold_commits, shard_markers, sort_tables, write_commit
 from ray_knowsim.io.parquet import rows_table
 from ray_knowsim.llm.accounting import Accounting
-from ray_knowsim.model.failures import failure_class
-from ray_knowsim.model.graph import build_index
+from ray_knowsim.schema.failures import failure_class
+from ray_knowsim.schema.graph import build_index
 from ray_knowsim.registry import load_object
 from ray_knowsim.rules.init_state import sample_initial_states, states_to_ks
 from ray_knowsim.sim.types import SessionResult, ShardContext, ShardSpec

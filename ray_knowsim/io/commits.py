@@ -61,8 +61,8 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ray_knowsim.io.parquet import arrow_schema, atomic_write_text, fsync_dir, write_parquet
-from ray_knowsim.model.failures import failure_class
-from ray_knowsim.model.results import SessionRow, TurnRow
+from ray_knowsim.schema.failures import failure_class
+from ray_knowsim.schema.results import SessionRow, TurnRow
 
 MARKER_FORMAT = 2
 READABLE_FORMATS = (1, 2)

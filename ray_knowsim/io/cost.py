@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ray_knowsim.io.rundir import CommittedTable
-from ray_knowsim.model.results import ROLES
+from ray_knowsim.schema.results import ROLES
 
 TOKEN_COLUMNS: tuple[str, ...] = tuple(f"{kind}_{role}" for role in ROLES for kind in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens"))
 READ = ("task", "condition", "status", "llm_calls", *TOKEN_COLUMNS, "cost_usd")

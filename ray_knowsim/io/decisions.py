@@ -1,4 +1,4 @@
-"""Read and write ``RUN_DIR/decisions.json`` (the schema is :mod:`ray_knowsim.model.decisions`)."""
+"""Read and write ``RUN_DIR/decisions.json`` (the schema is :mod:`ray_knowsim.schema.decisions`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ray_knowsim.io.parquet import atomic_write_text
-from ray_knowsim.model.decisions import DecisionsFile
+from ray_knowsim.schema.decisions import DecisionsFile
 
 DECISIONS_FILE = "decisions.json"
 

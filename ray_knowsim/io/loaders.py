@@ -13,11 +13,11 @@ from typing import Any, Callable, Iterator
 
 from pydantic import ValidationError
 
-from ray_knowsim.model.graph import GraphError, GraphMode, GraphWarning, IUGraph, check_graph, parse_graph
-from ray_knowsim.model.items import Item, TaskName, item_from_row
-from ray_knowsim.model.knowledge import InitCache
-from ray_knowsim.model.records import ConversationRecord
-from ray_knowsim.model.states import KNOWLEDGE_LEVELS, STATE_NAMES
+from ray_knowsim.schema.graph import GraphError, GraphMode, GraphWarning, IUGraph, check_graph, parse_graph
+from ray_knowsim.schema.items import Item, TaskName, item_from_row
+from ray_knowsim.schema.knowledge import InitCache
+from ray_knowsim.schema.records import ConversationRecord
+from ray_knowsim.schema.states import KNOWLEDGE_LEVELS, STATE_NAMES
 
 PathLike = str | Path
 _TASKS: tuple[str, ...] = ("math", "expertqa")

@@ -9,9 +9,9 @@ words (``error_detail``: "HTTP 404: The model `gpt-x` does not exist"), not only
 
 * ``failures``: one row per (task, condition, knowledge_level, error_kind) with a failed session:
   ``n_failed``, the cell's ``n_sessions`` and ``share`` (of the cell's sessions), the
-  ``failure_class`` (``infra`` / ``model``, :func:`ray_knowsim.model.failures.failure_class`), and
+  ``failure_class`` (``infra`` / ``model``, :func:`ray_knowsim.schema.failures.failure_class`), and
   ``example``: the reason of the first such session read (its ``error_detail``, bounded).
-  ``error_kind`` is :func:`ray_knowsim.model.failures.error_kind` of the row's error.
+  ``error_kind`` is :func:`ray_knowsim.schema.failures.error_kind` of the row's error.
 * ``truncations``: one row per (task, condition, knowledge_level): ``n_sessions``, the total
   ``llm_truncations`` and one ``llm_truncations_<role>`` per simulation role, every session counted
   (a truncation is the model's answer, whether the session then failed or not). ``unattributed``:
@@ -32,8 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ray_knowsim.io.rundir import CommittedTable
-from ray_knowsim.model.failures import MODEL, bounded_detail, error_kind, error_text, failure_class
-from ray_knowsim.model.results import TRUNCATION_ROLES, truncation_column
+from ray_knowsim.schema.failures import MODEL, bounded_detail, error_kind, error_text, failure_class
+from ray_knowsim.schema.results import TRUNCATION_ROLES, truncation_column
 
 KEYS: tuple[str, ...] = ("task", "condition", "knowledge_level")
 TRUNCATION_COLUMNS: tuple[str, ...] = tuple(truncation_column(r) for r in TRUNCATION_ROLES)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
-from ray_knowsim.model.chat import ChatRequest, ChatResponse
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse
 from ray_knowsim.llm.protocol import ChatModel
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ray_knowsim.llm.protocol import ChatModel
-from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
 
 log = logging.getLogger(__name__)
 

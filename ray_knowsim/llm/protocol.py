@@ -5,7 +5,7 @@ answer: a conversation's next request goes out as soon as its previous answer is
 other conversations are doing. Batching is a backend's own business (vLLM's engine batches
 continuously; an HTTP endpoint sees concurrent requests), never the caller's. Failures are the
 response's (``ChatResponse.error``), never an exception, so one failed request fails only the
-session that sent it. The request/response types live in :mod:`ray_knowsim.model.chat`.
+session that sent it. The request/response types live in :mod:`ray_knowsim.schema.chat`.
 
 Wrappers (response cache, accounting, limiters) take a model and are one: they compose per request.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Iterable, Protocol, runtime_checkable
 
-from ray_knowsim.model.chat import ChatRequest, ChatResponse
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse
 
 
 @runtime_checkable

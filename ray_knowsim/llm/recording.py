@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ray_knowsim.model.chat import ChatRequest, ChatResponse
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse
 
 
 @dataclass(frozen=True)

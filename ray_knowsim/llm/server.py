@@ -30,9 +30,9 @@ from aiohttp import web
 from ray_knowsim.llm.http.wire import (
     OFFLINE_FACTS_FIELD, PROMPT_VERSION_HEADER, REQUEST_ID_HEADER, ROLE_HEADER, SCHEMA_NAME_HEADER,
 )
-from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.llm.protocol import ChatModel
-from ray_knowsim.model.chat import ROLES
+from ray_knowsim.schema.chat import ROLES
 
 log = logging.getLogger(__name__)
 

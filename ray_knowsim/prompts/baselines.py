@@ -12,12 +12,11 @@ themselves; a judge later places the stop (spec §8.1).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from ray_knowsim.model.chat import ChatRequest
-from ray_knowsim.model.outputs import BaselineCoTTurn, BaselineTurn
-from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
-from ray_knowsim.model.items import Item
+from ray_knowsim.schema.chat import ChatRequest
+from ray_knowsim.schema.outputs import BaselineCoTTurn, BaselineTurn
+from ray_knowsim.schema.graph import GraphIndex, IUGraph, build_index
+from ray_knowsim.schema.items import Item
 from ray_knowsim.prompts.request import (
     NO_LEVEL,
     build_request,

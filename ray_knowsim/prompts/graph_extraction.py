@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ray_knowsim.model.chat import ChatRequest
-from ray_knowsim.model.outputs import GraphExtraction
-from ray_knowsim.model.items import Item
+from ray_knowsim.schema.chat import ChatRequest
+from ray_knowsim.schema.outputs import GraphExtraction
+from ray_knowsim.schema.items import Item
 from ray_knowsim.prompts.request import NO_REFERENCE, build_request
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from ray_knowsim.model.chat import ChatRequest
-from ray_knowsim.model.outputs import InteractionRating, TerminationJudgement, termination_reasons
-from ray_knowsim.model.items import Item
+from ray_knowsim.schema.chat import ChatRequest
+from ray_knowsim.schema.outputs import InteractionRating, TerminationJudgement, termination_reasons
+from ray_knowsim.schema.items import Item
 from ray_knowsim.prompts.request import NO_LEVEL, build_request, item_facts, speakers
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
 from ray_knowsim.prompts.views import Transcript, format_numbered_transcript, format_transcript, transcript_pairs
@@ -25,7 +25,7 @@ def truncate_exchanges(pairs: list[list[str]], exchanges: int | None) -> list[li
     return pairs[: 2 * exchanges]
 
 
-#: both judges ask with the judge role's settings (model/roles.py) for one JSON object
+#: both judges ask with the judge role's settings (schema/roles.py) for one JSON object
 _judge_request = partial(build_request, role="judge")
 
 

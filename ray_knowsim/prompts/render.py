@@ -2,7 +2,7 @@
 
 Every renderer is a pure function from session facts to a :class:`ChatRequest` carrying the
 messages, the role, the output schema, the role's default temperature and token cap
-(:mod:`ray_knowsim.model.roles`; a run's settings replace them) and ``prompt_version`` ("name@v2"). ``prompts`` picks
+(:mod:`ray_knowsim.schema.roles`; a run's settings replace them) and ``prompt_version`` ("name@v2"). ``prompts`` picks
 the prompt set (default :data:`~ray_knowsim.prompts.templates.DEFAULT_PROMPTS`; "v1" re-renders
 the prompts of earlier runs). Each prompt puts its
 static instructions first (system message), then per-session facts, then the append-only
@@ -19,11 +19,11 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, Iterable, Protocol
 
-from ray_knowsim.model.chat import ChatRequest
-from ray_knowsim.model.outputs import SignalReport, UserTurn, signal_report_schema
-from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
-from ray_knowsim.model.items import Item
-from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
+from ray_knowsim.schema.chat import ChatRequest
+from ray_knowsim.schema.outputs import SignalReport, UserTurn, signal_report_schema
+from ray_knowsim.schema.graph import GraphIndex, IUGraph, build_index
+from ray_knowsim.schema.items import Item
+from ray_knowsim.schema.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
 from ray_knowsim.prompts.request import (
     NO_REFERENCE,
     build_request,

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from ray_knowsim.model.chat import ChatRequest
-from ray_knowsim.model.items import Item
-from ray_knowsim.model.outputs import V2_REASONING_MAX_CHARS, V2_TEXT_BOUNDS, StructuredOutput
-from ray_knowsim.model.roles import ROLE_DEFAULTS
+from ray_knowsim.schema.chat import ChatRequest
+from ray_knowsim.schema.items import Item
+from ray_knowsim.schema.outputs import V2_REASONING_MAX_CHARS, V2_TEXT_BOUNDS, StructuredOutput
+from ray_knowsim.schema.roles import ROLE_DEFAULTS
 from ray_knowsim.prompts.templates import Template, in_prompt_set, load_template, version_number
 
 
@@ -42,7 +42,7 @@ def build_request(
     ``values`` may hold more names than the template uses (one renderer serves every prompt set);
     a name the template needs and ``values`` lacks is an error. ``context`` is filled empty unless
     given: v1 templates keep the slot of the old in-prompt block, and the facts travel out of band.
-    ``temperature`` and ``max_tokens`` default to the role's (:data:`~ray_knowsim.model.roles.ROLE_DEFAULTS`;
+    ``temperature`` and ``max_tokens`` default to the role's (:data:`~ray_knowsim.schema.roles.ROLE_DEFAULTS`;
     a run's settings replace them before a request is sent).
     ``text_bounds`` puts character bounds into ``output``'s schema (:func:`legacy_text_bounds`).
     """

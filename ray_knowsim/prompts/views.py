@@ -10,8 +10,8 @@ import json
 from types import MappingProxyType
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
-from ray_knowsim.model.graph import GraphIndex, IUGraph
-from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STATE_NAMES, STRUGGLING, UNAWARE, state_value
+from ray_knowsim.schema.graph import GraphIndex, IUGraph
+from ray_knowsim.schema.states import KNOWS_WELL, PARTIAL, STATE_NAMES, STRUGGLING, UNAWARE, state_value
 from ray_knowsim.rules.prerequisites import density_band, in_zpd
 
 #: a conversation as (speaker, text) pairs, speaker "user" or "assistant" (the record's ``conversation``)

@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ray_knowsim.model.results import DRIFT_COLUMNS, FAILURE_MODES
-from ray_knowsim.model.states import level_order
+from ray_knowsim.schema.results import DRIFT_COLUMNS, FAILURE_MODES
+from ray_knowsim.schema.states import level_order
 from ray_knowsim.stats.descriptive import ClusteredMean, Moments, clustered_mean
 
 FM_COLUMNS: tuple[str, ...] = tuple(f"fm_{m}" for m in FAILURE_MODES)

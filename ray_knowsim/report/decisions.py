@@ -17,13 +17,13 @@ import pandas as pd
 from ray_knowsim.compare.leaderboard import NOTE as BEATS_NOTE
 from ray_knowsim.compare.leaderboard import beats_html, beats_markdown
 from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse
-from ray_knowsim.model.states import level_order
+from ray_knowsim.schema.states import level_order
 from ray_knowsim.compare.pipeline import default_metrics
 from ray_knowsim.compare.runs import load_runs
 from ray_knowsim.io.cost import cost_table, read_cost_columns
 from ray_knowsim.io.decisions import read_decisions
 from ray_knowsim.io.rundir import RunReader
-from ray_knowsim.model.decisions import DecisionsFile
+from ray_knowsim.schema.decisions import DecisionsFile
 from ray_knowsim.score.store import RunScores
 
 log = logging.getLogger(__name__)

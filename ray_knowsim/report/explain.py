@@ -13,10 +13,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ray_knowsim.model.graph import GraphIndex, build_index, parse_graph
-from ray_knowsim.model.results import FAILURE_MODES
-from ray_knowsim.model.signals import SignalEntry, normalize_signals
-from ray_knowsim.model.states import UNAWARE
+from ray_knowsim.schema.graph import GraphIndex, build_index, parse_graph
+from ray_knowsim.schema.results import FAILURE_MODES
+from ray_knowsim.schema.signals import SignalEntry, normalize_signals
+from ray_knowsim.schema.states import UNAWARE
 from ray_knowsim.rules.prerequisites import ceiling
 from ray_knowsim.rules.turn_metrics import failure_modes
 from ray_knowsim.rules.update import TurnUpdate

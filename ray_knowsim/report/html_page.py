@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ray_knowsim.model.results import FAILURE_MODES
+from ray_knowsim.schema.results import FAILURE_MODES
 from ray_knowsim.report.content import ReportContent
 from ray_knowsim.report.conversation_html import CONVERSATION_CSS, conversation_article, e, legend
 from ray_knowsim.report.conversation_html import attrs as _attrs

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ray_knowsim.model.results import LOWER_IS_BETTER
+from ray_knowsim.schema.results import LOWER_IS_BETTER
 
 Variant = Literal["final", "es"]
 Gain = Literal["kg", "nkg"]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ray_knowsim.io.outcomes import TRUNCATION_COLUMNS
-from ray_knowsim.model.results import TRUNCATION_ROLES
+from ray_knowsim.schema.results import TRUNCATION_ROLES
 from ray_knowsim.report.conversation_html import e
 
 if TYPE_CHECKING:

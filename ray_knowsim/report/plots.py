@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from ray_knowsim.model.results import FAILURE_MODES  # noqa: E402
+from ray_knowsim.schema.results import FAILURE_MODES  # noqa: E402
 from ray_knowsim.report.aggregate import RunSummary  # noqa: E402
 from ray_knowsim.report.explain import SHORT_STATE, ConversationView  # noqa: E402
 from ray_knowsim.report.metrics import MetricSpec  # noqa: E402

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ray_knowsim.model.graph import GraphIndex
-from ray_knowsim.model.states import KNOWS_WELL, state_value
+from ray_knowsim.schema.graph import GraphIndex
+from ray_knowsim.schema.states import KNOWS_WELL, state_value
 from ray_knowsim.rules.turn_metrics import TurnMetrics
 
 

@@ -33,10 +33,10 @@ import heapq
 import random
 from typing import Any, Mapping, NamedTuple
 
-from ray_knowsim.model.graph import GraphIndex
-from ray_knowsim.model.items import INIT_CACHE_TASK_KEYS, Item
-from ray_knowsim.model.knowledge import InitCache
-from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE, state_name, state_value
+from ray_knowsim.schema.graph import GraphIndex
+from ray_knowsim.schema.items import INIT_CACHE_TASK_KEYS, Item
+from ray_knowsim.schema.knowledge import InitCache
+from ray_knowsim.schema.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE, state_name, state_value
 from ray_knowsim.rules.config import InitRatios, RuleConfig
 
 KS = dict[str, dict[str, Any]]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Mapping
 
-from ray_knowsim.model.graph import GraphIndex
-from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STRUGGLING
+from ray_knowsim.schema.graph import GraphIndex
+from ray_knowsim.schema.states import KNOWS_WELL, PARTIAL, STRUGGLING
 
 
 def ceiling(g: GraphIndex, node_id: str, states: Mapping[str, int]) -> int:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ray_knowsim.model.graph import GraphIndex
-from ray_knowsim.model.signals import normalize_signals
-from ray_knowsim.model.states import state_name, state_value
+from ray_knowsim.schema.graph import GraphIndex
+from ray_knowsim.schema.signals import normalize_signals
+from ray_knowsim.schema.states import state_name, state_value
 from ray_knowsim.rules.config import RuleConfig, reference_absorption_block
 from ray_knowsim.rules.final_metrics import _f1, ks_basis, legacy_absorbed_total, reference_metrics
 from ray_knowsim.rules.prerequisites import articulation_mode, density, gap_sum

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from ray_knowsim.model.graph import GraphIndex, capacity
-from ray_knowsim.model.signals import SignalEntry
-from ray_knowsim.model.states import KNOWS_WELL
+from ray_knowsim.schema.graph import GraphIndex, capacity
+from ray_knowsim.schema.signals import SignalEntry
+from ray_knowsim.schema.states import KNOWS_WELL
 from ray_knowsim.rules.config import RuleConfig
 from ray_knowsim.rules.final_metrics import KSBasis, paper_metrics
 from ray_knowsim.rules.termination import EarlyStop, TurnSignal, early_stop

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from ray_knowsim.model.graph import GraphIndex
-from ray_knowsim.model.results import FAILURE_MODES
-from ray_knowsim.model.signals import ATTEMPT_REASONING, SignalEntry
-from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
+from ray_knowsim.schema.graph import GraphIndex
+from ray_knowsim.schema.results import FAILURE_MODES
+from ray_knowsim.schema.signals import ATTEMPT_REASONING, SignalEntry
+from ray_knowsim.schema.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
 from ray_knowsim.rules.prerequisites import ceiling, ceiling_any_partial, in_zpd
 from ray_knowsim.rules.update import TurnUpdate, mentions
 

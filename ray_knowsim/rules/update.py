@@ -11,9 +11,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from ray_knowsim.model.graph import GraphIndex, hinge_size
-from ray_knowsim.model.signals import ATTEMPT_ARTICULATION, ATTEMPT_REASONING, TQ_NOT_MENTIONED, TQ_SHALLOW, SignalEntry
-from ray_knowsim.model.states import KNOWS_WELL, UNAWARE
+from ray_knowsim.schema.graph import GraphIndex, hinge_size
+from ray_knowsim.schema.signals import ATTEMPT_ARTICULATION, ATTEMPT_REASONING, TQ_NOT_MENTIONED, TQ_SHALLOW, SignalEntry
+from ray_knowsim.schema.states import KNOWS_WELL, UNAWARE
 from ray_knowsim.rules.config import RuleConfig
 from ray_knowsim.rules.prerequisites import ceiling
 

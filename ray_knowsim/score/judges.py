@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ray_knowsim.llm.parse import ParseResult, parse_rating, parse_termination
-from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.prompts.judges import render_rater, render_termination_judge
 from ray_knowsim.registry import Registry
 from ray_knowsim.score.transcripts import Transcript

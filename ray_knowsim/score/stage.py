@@ -11,9 +11,9 @@ import json
 from typing import Any, Sequence
 
 from ray_knowsim.llm.protocol import ChatModel
-from ray_knowsim.model.chat import Usage
-from ray_knowsim.model.price import Price
-from ray_knowsim.model.results import usage_columns
+from ray_knowsim.schema.chat import Usage
+from ray_knowsim.schema.price import Price
+from ray_knowsim.schema.results import usage_columns
 from ray_knowsim.score.judges import JUDGES
 from ray_knowsim.score.store import ScoreRow
 from ray_knowsim.score.transcripts import Transcript

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from ray_knowsim.io.commits import MarkerError
 from ray_knowsim.io.parquet import arrow_schema, atomic_write_parquet, atomic_write_text, rows_table
 from ray_knowsim.io.rundir import RunReader, has_commit_markers
-from ray_knowsim.model.results import JUDGE_DRIFT, token_columns
+from ray_knowsim.schema.results import JUDGE_DRIFT, token_columns
 
 SCORES = "scores"
 

@@ -7,7 +7,8 @@ from typing import Mapping
 
 import pyarrow as pa
 
-from ray_knowsim.model.items import Item
+from ray_knowsim.schema.items import Item
+from ray_knowsim.sim.types import item_key
 from ray_knowsim.simulators import SIMULATORS
 
 
@@ -40,7 +41,7 @@ TURN_COLUMNS = ["session_id", "turn", "user_message", "assistant_message"]
 def transcripts_from_tables(sessions: pa.Table, turns: pa.Table, items: Mapping[str, Item]) -> list[Transcript]:
     """The transcripts of the finished (``status == "ok"``) sessions of one shard, in row order.
 
-    ``items`` is keyed ``"<task>/<item_id>"``. A learner's closing message that got no reply (a
+    ``items`` is keyed by :func:`ray_knowsim.sim.types.item_key`. A learner's closing message that got no reply (a
     baseline learner ending the conversation) is the session row's ``final_user_message``.
     """
     by_session: dict[str, list[tuple[int, str, str]]] = {}
@@ -55,7 +56,7 @@ def transcripts_from_tables(sessions: pa.Table, turns: pa.Table, items: Mapping[
     for row in sessions.select(SESSION_COLUMNS).to_pylist():
         if row["status"] != "ok":
             continue
-        key = f"{row['task']}/{row['item_id']}"
+        key = item_key(row["task"], row["item_id"])
         if key not in items:
             raise KeyError(f"session {row['session_id']}: item {key} is not among the run's inputs")
         messages: list[list[str]] = []

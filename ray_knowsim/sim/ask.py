@@ -5,7 +5,7 @@ This is the only retry layer above the model clients, and it retries only what a
 * **an unreadable answer** (the role's parser refuses it) gets ``attempts`` tries in all (the
   role's setting): each repair is the ORIGINAL request followed by the latest refused reply and
   the parser's precise complaint about it (:func:`ray_knowsim.prompts.repair.build_retry`), at
-  the role's ``repair_temperature`` (:mod:`ray_knowsim.model.roles`), so a model that drifts now
+  the role's ``repair_temperature`` (:mod:`ray_knowsim.schema.roles`), so a model that drifts now
   and then is brought back rather than ending the session, and a repair never carries a pile of
   earlier refusals. With ``attempts: 1`` an unreadable answer is final;
 * **a truncated answer** (``finish_reason == "length"``) is asked again ONCE with the role's whole
@@ -40,8 +40,8 @@ from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from ray_knowsim.llm.parse import ParseResult
 from ray_knowsim.llm.protocol import ChatModel
-from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
-from ray_knowsim.model.roles import MIN_BUDGET, first_budget
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.schema.roles import MIN_BUDGET, first_budget
 from ray_knowsim.prompts.repair import build_retry
 from ray_knowsim.sim.types import SEED_MODULUS
 
@@ -87,7 +87,7 @@ _PROVIDER_CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 def transport_error(role: str, response: ChatResponse) -> str:
     """``<role>_<kind>`` for a failed call, keeping an HTTP status's provider code when there is
     one (``assistant_http_400:context_length_exceeded``: the conversation outgrew the model, a
-    model failure, where a bare 400 is the transport's; :func:`ray_knowsim.model.failures.failure_class`)."""
+    model failure, where a bare 400 is the transport's; :func:`ray_knowsim.schema.failures.failure_class`)."""
     kind, _, detail = (response.error or "error").partition(":")
     reason = kind.strip().replace(" ", "_")
     if reason.startswith("http_") and _PROVIDER_CODE.fullmatch(detail.strip()):

@@ -20,8 +20,8 @@ from typing import Sequence
 import numpy as np
 
 from ray_knowsim.kernels.batch import BatchState
-from ray_knowsim.model.graph import GraphIndex
-from ray_knowsim.model.signals import SignalEntry
+from ray_knowsim.schema.graph import GraphIndex
+from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.rules.config import RuleConfig
 
 

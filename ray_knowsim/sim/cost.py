@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ray_knowsim.model.chat import Usage
-from ray_knowsim.model.price import Price
+from ray_knowsim.schema.chat import Usage
+from ray_knowsim.schema.price import Price
 
 
 def session_cost(usage: Mapping[str, Usage], role_models: Mapping[str, str], prices: Mapping[str, Price]) -> float | None:

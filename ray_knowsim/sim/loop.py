@@ -28,8 +28,8 @@ from typing import Any, Callable
 
 from ray_knowsim.llm.parse import ParseResult, parse_signal_report, parse_user_turn
 from ray_knowsim.llm.protocol import ChatModel
-from ray_knowsim.model.chat import ChatRequest
-from ray_knowsim.model.roles import extractor_budget  # the first try's budget; a truncated report is retried at the cap
+from ray_knowsim.schema.chat import ChatRequest
+from ray_knowsim.schema.roles import extractor_budget  # the first try's budget; a truncated report is retried at the cap
 from ray_knowsim.rules.termination import early_stop
 from ray_knowsim.sim.ask import Answer, ask
 from ray_knowsim.sim.batcher import KernelBatcher

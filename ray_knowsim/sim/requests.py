@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.prompts.render import render_assistant, render_extractor
 from ray_knowsim.strategies import get_strategy
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from ray_knowsim.model.results import FAILURE_MODES, TurnRow
-from ray_knowsim.model.signals import SignalEntry
+from ray_knowsim.schema.results import FAILURE_MODES, TurnRow
+from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.rules.turn_metrics import TurnMetrics
 from ray_knowsim.rules.update import TurnUpdate
 

@@ -11,13 +11,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from ray_knowsim.kernels.batch import COUNTER_INDEX
-from ray_knowsim.model.chat import Usage
-from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index, capacity
-from ray_knowsim.model.items import Item
+from ray_knowsim.schema.chat import Usage
+from ray_knowsim.schema.graph import GraphIndex, IUGraph, build_index, capacity
+from ray_knowsim.schema.items import Item
 from ray_knowsim.llm.http.credentials import mask_secrets
-from ray_knowsim.model.failures import bounded_detail
-from ray_knowsim.model.results import FAILURE_MODES, TRUNCATION_ROLES, SessionRow, TurnRow, truncation_column, usage_columns
-from ray_knowsim.model.signals import SignalEntry
+from ray_knowsim.schema.failures import bounded_detail
+from ray_knowsim.schema.results import FAILURE_MODES, TRUNCATION_ROLES, SessionRow, TurnRow, truncation_column, usage_columns
+from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.rules.config import RuleConfig
 from ray_knowsim.rules.init_state import ks_to_states, sample_initial_states
 from ray_knowsim.rules.prerequisites import density

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Callable, Literal, Mapping, Protocol
 
 from ray_knowsim.llm.protocol import ChatModel
-from ray_knowsim.model.chat import ChatRequest
-from ray_knowsim.model.graph import IUGraph
-from ray_knowsim.model.items import Item
-from ray_knowsim.model.results import SessionRow, TurnRow
+from ray_knowsim.schema.chat import ChatRequest
+from ray_knowsim.schema.graph import IUGraph
+from ray_knowsim.schema.items import Item, item_key
+from ray_knowsim.schema.results import SessionRow, TurnRow
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS
 from ray_knowsim.rules.config import RuleConfig
 
@@ -51,11 +51,6 @@ def request_seed(session_seed: int, role: str, turn: int) -> int:
 
 def request_id(session_id: str, role: str, turn: int) -> str:
     return f"{session_id}#{turn}:{role}"
-
-
-def item_key(task: str, item_id: str) -> str:
-    """Key of an item / graph in :attr:`ShardSpec.items` and :attr:`ShardSpec.graphs`."""
-    return f"{task}/{item_id}"
 
 
 @dataclass(frozen=True)
@@ -102,7 +97,7 @@ class ShardSpec:
 @dataclass(frozen=True)
 class RoleSettings:
     """How one role is asked (the model itself is in :class:`RoleModels`); a run config resolves
-    them over the role's defaults (:mod:`ray_knowsim.model.roles`)."""
+    them over the role's defaults (:mod:`ray_knowsim.schema.roles`)."""
 
     model: str  # model key from the run config ("" for the assistant: it comes per session)
     temperature: float
@@ -124,11 +119,9 @@ class ShardContext:
 
     run_id: str
     config_hash: str
-    run_seed: int
     rules: RuleConfig
     max_turns: int
     early_stop: EarlyStopMode  # "virtual": always run max_turns, record the stop; "stop": end there
-    graph_mode: Literal["strict", "reference"]
     roles: Mapping[str, RoleSettings]  # "user_sim", "assistant", "extractor" (judges: ray_knowsim.score)
     prompts: str = DEFAULT_PROMPTS  # prompt set (templates at the newest pinned version not newer than this)
     connectable: str = "reference"  # definition of connectable unknowns shown to the learner (spec §12.7)
@@ -138,7 +131,7 @@ class ShardContext:
     # running, "kernel": {"calls", "sessions", "max"} so far (sessions stepped per kernel call)};
     # the engine forwards it to the progress display and the shard's summary.
     on_turn: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
-    # model key -> Price (ray_knowsim.model.price) for the session's cost_usd; a key without a
+    # model key -> Price (ray_knowsim.schema.price) for the session's cost_usd; a key without a
     # price leaves cost_usd empty for the sessions that used it
     prices: Mapping[str, Any] = field(default_factory=dict)
 

@@ -21,9 +21,9 @@ from ray_knowsim.prompts.baselines import BaselinePrompt, render_baseline
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS
 from ray_knowsim.prompts.views import Transcript
 from ray_knowsim.registry import Registry
-from ray_knowsim.model.chat import ChatRequest
-from ray_knowsim.model.graph import GraphIndex, IUGraph
-from ray_knowsim.model.items import Item
+from ray_knowsim.schema.chat import ChatRequest
+from ray_knowsim.schema.graph import GraphIndex, IUGraph
+from ray_knowsim.schema.items import Item
 
 
 @dataclass(frozen=True)

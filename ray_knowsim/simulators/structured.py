@@ -1,6 +1,6 @@
 """The structured KnowSim learner (spec §5, §12.3, §12.7): prompted from its knowledge state."""
 
-from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.prompts.render import render_user_sim
 from ray_knowsim.simulators.base import LearnerView, simulator
 

@@ -1,6 +1,6 @@
 """Baseline ZS: a learner at a stated knowledge level, no state tracked (spec §12.7)."""
 
-from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.prompts.baselines import BaselinePrompt
 from ray_knowsim.simulators.base import LearnerView, render_as_baseline, simulator
 

@@ -1,6 +1,6 @@
 """Baseline ZS-CoT: thinks through its understanding before each message (spec §12.7)."""
 
-from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.prompts.baselines import BaselinePrompt
 from ray_knowsim.simulators.base import LearnerView, render_as_baseline, simulator
 

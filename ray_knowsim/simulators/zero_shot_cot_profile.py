@@ -4,7 +4,7 @@ The profile is drawn deterministically from the session seed (:func:`level_profi
 a model: it is reproducible and resumable, costs no call, and is recorded in the session row.
 """
 
-from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.prompts.baselines import BaselinePrompt
 from ray_knowsim.simulators.base import LearnerView, first_line, render_as_baseline, simulator
 from ray_knowsim.simulators.profiles import level_profile

@@ -88,7 +88,6 @@ def clustered_mean(counts: np.ndarray, sums: np.ndarray, level: float = CI_LEVEL
     sums = np.atleast_2d(np.asarray(sums, dtype=float))
     per_level = counts.sum(axis=1)
     have = per_level > 0
-    n_items = int((counts[have].sum(axis=0) > 0).sum()) if have.any() else 0
     if not have.any():
         return ClusteredMean(math.nan, math.nan, 0, 0, 0, math.nan, math.nan)
     c, s, tot = counts[have], sums[have], per_level[have]

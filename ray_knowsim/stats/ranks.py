@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
-from ray_knowsim.model.results import LOWER_IS_BETTER
+from ray_knowsim.schema.results import LOWER_IS_BETTER
 
 TIE_DECIMALS = 12
 MEAN_RANK_METRICS: tuple[str, ...] = ("kg", "dc", "co", "iq")

@@ -16,7 +16,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ray_knowsim.model.states import level_order
+from ray_knowsim.schema.states import level_order
 from ray_knowsim.stats.descriptive import clustered_mean, sample_sd
 from ray_knowsim.stats.ranks import higher_is_better, mean_rank, rank_min
 

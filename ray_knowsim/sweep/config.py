@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ray_knowsim.model.results import SESSION_METRICS
+from ray_knowsim.schema.results import SESSION_METRICS
 
 
 class SweepConfigError(ValueError):
@@ -22,7 +22,7 @@ class SweepConfigError(ValueError):
 
 
 class RunDirSource(BaseModel):
-    """A finished run directory of ours (``sessions/`` + ``turns/`` Parquet, model/results.py)."""
+    """A finished run directory of ours (``sessions/`` + ``turns/`` Parquet, schema/results.py)."""
 
     model_config = ConfigDict(extra="forbid")
     run_dir: str

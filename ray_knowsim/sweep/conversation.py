@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ray_knowsim.model.graph import GraphIndex
-from ray_knowsim.model.signals import (
+from ray_knowsim.schema.graph import GraphIndex
+from ray_knowsim.schema.signals import (
     ATTEMPT_ARTICULATION,
     ATTEMPT_NONE,
     ATTEMPT_REASONING,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ray_knowsim.model.results import FAILURE_MODES
+from ray_knowsim.schema.results import FAILURE_MODES
 from ray_knowsim.rules.config import TerminationConfig
 from ray_knowsim.rules.turn_metrics import FAILURE_MODE_VARIANTS
 

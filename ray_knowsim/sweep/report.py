@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ray_knowsim.model.results import LOWER_IS_BETTER
+from ray_knowsim.schema.results import LOWER_IS_BETTER
 from ray_knowsim.sweep.aggregate import reduce
 from ray_knowsim.sweep.commits import read_table
 from ray_knowsim.sweep.config import ReportConfig

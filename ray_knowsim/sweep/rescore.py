@@ -24,8 +24,8 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ray_knowsim.model.graph import GraphIndex
-from ray_knowsim.model.states import KNOWS_WELL
+from ray_knowsim.schema.graph import GraphIndex
+from ray_knowsim.schema.states import KNOWS_WELL
 from ray_knowsim.rules.config import RuleConfig
 from ray_knowsim.rules.final_metrics import _f1, legacy_absorbed_total, raw_progress
 from ray_knowsim.rules.init_state import sample_initial_states

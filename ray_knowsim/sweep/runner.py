@@ -32,20 +32,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import socket
 import time
 from collections import Counter, deque
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pandas as pd
 import pyarrow as pa
 
-from ray_knowsim.engine.local_ray import choose_auth_mode
+from ray_knowsim.engine.ray_session import ray_session
 from ray_knowsim.sweep.aggregate import CELL_COLUMNS, partials, reduce
 from ray_knowsim.sweep.commits import (
     MANIFEST,
@@ -239,32 +238,6 @@ def _node_name() -> str:
     return f"{host}/{ray.get_runtime_context().get_node_id()[:12]}"
 
 
-@contextmanager
-def sweep_ray(ex: ExecutionConfig, address: str | None = None) -> Iterator[bool]:
-    """The sweep's one way into Ray: join ``address`` (or RAY_ADDRESS, which ``ray job submit``
-    sets), else start a local Ray with ``ex.num_cpus`` (all cores by default); an embedding
-    process that already runs Ray keeps it. Yields whether Ray was started here (then it is shut
-    down afterwards). engine/batch.ray_session does the same for runs; issue 23 makes them one,
-    and this function is the sweep's only caller of ray.init."""
-    import ray
-
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if ray.is_initialized():
-        yield False
-        return
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    if address:
-        ray.init(address=address, logging_level="WARNING")
-    else:
-        choose_auth_mode()  # token auth, chosen (Ray's default) rather than defaulted with a warning
-        ray.init(address="local", num_cpus=ex.num_cpus, object_store_memory=384 * 2**20, include_dashboard=False,
-                 logging_level="WARNING")  # fmt: skip
-    try:
-        yield True
-    finally:
-        ray.shutdown()
-
-
 def cluster_cpus(ex: ExecutionConfig) -> int:
     """CPUs to size pieces for: the cluster's now, or ``cluster_cpus`` when that is larger (an
     autoscaling cluster that will grow); at least 1 (a cluster waiting for its first worker)."""
@@ -432,7 +405,7 @@ def run_sweep(
     write_parquet_atomic(settings_table(plan), plan.out_dir / "settings.parquet")
 
     layout: dict[str, Any] = {}
-    with sweep_ray(cfg.execution, address) if (todo and use_ray) else nullcontext(False):
+    with ray_session(address, num_cpus=cfg.execution.num_cpus) if (todo and use_ray) else nullcontext(False):
         cpus = cluster_cpus(cfg.execution) if (todo and use_ray) else 1
         per_piece = settings_per_piece(todo=todo, block_size=plan.block_size, cpus=cpus, seconds_per_pair=plan.seconds_per_pair,
                                        target_task_seconds=cfg.execution.target_task_seconds,
@@ -505,5 +478,4 @@ __all__ = [
     "run_sweep",
     "score_piece",
     "settings_table",
-    "sweep_ray",
 ]

@@ -23,9 +23,9 @@ import pyarrow.compute as pc
 
 from ray_knowsim.io.loaders import load_graph_cache, load_records
 from ray_knowsim.io.rundir import CommittedTable, RunDirError, RunReader
-from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index
-from ray_knowsim.model.records import ConversationRecord
-from ray_knowsim.model.results import FAILURE_MODES
+from ray_knowsim.schema.graph import GraphIndex, IUGraph, build_index
+from ray_knowsim.schema.records import ConversationRecord
+from ray_knowsim.schema.results import FAILURE_MODES
 from ray_knowsim.rules.final_metrics import ks_basis
 from ray_knowsim.rules.reference_record import initial_from_ks
 from ray_knowsim.sweep.config import RecordsSource, RunDirSource, SweepConfig, SweepConfigError

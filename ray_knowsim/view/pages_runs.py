@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from urllib.parse import quote as url_quote
 
 from ray_knowsim.io.sanity import SanityReport
-from ray_knowsim.model.failures import error_kind, error_text
+from ray_knowsim.schema.failures import error_kind, error_text
 from ray_knowsim.report.conversation_html import conversation_article, legend
 from ray_knowsim.report.explain import ConversationView
 from ray_knowsim.report.metrics import metric_specs

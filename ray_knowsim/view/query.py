@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, Field
 
 from ray_knowsim.io.outcomes import count_outcomes
-from ray_knowsim.model.failures import error_kind
-from ray_knowsim.model.states import level_order
+from ray_knowsim.schema.failures import error_kind
+from ray_knowsim.schema.states import level_order
 
 #: query-string key -> session column, for equality filters
 EQUALS: dict[str, str] = {

@@ -98,7 +98,7 @@ def single_process(cfg) -> tuple[float, int]:
     """The same shards, one after another in this process, rows to one Parquet file."""
     import pyarrow.parquet as pq
 
-    from ray_knowsim.engine.models import build_models
+    from ray_knowsim.engine.clients import build_models
     from ray_knowsim.engine.plan import Plan, load_inputs
     from ray_knowsim.io.commits import SESSION_SCHEMA, TURN_SCHEMA
     from ray_knowsim.io.parquet import rows_table

@@ -32,8 +32,8 @@ import numpy as np
 from ray_knowsim.kernels.batch import run_packed
 from ray_knowsim.kernels.pack import PackedGraphs, PackedSignals, pack_graphs, params_matrix, session_offsets
 from ray_knowsim.kernels.update import COUNTERS
-from ray_knowsim.model.graph import GraphIndex, IUGraph, build_index, capacity
-from ray_knowsim.model.signals import SignalEntry
+from ray_knowsim.schema.graph import GraphIndex, IUGraph, build_index, capacity
+from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.rules.config import paper_rules, reference_rules
 from ray_knowsim.rules.turn_metrics import turn_metrics
 from ray_knowsim.rules.update import apply_turn
@@ -140,8 +140,8 @@ import sys, time
 t0 = time.perf_counter()
 import numpy as np
 from ray_knowsim.kernels.batch import run_batch
-from ray_knowsim.model.graph import IUGraph, build_index
-from ray_knowsim.model.signals import SignalEntry
+from ray_knowsim.schema.graph import IUGraph, build_index
+from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.rules.config import reference_rules
 g = build_index(IUGraph.model_validate({"nodes": [{"id": "A"}, {"id": "B"}], "edges": [{"from": "A", "to": "B"}]}))
 sig = [[SignalEntry(id="A", teaching_quality="well_explained")]]

@@ -47,9 +47,9 @@ sys.path.insert(0, str(ROOT))
 from ray_knowsim.io.loaders import load_graph_cache, load_init_cache, load_items  # noqa: E402
 from ray_knowsim.llm.parse import extract_json, parse_rating, parse_signal_report, parse_user_turn  # noqa: E402
 from ray_knowsim.llm.recording import Call, RecordingModel  # noqa: E402
-from ray_knowsim.model.chat import ChatRequest  # noqa: E402
-from ray_knowsim.model.roles import ROLE_DEFAULTS  # noqa: E402
-from ray_knowsim.model.outputs import V2_REASONING_MAX_CHARS, V2_TEXT_BOUNDS  # noqa: E402
+from ray_knowsim.schema.chat import ChatRequest  # noqa: E402
+from ray_knowsim.schema.roles import ROLE_DEFAULTS  # noqa: E402
+from ray_knowsim.schema.outputs import V2_REASONING_MAX_CHARS, V2_TEXT_BOUNDS  # noqa: E402
 from ray_knowsim.simulators import render_baseline_user  # noqa: E402
 from ray_knowsim.prompts.judges import render_rater  # noqa: E402
 from ray_knowsim.prompts.render import render_user_first  # noqa: E402
@@ -246,8 +246,8 @@ async def sessions(model, items, graphs, init, prompts: str, args) -> list:
     roles = {role: RoleSettings(model="m", temperature=ROLE_DEFAULTS[role].temperature, max_tokens=cap or ROLE_DEFAULTS[role].max_tokens,
                                 attempts=ROLE_DEFAULTS[role].attempts, repair_temperature=ROLE_DEFAULTS[role].repair_temperature)
              for role, cap in caps.items()}  # the product's role defaults, caps overridable
-    ctx = ShardContext(run_id="prompt-sets", config_hash=prompts, run_seed=1, rules=reference_rules(), max_turns=args.turns,
-                       early_stop="virtual", graph_mode="reference", roles=roles, prompts=prompts)  # fmt: skip
+    ctx = ShardContext(run_id="prompt-sets", config_hash=prompts, rules=reference_rules(), max_turns=args.turns,
+                       early_stop="virtual", roles=roles, prompts=prompts)  # fmt: skip
     results = [r async for r in run_shard(shard, RoleModels(user_sim=model, extractor=model, assistants={"m": model}), ctx)]
     items_by_id = {i.id: i for i in chosen}
     ratings = [render_rater(items_by_id[r.session.item_id], _pairs(r), knowledge_level=r.session.knowledge_level, prompts=prompts,
@@ -301,7 +301,7 @@ def main() -> None:
     ap.add_argument("--baseline-openings", action="store_true", help="also ask the baseline's opening for every item")
     ap.add_argument("--sessions", type=int, default=3)
     ap.add_argument("--turns", type=int, default=3)
-    ap.add_argument("--user-sim-max-tokens", type=int, default=None, help="cap; default: the role's (model/roles.py)")
+    ap.add_argument("--user-sim-max-tokens", type=int, default=None, help="cap; default: the role's (schema/roles.py)")
     ap.add_argument("--assistant-max-tokens", type=int, default=None)
     ap.add_argument("--extractor-max-tokens", type=int, default=None)
     ap.add_argument("--timeout-s", type=float, default=900)

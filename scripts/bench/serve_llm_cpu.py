@@ -35,7 +35,7 @@ QUESTIONS = ["What is the capital of France?", "Name a primary colour.", "What i
 
 
 def _requests(tag: str):
-    from ray_knowsim.model.chat import ChatRequest
+    from ray_knowsim.schema.chat import ChatRequest
 
     return [ChatRequest(messages=({"role": "user", "content": q + " Answer in JSON."},), temperature=0.0, max_tokens=48,
                         json_schema=SCHEMA, schema_name="answer", request_id=f"{tag}{i}#0:assistant") for i, q in enumerate(QUESTIONS)]

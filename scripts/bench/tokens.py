@@ -48,8 +48,8 @@ from ray_knowsim.llm.http.client import OpenAICompatibleModel  # noqa: E402
 from ray_knowsim.llm.http.config import HTTPModelConfig  # noqa: E402
 from ray_knowsim.llm.offline import OfflineModel  # noqa: E402
 from ray_knowsim.llm.server import serve_model_in_thread  # noqa: E402
-from ray_knowsim.model.chat import ChatRequest, ChatResponse  # noqa: E402
-from ray_knowsim.model.roles import ROLE_DEFAULTS  # noqa: E402
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse  # noqa: E402
+from ray_knowsim.schema.roles import ROLE_DEFAULTS  # noqa: E402
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS  # noqa: E402
 from ray_knowsim.rules.config import reference_rules  # noqa: E402
 from ray_knowsim.sim.shard import run_shard  # noqa: E402
@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     shard = ShardSpec("bench-tokens", 0, tuple(specs), {item_key(i.task, i.id): i for i in items}, graphs)
     roles = {r: RoleSettings(model="off", temperature=d.temperature, max_tokens=d.max_tokens, attempts=d.attempts,
                              repair_temperature=d.repair_temperature) for r, d in ROLE_DEFAULTS.items()}
-    ctx = ShardContext(run_id="bench-tokens", config_hash="bench", run_seed=1, rules=reference_rules(),
-                       max_turns=args.turns, early_stop="virtual", graph_mode="strict", roles=roles, prompts=args.prompts)
+    ctx = ShardContext(run_id="bench-tokens", config_hash="bench", rules=reference_rules(),
+                       max_turns=args.turns, early_stop="virtual", roles=roles, prompts=args.prompts)
     log: list[tuple[ChatRequest, ChatResponse]] = []
     t0 = time.perf_counter()
     with serve_model_in_thread(OfflineModel(), served_name="offline") as server:

@@ -51,7 +51,7 @@ def model_dir() -> str:
 
 
 def chat(sid: str, turn: int, text: str, max_tokens: int):
-    from ray_knowsim.model.chat import ChatRequest
+    from ray_knowsim.schema.chat import ChatRequest
 
     return ChatRequest(messages=({"role": "user", "content": text},), temperature=0.0, max_tokens=max_tokens,
                        seed=None, request_id=f"{sid}#{turn}:assistant")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ray_knowsim.demo import demo_graphs, demo_items
-from ray_knowsim.model.graph import build_index
+from ray_knowsim.schema.graph import build_index
 
 
 def test_items_and_graphs_match_and_load_with_the_model_layer():

@@ -16,7 +16,7 @@ from typing import Mapping
 
 import pyarrow as pa
 
-from ray_knowsim.model.results import truncation_column
+from ray_knowsim.schema.results import truncation_column
 
 #: a vLLM server's refusal, as the HTTP path reads it (status + the server's message), with a key it echoed
 HTTP_400_DETAIL = "HTTP 400: max_tokens=8192 cannot be greater than max_model_len=4096"

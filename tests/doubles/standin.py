@@ -17,7 +17,7 @@ Options (``engine.shard_fn_options``):
   ``raise_after``: raise RuntimeError after yielding that many results (a loop crashing mid-shard).
 * ``fail_sessions``: session ids that end as failed: a list (error ``assistant_invalid_output``, a
   model failure) or a mapping session id -> error code (``assistant_http_503`` for an infra
-  failure, ...: model/failures.py classifies it; ``"<code>: <reason>"`` also fills the row's
+  failure, ...: schema/failures.py classifies it; ``"<code>: <reason>"`` also fills the row's
   ``error_detail``). ``fail_once_file``: when set, a session fails only
   while this file does not exist (it fails, then the test creates the file: the next run heals).
 * ``crash_file``: when this file exists and names the shard, the worker that runs the shard
@@ -38,10 +38,10 @@ from typing import AsyncIterator, Mapping, Sequence
 import numpy as np
 
 from ray_knowsim.llm.protocol import generate_all
-from ray_knowsim.model.chat import ChatRequest, ChatResponse
-from ray_knowsim.model.graph import build_index, capacity
-from ray_knowsim.model.results import FAILURE_MODES, ROLES, SESSION_METRICS, SessionRow, TurnRow, token_columns
-from ray_knowsim.model.states import state_value
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse
+from ray_knowsim.schema.graph import build_index, capacity
+from ray_knowsim.schema.results import FAILURE_MODES, ROLES, SESSION_METRICS, SessionRow, TurnRow, token_columns
+from ray_knowsim.schema.states import state_value
 from ray_knowsim.sim.types import RoleModels, SessionResult, SessionSpec, ShardContext, ShardSpec
 from ray_knowsim.simulators import SIMULATORS
 

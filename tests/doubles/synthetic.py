@@ -1,4 +1,4 @@
-"""A synthetic run directory in the results contract (``model/results.py``): a TEST DOUBLE.
+"""A synthetic run directory in the results contract (``schema/results.py``): a TEST DOUBLE.
 
 It lives under ``tests/`` because its numbers come from random draws, not a simulation: it must
 never be mistaken for results. Tests and the sweep benchmark's workload use it.
@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ray_knowsim.io.parquet import arrow_schema
-from ray_knowsim.model.graph import IUGraph, build_index, capacity
-from ray_knowsim.model.results import SessionRow, TurnRow
-from ray_knowsim.model.signals import SignalEntry
-from ray_knowsim.model.states import KNOWLEDGE_LEVELS
+from ray_knowsim.schema.graph import IUGraph, build_index, capacity
+from ray_knowsim.schema.results import SessionRow, TurnRow
+from ray_knowsim.schema.signals import SignalEntry
+from ray_knowsim.schema.states import KNOWLEDGE_LEVELS
 from ray_knowsim.rules.config import reference_rules
 from ray_knowsim.rules.init_state import sample_initial_states
 from ray_knowsim.rules.prerequisites import in_zpd

@@ -74,7 +74,7 @@ def test_config_hash_ignores_operational_settings(tmp_path):
 
 
 def test_role_settings_resolve_over_one_set_of_defaults_and_the_repair_temperature_is_a_setting():
-    from ray_knowsim.model.roles import ROLE_DEFAULTS
+    from ray_knowsim.schema.roles import ROLE_DEFAULTS
 
     cfg = parse_run_config(small_config())
     for role, d in ROLE_DEFAULTS.items():
@@ -93,7 +93,7 @@ def test_role_settings_resolve_over_one_set_of_defaults_and_the_repair_temperatu
 
 def test_a_first_try_that_already_asks_for_the_cap_is_flagged_when_the_config_is_read():
     from ray_knowsim.engine.plan import largest_graph, load_inputs
-    from ray_knowsim.model.roles import RoleBudgetWarning, extractor_budget
+    from ray_knowsim.schema.roles import RoleBudgetWarning, extractor_budget
 
     cfg = parse_run_config(small_config())
     with warnings.catch_warnings():

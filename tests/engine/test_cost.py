@@ -11,8 +11,8 @@ from pydantic import ValidationError
 from ray_knowsim.engine.config import parse_run_config
 from ray_knowsim.io.cost import cost_table
 from ray_knowsim.engine.runner import model_prices
-from ray_knowsim.model.chat import Usage
-from ray_knowsim.model.price import Price
+from ray_knowsim.schema.chat import Usage
+from ray_knowsim.schema.price import Price
 from ray_knowsim.sim.cost import session_cost
 from tests.engine.conftest import small_config
 

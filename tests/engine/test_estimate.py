@@ -58,7 +58,7 @@ def test_the_dry_run_counts_the_first_turn_the_loop_sends(tmp_path):
     (offline models: their own count), for structured and baseline learners alike."""
     import asyncio
 
-    from ray_knowsim.engine.models import build_models
+    from ray_knowsim.engine.clients import build_models
     from ray_knowsim.engine.plan import Plan, load_inputs
     from ray_knowsim.engine.runner import make_context
     from ray_knowsim.engine.worker import with_initial_states

@@ -19,9 +19,9 @@ import pytest
 
 from ray_knowsim.engine.config import parse_run_config
 from ray_knowsim.engine.runner import run
-from ray_knowsim.model.chat import ChatResponse
-from ray_knowsim.model.graph import build_index, parse_graph
-from ray_knowsim.model.signals import normalize_signals
+from ray_knowsim.schema.chat import ChatResponse
+from ray_knowsim.schema.graph import build_index, parse_graph
+from ray_knowsim.schema.signals import normalize_signals
 from ray_knowsim.rules.config import reference_rules
 from ray_knowsim.rules.trajectory import run_trajectory
 from tests.engine.conftest import small_config

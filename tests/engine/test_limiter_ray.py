@@ -56,7 +56,7 @@ def _worker_class():
             import asyncio as aio
 
             from ray_knowsim.llm.protocol import generate_all
-            from ray_knowsim.model.chat import ChatRequest
+            from ray_knowsim.schema.chat import ChatRequest
 
             reqs = [ChatRequest(messages=({"role": "user", "content": f"q{i}"},)) for i in range(n)]
 

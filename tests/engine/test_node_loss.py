@@ -16,7 +16,6 @@ import uuid
 from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 
 from ray_knowsim.engine.config import load_run_config

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 
 from ray_knowsim.engine.config import parse_run_config
@@ -18,7 +17,7 @@ from ray_knowsim.engine.reduce import FM_COLUMNS, METRICS, RANK_METRICS
 from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.stats.ranks import MEAN_RANK_METRICS
 from ray_knowsim.engine.runner import run
-from ray_knowsim.model.results import LOWER_IS_BETTER
+from ray_knowsim.schema.results import LOWER_IS_BETTER
 from ray_knowsim.score.store import RunScores
 from tests.engine.conftest import small_config
 
@@ -200,7 +199,7 @@ class FlakyModel:
         self.seen: dict[str, int] = {}
 
     async def generate(self, r):
-        from ray_knowsim.model.chat import ChatResponse
+        from ray_knowsim.schema.chat import ChatResponse
 
         text = "\n".join(m["content"] for m in r.messages)
         item = (r.offline_facts or {}).get("item_id")  # prompts name no item: the facts do

@@ -12,7 +12,7 @@ from ray_knowsim.engine.vllm.actor import OPENAI_DEFAULTS, sampling_fields
 from ray_knowsim.engine.vllm.config import REDACTED, VLLMModelConfig
 from ray_knowsim.engine.vllm.pool import VLLMActorModel, VLLMPool, pick_replica, session_key
 from ray_knowsim.llm.protocol import ChatModel, generate_all
-from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.schema.chat import ChatRequest
 
 from tests.engine import vllm_fakes
 from tests.engine.vllm_fakes import FakeEngine, FakeEngineActor, HandleLike, local_actor
@@ -62,7 +62,7 @@ def test_secret_values_are_redacted_everywhere_but_the_actor_payload():
 
 
 def test_settings_named_like_tokens_are_settings_and_reach_the_engine_as_stated():
-    from ray_knowsim.engine.config.models import VLLMModelEntry
+    from ray_knowsim.engine.config.model_entries import VLLMModelEntry
     from ray_knowsim.engine.vllm.config import is_secret_name
 
     for secret in ("hf_token", "api_key", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "apiKey", "password"):
@@ -168,7 +168,7 @@ def _chat(sid: str, turn: int = 0) -> ChatRequest:
 
 def test_cached_prompt_tokens_the_engine_reports_reach_usage():
     from ray_knowsim.engine.vllm.pool import to_response
-    from ray_knowsim.model.chat import Usage
+    from ray_knowsim.schema.chat import Usage
 
     assert to_response({"text": "x", "prompt_tokens": 50, "completion_tokens": 3, "cached_tokens": 32}).usage == Usage(50, 3, 32)
     assert to_response({"text": "x", "prompt_tokens": 50, "completion_tokens": 3}).usage == Usage(50, 3, 0)

@@ -194,7 +194,7 @@ def test_cached_prompt_tokens_of_a_self_hosted_model_reach_rows_costs_and_estima
     from ray_knowsim.engine.estimate import dry_run
     from ray_knowsim.io.cost import cost_tables
     from ray_knowsim.io.rundir import RunReader
-    from ray_knowsim.model.price import Price
+    from ray_knowsim.schema.price import Price
 
     cfg, run_dir, _, _ = self_hosted_run
     sessions = RunReader.open(run_dir).sessions

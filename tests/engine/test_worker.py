@@ -11,7 +11,7 @@ import pytest
 
 from ray_knowsim.engine.build import make_context
 from ray_knowsim.engine.config import parse_run_config
-from ray_knowsim.engine.models import ModelSet
+from ray_knowsim.engine.clients import ModelSet
 from ray_knowsim.engine.plan import Plan, load_inputs
 from ray_knowsim.engine.resume import Attempt
 from ray_knowsim.engine.worker import CommitPolicy, ShardContractError, execute_shard

@@ -30,7 +30,7 @@ from ray_knowsim.io.commits import (
 )
 from ray_knowsim.io.parquet import rows_table
 from ray_knowsim.io.rundir import RunDirError, RunReader
-from ray_knowsim.model.results import SessionRow, TurnRow
+from ray_knowsim.schema.results import SessionRow, TurnRow
 from tests.doubles.standin import run_shard
 from tests.engine.conftest import small_config
 

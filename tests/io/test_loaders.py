@@ -16,7 +16,7 @@ from ray_knowsim.io.loaders import (
     load_items,
     load_records,
 )
-from ray_knowsim.model.graph import GraphError, GraphWarning
+from ray_knowsim.schema.graph import GraphError, GraphWarning
 
 MATH_ROW = {"id": "math_001", "split": ["benchmarking"], "source_index": 3, "problem": "1+1?", "solution": "2", "level": "Level 4", "type": "Algebra"}
 EQA_ROW = {

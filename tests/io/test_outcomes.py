@@ -13,7 +13,7 @@ import pytest
 
 from ray_knowsim.io.outcomes import count_outcomes, kinds_text, outcome_tables, role_totals, truncations_by_role
 from ray_knowsim.io.rundir import RunReader, RunStatus, manifest_facts
-from ray_knowsim.model.failures import error_kind, failure_class
+from ray_knowsim.schema.failures import error_kind, failure_class
 from tests.doubles.broken import HTTP_400_DETAIL, failures, truncations
 from tests.view.rundirs import HTTP_404, committed_run
 

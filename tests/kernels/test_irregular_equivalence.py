@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from ray_knowsim.kernels.batch import run_batch
 from ray_knowsim.kernels.pack import counters_dict
-from ray_knowsim.model.graph import GraphIndex
-from ray_knowsim.model.signals import normalize_signals
-from ray_knowsim.model.states import KNOWS_WELL, PARTIAL, STATE_NAMES, state_value
+from ray_knowsim.schema.graph import GraphIndex
+from ray_knowsim.schema.signals import normalize_signals
+from ray_knowsim.schema.states import KNOWS_WELL, PARTIAL, STATE_NAMES, state_value
 from ray_knowsim.rules.config import RuleConfig
 from ray_knowsim.rules.final_metrics import _f1, ks_basis, raw_progress
 from ray_knowsim.rules.prerequisites import ceiling_any_partial

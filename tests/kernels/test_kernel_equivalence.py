@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from ray_knowsim.kernels.batch import BatchState, run_batch, run_packed
 from ray_knowsim.kernels.pack import counters_dict, pack_graphs, pack_states, pack_trajectories, params_matrix
 from ray_knowsim.kernels.update import COUNTERS
-from ray_knowsim.model.graph import GraphIndex, GraphWarning, IUGraph, build_index, check_graph, parse_graph
-from ray_knowsim.model.signals import SignalEntry
-from ray_knowsim.model.states import STATE_NAMES
+from ray_knowsim.schema.graph import GraphIndex, GraphWarning, IUGraph, build_index, check_graph, parse_graph
+from ray_knowsim.schema.signals import SignalEntry
+from ray_knowsim.schema.states import STATE_NAMES
 from ray_knowsim.rules.config import RuleConfig, paper_rules, reference_rules, rules_from
 from ray_knowsim.rules.reference_record import initial_from_ks, replay_record
 from ray_knowsim.rules.trajectory import Trajectory, run_trajectory

@@ -17,8 +17,8 @@ from ray_knowsim.kernels.pack import (
     unpack_states,
 )
 from ray_knowsim.kernels.update import N_PARAMS, NO_ID, NOT_IN_GRAPH, PARAM_NAMES
-from ray_knowsim.model.graph import IUGraph, build_index
-from ray_knowsim.model.signals import SignalEntry
+from ray_knowsim.schema.graph import IUGraph, build_index
+from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.rules.config import paper_rules, reference_rules, rules_from
 
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from ray_knowsim.llm.offline import OfflineModel
 from ray_knowsim.llm.parse import parse_signal_report, parse_user_turn
-from ray_knowsim.model.graph import IUGraph, build_index, capacity
-from ray_knowsim.model.items import Item
-from ray_knowsim.model.states import KNOWS_WELL
+from ray_knowsim.schema.graph import IUGraph, build_index, capacity
+from ray_knowsim.schema.items import Item
+from ray_knowsim.schema.states import KNOWS_WELL
 from ray_knowsim.prompts.render import render_assistant, render_extractor, render_user_sim
 from ray_knowsim.rules.config import reference_rules
 from ray_knowsim.rules.init_state import sample_initial_states

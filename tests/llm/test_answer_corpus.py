@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from ray_knowsim.llm.parse import extract_json, parse_rating, parse_signal_report, parse_termination, parse_user_turn
-from ray_knowsim.model.graph import IUGraph
+from ray_knowsim.schema.graph import IUGraph
 
 CORPUS = yaml.safe_load((Path(__file__).parent / "data" / "answer_corpus.yaml").read_text(encoding="utf-8"))
 GRAPH = IUGraph.model_validate({

@@ -27,7 +27,7 @@ from ray_knowsim.llm.cache import (
 from ray_knowsim.llm.http.client import OpenAICompatibleModel
 from ray_knowsim.llm.http.config import ANSWER_FIELDS, OPERATIONAL_FIELDS, HTTPModelConfig
 from ray_knowsim.llm.server import serve_model_in_thread
-from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
 from tests.llm.test_http_client import run as run_and_close
 
 
@@ -270,7 +270,7 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from ray_knowsim.llm.cache import ResponseCache
-    from ray_knowsim.model.chat import ChatResponse, Usage
+    from ray_knowsim.schema.chat import ChatResponse, Usage
     cache = ResponseCache(sys.argv[1])
     tag = sys.argv[2]
     for i in range(200):

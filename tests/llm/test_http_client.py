@@ -19,7 +19,7 @@ from ray_knowsim.llm.http.wire import OFFLINE_FACTS_FIELD, ROLE_HEADER
 from ray_knowsim.engine.limiter import LocalRateLimiter, RateLimits
 from ray_knowsim.llm.http.client import LimiterRequiredError
 from ray_knowsim.llm.protocol import generate_all
-from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.llm.retry import BackoffConfig, backoff_delay, parse_retry_after
 from ray_knowsim.llm.server import serve_app_in_thread
 
@@ -446,7 +446,7 @@ def test_reasoning_tokens_are_recorded_in_the_run_accounting():
 
 def test_portable_schema_subset_for_hosted_strict_modes():
     from ray_knowsim.demo import demo_graphs
-    from ray_knowsim.model.outputs import signal_report_schema
+    from ray_knowsim.schema.outputs import signal_report_schema
 
     graph = next(iter(demo_graphs("math").values()))
     strict = signal_report_schema(graph)

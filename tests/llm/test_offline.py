@@ -21,10 +21,10 @@ from ray_knowsim.llm.parse import (
     parse_termination,
     parse_user_turn,
 )
-from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.prompts.repair import build_retry
 from ray_knowsim.llm.protocol import ChatModel, generate_all
-from ray_knowsim.model.graph import build_index
+from ray_knowsim.schema.graph import build_index
 from ray_knowsim.simulators import render_baseline_user
 from ray_knowsim.strategies import get_strategy
 from ray_knowsim.prompts.graph_extraction import render_graph_extraction

@@ -14,9 +14,9 @@ from ray_knowsim.llm.parse import (
     parse_user_turn,
     repair_backslashes,
 )
-from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.prompts.repair import build_retry
-from ray_knowsim.model.graph import IUGraph
+from ray_knowsim.schema.graph import IUGraph
 
 GRAPH = IUGraph.model_validate({
     "nodes": [{"id": "IU1", "concept": "a"}, {"id": "IU2", "concept": "b"}, {"id": "IU3", "concept": "c"}],

@@ -6,7 +6,7 @@
 It checks what a fake model cannot: the product's own strict schemas, sent unchanged, keep a
 135M decoder inside the method's format. The extractor's schema is built per request from the
 graph (one slot per IU with ``const`` id and concept, label enums). From prompt set v3 on no
-schema bounds free text (``model/outputs.py``: a bound would cut a thought or a rationale
+schema bounds free text (``schema/outputs.py``: a bound would cut a thought or a rationale
 mid-sentence), so a model that rambles inside a string runs into ``max_tokens`` and gets one retry
 with the whole budget (``sim/ask.py``). ``Recorder`` only records what was sent
 and received; it changes nothing. Retries, truncations and refused answers are allowed (they are
@@ -32,10 +32,10 @@ except ImportError:  # the tests tree became a package
     )
 
 from ray_knowsim.llm.recording import Call, RecordingModel as Recorder
-from ray_knowsim.model.outputs import SignalReport, UserTurn, signal_report_schema
-from ray_knowsim.model.graph import IUGraph, build_index
-from ray_knowsim.model.items import Item
-from ray_knowsim.model.signals import normalize_signals
+from ray_knowsim.schema.outputs import SignalReport, UserTurn, signal_report_schema
+from ray_knowsim.schema.graph import IUGraph, build_index
+from ray_knowsim.schema.items import Item
+from ray_knowsim.schema.signals import normalize_signals
 from ray_knowsim.rules.config import reference_rules
 from ray_knowsim.rules.trajectory import run_trajectory
 from ray_knowsim.sim.shard import run_shard
@@ -81,8 +81,8 @@ def simulate(inner: Any) -> tuple[SessionResult, Recorder, float]:
     model = Recorder(inner)
     shard = ShardSpec("shard-llm-cpu", 0, (SPEC,), {item_key("math", ITEM.id): ITEM},
                       {item_key("math", ITEM.id): GRAPH})
-    ctx = ShardContext(run_id="run-llm-cpu", config_hash="cfg", run_seed=1, rules=reference_rules(),
-                       max_turns=MAX_TURNS, early_stop="virtual", graph_mode="strict", roles=ROLES)
+    ctx = ShardContext(run_id="run-llm-cpu", config_hash="cfg", rules=reference_rules(),
+                       max_turns=MAX_TURNS, early_stop="virtual", roles=ROLES)
     models = RoleModels(user_sim=model, extractor=model, assistants={"smol": model})
 
     async def collect():

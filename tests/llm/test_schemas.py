@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from ray_knowsim.model.outputs import (
+from ray_knowsim.schema.outputs import (
     BaselineCoTTurn,
     BaselineTurn,
     GraphExtraction,
@@ -92,7 +92,7 @@ def test_per_request_signal_schema_fixes_every_iu_once_with_enums_and_no_text_bo
     import jsonschema
 
     from ray_knowsim.demo import demo_graphs, demo_items
-    from ray_knowsim.model.outputs import V2_REASONING_MAX_CHARS, signal_report_schema
+    from ray_knowsim.schema.outputs import V2_REASONING_MAX_CHARS, signal_report_schema
     from ray_knowsim.prompts.render import render_extractor
 
     graph = next(iter(demo_graphs("math").values()))
@@ -134,7 +134,7 @@ def test_per_request_signal_schema_fixes_every_iu_once_with_enums_and_no_text_bo
 
 
 def test_learner_schemas_bound_free_text_only_when_asked():
-    from ray_knowsim.model.outputs import V2_TEXT_BOUNDS
+    from ray_knowsim.schema.outputs import V2_TEXT_BOUNDS
 
     for model in (UserTurn, BaselineTurn, BaselineCoTTurn):
         assert "maxLength" not in json.dumps(model.json_schema())  # prompt set v3: nothing cut mid-sentence
@@ -145,7 +145,7 @@ def test_learner_schemas_bound_free_text_only_when_asked():
 
 def test_portable_schema_keeps_the_facts_within_the_common_subset():
     from ray_knowsim.demo import demo_graphs
-    from ray_knowsim.model.outputs import portable_schema, signal_report_schema
+    from ray_knowsim.schema.outputs import portable_schema, signal_report_schema
 
     graph = next(iter(demo_graphs("math").values()))
     full = signal_report_schema(graph)

@@ -19,7 +19,7 @@ from ray_knowsim.llm.http.client import OpenAICompatibleModel
 from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.llm.http.credentials import MissingAPIKeyError
 from ray_knowsim.llm.protocol import generate_all
-from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.llm.retry import BackoffConfig
 from ray_knowsim.llm.server import serve_app_in_thread
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 
 import aiohttp
 import pytest
@@ -13,7 +12,7 @@ from ray_knowsim.cli.main import build_parser
 from ray_knowsim.llm.http.client import OpenAICompatibleModel
 from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.llm.protocol import generate_all
-from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.retry import BackoffConfig
 from ray_knowsim.llm.server import serve_model_in_thread
 

@@ -22,7 +22,7 @@ except ImportError:  # the tests tree became a package
 
 from ray_knowsim.engine.vllm.pool import VLLMActorModel
 from ray_knowsim.llm.protocol import generate_all
-from ray_knowsim.model.chat import ChatRequest
+from ray_knowsim.schema.chat import ChatRequest
 
 # The actor logic with a fake engine, routing, restarts: tests/engine/test_vllm_actor.py.
 

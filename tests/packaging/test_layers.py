@@ -1,8 +1,8 @@
 """The layers hold: imports (every one, parsed with ast, function-level ones included) go down the
 layer order only, subpackages form no import cycle, and Ray is imported only by the orchestration.
 
-    model -> (rules | io | demo | stats) -> kernels -> (prompts | llm) -> (strategies | simulators) -> sim
-          -> score -> (engine | sweep | validate | report | compare | view | adaptive) -> cli
+    schema -> (rules | io | demo | stats) -> kernels -> (prompts | llm) -> (strategies | simulators) -> sim
+          -> (score | graphs) -> (engine | sweep | validate | report | compare | view | adaptive) -> cli
 
 The tutor strategies and learner simulators, with their registries, sit on the prompts layer
 (they render through it) and below the turn loop (which looks them up by name). Each registry
@@ -24,7 +24,7 @@ PKG = ROOT / "ray_knowsim"
 # rank: a package may import packages of a LOWER rank (and the top-level modules of rank 0)
 LAYERS: dict[str, int] = {
     "": 0,  # ray_knowsim/__init__.py, registry.py, text.py: stdlib-only helpers
-    "model": 1,
+    "schema": 1,  # the data formats (pydantic models of items, graphs, rows, requests)
     "rules": 2,
     "io": 2,
     "demo": 2,
@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "simulators": 5,
     "sim": 6,
     "score": 7,
+    "graphs": 7,  # IU-graph extraction for new items (asks a model through the loop's ask)
     "engine": 8,
     "sweep": 8,
     "validate": 8,
@@ -48,7 +49,7 @@ LAYERS: dict[str, int] = {
 }
 # same-rank imports that are allowed (importer -> imported)
 PEERS = {
-    ("sweep", "engine"),  # the sweep starts its local Ray the way the engine does (engine.local_ray)
+    ("sweep", "engine"),  # the sweep goes into Ray the way every command does (engine.ray_session)
     ("compare", "engine"),  # run identity: the config's operational fields and role defaults
     ("report", "compare"),  # the report's who-beats-whom matrix is compare's analysis
     ("view", "report"),  # the viewer draws conversations with the report's renderer

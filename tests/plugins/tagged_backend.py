@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from ray_knowsim.engine.backends import BuildContext, register_backend
-from ray_knowsim.model.chat import ChatRequest, ChatResponse
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse
 
 
 class TaggedEntry(BaseModel):

@@ -19,8 +19,7 @@ from typing import Callable
 import pytest
 
 from ray_knowsim.demo import demo_graphs, demo_items
-from ray_knowsim.model.graph import build_index
-from ray_knowsim.prompts import baselines as B
+from ray_knowsim.schema.graph import build_index
 from ray_knowsim.prompts import judges as J
 from ray_knowsim.prompts import render as R
 from ray_knowsim.prompts.views import connectable_unknowns, state_codes
@@ -871,7 +870,7 @@ def test_no_opening_of_a_reference_math_item_is_cut(shared_ref):
     structured learner's and every baseline's) carry the whole problem, nothing in their schemas
     bounds the message, and the offline double's opening puts the whole problem to the tutor."""
     from ray_knowsim.io.loaders import load_graph_cache, load_init_cache, load_items
-    from ray_knowsim.model.graph import GraphWarning
+    from ray_knowsim.schema.graph import GraphWarning
     from ray_knowsim.llm.offline import OfflineModel
     from ray_knowsim.llm.parse import parse_user_turn
 

@@ -11,11 +11,11 @@ import json
 import pytest
 
 from ray_knowsim.demo import demo_graphs, demo_items
-from ray_knowsim.model.graph import build_index
+from ray_knowsim.schema.graph import build_index
 from ray_knowsim.prompts.graph_extraction import graph_extraction_plan
 from functools import partial
 
-from ray_knowsim.prompts import baselines, judges
+from ray_knowsim.prompts import judges
 from ray_knowsim.prompts import graph_extraction as G
 from ray_knowsim.prompts import render as R
 from ray_knowsim.prompts.views import density_line
@@ -137,7 +137,7 @@ def test_extractor_prompt_carries_graph_state_exchange_and_reference():
     assert f"({INDEX.size} in all)" in user
     assert req.temperature == 0.0 and req.prompt_version == "extractor@v1" and req.role == "extractor"
     # the role's defaults, from the one place they are written (a run's settings replace them)
-    from ray_knowsim.model.roles import ROLE_DEFAULTS
+    from ray_knowsim.schema.roles import ROLE_DEFAULTS
 
     assert (req.temperature, req.max_tokens) == (ROLE_DEFAULTS["extractor"].temperature, ROLE_DEFAULTS["extractor"].max_tokens)
     assert "first exchange" in render_extractor(ITEM, GRAPH, STATES, [], "a", "b").messages[1]["content"]

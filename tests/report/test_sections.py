@@ -7,7 +7,6 @@ import json
 import shutil
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ray_knowsim.report.build import ReportOptions, build_report

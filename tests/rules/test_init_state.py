@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ray_knowsim.io.loaders import load_graph_cache, load_init_cache, load_items, load_records
-from ray_knowsim.model.graph import GraphWarning, IUGraph, build_index
-from ray_knowsim.model.items import INIT_CACHE_TASK_KEYS, Item
-from ray_knowsim.model.knowledge import InitCache
-from ray_knowsim.model.states import KNOWLEDGE_LEVELS, KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
+from ray_knowsim.schema.graph import GraphWarning, IUGraph, build_index
+from ray_knowsim.schema.items import INIT_CACHE_TASK_KEYS, Item
+from ray_knowsim.schema.knowledge import InitCache
+from ray_knowsim.schema.states import KNOWLEDGE_LEVELS, KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
 from ray_knowsim.rules.config import InitRatios, paper_rules, reference_rules, rules_from
 from ray_knowsim.rules.init_state import (
     initial_state_for,

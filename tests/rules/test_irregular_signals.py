@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from ray_knowsim.model.graph import IUGraph, build_index
-from ray_knowsim.model.signals import TQ_NOT_MENTIONED, TQ_SHALLOW, TQ_WELL, normalize_entry, normalize_signals
+from ray_knowsim.schema.graph import IUGraph, build_index
+from ray_knowsim.schema.signals import TQ_NOT_MENTIONED, TQ_SHALLOW, TQ_WELL, normalize_entry, normalize_signals
 from ray_knowsim.rules.config import reference_rules
 from ray_knowsim.rules.final_metrics import KSBasis, headroom, ks_basis, raw_progress
 from ray_knowsim.rules.reference_record import replay_record
-from ray_knowsim.rules.trajectory import run_trajectory
 from ray_knowsim.rules.update import well_explained_ids
 from ray_knowsim.sweep.conversation import Conversation, compact_turn
 

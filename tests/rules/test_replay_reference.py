@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 
-from ray_knowsim.model.graph import GraphWarning, build_index, check_graph, parse_graph
+from ray_knowsim.schema.graph import GraphWarning, build_index, check_graph, parse_graph
 from ray_knowsim.rules.config import paper_rules, reference_rules
 from ray_knowsim.rules.record_diff import differences, record_differences
 from ray_knowsim.rules.reference_record import replay_record

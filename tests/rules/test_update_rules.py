@@ -2,8 +2,8 @@
 
 import pytest
 
-from ray_knowsim.model.graph import build_index, parse_graph
-from ray_knowsim.model.signals import normalize_signals
+from ray_knowsim.schema.graph import build_index, parse_graph
+from ray_knowsim.schema.signals import normalize_signals
 from ray_knowsim.rules.config import paper_rules, reference_rules, rules_from
 from ray_knowsim.rules.prerequisites import ceiling, ceiling_any_partial
 from ray_knowsim.rules.turn_metrics import turn_metrics

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from ray_knowsim.model.graph import build_index, check_graph, parse_graph
-from ray_knowsim.model.signals import normalize_signals
+from ray_knowsim.schema.graph import build_index, check_graph, parse_graph
+from ray_knowsim.schema.signals import normalize_signals
 from ray_knowsim.rules.config import reference_rules
 from ray_knowsim.rules.reference_record import initial_from_ks
 from ray_knowsim.rules.turn_metrics import turn_metrics

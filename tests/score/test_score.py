@@ -59,14 +59,14 @@ class FailingJudge:
     name = "failing"
 
     async def generate(self, request):
-        from ray_knowsim.model.chat import ChatResponse
+        from ray_knowsim.schema.chat import ChatResponse
 
         return ChatResponse(text="", error="judge_http_500: down")
 
 
 def test_a_failing_judge_keeps_the_simulation_and_names_its_error(finished):
     cfg, out, _ = finished
-    from ray_knowsim.engine.models import ModelSet
+    from ray_knowsim.engine.clients import ModelSet
 
     before = digests(out)
     models = ModelSet({"sim": FailingJudge()}, {}, [])
@@ -148,7 +148,7 @@ def test_unknown_judges_and_plugin_judges(finished, tmp_path, capsys, monkeypatc
     assert "plugin 'no_such_plugin_xyz' cannot be imported" in capsys.readouterr().err
     (tmp_path / "turn_count_judge.py").write_text(
         "from ray_knowsim.llm.parse import ParseResult\n"
-        "from ray_knowsim.model.chat import ChatRequest\n"
+        "from ray_knowsim.schema.chat import ChatRequest\n"
         "from ray_knowsim.score.judges import JUDGES, Judge\n\n\n"
         "class TurnCount(Judge):\n"
         "    slot = 9\n\n"
@@ -179,7 +179,7 @@ def test_an_operational_change_to_the_judge_keeps_its_score_set(finished):
     cfg, out, _ = finished
     first = score_run(cfg, out, name="priced", judges=["interaction_quality"])
     assert first.scored_shards > 0
-    from ray_knowsim.model.price import Price
+    from ray_knowsim.schema.price import Price
 
     entry = cfg.models["sim"].model_copy(update={"price": Price(input=1.0, output=2.0)})
     repriced = cfg.model_copy(update={"models": {**cfg.models, "sim": entry}})
@@ -214,7 +214,7 @@ class DriftingJudge:
     RATING = '{{"information_calibration": {ic}, "perceived_overload": "20%", "quality_score": "8/10", "perceived_learning": 6}}'
 
     async def generate(self, request):
-        from ray_knowsim.model.chat import ChatResponse
+        from ray_knowsim.schema.chat import ChatResponse
 
         if request.prompt_version.startswith("rater@"):
             repaired = "+repair@" in request.prompt_version
@@ -227,7 +227,7 @@ def test_judge_repairs_refusals_and_warnings_are_stored_counted_and_reported(fin
 
     import pandas as pd
 
-    from ray_knowsim.engine.models import ModelSet
+    from ray_knowsim.engine.clients import ModelSet
     from ray_knowsim.engine.reduce import ITEM_KEYS, level_means, normalise_sums, partial_moments
     from ray_knowsim.report.build import build_report
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ray_knowsim.engine.models import ModelSet
+from ray_knowsim.engine.clients import ModelSet
 from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.engine.scoring import score_run
 from ray_knowsim.llm.offline import OfflineModel

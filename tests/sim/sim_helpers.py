@@ -33,8 +33,8 @@ def shard_of(specs):
 def context(max_turns=3, early_stop="virtual", attempts=3, rules=None):
     roles = {r: RoleSettings(model="offline", temperature=t, max_tokens=2000, attempts=attempts) for r, t in ROLE_TEMPERATURES.items()}
     return ShardContext(
-        run_id="run-test", config_hash="cfg", run_seed=1, rules=rules or reference_rules(),
-        max_turns=max_turns, early_stop=early_stop, graph_mode="strict", roles=roles,
+        run_id="run-test", config_hash="cfg", rules=rules or reference_rules(),
+        max_turns=max_turns, early_stop=early_stop, roles=roles,
     )  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ray_knowsim.llm.cache import CachedModel, ResponseCache
 from ray_knowsim.llm.parse import ParseResult
-from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.sim.ask import MIN_BUDGET, attempt_seed, first_budget
 from ray_knowsim.sim.ask import ask as ask_one
 
@@ -118,7 +118,7 @@ def test_attempts_one_means_no_repair_and_transport_failures_are_final():
     assert a.error == "user_sim_http_503" and a.calls == 0 and len(model.sent) == 1 and a.usage == Usage(10, 2)
     # a provider's error code is kept (it tells a conversation too long for the model from a bad
     # transport); free-text details are not part of the name
-    from ray_knowsim.model.failures import failure_class
+    from ray_knowsim.schema.failures import failure_class
 
     for error, named, kind in (("http_400:context_length_exceeded", "user_sim_http_400:context_length_exceeded", "model"),
                                ("http_400", "user_sim_http_400", "infra"),

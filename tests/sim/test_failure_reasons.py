@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from ray_knowsim.demo import demo_items
-from ray_knowsim.model.chat import ChatResponse, Usage
-from ray_knowsim.model.results import ERROR_DETAIL_CHARS, TRUNCATION_ROLES, truncation_column
+from ray_knowsim.schema.chat import ChatResponse, Usage
+from ray_knowsim.schema.results import ERROR_DETAIL_CHARS, TRUNCATION_ROLES, truncation_column
 
 from sim_helpers import context, offline_models, run, session, shard_of
 

@@ -14,7 +14,7 @@ import pytest
 
 from ray_knowsim.demo import demo_items
 from ray_knowsim.llm.offline import OfflineModel
-from ray_knowsim.model.chat import ChatResponse
+from ray_knowsim.schema.chat import ChatResponse
 from ray_knowsim.sim.shard import run_shard
 
 from sim_helpers import context, offline_models, run, session, shard_of

@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 
 from ray_knowsim.demo import demo_items
-from ray_knowsim.model.chat import ChatResponse, Usage
-from ray_knowsim.model.graph import build_index, parse_graph
-from ray_knowsim.model.signals import normalize_signals
+from ray_knowsim.schema.chat import ChatResponse, Usage
+from ray_knowsim.schema.graph import build_index, parse_graph
+from ray_knowsim.schema.signals import normalize_signals
 from ray_knowsim.rules.config import reference_rules
 from ray_knowsim.rules.trajectory import run_trajectory
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ray_knowsim.model.graph import IUGraph, build_index
-from ray_knowsim.model.results import FAILURE_MODES, SessionRow, TurnRow
-from ray_knowsim.model.signals import SignalEntry
+from ray_knowsim.schema.graph import IUGraph, build_index
+from ray_knowsim.schema.results import FAILURE_MODES, SessionRow, TurnRow
+from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.rules.config import RuleConfig, reference_rules
 from ray_knowsim.rules.init_state import sample_initial_states
 from ray_knowsim.rules.trajectory import run_trajectory

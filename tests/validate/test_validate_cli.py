@@ -119,7 +119,7 @@ def test_no_matching_simulation_still_writes_human_tables_but_fails(synthetic, t
 def test_synthetic_run_follows_the_results_contract(synthetic):
     import pyarrow.dataset as ds
 
-    from ray_knowsim.model.results import SessionRow, TurnRow
+    from ray_knowsim.schema.results import SessionRow, TurnRow
 
     _, run, _ = synthetic
     for name, model in (("sessions", SessionRow), ("turns", TurnRow)):

@@ -112,7 +112,6 @@ def committed_run(
 
 def write_tables(run_dir: Path, probe: bool = False) -> None:
     """A small ``tables/marginal`` (Parquet + CSV) as the reduction writes it: the viewer shows it as found."""
-    import pandas as pd
 
     sessions = RunReader.open(run_dir).sessions.read().to_pandas()
     ok = sessions[sessions["status"] == "ok"]

@@ -12,7 +12,7 @@ Modules: :mod:`.base` (strict base, errors), :mod:`.models` (one entry per backe
 
 from ray_knowsim.engine.config.base import ConfigError, format_errors
 from ray_knowsim.engine.config.loading import apply_overrides, load_run_config, parse_run_config, resolve_path
-from ray_knowsim.engine.config.models import HTTPModelEntry, ModelEntry, OfflineModelEntry, VLLMModelEntry
+from ray_knowsim.engine.config.model_entries import HTTPModelEntry, ModelEntry, OfflineModelEntry, VLLMModelEntry
 from ray_knowsim.engine.config.run import Level, RunConfig
 from ray_knowsim.engine.config.sections import (
     DEFAULT_SHARD_FN,

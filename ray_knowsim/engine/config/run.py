@@ -13,7 +13,7 @@ from ray_knowsim.engine.config.adaptive import AdaptiveConfig
 from ray_knowsim.engine.config.base import NAME as _NAME
 from ray_knowsim.engine.config.base import Strict
 from ray_knowsim.engine.config.loading import file_digest, resolve_path
-from ray_knowsim.engine.config.models import HASHED_IF_SET, answer_fields, validate_model_entries
+from ray_knowsim.engine.config.model_entries import HASHED_IF_SET, answer_fields, validate_model_entries
 from ray_knowsim.engine.config.sections import (
     ConditionConfig,
     EngineConfig,
@@ -22,7 +22,7 @@ from ray_knowsim.engine.config.sections import (
     RulesSection,
     TaskConfig,
 )
-from ray_knowsim.model.states import KNOWLEDGE_LEVELS
+from ray_knowsim.schema.states import KNOWLEDGE_LEVELS
 from ray_knowsim.registry import import_plugins
 from ray_knowsim.rules.config import RuleConfig
 
@@ -172,9 +172,9 @@ class RunConfig(Strict):
 
     def budget_warnings(self, largest_graph: int | None = None) -> list[str]:
         """Roles whose first try already asks for their cap, so that a truncated answer cannot be
-        asked again with more (:func:`ray_knowsim.model.roles.budget_warning`); the extractor's
+        asked again with more (:func:`ray_knowsim.schema.roles.budget_warning`); the extractor's
         first try grows with the graph (``largest_graph``: IUs of the run's largest)."""
-        from ray_knowsim.model.roles import budget_warning
+        from ray_knowsim.schema.roles import budget_warning
 
         structured = any(c.structured for c in self.conditions)
         out = []

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ray_knowsim.engine.config.base import Strict, _loc, _msg
-from ray_knowsim.model.roles import ROLE_DEFAULTS
+from ray_knowsim.schema.roles import ROLE_DEFAULTS
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, PROMPT_SETS
 from ray_knowsim.rules.config import PRESETS, RuleConfig, rules_from
 from ray_knowsim.sim.types import RoleSettings
@@ -31,11 +31,11 @@ class TaskConfig(Strict):
 
 class RoleConfig(Strict):
     """How a role is asked. ``user_sim: sim`` is short for ``user_sim: {model: sim}``. Every
-    setting left out takes the role's default (:data:`ray_knowsim.model.roles.ROLE_DEFAULTS`)."""
+    setting left out takes the role's default (:data:`ray_knowsim.schema.roles.ROLE_DEFAULTS`)."""
 
     model: str | None = None
     temperature: float | None = Field(None, ge=0, le=2)
-    max_tokens: int | None = Field(None, ge=1)  # the cap; the first try gets less (model/roles.py)
+    max_tokens: int | None = Field(None, ge=1)  # the cap; the first try gets less (schema/roles.py)
     # tries an unreadable answer gets before the session fails (each repair names the latest
     # complaint); a truncated answer gets one more call with the whole max_tokens on top. Transport
     # errors are retried by the HTTP client (max_attempts), never here.

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 from ray_knowsim.engine.vllm.actor import VLLMEngineActor, error_dict
 from ray_knowsim.engine.vllm.config import SECRETS_CONTEXT, VLLMModelConfig
-from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
 
 log = logging.getLogger(__name__)
 NAMESPACE = "ray_knowsim"

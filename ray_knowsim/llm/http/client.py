@@ -23,8 +23,8 @@ from typing import Any
 
 import aiohttp
 
-from ray_knowsim.model.outputs import portable_schema
-from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.schema.outputs import portable_schema
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.llm.http.credentials import Secret, auth_header
 from ray_knowsim.llm.http.response import ResponseReader, TransportFailure

@@ -12,7 +12,7 @@ import logging
 import re
 from typing import Any
 
-from ray_knowsim.model.chat import ChatResponse, Usage
+from ray_knowsim.schema.chat import ChatResponse, Usage
 from ray_knowsim.llm.http.credentials import Secret, mask_secrets
 from ray_knowsim.llm.retry import is_retryable_status
 from ray_knowsim.llm.thinking import strip_thinking

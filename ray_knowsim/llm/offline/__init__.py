@@ -38,8 +38,9 @@ from ray_knowsim.llm.offline.graphs import GraphVocabulary, vocabulary
 from ray_knowsim.llm.offline.judges import _extract_graph, _rate, _terminate
 from ray_knowsim.llm.offline.learner import _baseline_turn, _user_turn
 from ray_knowsim.llm.offline.words import ntokens, sentences, words
-from ray_knowsim.model.chat import ChatRequest, ChatResponse, Usage
-from ray_knowsim.model.graph import IUGraph, parse_graph
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.schema.graph import IUGraph, parse_graph
+from ray_knowsim.schema.items import item_key
 
 #: template name (or name prefix ending in "_") -> the structured answer for that prompt's facts
 _RESPONDERS: tuple[tuple[str, Callable[[Mapping[str, Any], random.Random], Mapping[str, Any]]], ...] = (
@@ -85,12 +86,12 @@ class OfflineModel:
             g = graph if isinstance(graph, IUGraph) else parse_graph(graph, key)
             self._graphs[key] = g
             if task is not None:
-                self._graphs[f"{task}/{key}"] = g
+                self._graphs[item_key(task, key)] = g
 
     def graph_for(self, task: str | None, item_id: str | None) -> IUGraph | None:
         if item_id is None:
             return None
-        return self._graphs.get(f"{task}/{item_id}") or self._graphs.get(item_id)
+        return self._graphs.get(item_key(task, item_id)) or self._graphs.get(item_id)
 
     # -- protocol --------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from ray_knowsim.llm.offline.words import words
-from ray_knowsim.model.graph import IUGraph, build_index
+from ray_knowsim.schema.graph import IUGraph, build_index
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import warnings as pywarnings
 
 from ray_knowsim.llm.parse.json_extract import balanced_end, decode_json, extract_json
 from ray_knowsim.llm.parse.result import ParseResult, fail, rename
-from ray_knowsim.model.graph import GraphError, GraphMode, IUGraph, check_graph, parse_graph
+from ray_knowsim.schema.graph import GraphError, GraphMode, IUGraph, check_graph, parse_graph
 
 def _salvage_nodes(text: str) -> dict | None:
     """From a truncated reply, a graph made of a complete ``nodes`` array and no edges (spec §12.1)."""

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from ray_knowsim.llm.parse.json_extract import extract_json
 from ray_knowsim.llm.parse.result import ParseResult, fail, rename, validation_detail
 from ray_knowsim.llm.parse.scores import read_scores
-from ray_knowsim.model.outputs import InteractionRating, TerminationJudgement, termination_reasons
+from ray_knowsim.schema.outputs import InteractionRating, TerminationJudgement, termination_reasons
 
 T = TypeVar("T", InteractionRating, TerminationJudgement)
 

@@ -1,7 +1,7 @@
 """Scores in a judge's answer, read as they were meant, or refused with what is wrong.
 
 The scale of a field comes from the output schema itself (its ``ge``/``le`` bounds in
-:mod:`ray_knowsim.model.outputs`), so a schema that changes its scales needs nothing here. A score
+:mod:`ray_knowsim.schema.outputs`), so a schema that changes its scales needs nothing here. A score
 is read as:
 
 * a number (``0.7``, or the string ``"0.7"``): itself, when it lies on the field's scale;

@@ -19,7 +19,7 @@ duplicate id, a missing IU, a null, missing or unknown label, an entry that is n
 Nothing a model returns reaches the learner's state unchecked.
 
 Replay of recorded reference data does NOT come through here: it keeps the reference
-normalisation of spec §1.5 (:func:`ray_knowsim.model.signals.normalize_signals`), under which
+normalisation of spec §1.5 (:func:`ray_knowsim.schema.signals.normalize_signals`), under which
 such irregularities are legal inputs with defined effects.
 """
 
@@ -31,9 +31,9 @@ from typing import Any
 
 from ray_knowsim.llm.parse.json_extract import extract_json
 from ray_knowsim.llm.parse.result import ParseResult, fail
-from ray_knowsim.model.graph import GraphIndex, IUGraph, iu_label
-from ray_knowsim.model.outputs import ATTEMPT_TYPES, RESPONSE_ROLES, TEACHING_QUALITIES
-from ray_knowsim.model.signals import ARROW_LABEL, ROLE_ALIASES, SignalEntry, normalize_entry
+from ray_knowsim.schema.graph import GraphIndex, IUGraph, iu_label
+from ray_knowsim.schema.outputs import ATTEMPT_TYPES, RESPONSE_ROLES, TEACHING_QUALITIES
+from ray_knowsim.schema.signals import ARROW_LABEL, ROLE_ALIASES, SignalEntry, normalize_entry
 
 INVALID_SIGNALS = "invalid_signals"
 

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from ray_knowsim.llm.parse.json_extract import extract_json
 from ray_knowsim.llm.parse.result import ParseResult, fail, rename, validation_detail
-from ray_knowsim.model.outputs import UserTurn
+from ray_knowsim.schema.outputs import UserTurn
 
 _XML_TAG = r"<{tag}>(.*?)</{tag}>"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from ray_knowsim.model.chat import Usage
+from ray_knowsim.schema.chat import Usage
 
 FAILURE_MODES: tuple[str, ...] = ("redundant", "prereq_blocked", "effective", "overload_wasted", "under_absorbed")
 ROLES: tuple[str, ...] = ("user_sim", "assistant", "extractor", "judge")
@@ -88,7 +88,7 @@ class _SessionCore(BaseModel):
     error_detail: str | None = None
     # resume bookkeeping, set by the engine when it commits the row (the loop leaves the defaults):
     # which run of this session the row is (1 = first), the errors of the earlier runs (JSON list,
-    # oldest first) and the class of this row's error (ray_knowsim.model.failures.failure_class)
+    # oldest first) and the class of this row's error (ray_knowsim.schema.failures.failure_class)
     attempt: int = 1
     previous_errors: str = "[]"
     failure_class: str | None = None  # "infra" | "model" | None (ok)

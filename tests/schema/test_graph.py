@@ -1,6 +1,6 @@
 import pytest
 
-from ray_knowsim.model.graph import GraphError, GraphWarning, build_index, capacity, check_graph, hinge_size, iu_label, parse_graph
+from ray_knowsim.schema.graph import GraphError, GraphWarning, build_index, capacity, check_graph, hinge_size, iu_label, parse_graph
 
 
 def graph(nodes, edges):

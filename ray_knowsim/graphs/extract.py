@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ray_knowsim.llm.parse import parse_graph_extraction
-from ray_knowsim.model.chat import Usage
+from ray_knowsim.schema.chat import Usage
 from ray_knowsim.llm.protocol import ChatModel
-from ray_knowsim.model.graph import IUGraph
-from ray_knowsim.model.items import Item
+from ray_knowsim.schema.graph import IUGraph
+from ray_knowsim.schema.items import Item
 from ray_knowsim.prompts.graph_extraction import graph_extraction_plan, render_graph_extraction
 
 #: an edge whose abstraction levels differ by more than this should have a bridging IU between

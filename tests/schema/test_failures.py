@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ray_knowsim.model.failures import error_reason, failure_class
+from ray_knowsim.schema.failures import error_reason, failure_class
 
 INFRA = [
     "user_sim_http_500", "assistant_http_503:server_error", "assistant_http_429", "extractor_timeout",

@@ -25,8 +25,8 @@ from typing import Any, ClassVar, Literal, Mapping, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ray_knowsim.model.graph import IUGraph
-from ray_knowsim.model.signals import AttemptType, ResponseRole, TeachingQuality
+from ray_knowsim.schema.graph import IUGraph
+from ray_knowsim.schema.signals import AttemptType, ResponseRole, TeachingQuality
 
 #: Character bounds that prompt sets v1 and v2 put on free text in the decoding schema (v3 has
 #: none, see the module docstring). They were never validity rules: the parser does not refuse a
@@ -121,7 +121,7 @@ class BaselineCoTTurn(StructuredOutput):
 
 class SignalEntryOut(StructuredOutput):
     """One IU's entry as the extractor is asked to write it (spec §1.5). Replies are read through
-    :func:`ray_knowsim.model.signals.normalize_entry`, which tolerates the known drifts."""
+    :func:`ray_knowsim.schema.signals.normalize_entry`, which tolerates the known drifts."""
 
     id: str
     concept: str
@@ -198,7 +198,7 @@ class GraphEdgeOut(StructuredOutput):
 
 
 class GraphExtraction(StructuredOutput):
-    """The spec §1.2 graph as extraction output (parsed into :class:`~ray_knowsim.model.graph.IUGraph`)."""
+    """The spec §1.2 graph as extraction output (parsed into :class:`~ray_knowsim.schema.graph.IUGraph`)."""
 
     knowledge_areas: list[str] = Field(default_factory=list)
     nodes: list[GraphNodeOut] = Field(min_length=1)

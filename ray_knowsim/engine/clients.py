@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from ray_knowsim.engine.backends import BACKENDS, BuildContext
 from ray_knowsim.llm.accounting import Accounting, AccountedModel
 from ray_knowsim.llm.protocol import ChatModel
-from ray_knowsim.model.graph import IUGraph
+from ray_knowsim.schema.graph import IUGraph
 from ray_knowsim.sim.types import RoleModels
 
 if TYPE_CHECKING:  # the config (and the HTTP/vLLM modules it imports) stays out of shard workers

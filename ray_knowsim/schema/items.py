@@ -62,6 +62,12 @@ class Item(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+def item_key(task: str, item_id: str) -> str:
+    """The one key of an item (and its graph) across tasks: ``"<task>/<item_id>"`` (item ids are
+    unique within a task only)."""
+    return f"{task}/{item_id}"
+
+
 def item_from_row(task: TaskName, row: dict[str, Any]) -> Item:
     if task == "math":
         m = MathRow.model_validate(row)

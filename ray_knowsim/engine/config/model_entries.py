@@ -9,7 +9,7 @@ from pydantic import Field, TypeAdapter
 from ray_knowsim.engine.config.base import Strict
 from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.engine.vllm.config import SECRETS_CONTEXT, VLLMModelConfig
-from ray_knowsim.model.price import Price
+from ray_knowsim.schema.price import Price
 
 
 class OfflineModelEntry(Strict):
@@ -18,14 +18,14 @@ class OfflineModelEntry(Strict):
     backend: Literal["offline"]
     name: str | None = None  # identity in caches / results; default: the model key
     options: dict[str, Any] = Field(default_factory=dict)  # passed to the offline model
-    price: Price | None = None  # USD per million tokens (model/price.py); offline: free when unset
+    price: Price | None = None  # USD per million tokens (schema/price.py); offline: free when unset
 
 
 class HTTPModelEntry(HTTPModelConfig):
     """Any OpenAI-compatible endpoint (see :class:`HTTPModelConfig` for every field)."""
 
     backend: Literal["http"]
-    price: Price | None = None  # USD per million tokens (model/price.py)
+    price: Price | None = None  # USD per million tokens (schema/price.py)
 
     def http_config(self) -> HTTPModelConfig:
         return HTTPModelConfig.model_validate(self.model_dump(exclude={"backend", "price"}))
@@ -35,7 +35,7 @@ class VLLMModelEntry(VLLMModelConfig):
     """A pool of Ray actors each running a vLLM async engine (see :class:`VLLMModelConfig`)."""
 
     backend: Literal["vllm"]
-    price: Price | None = None  # USD per million tokens (model/price.py), e.g. your GPU hours per token
+    price: Price | None = None  # USD per million tokens (schema/price.py), e.g. your GPU hours per token
 
     def vllm_config(self) -> VLLMModelConfig:
         """The engine's config: every setting as the entry states it (secrets included; the

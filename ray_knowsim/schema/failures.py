@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from ray_knowsim.model.results import ERROR_DETAIL_CHARS
+from ray_knowsim.schema.results import ERROR_DETAIL_CHARS
 
 FailureClass = Literal["infra", "model"]
 INFRA: FailureClass = "infra"

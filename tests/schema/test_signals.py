@@ -1,4 +1,4 @@
-from ray_knowsim.model.signals import normalize_signals
+from ray_knowsim.schema.signals import normalize_signals
 
 
 def test_field_name_drift_is_repaired_only_when_canonical_key_absent():

@@ -3,9 +3,9 @@ import json
 
 from ray_knowsim.cli.main import main
 from ray_knowsim.demo import demo_items
-from ray_knowsim.sim.extract_graphs import bridging_warnings, extract_graphs
-from ray_knowsim.model.chat import ChatResponse, Usage
-from ray_knowsim.model.graph import parse_graph
+from ray_knowsim.graphs.extract import bridging_warnings, extract_graphs
+from ray_knowsim.schema.chat import ChatResponse, Usage
+from ray_knowsim.schema.graph import parse_graph
 
 CYCLIC = {"nodes": [{"id": "IU1", "concept": "a", "abstraction_level": 0.5, "description": "d"},
                     {"id": "IU2", "concept": "b", "abstraction_level": 0.5, "description": "d"}],
