@@ -38,6 +38,7 @@ def main(args: argparse.Namespace) -> int:
     from ray_knowsim.engine.manifest import read_manifest
     from ray_knowsim.io.commits import RunDir
     from ray_knowsim.io.rundir import RunReader
+    from ray_knowsim.engine.codecheck import CodeMismatch, require_same_code
     from ray_knowsim.engine.runner import ray_options, ray_session, write_run_tables
     from ray_knowsim.score.store import ScoreDir
     from ray_knowsim.engine.scoring import ScoreError, score_run
@@ -53,12 +54,13 @@ def main(args: argparse.Namespace) -> int:
         cfg = parse_run_config(manifest["config"], base_dir=_base_dir(manifest, rd))
         config_hash = cfg.config_hash()
         with ray_session(args.address, **ray_options(cfg), quiet=True):
+            require_same_code(lambda line: print(line, file=sys.stderr))  # the judges' reduction runs on workers
             out = score_run(cfg, rd.root, judge=args.judge, name=args.name, config_hash=config_hash,
                             judges=[j for j in args.judges.split(",") if j], shard_concurrency=args.shard_concurrency)
             if args.primary:
                 ScoreDir(rd.root, out.name).make_primary()
                 write_run_tables(rd, RunReader.open(rd.root, config_hash))
-    except (ConfigError, ScoreError, PluginImportError) as exc:
+    except (ConfigError, ScoreError, PluginImportError, CodeMismatch) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"name": out.name, "judge_model": out.judge_model, "scored_shards": out.scored_shards,

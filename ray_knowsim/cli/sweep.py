@@ -16,6 +16,7 @@ import os
 import sys
 from pathlib import Path
 
+from ray_knowsim.engine.codecheck import CodeMismatch
 from ray_knowsim.io.loaders import LoadError
 from ray_knowsim.sweep.commits import SweepCommitError
 from ray_knowsim.sweep.config import SweepConfigError, load_sweep_config
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         result = run_sweep(
             cfg, fresh=args.fresh, backend=args.backend, address=args.address, report=not args.no_report, use_ray=not args.no_ray
         )
-    except (SweepConfigError, SweepCommitError, LoadError) as exc:
+    except (SweepConfigError, SweepCommitError, LoadError, CodeMismatch) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     ident = result.identity or {}

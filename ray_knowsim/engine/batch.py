@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Collection, Iterator
 
 from ray_knowsim.engine.build import RunError, make_context, place_models, placed_plan, prepare
-from ray_knowsim.engine.codecheck import by_value, cluster_mismatches, identity, run_checked
+from ray_knowsim.engine.codecheck import CodeMismatch, by_value, identity, require_same_code, run_checked
 from ray_knowsim.engine.failfast import FailureGuard, Stop
 from ray_knowsim.engine.preflight import check_before_spending
 from ray_knowsim.engine.config import DEFAULT_SHARD_FN, RunConfig
@@ -173,7 +173,10 @@ def run(
     status = "failed"
     try:
         with ray_session(address, **ray_options(cfg), quiet=quiet), _pools() as pools:
-            _require_same_code(display)  # before any of our code runs on a worker (shards, reduction)
+            try:
+                require_same_code(display.warn)  # before any of our code runs on a worker (shards, reduction)
+            except CodeMismatch as exc:
+                raise RunError(str(exc)) from None
             vplan = place_models(cfg)  # before anything starts: raises when a model cannot be placed
             if vplan.grouped:  # shards ordered and cut by condition group; pools start/stop per group
                 plan = placed_plan(cfg, inputs, plan, vplan)
@@ -393,15 +396,6 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
 
 #: seconds a cancelled shard gets to stop by itself before its worker is ended
 CANCEL_GRACE_S = 20.0
-
-
-def _require_same_code(display: Display) -> None:
-    """Refuse a cluster whose workers would import other ray_knowsim code than this driver."""
-    mismatched, unanswered = cluster_mismatches(identity())
-    if mismatched:
-        raise RunError("the workers would run other code than this driver:\n  " + "\n  ".join(mismatched))
-    if unanswered:
-        display.warn(f"code check: no answer from {', '.join(unanswered)}; their shards check it when they start")
 
 
 def nodes_not_seeing(run_dir: RunDir) -> list[str]:

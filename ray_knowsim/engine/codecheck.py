@@ -185,4 +185,16 @@ def cluster_mismatches(expected: dict[str, Any] | None = None,
     return problems, unanswered
 
 
-__all__ = ["CodeMismatch", "cluster_mismatches", "differs", "explain", "fingerprint", "identity", "run_checked"]
+def require_same_code(warn: Callable[[str], None]) -> None:
+    """Refuse a cluster whose workers would import other ray_knowsim code than this process
+    (every command that puts our code on workers calls it once Ray is up: run, score, sweep);
+    nodes that did not answer are only warned about, their tasks check for themselves."""
+    mismatched, unanswered = cluster_mismatches(identity())
+    if mismatched:
+        raise CodeMismatch("the workers would run other code than this driver:\n  " + "\n  ".join(mismatched))
+    if unanswered:
+        warn(f"code check: no answer from {', '.join(unanswered)}; their tasks check it when they start")
+
+
+__all__ = ["CodeMismatch", "cluster_mismatches", "differs", "explain", "fingerprint", "identity", "require_same_code",
+           "run_checked"]

@@ -44,6 +44,7 @@ from typing import Any, Callable
 import pandas as pd
 import pyarrow as pa
 
+from ray_knowsim.engine.codecheck import require_same_code
 from ray_knowsim.engine.ray_session import ray_session
 from ray_knowsim.sweep.aggregate import CELL_COLUMNS, partials, reduce
 from ray_knowsim.sweep.commits import (
@@ -406,6 +407,8 @@ def run_sweep(
 
     layout: dict[str, Any] = {}
     with ray_session(address, num_cpus=cfg.execution.num_cpus) if (todo and use_ray) else nullcontext(False):
+        if todo and use_ray:
+            require_same_code(progress)  # the pieces run our code on every worker
         cpus = cluster_cpus(cfg.execution) if (todo and use_ray) else 1
         per_piece = settings_per_piece(todo=todo, block_size=plan.block_size, cpus=cpus, seconds_per_pair=plan.seconds_per_pair,
                                        target_task_seconds=cfg.execution.target_task_seconds,

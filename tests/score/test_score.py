@@ -262,3 +262,17 @@ def test_judge_repairs_refusals_and_warnings_are_stored_counted_and_reported(fin
         assert facts["judge drift"] == f"{3 * len(rows):,} repaired, {len(rows):,} refused, {len(baseline):,} warned"
     finally:
         ScoreDir(out, "sim").make_primary()
+
+
+def test_score_refuses_workers_on_other_code_before_judging(finished, capsys, monkeypatch):
+    """`score` puts our code on workers (the judges' reduction), so it runs the same code check as
+    `run`: a node on another copy of ray_knowsim stops it before any score set is written."""
+    from ray_knowsim.engine import codecheck
+
+    _, out, _ = finished
+    monkeypatch.setattr(codecheck, "cluster_mismatches",
+                        lambda expected=None: (["node 10.0.0.9 (abc): imports /srv/old/ray_knowsim"], []))
+    assert cli(["score", str(out), "--name", "mixed"]) == 2
+    err = capsys.readouterr().err
+    assert "the workers would run other code than this driver" in err and "/srv/old/ray_knowsim" in err
+    assert not (out / "scores" / "mixed").exists()

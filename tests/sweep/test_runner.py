@@ -301,3 +301,16 @@ def test_identity_check_fails_when_the_base_rules_are_not_the_recording_rules(sh
     assert "0/2 conversations reproduced" in capsys.readouterr().out
     mismatches = pd.read_csv(tmp_path / "out" / "identity.csv")
     assert {"tau", "co"} <= set(mismatches["column"])
+
+
+def test_a_sweep_refuses_workers_on_other_code_before_any_piece(run_dir, tmp_path, monkeypatch):
+    """The pieces run our code on every worker: a node on another copy of ray_knowsim stops the
+    sweep (the same check as `run`) before any piece is committed."""
+    from ray_knowsim.engine import codecheck
+
+    monkeypatch.setattr(codecheck, "cluster_mismatches",
+                        lambda expected=None: (["node 10.0.0.9 (abc): imports /srv/old/ray_knowsim"], []))
+    with pytest.raises(codecheck.CodeMismatch, match="other code than this driver"):
+        sweep(run_dir_config(run_dir, tmp_path / "out", space=SPACE))
+    out = tmp_path / "out"
+    assert not list(out.glob("committed/*")) and not list(out.glob("rows/*"))
