@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
                         "blocks": plan.n_blocks,
                         # the pieces are cut again for the cluster the sweep runs on
                         "pieces_for_cpus": cpus,
-                        "settings_per_task": per_piece,
+                        "settings_per_piece": per_piece,
                         "pieces": len(cut(todo, per_piece)),
                         "output": str(plan.out_dir),
                     },

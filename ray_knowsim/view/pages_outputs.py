@@ -61,8 +61,13 @@ def _links(related: Sequence[tuple[str, str]]) -> str:
 def sweep(entry: Entry, manifest: dict[str, Any], related: Sequence[tuple[str, str]], images: Sequence[str],
           tables: Sequence[tuple[str, str]], files: Sequence[str]) -> str:
     """A sweep's folder: its manifest, plots (``report/*.png``) and tables (``report/*.csv``)."""
-    keys = ("name", "status", "source", "n_settings", "n_conversations", "settings_per_task", "backend", "seconds", "identity")
-    facts = "".join(f"<span><b>{e(k)}</b>{e(fmt_value(manifest.get(k)))}</span>" for k in keys if k in manifest)
+    keys = ("name", "status", "source", "n_settings", "n_conversations", "conversations_per_block", "blocks", "backend",
+            "seconds", "identity")
+    shown = {k: manifest[k] for k in keys if k in manifest}
+    runs = manifest.get("runs") or []
+    if runs:  # the last invocation's layout: pieces are cut for the cluster each run met
+        shown.update({f"last run: {k}": runs[-1][k] for k in ("cpus", "settings_per_piece", "pieces") if k in runs[-1]})
+    facts = "".join(f"<span><b>{e(k)}</b>{e(fmt_value(v))}</span>" for k, v in shown.items())
     body = [f'<section id="sweep-summary"><h2>Sweep {e(manifest.get("name") or entry.label)}</h2><div class="facts">{facts}</div>{_links(related)}</section>']
     if images:
         figs = "".join(f'<figure><img alt="{e(rel)}" src="{e(file_url(entry, rel))}"><figcaption>{e(rel)}</figcaption></figure>' for rel in images)

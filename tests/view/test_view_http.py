@@ -98,6 +98,9 @@ def test_sweep_and_compare_pages_link_back_to_their_run(viewer, entries):
         status, _, body = get(base + entries[key].lstrip("/"))
         assert status == 200 and entries["runs/complete"] in body
     _, _, body = get(base + entries["sweeps/sens"].lstrip("/"))
+    # the manifest's own facts, and the last invocation's layout (pieces are cut per cluster)
+    for fact in ("n_settings", "conversations_per_block", "blocks", "last run: settings_per_piece", "last run: pieces"):
+        assert f"<b>{fact}</b>" in body, fact
     png = re.search(r'src="(/file/[0-9a-f]+/report/[^"]+\.png)"', body).group(1)
     status, headers, _ = get(base + png.lstrip("/"))
     assert status == 200 and headers["Content-Type"] == "image/png"
