@@ -297,7 +297,7 @@ def test_two_runs_with_the_same_model_own_their_engines(ray_local):
         pids = {ray.get(first.actors[0].pid.remote()), ray.get(second.actors[0].pid.remote())}
         assert len(pids) == 2  # two engines, not one found by name
         assert [r["released"] for r in first.shutdown()] == [True]  # the first run ends
-        out = asyncio.run(second.model().complete([_chat("s1")]))
+        out = asyncio.run(generate_all(second.model(), [_chat("s1")]))
         assert out[0].error is None and out[0].text == "s1#0:assistant"
         with pytest.raises(ValueError):
             ray.get_actor(first.actor_name(0), namespace="ray_knowsim")

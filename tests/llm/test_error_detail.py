@@ -21,9 +21,7 @@ KEY = "plain-looking-key-0042"  # not token-shaped: only the client's own scrub 
 def _ask(model: OpenAICompatibleModel, request: ChatRequest):
     async def main():
         try:
-            if hasattr(model, "generate"):
-                return await model.generate(request)
-            return (await model.complete([request]))[0]
+            return await model.generate(request)
         finally:
             await model.aclose()
 

@@ -16,13 +16,6 @@ from sim_helpers import context, offline_models, run, session, shard_of
 SERVER_SAYS = "HTTP 400: max_tokens=8192 cannot be greater than max_model_len=4096"
 
 
-async def _inner(model, request):
-    """One request to ``model`` whichever protocol it speaks (``generate`` or ``complete``)."""
-    if hasattr(model, "generate"):
-        return await model.generate(request)
-    return (await model.complete([request]))[0]
-
-
 class Rewriting:
     """Wraps a model; ``rewrite(request, response)`` changes what one role's requests get back."""
 
@@ -32,11 +25,8 @@ class Rewriting:
         self.inner, self.role, self.rewrite = inner, role, rewrite
 
     async def generate(self, request):
-        response = await _inner(self.inner, request)
+        response = await self.inner.generate(request)
         return self.rewrite(request, response) if request.role == self.role else response
-
-    async def complete(self, requests):
-        return [await self.generate(r) for r in requests]
 
 
 @pytest.fixture(scope="module")
