@@ -19,7 +19,7 @@ if [ "${RAY_KNOWSIM_SKIP_BROWSER:-0}" != "1" ] && [ -x scripts/install_browser.s
 fi
 
 status=0
-python -m pytest -q -m "not llm_cpu" || status=$?
+python -m pytest -q -m "not llm_cpu" --durations=15 || status=$?   # the 15 slowest, so the suite's budget is visible in every CI log
 [ "$status" -eq 5 ] && status=0   # no tests collected is not a failure of the suite
 
 # The real-model tests are part of the suite: when they cannot run, the suite FAILS. Only an
