@@ -22,7 +22,6 @@ RENAMED: dict[str, str] = {
     "ray_knowsim.engine.models": "ray_knowsim.engine.clients",
     "ray_knowsim.engine.config.models": "ray_knowsim.engine.config.model_entries",
     "ray_knowsim.sim.extract_graphs": "ray_knowsim.graphs.extract",
-    "ray_knowsim.engine.local_ray": "ray_knowsim.engine.ray_session",
     "ray_knowsim.prompts.learners": "ray_knowsim.simulators.base",
     "ray_knowsim.prompts.tutors": "ray_knowsim.strategies.base",
 }
@@ -42,7 +41,12 @@ def new_name(fullname: str) -> str | None:
 
 class _RenamedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Answers an old name with the module of its new name (first on ``sys.meta_path``, so the
-    new package's files are never loaded a second time under the old name)."""
+    new package's files are never loaded a second time under the old name). The import system
+    sets ``__spec__`` on whatever ``create_module`` returns, so the new module's own spec is put
+    back in ``exec_module``: ``importlib.reload`` and relative imports keep working on it."""
+
+    def __init__(self) -> None:
+        self._specs: dict[int, object] = {}
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname in REMOVED:
@@ -54,10 +58,12 @@ class _RenamedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec):
         new = new_name(spec.name)
         warnings.warn(f"{spec.name} is now {new}; the old name goes in {REMOVED_IN}", DeprecationWarning, stacklevel=2)
-        return importlib.import_module(new)
+        module = importlib.import_module(new)
+        self._specs[id(module)] = module.__spec__
+        return module
 
-    def exec_module(self, module) -> None:
-        return None  # the new module is already executed
+    def exec_module(self, module) -> None:  # the new module is already executed: only its spec is restored
+        module.__spec__ = self._specs.pop(id(module), module.__spec__)
 
 
 def install() -> None:

@@ -53,6 +53,8 @@ from typing import Any, Literal
 from ray_knowsim.engine.backends import BACKENDS
 from ray_knowsim.engine.build import RunError
 from ray_knowsim.engine.clients import used_model_keys
+from ray_knowsim.llm.http.credentials import mask_secrets
+from ray_knowsim.llm.http.response import error_message
 
 #: the longest a probe waits for one answer (the entry's own timeout when that is shorter)
 PROBE_TIMEOUT_S = 20.0
@@ -277,15 +279,9 @@ class _NoAnswer(Exception):
 
 
 def _server_message(raw: bytes, scrub: Any) -> str:
-    """The server's reason from an OpenAI-style error body, else the start of the body."""
-    text = raw.decode("utf-8", "replace")
-    try:
-        body = json.loads(text)
-        err = body.get("error", body) if isinstance(body, dict) else body
-        msg = (err.get("message") or err.get("detail") or json.dumps(err)) if isinstance(err, dict) else str(err)
-    except ValueError:
-        msg = text
-    return scrub(" ".join(str(msg).split()))[:240]
+    """The server's reason (the HTTP client's own reading of an error body), scrubbed and with
+    anything credential-shaped masked, short."""
+    return mask_secrets(scrub(error_message(raw)))[:240]
 
 
 async def probe_http(entry: Any, key: str) -> Capacity:

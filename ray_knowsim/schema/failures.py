@@ -85,9 +85,7 @@ def bounded_detail(text: str | None, limit: int = ERROR_DETAIL_CHARS) -> str | N
 
 def error_reason(error_code: str) -> str:
     """The reason part of ``<role>_<reason>[: detail]`` (the role stripped, details dropped)."""
-    code = error_code.strip().split(" ", 1)[0]
-    if ": " in code:
-        code = code.split(": ", 1)[0]
+    code = error_code.strip().split(" ", 1)[0].rstrip(":")  # "<code>: detail" -> "<code>"
     for role in _ROLES:
         if code.startswith(role + "_"):
             return code[len(role) + 1:]

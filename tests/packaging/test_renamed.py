@@ -27,6 +27,9 @@ for old, new in RENAMED.items():
 from ray_knowsim.model.chat import ChatRequest as Old
 from ray_knowsim.schema.chat import ChatRequest as New
 out["class_identity"] = Old is New
+# the new modules keep their own specs (reload and relative imports work on them)
+import ray_knowsim.schema, ray_knowsim.schema.chat
+out["own_specs"] = [ray_knowsim.schema.__spec__.name, ray_knowsim.schema.chat.__spec__.name]
 out["no_double_load"] = sorted(m for m in sys.modules if m.startswith("ray_knowsim.schema") and sys.modules[m] is not sys.modules.get(m.replace("schema", "model", 1), sys.modules[m]))
 for old in REMOVED:
     try:
@@ -46,6 +49,7 @@ def test_old_names_are_aliases_with_a_warning_or_gone_with_a_pointer():
         assert out[old]["same"], old
         assert any(old in w and new in w for w in out[old]["warned"]), (old, out[old])
     assert out["class_identity"] and out["no_double_load"] == []
+    assert out["own_specs"] == ["ray_knowsim.schema", "ray_knowsim.schema.chat"]
     for old, where in REMOVED.items():
         assert out[old] == f"{old} was removed; use {where}"
 

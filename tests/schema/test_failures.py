@@ -34,6 +34,9 @@ def test_unreadable_truncated_and_empty_answers_are_model(code):
 def test_details_after_the_code_do_not_change_the_class():
     assert failure_class("user_sim_http_500: upstream down (after 3 attempts)") == "infra"
     assert failure_class("extractor_invalid_json: no JSON object in the reply") == "model"
+    assert failure_class("assistant_timeout: no answer within timeout_s=120 (3 attempts)") == "infra"
+    assert failure_class("user_sim_connection: connection refused") == "infra"
+    assert failure_class("assistant_vllm_engine_dead: engine core died") == "infra"
     assert error_reason("assistant_http_503:server_error") == "http_503:server_error"
 
 

@@ -209,13 +209,14 @@ class SharedLimiter(PerLoopLimiter):
 
         def renew(holder: str, ttl: float) -> None:
             for _ in range(CREATE_ATTEMPTS):
+                generation = self._generation
                 try:
                     if ray.get(self._handle.renew_lease.remote(holder, ttl), timeout=60):
                         return
                 except RayActorError:
                     pass
                 time.sleep(0.5)  # it is ending (or gone): a new one comes up under the name
-                self._handle = get_or_create_limiter(self.name, self.limits, namespace=self.namespace)._handle
+                self._recreate(generation)  # the one re-creation path, shared with the requests' calls
             raise RuntimeError(f"rate limiter {self.name!r}: no live actor to hold a lease on")
 
         def release(holder: str) -> None:

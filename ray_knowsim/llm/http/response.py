@@ -66,7 +66,7 @@ class ResponseReader:
         detail = mask_secrets(self._scrub(raw[:300].decode("utf-8", "replace")))
         level = logging.DEBUG if is_retryable_status(status) else logging.WARNING
         log.log(level, "%s HTTP %d: %s", self.name, status, detail)
-        message = mask_secrets(self._scrub(_error_message(raw)))[:MESSAGE_CHARS]
+        message = mask_secrets(self._scrub(error_message(raw)))[:MESSAGE_CHARS]
         return TransportFailure(reason, is_retryable_status(status), retry_after,
                                 detail=f"HTTP {status}: {message}" if message else f"HTTP {status}")
 
@@ -132,7 +132,7 @@ class ResponseReader:
         return Usage()
 
 
-def _error_message(raw: bytes) -> str:
+def error_message(raw: bytes) -> str:
     """The server's message of an error body: OpenAI's ``error.message`` (vLLM, most proxies),
     a plain ``message`` / ``detail`` / string ``error``, else the body's text; on one line."""
     text = raw[:4000].decode("utf-8", "replace")
@@ -164,4 +164,4 @@ def _error_code(raw: bytes) -> str | None:
     return None
 
 
-__all__ = ["ResponseReader", "TransportFailure"]
+__all__ = ["error_message", "ResponseReader", "TransportFailure"]
