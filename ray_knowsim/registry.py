@@ -77,6 +77,12 @@ class Registry(Generic[T]):
         return iter(self.names())
 
 
+def first_line(doc: str | None) -> str:
+    """A docstring's first line: a registered thing's one-line description."""
+    lines = (doc or "").strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
 def package_modules(package: str) -> list[str]:
     """The public modules of ``package`` (not its subpackages), by name, in a stable order."""
     pkg = importlib.import_module(package)
@@ -109,4 +115,4 @@ def import_plugins(modules: list[str]) -> None:
             raise PluginImportError(f"plugin {module!r}: {exc.msg} ({exc.filename}, line {exc.lineno})") from exc
 
 
-__all__ = ["PluginImportError", "Registry", "RegistryError", "import_plugins", "load_object", "package_modules"]
+__all__ = ["PluginImportError", "Registry", "RegistryError", "first_line", "import_plugins", "load_object", "package_modules"]

@@ -304,14 +304,13 @@ def _run_groups(cfg: RunConfig, plan: Plan, inputs: Any, run_dir: RunDir, ctx: S
 
 def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx: ShardContext,
              todo: dict[int, dict[str, Attempt]], display: Display,
-             guard: FailureGuard | None = None) -> tuple[dict[str, str], dict[str, Any], Stop | None]:
+             guard: FailureGuard) -> tuple[dict[str, str], dict[str, Any], Stop | None]:
     """Submit shard tasks in a bounded window; collect summaries. Returns the shards that did not
     finish (id -> why), the LLM accounting of the finished ones, and why ``guard`` stopped the
     batch (then nothing more is submitted and the shards in flight are cancelled; their
     committed sessions stay committed)."""
     import ray
 
-    guard = guard if guard is not None else FailureGuard(None)
     stop: Stop | None = None
     cancelled_at = 0.0
 

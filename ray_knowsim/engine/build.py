@@ -25,7 +25,7 @@ from ray_knowsim.engine.clients import check_secrets, used_model_keys
 from ray_knowsim.engine.plan import Plan, load_inputs
 from ray_knowsim.io.commits import RunDir
 from ray_knowsim.io.decisions import DECISIONS_FILE
-from ray_knowsim.sim.session import SIMULATION_ROLES
+from ray_knowsim.schema.results import SIMULATION_ROLES
 from ray_knowsim.sim.types import ShardContext
 
 

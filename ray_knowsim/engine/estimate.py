@@ -56,6 +56,7 @@ from ray_knowsim.engine.backends import BACKENDS, TYPICAL_COMPLETION
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.plan import Inputs, Plan
 from ray_knowsim.schema.results import ROLES
+from ray_knowsim.schema.items import item_key
 
 if TYPE_CHECKING:
     from ray_knowsim.sim.requests import TurnRequests
@@ -293,7 +294,8 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
     from ray_knowsim.sim.session import start_session
 
     comp = completions_from_run(from_run) if from_run else prior_completions(cfg)
-    build = TurnRequests.of(make_context(cfg, "dry-run", cfg.config_hash()))  # what the run's shards get
+    config_hash = cfg.config_hash()  # digests every input file: once
+    build = TurnRequests.of(make_context(cfg, "dry-run", config_hash))  # what the run's shards get
     prices = model_prices(cfg)
     role_model = {r: cfg.roles.settings(r).model for r in ("user_sim", "extractor")}
     judged = cfg.roles.judge is not None
@@ -318,7 +320,7 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
     largest: dict[str, LargestPrompt] = {}
     growth: dict[tuple, dict[str, list[int]]] = {}
     judges: dict[tuple, tuple[int, int | None]] = {}
-    items = {f"{task}/{it.id}": it for task, its in inputs.items.items() for it in its}
+    items = {item_key(task, it.id): it for task, its in inputs.items.items() for it in its}
 
     for spec in plan.iter_sessions():
         item, graph = items[spec.item_key], inputs.graphs[spec.item_key]
@@ -400,7 +402,7 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
                              completion_tokens=int(sum(v["completion_tokens"] for v in roles.values())),
                              cost_usd=None if any(math.isnan(c) for c in costs) else float(sum(costs)))
     return Estimate(
-        name=cfg.name, config_hash=cfg.config_hash(), n_sessions=plan.n_sessions,
+        name=cfg.name, config_hash=config_hash, n_sessions=plan.n_sessions,
         turns={"structured": turns_for(True), "baseline": turns_for(False)},
         totals=totals, per_role=per_role, per_condition=conds, upper_bound=upper_totals,
         first_turn={r: FirstTurn(rendered=len(v), mean_prompt_tokens=float(np.mean(v)), min_prompt_tokens=int(min(v)),

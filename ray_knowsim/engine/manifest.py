@@ -19,6 +19,7 @@ from typing import Any
 
 from ray_knowsim.engine.codecheck import identity as code_identity
 from ray_knowsim.io.commits import RunDir
+from ray_knowsim.engine.config.run import UNHASHED_SECTIONS
 from ray_knowsim.io.parquet import atomic_write_text
 
 MANIFEST_FORMAT = 1
@@ -177,7 +178,7 @@ def _shown(value: Any) -> str:
 def recorded_changes(old_manifest: dict[str, Any], config: dict[str, Any], hashed: dict[str, Any] | None) -> list[str]:
     """What differs between the run recorded in a manifest and the config now given: the hashed
     fields when both sides have them (input files compare by content), else the recorded config
-    minus what the hash leaves out (output_dir, engine)."""
+    minus the sections the hash leaves out (:data:`UNHASHED_SECTIONS`)."""
     if hashed is not None and isinstance(old_manifest.get("hashed_config"), dict):
         before, now = dict(old_manifest["hashed_config"]), dict(hashed)
         inputs_before, inputs_now = before.pop("inputs", {}) or {}, now.pop("inputs", {}) or {}
@@ -185,7 +186,7 @@ def recorded_changes(old_manifest: dict[str, Any], config: dict[str, Any], hashe
         lines += [f"{key}: the file's content changed" for key in sorted(set(inputs_before) | set(inputs_now))
                   if inputs_before.get(key) != inputs_now.get(key) and key in inputs_before and key in inputs_now]
         return lines or ["(no field differs: the hash recipe itself changed, e.g. another ray-knowsim version)"]
-    skip = {"output_dir", "engine"}
+    skip = set(UNHASHED_SECTIONS)
     lines = config_changes({k: v for k, v in (old_manifest.get("config") or {}).items() if k not in skip},
                            {k: v for k, v in config.items() if k not in skip})
     note = "(this manifest predates the record of input-file contents: an input file may have changed too)"

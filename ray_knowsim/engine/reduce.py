@@ -43,17 +43,14 @@ import pyarrow.compute as pc
 
 from ray_knowsim.io.rundir import LiveFile
 from ray_knowsim.schema.failures import FAILURE_CLASSES, MODEL, failure_class
-from ray_knowsim.schema.results import DRIFT_COLUMNS, FAILURE_MODES
+from ray_knowsim.schema.results import DRIFT_COLUMNS, FAILURE_MODES, RUN_METRICS
 from ray_knowsim.schema.states import KNOWLEDGE_LEVELS
 from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, MEAN_RANK_METRICS_ES
 from ray_knowsim.stats.tables import MARGINAL, level_table, marginal_table, rank_table
 
 KEYS = ("task", "condition", "knowledge_level")
 ITEM_KEYS = (*KEYS, "item_id")
-METRICS: tuple[str, ...] = (
-    "kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience", "iq",
-    "kg_es", "nkg_es", "dc_es", "ic_es", "co_es", "po_es", "engagement_es", "learning_experience_es",
-)
+METRICS: tuple[str, ...] = RUN_METRICS
 RANK_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "iq")
 RANK_METRICS_ES: tuple[str, ...] = ("kg_es", "nkg_es", "dc_es", "ic_es", "co_es", "po_es", "engagement_es")
 FM_COLUMNS: tuple[str, ...] = tuple(f"fm_{m}" for m in FAILURE_MODES)
@@ -188,10 +185,15 @@ def open_dataset(run_dir: str | Path, table: str = "sessions", config_hash: str 
 
 def drop_superseded(batch: pa.Table, drops: dict[str, frozenset[str]]) -> pa.Table:
     """``batch`` (read with its file path) without the rows its file's commit no longer counts."""
-    paths = batch.column("path").to_pylist()
-    ids = batch.column("session_id").to_pylist()
-    keep = [sid not in drops.get(Path(p).name, ()) for p, sid in zip(paths, ids)]
-    return batch.filter(pa.array(keep, pa.bool_())).drop_columns(["path"])
+    paths = pc.unique(batch.column("path")).to_pylist()
+    keep = None
+    for path in paths:
+        dropped = drops.get(Path(path).name)
+        if not dropped:
+            continue  # most files lose nothing: no per-row work for them
+        hit = pc.and_(pc.equal(batch.column("path"), path), pc.is_in(batch.column("session_id"), pa.array(sorted(dropped))))
+        keep = pc.invert(hit) if keep is None else pc.and_(keep, pc.invert(hit))
+    return (batch if keep is None else batch.filter(keep)).drop_columns(["path"])
 
 
 def normalise_sums(sums: pd.DataFrame) -> pd.DataFrame:

@@ -25,9 +25,6 @@ from ray_knowsim.engine.build import (
     prepare,
 )
 
-#: the placement step under its former private name (tests and scripts that plan without running)
-_placement = place_models
-
 __all__ = [
     "PlacementFailed",
     "RunError",

@@ -4,8 +4,9 @@ Each item walks the spec's retry ladder (normal prompt, then "JSON only", then a
 variant, with growing token budgets) until a reply parses into a valid acyclic graph. Existing
 cache entries are never touched; items that still fail are reported, never filled with defaults.
 
-It lives in sim/, the layer that renders prompts (prompts/), sends them through a model client
-(llm/) and parses the answers: it needs both, so it sits above both.
+It has its own package above the turn loop: it renders prompts (prompts/), asks a model through
+the loop's :func:`ray_knowsim.sim.ask.transport_error` naming (llm/, sim/) and parses the answers,
+but is no part of a conversation.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.schema.graph import IUGraph
 from ray_knowsim.schema.items import Item
 from ray_knowsim.prompts.graph_extraction import graph_extraction_plan, render_graph_extraction
+from ray_knowsim.sim.ask import transport_error
 
 #: an edge whose abstraction levels differ by more than this should have a bridging IU between
 BRIDGING_SPAN = 0.35
@@ -61,7 +63,7 @@ async def extract_graph(model: ChatModel, item: Item, *, max_tokens: int = 8192,
         res.attempts += 1
         res.usage.add(response.usage)
         if response.error is not None:
-            res.error, res.detail = f"graph_extractor_{response.error.split(':')[0]}", response.error
+            res.error, res.detail = transport_error("graph_extractor", response), response.detail or response.error
             continue
         parsed = parse_graph_extraction(response.text, item_id=item.id, mode="strict")
         if not parsed.ok:

@@ -7,7 +7,7 @@ add up (``merge``) without any shared state between workers.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse
 from ray_knowsim.llm.protocol import ChatModel
@@ -71,12 +71,6 @@ class Accounting:
 
     def record(self, request: ChatRequest, response: ChatResponse) -> None:
         self.role(request.role).record(response)
-
-    def record_batch(self, requests: Sequence[ChatRequest], responses: Sequence[ChatResponse]) -> None:
-        if len(requests) != len(responses):
-            raise ValueError(f"{len(requests)} requests but {len(responses)} responses")
-        for req, resp in zip(requests, responses):
-            self.record(req, resp)
 
     def merge(self, other: "Accounting") -> "Accounting":
         for name, stats in other.by_role.items():

@@ -122,8 +122,11 @@ def resolve_version(name: str, prompts: str | None = None) -> str:
     return max(fit, key=version_number)
 
 
+@lru_cache(maxsize=None)
 def in_prompt_set(name: str, prompts: str | None) -> bool:
-    """Whether prompt set ``prompts`` has any version of template ``name`` (newer sets add templates)."""
+    """Whether prompt set ``prompts`` has any version of template ``name`` (newer sets add templates).
+    Cached: every learner, baseline and extractor render asks, and which versions are pinned does
+    not change while the package runs (the digests are checked where templates load)."""
     versions = read_pins().get(name, {})
     return bool(versions) and (prompts is None or any(version_number(v) <= version_number(prompts) for v in versions))
 

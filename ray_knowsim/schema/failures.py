@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from ray_knowsim.schema.results import ERROR_DETAIL_CHARS
+from ray_knowsim.schema.results import ERROR_DETAIL_CHARS, ROLES
 
 FailureClass = Literal["infra", "model"]
 INFRA: FailureClass = "infra"
@@ -33,7 +33,6 @@ MODEL: FailureClass = "model"
 FAILURE_CLASSES: tuple[FailureClass, ...] = (INFRA, MODEL)
 
 #: roles whose name prefixes an error code (``<role>_<reason>``)
-_ROLES = ("user_sim", "assistant", "extractor", "judge")
 
 #: reasons of a MODEL failure: the answer arrived and is the result (checked before the infra
 #: patterns: ``http_400:context_length_exceeded`` is the conversation's size, not the transport)
@@ -86,7 +85,7 @@ def bounded_detail(text: str | None, limit: int = ERROR_DETAIL_CHARS) -> str | N
 def error_reason(error_code: str) -> str:
     """The reason part of ``<role>_<reason>[: detail]`` (the role stripped, details dropped)."""
     code = error_code.strip().split(" ", 1)[0].rstrip(":")  # "<code>: detail" -> "<code>"
-    for role in _ROLES:
+    for role in ROLES:
         if code.startswith(role + "_"):
             return code[len(role) + 1:]
     return code

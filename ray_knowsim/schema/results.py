@@ -19,6 +19,9 @@ ROLES: tuple[str, ...] = ("user_sim", "assistant", "extractor", "judge")
 LOWER_IS_BETTER: frozenset[str] = frozenset({"co", "po", "co_es", "po_es"})
 #: the metric columns every session row carries (final, then at the early stop)
 SESSION_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience")
+#: every metric a run's tables reduce and a decision can be about: the session metrics, the
+#: judge's interaction quality, then the session metrics at the early stop
+RUN_METRICS: tuple[str, ...] = (*SESSION_METRICS, "iq", *(f"{m}_es" for m in SESSION_METRICS))
 #: token counters kept per role as ``<kind>_<role>`` columns: the total, then prompt / completion /
 #: cached-prompt tokens (new spend; hits of the run's own response cache are free)
 TOKEN_KINDS: tuple[str, ...] = ("tokens", "prompt_tokens", "completion_tokens", "cached_prompt_tokens")
@@ -28,9 +31,10 @@ JUDGE_DRIFT: tuple[str, ...] = ("judge_repairs", "judge_refusals", "judge_warnin
 #: every per-session drift count the tables sum per cell and the report totals: the extractor's
 #: (session columns), truncated answers, then the judges' (joined in from the primary score set)
 DRIFT_COLUMNS: tuple[str, ...] = ("extractor_repairs", "extractor_refusals", "llm_truncations", *JUDGE_DRIFT)
-#: the roles of the simulation loop, whose truncated answers each session row counts per role
-#: (``llm_truncations_<role>``; the judges' answers are read by the scoring stage, ray_knowsim.score)
-TRUNCATION_ROLES: tuple[str, ...] = ("user_sim", "assistant", "extractor")
+#: the roles of the simulation loop (the judges are a stage of their own, ray_knowsim.score)
+SIMULATION_ROLES: tuple[str, ...] = ("user_sim", "assistant", "extractor")
+#: the roles whose truncated answers each session row counts (``llm_truncations_<role>``)
+TRUNCATION_ROLES: tuple[str, ...] = SIMULATION_ROLES
 #: the most characters of a failure's reason a session row keeps (``error_detail``)
 ERROR_DETAIL_CHARS = 500
 

@@ -109,17 +109,17 @@ class ScoreDir:
         self.root = self.run_root / SCORES / name
         self.tmp = self.run_root / ".tmp"
 
-    def _marker_files(self) -> dict[str, list[Path]]:
-        """Commit -> its marker files (a commit judged by an earlier release may also have a
-        ``<shard>.json``; the newest marker of a commit wins)."""
-        out: dict[str, list[Path]] = {}
+    def _marker_files(self) -> dict[str, list[tuple[Path, ScoreMarker]]]:
+        """Commit -> its marker files, each read once (a commit judged by an earlier release may
+        also have a ``<shard>.json``; the commit-named marker wins)."""
+        out: dict[str, list[tuple[Path, ScoreMarker]]] = {}
         if not self.root.is_dir():
             return out
         for path in sorted(self.root.glob("*.json")):
             if path.name == "judge.json":
                 continue
             marker = self._read(path)
-            out.setdefault(marker.commit, []).append(path)
+            out.setdefault(marker.commit, []).append((path, marker))
         return out
 
     def _read(self, path: Path) -> ScoreMarker:
@@ -131,9 +131,8 @@ class ScoreDir:
     def markers(self) -> dict[str, ScoreMarker]:
         """Commit (``<shard>.<token>`` of the simulation) -> its score marker, whose file exists."""
         out: dict[str, ScoreMarker] = {}
-        for commit, paths in self._marker_files().items():
-            for path in sorted(paths, key=lambda p: p.name == f"{commit}.json"):  # the commit-named one wins
-                marker = self._read(path)
+        for commit, found in self._marker_files().items():
+            for path, marker in sorted(found, key=lambda pm: pm[0].name == f"{commit}.json"):  # the commit-named one wins
                 if (self.root / marker.file).is_file():
                     out[commit] = marker
         return out
@@ -177,9 +176,9 @@ class ScoreDir:
         )  # fmt: skip
         atomic_write_parquet(rows_table(rows, SCORE_SCHEMA), self.root / marker.file, self.tmp)
         atomic_write_text(self.root / f"{commit}.json", json.dumps(asdict(marker), sort_keys=True, indent=1), self.tmp)
-        for path in self._marker_files().get(commit, []):
-            if path.name != f"{commit}.json":  # an earlier release's "<shard>.json" for the same commit
-                path.unlink(missing_ok=True)
+        legacy = self.root / f"{shard_id}.json"  # an earlier release's marker name for the same commit
+        if legacy.is_file() and self._read(legacy).commit == commit:
+            legacy.unlink(missing_ok=True)
         if old is not None and old.token != marker.token:
             (self.root / old.file).unlink(missing_ok=True)
         return marker

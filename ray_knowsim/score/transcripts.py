@@ -7,8 +7,7 @@ from typing import Mapping
 
 import pyarrow as pa
 
-from ray_knowsim.schema.items import Item
-from ray_knowsim.sim.types import item_key
+from ray_knowsim.schema.items import Item, item_key
 from ray_knowsim.simulators import SIMULATORS
 
 
@@ -41,7 +40,7 @@ TURN_COLUMNS = ["session_id", "turn", "user_message", "assistant_message"]
 def transcripts_from_tables(sessions: pa.Table, turns: pa.Table, items: Mapping[str, Item]) -> list[Transcript]:
     """The transcripts of the finished (``status == "ok"``) sessions of one shard, in row order.
 
-    ``items`` is keyed by :func:`ray_knowsim.sim.types.item_key`. A learner's closing message that got no reply (a
+    ``items`` is keyed by :func:`ray_knowsim.schema.items.item_key`. A learner's closing message that got no reply (a
     baseline learner ending the conversation) is the session row's ``final_user_message``.
     """
     by_session: dict[str, list[tuple[int, str, str]]] = {}

@@ -33,7 +33,6 @@ truncated and failed answers never are.
 from __future__ import annotations
 
 import asyncio
-import functools
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, Sequence, TypeVar
@@ -136,21 +135,15 @@ async def ask_all(
     parse: Callable[[str, int], ParseResult[Any]],
     *,
     attempts: int,
-    estimates: Sequence[int | None] | None = None,
     repair_temperature: float | None = None,
 ) -> list[Answer[Any]]:
     """:func:`ask` for every request at once (same order); ``parse(text, index)`` reads reply ``index``."""
     return list(
         await asyncio.gather(*(
-            ask(model, r, functools.partial(_parse_at, parse, i), attempts=attempts,
-                estimate=estimates[i] if estimates else None, repair_temperature=repair_temperature)
+            ask(model, r, lambda text, i=i: parse(text, i), attempts=attempts, repair_temperature=repair_temperature)
             for i, r in enumerate(requests)
         ))
     )  # fmt: skip
-
-
-def _parse_at(parse: Callable[[str, int], ParseResult[Any]], index: int, text: str) -> ParseResult[Any]:
-    return parse(text, index)
 
 
 def _settle(

@@ -17,7 +17,6 @@ from typing import Sequence
 
 from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.prompts.render import render_assistant, render_extractor
-from ray_knowsim.strategies import get_strategy
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS
 from ray_knowsim.sim.session import LiveSession
 from ray_knowsim.sim.types import ShardContext, request_id, request_seed
@@ -44,7 +43,7 @@ class TurnRequests:
 
     def assistant(self, live: LiveSession, transcript: Transcript, turn: int) -> ChatRequest:
         """The tutor's reply to ``transcript``, which ends with the learner's message."""
-        return render_assistant(live.item, get_strategy(live.spec.assistant_strategy), transcript, prompts=self.prompts,
+        return render_assistant(live.item, live.strategy, transcript, prompts=self.prompts,
                                 seed=self._seed(live, "assistant", turn), request_id=self._id(live, "assistant", turn))
 
     def extractor(self, live: LiveSession, transcript: Transcript, turn: int) -> ChatRequest:

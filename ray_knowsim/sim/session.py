@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from functools import cached_property
 import json
 import random
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from ray_knowsim.schema.graph import GraphIndex, IUGraph, build_index, capacity
 from ray_knowsim.schema.items import Item
 from ray_knowsim.llm.http.credentials import mask_secrets
 from ray_knowsim.schema.failures import bounded_detail
-from ray_knowsim.schema.results import FAILURE_MODES, TRUNCATION_ROLES, SessionRow, TurnRow, truncation_column, usage_columns
+from ray_knowsim.schema.results import FAILURE_MODES, SIMULATION_ROLES, TRUNCATION_ROLES, SessionRow, TurnRow, truncation_column, usage_columns
 from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.rules.config import RuleConfig
 from ray_knowsim.rules.init_state import ks_to_states, sample_initial_states
@@ -28,8 +29,8 @@ from ray_knowsim.sim.cost import session_cost
 from ray_knowsim.sim.rows import turn_row
 from ray_knowsim.sim.types import SessionSpec, ShardContext
 from ray_knowsim.simulators import SIMULATORS, LearnerView, Simulator
+from ray_knowsim.strategies import TutorStrategy, get_strategy
 
-SIMULATION_ROLES = ("user_sim", "assistant", "extractor")  # the judge's tokens: scores/ (ray_knowsim.score)
 
 
 def _c(row: np.ndarray, name: str) -> float:
@@ -77,9 +78,13 @@ class LiveSession:
     prompt_versions: dict[str, str] = field(default_factory=dict)
     user_profile: str = ""  # the learner profile the simulator drew at start ("" if it has none)
 
-    @property
-    def simulator(self) -> Simulator:
+    @cached_property
+    def simulator(self) -> Simulator:  # looked up once per session, not every turn
         return SIMULATORS.get(self.spec.simulator)
+
+    @cached_property
+    def strategy(self) -> TutorStrategy:
+        return get_strategy(self.spec.assistant_strategy)
 
     @property
     def structured(self) -> bool:
@@ -227,4 +232,6 @@ def start_session(spec: SessionSpec, item: Item, graph: IUGraph, rules: RuleConf
     simulator = SIMULATORS.get(spec.simulator)
     profile = simulator.make_profile(spec.knowledge_level, spec.seed) if simulator.make_profile else ""
     trajectory = Trajectory(tau=tau, initial=dict(initial))
-    return LiveSession(spec, item, graph, index, tau, initial, states=dict(initial), trajectory=trajectory, user_profile=profile)
+    live = LiveSession(spec, item, graph, index, tau, initial, states=dict(initial), trajectory=trajectory, user_profile=profile)
+    live.simulator = simulator  # resolved once (the cached property's value)
+    return live

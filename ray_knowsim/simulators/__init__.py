@@ -7,7 +7,6 @@ from ray_knowsim.simulators.base import (
     Simulator,
     baseline_methods,
     baseline_prompt,
-    baseline_simulator,
     get_simulator,
     register_simulator,
     render_as_baseline,
@@ -16,6 +15,6 @@ from ray_knowsim.simulators.base import (
 )
 
 __all__ = [
-    "SIMULATORS", "LearnerView", "Simulator", "baseline_methods", "baseline_prompt", "baseline_simulator",
+    "SIMULATORS", "LearnerView", "Simulator", "baseline_methods", "baseline_prompt",
     "get_simulator", "register_simulator", "render_as_baseline", "render_baseline_user", "simulator",
 ]  # fmt: skip

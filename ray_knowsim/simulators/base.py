@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ray_knowsim.prompts.baselines import BaselinePrompt, render_baseline
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS
 from ray_knowsim.prompts.views import Transcript
-from ray_knowsim.registry import Registry
+from ray_knowsim.registry import Registry, first_line
 from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.schema.graph import GraphIndex, IUGraph
 from ray_knowsim.schema.items import Item
@@ -91,12 +91,6 @@ def simulator(
     return register
 
 
-def first_line(doc: str | None) -> str:
-    """A docstring's first line (a registered thing's one-line description)."""
-    lines = (doc or "").strip().splitlines()
-    return lines[0].strip() if lines else ""
-
-
 def get_simulator(name: str) -> Simulator:
     return SIMULATORS.get(name)
 
@@ -108,14 +102,6 @@ def render_as_baseline(view: LearnerView, name: str, prompt: BaselinePrompt) -> 
         initial_states=[view.initial[v] for v in view.index.ids], knowledge_level=view.knowledge_level,
         allow_terminate=True, index=view.index, seed=view.seed, request_id=view.request_id, prompts=view.prompts,
     )  # fmt: skip
-
-
-def baseline_simulator(name: str, prompt: BaselinePrompt, make_profile: Callable[[str, int], str] | None = None,
-                       description: str = "") -> Simulator:
-    """A stateless baseline that renders ``prompt`` each turn (not registered: pass it to
-    :func:`register_simulator`). For a plugin that reuses a baseline template under its own name."""
-    return Simulator(name=name, structured=False, render=lambda view: render_as_baseline(view, name, prompt),
-                     make_profile=make_profile, prompt=prompt, description=description)
 
 
 def baseline_methods() -> dict[str, str]:
@@ -138,6 +124,6 @@ def render_baseline_user(item: Item, method: str, transcript: Transcript = (), *
 
 
 __all__ = [
-    "SIMULATORS", "LearnerView", "Simulator", "baseline_methods", "baseline_prompt", "baseline_simulator",
+    "SIMULATORS", "LearnerView", "Simulator", "baseline_methods", "baseline_prompt",
     "get_simulator", "register_simulator", "render_as_baseline", "render_baseline_user", "simulator",
 ]  # fmt: skip

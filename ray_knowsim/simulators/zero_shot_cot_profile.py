@@ -6,7 +6,8 @@ a model: it is reproducible and resumable, costs no call, and is recorded in the
 
 from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.prompts.baselines import BaselinePrompt
-from ray_knowsim.simulators.base import LearnerView, first_line, render_as_baseline, simulator
+from ray_knowsim.registry import first_line
+from ray_knowsim.simulators.base import LearnerView, render_as_baseline, simulator
 from ray_knowsim.simulators.profiles import level_profile
 
 PROMPT = BaselinePrompt(template="baseline_cot_profile", thinks=True, with_profile=True)

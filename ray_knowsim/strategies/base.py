@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from ray_knowsim.prompts.templates import Template, TemplateError, load_template
-from ray_knowsim.registry import Registry
+from ray_knowsim.registry import Registry, first_line
 
 #: ``offline_reply(lesson, rng) -> str``: how the offline model teaches under this strategy; a
 #: callable or a ``"module:function"`` path resolved on first use. ``lesson`` is the offline
@@ -89,8 +89,7 @@ def strategy(declaration: type | None = None, *, replace: bool = False) -> Any:
             raise TypeError(f"strategy {cls.__qualname__}: set {', '.join(sorted(missing))} as class attributes")
         fields["legacy_templates"] = tuple(fields.get("legacy_templates", ()))
         fields["aliases"] = tuple(fields.get("aliases", ()))
-        lines = (cls.__doc__ or "").strip().splitlines()
-        return register_strategy(TutorStrategy(**fields, description=lines[0].strip() if lines else ""), replace=replace)
+        return register_strategy(TutorStrategy(**fields, description=first_line(cls.__doc__)), replace=replace)
 
     return register(declaration) if declaration is not None else register
 

@@ -15,12 +15,10 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from ray_knowsim.engine.config.base import Strict
+from ray_knowsim.schema.results import RUN_METRICS
 
-#: metrics a decision can be about: the session table's metric columns and the judge's score
-DECISION_METRICS = frozenset({
-    "kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience", "iq",
-    "kg_es", "nkg_es", "dc_es", "ic_es", "co_es", "po_es", "engagement_es", "learning_experience_es",
-})
+#: metrics a decision can be about: every metric the run's tables reduce
+DECISION_METRICS = frozenset(RUN_METRICS)
 
 
 class RoundConfig(Strict):

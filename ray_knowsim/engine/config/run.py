@@ -29,6 +29,11 @@ from ray_knowsim.rules.config import RuleConfig
 Level = Literal["novice", "intermediate", "advanced"]
 
 
+#: top-level sections the config hash leaves out: where the output goes, how the work is cut and
+#: run (engine; its shard_fn is hashed on its own), and which planned sessions an adaptive run picks
+UNHASHED_SECTIONS: tuple[str, ...] = ("output_dir", "engine", "adaptive")
+
+
 class RunConfig(Strict):
     name: str = "run"
     tasks: list[TaskConfig] = Field(min_length=1)
@@ -200,7 +205,7 @@ class RunConfig(Strict):
     def hash_payload(self) -> dict[str, Any]:
         """What :meth:`config_hash` hashes (recorded in the manifest, so a refused resume can say
         which fields changed)."""
-        data = self.model_dump(mode="json", exclude={"output_dir", "engine", "adaptive"})
+        data = self.model_dump(mode="json", exclude=set(UNHASHED_SECTIONS))
         data["roles"] = self.roles.hash_view(data["roles"])
         if not data["plugins"]:
             del data["plugins"]  # configs without plugins keep the hashes they always had

@@ -172,11 +172,6 @@ class HTTPModelConfig(BaseModel):
         return {"backend": "http", **self.model_dump(mode="json", include=set(ANSWER_FIELDS))}
 
     @property
-    def endpoint_key(self) -> str:
-        """Stable short id of (endpoint, model)."""
-        return hashlib.sha256(f"{self.base_url}\n{self.model}".encode()).hexdigest()[:16]
-
-    @property
     def limiter_name(self) -> str:
         """Name of the cluster-wide limiter of this (endpoint, model, credential NAME): every run
         that reaches the model with the same key shares one budget; see ``create_shared_limiter``."""
