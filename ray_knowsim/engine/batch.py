@@ -25,7 +25,7 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Collection, Iterator
+from typing import Any, Collection, Iterator, Mapping
 
 from ray_knowsim.engine.build import RunError, make_context, place_models, placed_plan, prepare
 from ray_knowsim.engine.codecheck import CodeMismatch, by_value, identity, require_same_code, run_checked
@@ -209,12 +209,12 @@ def run(
             if cfg.roles.judge is not None and len(final.index) and outcome.stopped is None:  # a stopped run is not judged
                 # the judges are a stage of their own over the committed transcripts (engine/scoring.py)
                 scored = score_run(cfg, run_dir.root, inputs=inputs, pools=pools,  # a running judge pool is reused
-                                   config_hash=config_hash)
+                                   config_hash=config_hash, reader=final)
                 outcome.llm = {**outcome.llm, **scored.llm}  # the judge's calls are this invocation's too
                 outcome.scores = {"name": scored.name, "scored_shards": scored.scored_shards,
                                   "skipped_shards": scored.skipped_shards, "judge_errors": scored.n_errors, "llm": scored.llm}
-            planned = _planned_ids(plan, final)
             entries = final.entries()
+            planned = _planned_ids(plan, entries)
             outcome.n_ok = sum(entries[sid].status == "ok" for sid in planned)
             outcome.n_failed = sum(entries[sid].status != "ok" for sid in planned)
             if tables and len(final.index):
@@ -249,14 +249,13 @@ def _committed_counts(plan: Plan, run_dir: RunDir, config_hash: str) -> tuple[in
     except RunError:
         return 0, 0
     entries = reader.entries()
-    planned = _planned_ids(plan, reader)
+    planned = _planned_ids(plan, entries)
     return len(planned), sum(entries[sid].status == "ok" for sid in planned)
 
 
-def _planned_ids(plan: Plan, reader: RunReader) -> list[str]:
-    """The planned sessions with a counted row (a session of this config outside the plan — only a
-    shard function breaking its contract makes one — is not counted)."""
-    entries = reader.entries()
+def _planned_ids(plan: Plan, entries: Mapping[str, Any]) -> list[str]:
+    """The planned sessions with a counted row (``entries``: the reader's; a session of this config
+    outside the plan — only a shard function breaking its contract makes one — is not counted)."""
     return [sid for k in range(plan.n_shards) for sid in plan.shard_session_ids(k) if sid in entries]
 
 

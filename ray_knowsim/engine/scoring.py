@@ -129,12 +129,14 @@ def score_run(
     pools: dict[str, Any] | None = None,
     shard_concurrency: int = 4,
     config_hash: str | None = None,
+    reader: RunReader | None = None,
 ) -> ScoreOutcome:
     """Judge every committed shard of ``run_dir`` not yet scored under ``name`` (default: the
     judge's model key). Ray must be running when the judge's backend starts actors.
 
     ``shard_concurrency`` shards are judged at once (their requests share the judge model's client,
     so its limiter or engine pool sees them together); each shard commits as soon as it is done.
+    ``reader``: the run directory's commits when the caller has just read them (``run`` has).
     """
     t0 = time.perf_counter()
     # of the run itself (a judge from a file is not part of it); ``run`` passes the one it computed,
@@ -147,10 +149,11 @@ def score_run(
                          "(a judge of a plugin module: --plugin MODULE)")
     name = name or key
     rd = RunDir(run_dir)
-    try:
-        reader = RunReader.open(rd.root, config_hash)
-    except RunDirError as exc:
-        raise ScoreError(str(exc)) from exc
+    if reader is None:
+        try:
+            reader = RunReader.open(rd.root, config_hash)
+        except RunDirError as exc:
+            raise ScoreError(str(exc)) from exc
     commits = {c.name: c for c in (reader.index.live() if reader.index is not None else [])}
     if not commits:
         raise ScoreError(f"{rd.root}: no committed sessions of this config to score")
