@@ -13,7 +13,7 @@ from ray_knowsim.schema.outputs import InteractionRating, TerminationJudgement, 
 from ray_knowsim.schema.items import Item
 from ray_knowsim.prompts.request import NO_LEVEL, build_request, item_facts, speakers
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, load_template
-from ray_knowsim.prompts.views import Transcript, format_numbered_transcript, format_transcript, transcript_pairs
+from ray_knowsim.prompts.views import NUMBERED_SPEAKERS, Transcript, format_numbered_transcript, format_transcript, transcript_pairs
 
 
 def truncate_exchanges(pairs: list[list[str]], exchanges: int | None) -> list[list[str]]:
@@ -68,7 +68,7 @@ def render_termination_judge(
     """Where a baseline learner would have stopped, with the task's reason list (spec §8.1)."""
     pairs = transcript_pairs(transcript)
     tpl = load_template("termination_judge", prompts)
-    numbered, n_turns = format_numbered_transcript(pairs, speakers(tpl, "Learner", "Tutor"))
+    numbered, n_turns = format_numbered_transcript(pairs, speakers(tpl, NUMBERED_SPEAKERS))
     if n_turns == 0:
         raise ValueError("the termination judge needs at least one learner message")
     facts = {

@@ -15,6 +15,7 @@ from ray_knowsim.schema.items import Item
 from ray_knowsim.schema.outputs import V2_REASONING_MAX_CHARS, V2_TEXT_BOUNDS, StructuredOutput
 from ray_knowsim.schema.roles import ROLE_DEFAULTS
 from ray_knowsim.prompts.templates import Template, in_prompt_set, load_template, version_number
+from ray_knowsim.prompts.views import DEFAULT_SPEAKERS
 
 
 #: fillers for a fact an item or a caller does not have (the prompt says so instead of a blank)
@@ -88,10 +89,11 @@ def legacy_reasoning_bound(tpl: Template) -> int | None:
     return V2_REASONING_MAX_CHARS if version_number(tpl.version) <= LAST_TEXT_BOUNDED_SET else None
 
 
-def speakers(tpl: Template, user: str = "User", assistant: str = "Assistant") -> dict[str, str]:
+def speakers(tpl: Template, defaults: Mapping[str, str] = DEFAULT_SPEAKERS) -> dict[str, str]:
     """What a transcript calls each speaker: the template's ``speaker_user`` / ``speaker_assistant``
-    sections (v3: the names its own instructions use), else the older prompt sets' labels."""
-    return {"user": section_or(tpl, "speaker_user", user), "assistant": section_or(tpl, "speaker_assistant", assistant)}
+    sections (v3: the names its own instructions use), else the older prompt sets' ``defaults``."""
+    return {"user": section_or(tpl, "speaker_user", defaults["user"]),
+            "assistant": section_or(tpl, "speaker_assistant", defaults["assistant"])}
 
 
 #: what the prompt sets before v3 called every task

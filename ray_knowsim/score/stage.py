@@ -1,4 +1,4 @@
-"""One scoring pass: the chosen judges over many transcripts, as batches (no Ray, no I/O).
+"""One scoring pass: the chosen judges over many transcripts, all asked at once (no Ray, no I/O).
 
 A judge that fails (a transport error or an unreadable answer past its attempts) leaves its
 columns empty and names the failure in ``judge_error``; the simulation's own rows are never
@@ -7,6 +7,7 @@ touched, so a judge failure never discards a finished conversation.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, Sequence
 
@@ -38,6 +39,7 @@ async def judge_transcripts(
     calls = [0 for _ in transcripts]
     versions: list[dict[str, str]] = [{} for _ in transcripts]
     drift: list[dict[str, dict[str, list[str]]]] = [{} for _ in transcripts]
+    asked = []  # per judge: the transcripts it reads and its requests
     for judge_name in judges:
         judge = JUDGES.get(judge_name)
         chosen = [k for k, t in enumerate(transcripts) if judge.applies(t)]
@@ -46,10 +48,15 @@ async def judge_transcripts(
             t = transcripts[k]
             req = judge.request(t, seed=request_seed(t.seed, "judge", judge.slot), request_id=request_id(t.session_id, "judge", judge.slot))
             requests.append(settings.apply(req))
-        answers = await ask_all(
-            model, requests, lambda text, i: judge.parse(text, transcripts[chosen[i]]), attempts=settings.attempts,
-            repair_temperature=settings.repair_temperature,
-        )
+        asked.append((judge_name, judge, chosen, requests))
+    # every judge's requests go out at once (no judge waits for another's slowest answer); the
+    # answers are booked in the judges' order, so the rows do not depend on which came first
+    all_answers = await asyncio.gather(*(
+        ask_all(model, requests, lambda text, i, judge=judge, chosen=chosen: judge.parse(text, transcripts[chosen[i]]),
+                attempts=settings.attempts, repair_temperature=settings.repair_temperature)
+        for _, judge, chosen, requests in asked
+    ))  # fmt: skip
+    for (judge_name, judge, chosen, _), answers in zip(asked, all_answers):
         for k, answer in zip(chosen, answers):
             usage[k].add(answer.usage)
             calls[k] += answer.calls

@@ -26,12 +26,11 @@ def _credential_like(name: Any) -> bool:
     return norm in _CREDENTIAL_NAMES or norm.endswith(("_api_key", "_secret", "_password"))
 
 
-# values shaped like well-known API tokens (OpenAI, Hugging Face, GitHub, Slack, AWS access keys)
-_TOKEN_VALUE = re.compile(r"^(sk-|sk_|hf_|ghp_|gho_|github_pat_|xox[abp]-|AKIA)[A-Za-z0-9_\-]{12,}$")
-
-
-# the same shapes inside free text (a server's error message), and the value of an auth header
-_TOKEN_IN_TEXT = re.compile(r"\b(sk-|sk_|hf_|ghp_|gho_|github_pat_|xox[abp]-|AKIA)[A-Za-z0-9_\-]{12,}")
+# the shape of well-known API tokens (OpenAI, Hugging Face, GitHub, Slack, AWS access keys)
+_TOKEN_SHAPE = r"(sk-|sk_|hf_|ghp_|gho_|github_pat_|xox[abp]-|AKIA)[A-Za-z0-9_\-]{12,}"
+_TOKEN_VALUE = re.compile(f"^{_TOKEN_SHAPE}$")
+# the same shape inside free text (a server's error message), and the value of an auth header
+_TOKEN_IN_TEXT = re.compile(rf"\b{_TOKEN_SHAPE}")
 _BEARER_IN_TEXT = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{8,}")
 
 
