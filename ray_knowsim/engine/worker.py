@@ -234,11 +234,12 @@ def execute_shard(
         finally:
             if upcoming is not None and not upcoming.done():
                 upcoming.cancel()
+                await asyncio.gather(upcoming, return_exceptions=True)  # let the cancelled step unwind first
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 try:
-                    await aclose()
-                except RuntimeError:  # a generator still running its cancelled step
+                    await aclose()  # the shard function's own clean-up, before its models close
+                except RuntimeError:  # a generator that cannot be closed now (it is already closing)
                     pass
             for model in {id(m): m for m in (role_models.user_sim, role_models.extractor,
                                              *role_models.assistants.values()) if m is not None}.values():
