@@ -38,8 +38,13 @@ def table(run_dir: Path, name: str) -> pd.DataFrame:
 
 
 def committed_per_shard(run_dir: Path) -> Counter:
-    """Shard id -> sessions committed (over all its commits; a fold keeps the count)."""
-    return Counter({c.shard_id: len(c.sessions) for c in read_markers(run_dir)}) if (run_dir / "commits").is_dir() else Counter()
+    """Shard id -> distinct sessions committed over all its commits (a fold, or a session committed
+    twice, re-commits sessions already counted, so it keeps the count)."""
+    seen: dict[str, set[str]] = {}
+    if (run_dir / "commits").is_dir():
+        for c in read_markers(run_dir):
+            seen.setdefault(c.shard_id, set()).update(c.sessions)
+    return Counter({shard: len(ids) for shard, ids in seen.items()})
 
 
 def test_driver_killed_mid_shard_then_resumed_equals_clean(tmp_path):
