@@ -124,4 +124,4 @@ def test_report_shows_the_trace_and_compare_reads_the_runs(planted, tmp_path):
         co = p[(p.metric == "co") & (p.knowledge_level == level)].iloc[0]
         assert kg["significant"] and kg["better"] == "strong" and kg["n_items"] == 30
         assert co["significant"] and co["better"] == "weak"
-        assert kg["win_low_adj"] > 0.5 or kg["win_high_adj"] < 0.5
+        assert kg["p_adj"] < 0.05  # the test agrees with the interval (compare's alpha is 0.05)

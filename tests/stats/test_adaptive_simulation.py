@@ -94,5 +94,5 @@ def test_family_of_decisions_error_rate_sessions_saved_and_agreement_with_the_fi
     assert false_rate <= ALPHA + margin(n_bench)
     assert fixed_false <= ALPHA + margin(n_bench)
     assert share < 1.0  # eliminated conditions stop costing sessions
-    assert not agree or np.mean(agree) >= 1 - 2 * ALPHA
+    assert agree and np.mean(agree) >= 1 - 2 * ALPHA, len(agree)  # some decisions of both designs, and they agree
     assert adaptive_decided > 0.0

@@ -33,7 +33,7 @@ def test_test_and_interval_are_one_verdict_for_every_outcome():
             for pos in range(n + 1):
                 v = G.verdict(G.SignCounts(pos, n - pos, 0), alpha)
                 assert v.significant == (v.p_value < alpha), (alpha, pos, n)
-                assert v.ci_low <= 0.5 <= v.ci_high or v.significant
+                assert (v.ci_low <= 0.5 <= v.ci_high) != v.significant, (alpha, pos, n)
 
 
 def test_clopper_pearson_known_answer():
