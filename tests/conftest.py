@@ -33,7 +33,8 @@ def shared_ref() -> Path:
 
 # Fixtures that start Ray: a test using one gets the ``ray`` marker automatically, so
 # ``-m "not ray"`` runs exactly the tests that need no Ray.
-RAY_FIXTURES = frozenset({"ray_local", "ray_head", "ray_workers", "local_ray", "llm_ray", "installed_cluster", "loopback_cluster"})
+RAY_FIXTURES = frozenset({"ray_local", "ray_head", "ray_workers", "local_ray", "llm_ray", "installed_cluster", "loopback_cluster",
+                          "shared_head", "ray_8_gpus"})
 
 
 # Per-test time limits (pytest-timeout; the default is ``timeout`` in pyproject): slow tests and
