@@ -94,7 +94,7 @@ def table(run_dir: Path, name: str) -> pd.DataFrame:
 def committed_sessions(run_dir: Path) -> int:
     """Sessions committed so far (0 while the run dir is being set up or a commit is half-read)."""
     try:
-        return sum(len(c.sessions) if hasattr(c, "sessions") else len(c.session_ids) for c in read_markers(run_dir))
+        return sum(len(c.sessions) for c in read_markers(run_dir))
     except (MarkerError, OSError):
         return 0
 
