@@ -20,6 +20,8 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -242,3 +244,29 @@ class LocalCluster:
 def ray_command(bin_dir: Path) -> str | None:
     """The `ray` executable of the Python in ``bin_dir`` (else the one on PATH)."""
     return shutil.which("ray", path=str(bin_dir)) or shutil.which("ray")
+
+
+@contextmanager
+def started_cluster(*, multi_node: bool, head_cpus: float, head_extra: tuple[str, ...] = (),
+                    workers: Sequence[tuple[float, tuple[str, ...]]] = (), env: Mapping[str, str] | None = None,
+                    bin_dir: Path | None = None) -> Iterator[LocalCluster]:
+    """A started :class:`LocalCluster` of ``bin_dir``'s ``ray`` (default: this Python's), closed on
+    exit: a head with ``head_cpus`` and ``head_extra`` arguments, then one worker node per
+    ``(num_cpus, extra)`` of ``workers``, one at a time; ``env`` is laid over :func:`cluster_env`.
+    Skips the test (pytest) when the ``ray`` command is not installed."""
+    import sys
+
+    bin_dir = Path(sys.executable).parent if bin_dir is None else bin_dir
+    ray_bin = ray_command(bin_dir)
+    if ray_bin is None:
+        import pytest
+
+        pytest.skip("the `ray` command is not installed")
+    cluster = LocalCluster(ray_bin, {**cluster_env(bin_dir, multi_node=multi_node), **(env or {})})
+    try:
+        cluster.start_head(num_cpus=head_cpus, extra=head_extra)
+        for num_cpus, extra in workers:
+            cluster.add_worker(num_cpus=num_cpus, extra=extra)
+        yield cluster
+    finally:
+        cluster.close()

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.doubles.raycluster import LocalCluster, cluster_env, ray_command
+from tests.doubles.raycluster import started_cluster
 
 pytestmark = [pytest.mark.ray_cluster, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,15 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def ray_head():
-    bin_dir = Path(os.sys.executable).parent
-    ray_bin = ray_command(bin_dir)
-    if ray_bin is None:
-        pytest.skip("the `ray` command is not installed")
-    cluster = LocalCluster(ray_bin, cluster_env(bin_dir, multi_node=False))
-    try:
-        yield cluster.start_head(num_cpus=2)
-    finally:
-        cluster.close()
+    with started_cluster(multi_node=False, head_cpus=2) as cluster:
+        yield cluster
 
 
 def test_job_submit_runs_the_demo_config(ray_head, tmp_path):

@@ -10,7 +10,6 @@ so the run can be caught with shards running on the node that is killed."""
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -23,7 +22,7 @@ from ray_knowsim.engine.node_loss import is_node_loss, retry_on_node_loss
 from ray_knowsim.engine.runner import run
 from ray_knowsim.io.commits import MarkerError, read_markers
 from ray_knowsim.io.rundir import RunReader
-from tests.doubles.raycluster import LocalCluster, cluster_env, kill_node, ray_command
+from tests.doubles.raycluster import kill_node, started_cluster
 from tests.engine.conftest import small_config, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,18 +100,10 @@ def committed_sessions(run_dir: Path) -> int:
 
 @pytest.fixture
 def loopback_cluster():
-    bin_dir = Path(sys.executable).parent
-    ray_bin = ray_command(bin_dir)
-    if ray_bin is None:
-        pytest.skip("the `ray` command is not installed")
-    cluster = LocalCluster(ray_bin, cluster_env(bin_dir, multi_node=True))
-    try:
-        cluster.start_head(num_cpus=0, extra=SMALL_STORE)
-        for k in range(3):  # one at a time (two joining at once time out); victim0 and victim1 die
-            cluster.add_worker(num_cpus=1, extra=(*SMALL_STORE, "--resources", f'{{"victim{k}": 1}}'))
+    # three one-CPU worker nodes, joined one at a time (two joining at once time out); victim0 and victim1 die
+    workers = [(1, (*SMALL_STORE, "--resources", f'{{"victim{k}": 1}}')) for k in range(3)]
+    with started_cluster(multi_node=True, head_cpus=0, head_extra=SMALL_STORE, workers=workers) as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 @pytest.mark.slow

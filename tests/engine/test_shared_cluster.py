@@ -11,7 +11,6 @@ run let go (the grace period is shortened to seconds here)."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ray_knowsim.io.commits import read_markers
-from tests.doubles.raycluster import LocalCluster, cluster_env, ray_command
+from tests.doubles.raycluster import LocalCluster, started_cluster
 from tests.engine.conftest import small_config, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray_cluster, pytest.mark.timeout(900)]
@@ -57,17 +56,10 @@ def counting_server():
 
 @pytest.fixture
 def shared_head():
-    bin_dir = Path(sys.executable).parent
-    ray_bin = ray_command(bin_dir)
-    if ray_bin is None:
-        pytest.skip("the `ray` command is not installed")
-    env = cluster_env(bin_dir, multi_node=False)
-    env["RAY_KNOWSIM_LEASE_GRACE_S"] = str(GRACE_S)  # the drivers pass it to the limiter they create
-    cluster = LocalCluster(ray_bin, env)
-    try:
-        yield cluster.start_head(num_cpus=4, extra=("--object-store-memory", str(200 * 2**20)))
-    finally:
-        cluster.close()
+    # the drivers pass RAY_KNOWSIM_LEASE_GRACE_S to the limiter they create
+    with started_cluster(multi_node=False, head_cpus=4, head_extra=("--object-store-memory", str(200 * 2**20)),
+                         env={"RAY_KNOWSIM_LEASE_GRACE_S": str(GRACE_S)}) as cluster:
+        yield cluster
 
 
 def limiter_actors(cluster: LocalCluster) -> list[dict]:
