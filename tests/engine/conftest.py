@@ -1,11 +1,12 @@
-"""Engine test helpers: a small run config over the package's demo items (``ray_local``, one local
-Ray per test module, is in ``tests/conftest.py``)."""
+"""Engine test helpers: a small run config over the package's demo items, and a run's tables read
+and compared (``ray_local``, one local Ray per test module, is in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import yaml
 
 STANDIN = "tests.doubles.standin:run_shard"
@@ -35,3 +36,30 @@ def write_config(folder: Path, data: dict[str, Any], name: str = "run.yaml") -> 
     path = folder / name
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
+
+
+KEYS = {"sessions": ["session_id"], "turns": ["session_id", "turn"]}
+
+
+def rows(run_dir: Path, table: str, *, scores: bool = True) -> pd.DataFrame:
+    """A table's counted rows (``sessions`` or ``turns``), sorted by their key; sessions with the
+    judges' scores joined in (as tables see them) unless ``scores`` is false."""
+    from ray_knowsim.io.rundir import RunReader
+    from ray_knowsim.score.store import RunScores
+
+    reader = RunReader.open(run_dir)
+    data = (reader.sessions if table == "sessions" else reader.turns).read()
+    if table == "sessions" and scores:
+        data = RunScores.load(run_dir, reader).attach(data)
+    return data.to_pandas().sort_values(KEYS[table]).reset_index(drop=True)
+
+
+def assert_same_rows(a: Path, b: Path, *, scores: bool = True) -> None:
+    """Both runs' sessions and turns are equal, and neither has a row twice (a session, or a
+    session's turn)."""
+    for table, key in KEYS.items():
+        x, y = rows(a, table, scores=scores), rows(b, table, scores=scores)
+        for run_dir, df in ((a, x), (b, y)):
+            assert not df.duplicated(key).any(), f"{table} of {run_dir}: a row twice"
+        assert len(x) == len(y), (table, len(x), len(y))
+        pd.testing.assert_frame_equal(x, y)

@@ -18,23 +18,16 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from ray_knowsim.engine.config import load_run_config
 from ray_knowsim.engine.runner import run
 from ray_knowsim.io.commits import read_markers
 from ray_knowsim.io.rundir import RunReader
-from tests.engine.conftest import small_config, write_config
+from tests.engine.conftest import assert_same_rows, small_config, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_local")]
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def table(run_dir: Path, name: str) -> pd.DataFrame:
-    reader = RunReader.open(run_dir)
-    df = (reader.sessions if name == "sessions" else reader.turns).read().to_pandas()
-    return df.sort_values(["session_id", "turn"] if name == "turns" else ["session_id"]).reset_index(drop=True)
 
 
 def committed_per_shard(run_dir: Path) -> Counter:
@@ -98,9 +91,6 @@ def test_driver_killed_mid_shard_then_resumed_equals_clean(tmp_path):
     twice = {c.name: (round(c.committed_at - killed_at, 2), sorted(after.index.superseded[c.name]))
              for c in after.index.commits if after.index.superseded[c.name]}
     assert after.status().superseded_rows == 0, (twice, sorted(done_before))  # no session committed twice
-    for name in ("sessions", "turns"):
-        a, b = table(tmp_path / "clean", name), table(out, name)
-        assert len(b) == len(a) and (name != "sessions" or b["session_id"].is_unique)
-        pd.testing.assert_frame_equal(a, b)
+    assert_same_rows(tmp_path / "clean", out, scores=False)
     manifest = (out / "manifest.json").read_text()
     assert manifest.count('"started_at"') == 2  # the killed invocation and the resume

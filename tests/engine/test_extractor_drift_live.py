@@ -24,8 +24,7 @@ from ray_knowsim.schema.graph import build_index, parse_graph
 from ray_knowsim.schema.signals import normalize_signals
 from ray_knowsim.rules.config import reference_rules
 from ray_knowsim.rules.trajectory import run_trajectory
-from tests.engine.conftest import small_config
-from tests.engine.test_run_local import rows
+from tests.engine.conftest import rows, small_config
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 

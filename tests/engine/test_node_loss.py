@@ -14,16 +14,14 @@ import time
 import uuid
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from ray_knowsim.engine.config import load_run_config
 from ray_knowsim.engine.node_loss import is_node_loss, retry_on_node_loss
 from ray_knowsim.engine.runner import run
 from ray_knowsim.io.commits import MarkerError, read_markers
-from ray_knowsim.io.rundir import RunReader
 from tests.doubles.raycluster import kill_node, started_cluster
-from tests.engine.conftest import small_config, write_config
+from tests.engine.conftest import assert_same_rows, small_config, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL_STORE = ("--object-store-memory", str(150 * 2**20))
@@ -82,12 +80,6 @@ def test_retry_runs_an_idempotent_step_again_only_after_a_loss():
     with pytest.raises(rex.NodeDiedError):
         retry_on_node_loss(always_lost, attempts=3, wait_s=0, warn=lambda m: None)
     assert calls == ["lost"] * 3
-
-
-def table(run_dir: Path, name: str) -> pd.DataFrame:
-    reader = RunReader.open(run_dir)
-    df = (reader.sessions if name == "sessions" else reader.turns).read().to_pandas()
-    return df.sort_values(["session_id", "turn"] if name == "turns" else ["session_id"]).reset_index(drop=True)
 
 
 def committed_sessions(run_dir: Path) -> int:
@@ -151,8 +143,4 @@ def test_worker_nodes_lost_mid_run_and_before_the_tables_do_not_fail_the_job(loo
 
     clean = run(load_run_config(path), output=tmp_path / "clean", quiet=True, tables=False)
     assert clean.n_ok == 24
-    for name in ("sessions", "turns"):
-        a, b = table(tmp_path / "clean", name), table(out, name)
-        key = ["session_id"] if name == "sessions" else ["session_id", "turn"]
-        assert not b.duplicated(key).any(), f"{name}: a row twice"
-        pd.testing.assert_frame_equal(a, b)
+    assert_same_rows(tmp_path / "clean", out, scores=False)

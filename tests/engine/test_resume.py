@@ -15,7 +15,7 @@ from ray_knowsim.engine.resume import Attempt, ResumePolicy, next_attempt, plan_
 from ray_knowsim.engine.runner import run
 from ray_knowsim.io.commits import SessionEntry
 from ray_knowsim.io.rundir import RunReader
-from tests.engine.conftest import small_config
+from tests.engine.conftest import rows, small_config
 
 INFRA_SID = "math/demo_math_02/novice/sim:adaptive/0"
 MODEL_SID = "math/demo_math_03/advanced/sim:socratic/0"
@@ -73,8 +73,7 @@ def config(tmp_path, heal, **engine):
 
 
 def by_id(run_dir) -> pd.DataFrame:
-    reader = RunReader.open(run_dir)
-    return reader.sessions.read().to_pandas().set_index("session_id").sort_index()
+    return rows(run_dir, "sessions", scores=False).set_index("session_id")
 
 
 @pytest.mark.usefixtures("ray_local")

@@ -18,33 +18,14 @@ from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.stats.ranks import MEAN_RANK_METRICS
 from ray_knowsim.engine.runner import run
 from ray_knowsim.schema.results import LOWER_IS_BETTER
-from ray_knowsim.score.store import RunScores
-from tests.engine.conftest import small_config
+from tests.engine.conftest import assert_same_rows, rows, small_config
 
 pytestmark = pytest.mark.usefixtures("ray_local")
-
-
-def rows(run_dir, table: str, scores: bool = True) -> pd.DataFrame:
-    """A table's counted rows; sessions with the judges' scores joined in (as tables see them)."""
-    reader = RunReader.open(run_dir)
-    data = (reader.sessions if table == "sessions" else reader.turns).read()
-    if table == "sessions" and scores:
-        data = RunScores.load(run_dir, reader).attach(data)
-    df = data.to_pandas()
-    keys = ["session_id", "turn"] if table == "turns" else ["session_id"]
-    return df.sort_values(keys).reset_index(drop=True)
 
 
 def commits(run_dir) -> dict[str, object]:
     """Commit name -> commit, of every counted commit."""
     return {c.name: c for c in RunReader.open(run_dir).index.live()}
-
-
-def assert_same_rows(a, b):
-    for table in ("sessions", "turns"):
-        x, y = rows(a, table), rows(b, table)
-        assert len(x) == len(y) and x["session_id"].is_unique if table == "sessions" else True
-        pd.testing.assert_frame_equal(x, y)
 
 
 FAILS = ["math/demo_math_02/advanced/sim:adaptive/0"]
