@@ -65,18 +65,6 @@ def demo_shard(n_sessions: int = 24, max_turns: int = 2) -> tuple[Any, Any]:
     return with_initial_states(plan.shard(0), ctx), ctx
 
 
-class Recorder:
-    """A ChatModel that forwards to ``inner`` and keeps every (request, response)."""
-
-    def __init__(self, inner: Any):
-        self.inner, self.name, self.calls = inner, getattr(inner, "name", "rec"), []
-
-    async def generate(self, request):
-        out = await self.inner.generate(request)
-        self.calls.append((request, out))
-        return out
-
-
 def run_sessions(model: Any, shard: Any, ctx: Any) -> list[Any]:
     from ray_knowsim.sim.shard import run_shard
     from ray_knowsim.sim.types import RoleModels
@@ -94,14 +82,15 @@ def recorded_requests(per_role: int = 64) -> tuple[dict[str, list[Any]], dict[st
     """Real structured requests of every role, recorded from the offline model on the demo items
     (cycled up to ``per_role``), and the IU graphs by item for the extractor's parser."""
     from ray_knowsim.llm.offline import OfflineModel
+    from ray_knowsim.llm.recording import RecordingModel
 
     shard, ctx = demo_shard()
     off = OfflineModel(name="m")
     off.register_graphs(dict(shard.graphs))
-    rec = Recorder(off)
+    rec = RecordingModel(off)
     results = run_sessions(rec, shard, ctx)
     by_role: dict[str, list[Any]] = {}
-    for req, _ in rec.calls:
+    for req in (c.request for c in rec.calls):
         if req.json_schema is not None:
             by_role.setdefault(req.role, []).append(req)
     by_role["judge"] = judge_requests(shard, results)

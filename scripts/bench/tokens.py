@@ -4,7 +4,8 @@ The offline model is served over HTTP (``serve_model_in_thread``) and every role
 through the OpenAI-compatible client with ``offline_server: true`` (the facts travel as the body
 extension, never in the prompt text), so the requests measured are exactly what a real endpoint
 would receive. Sessions: the demo items x ``--levels`` x ``--strategies``, structured learner,
-``--turns`` turns (default 15, no early stop), then the IQ judge.
+``--turns`` turns (default 15, no early stop). The judges run after the loop (``score/``), so
+their tokens are not measured here.
 
 Counting. With the ``llm-cpu`` environment's SmolLM2 tokenizer (``--tokenizer``, default
 ``~/.cache/ray_knowsim/smollm2-135m-instruct``; needs ``transformers``) tokens are the tokenizer's
@@ -47,6 +48,7 @@ from ray_knowsim.demo import demo_graphs, demo_items  # noqa: E402
 from ray_knowsim.llm.http.client import OpenAICompatibleModel  # noqa: E402
 from ray_knowsim.llm.http.config import HTTPModelConfig  # noqa: E402
 from ray_knowsim.llm.offline import OfflineModel  # noqa: E402
+from ray_knowsim.llm.recording import RecordingModel  # noqa: E402
 from ray_knowsim.llm.server import serve_model_in_thread  # noqa: E402
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse  # noqa: E402
 from ray_knowsim.schema.roles import ROLE_DEFAULTS  # noqa: E402
@@ -57,7 +59,7 @@ from ray_knowsim.sim.types import RoleModels, RoleSettings, SessionSpec, ShardCo
 
 #: the old in-prompt block (removed from prompts; reconstructed here for the comparison)
 OLD_CONTEXT_MARKER = "### context (json)"
-ROLES = ("user_sim", "assistant", "extractor", "judge")
+ROLES = ("user_sim", "assistant", "extractor")  # the judges are not part of the loop (see score/)
 DEFAULT_TOKENIZER = Path.home() / ".cache" / "ray_knowsim" / "smollm2-135m-instruct"
 
 
@@ -85,18 +87,6 @@ class Counter:
         if self._tok is None:
             return math.ceil(len(text) / 4)
         return len(self._tok(text, add_special_tokens=False)["input_ids"])
-
-
-class Recording:
-    """A ChatModel wrapper that keeps every request and answer (client side of the HTTP path)."""
-
-    def __init__(self, inner, log: list):
-        self.inner, self.log, self.name = inner, log, getattr(inner, "name", "model")
-
-    async def generate(self, request: ChatRequest) -> ChatResponse:
-        out = await self.inner.generate(request)
-        self.log.append((request, out))
-        return out
 
 
 def sessions(items, levels, strategies) -> list[SessionSpec]:
@@ -151,11 +141,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              repair_temperature=d.repair_temperature) for r, d in ROLE_DEFAULTS.items()}
     ctx = ShardContext(run_id="bench-tokens", config_hash="bench", rules=reference_rules(),
                        max_turns=args.turns, early_stop="virtual", roles=roles, prompts=args.prompts)
-    log: list[tuple[ChatRequest, ChatResponse]] = []
     t0 = time.perf_counter()
     with serve_model_in_thread(OfflineModel(), served_name="offline") as server:
         http = OpenAICompatibleModel(HTTPModelConfig(base_url=server.base_url, model="offline", offline_server=True, max_in_flight=32))
-        model = Recording(http, log)
+        model = RecordingModel(http)  # the client side of the HTTP path: every request and answer
         models = RoleModels(user_sim=model, extractor=model, assistants={"off": model})  # judges run after the loop (score/)
 
         async def collect():
@@ -163,6 +152,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         results = asyncio.run(collect())
     wall = time.perf_counter() - t0
+    log: list[tuple[ChatRequest, ChatResponse]] = [(c.request, c.response) for c in model.calls]
     failed = [r.session.session_id for r in results if r.session.status != "ok"]
     count = Counter(Path(args.tokenizer) if args.tokenizer else None)
 

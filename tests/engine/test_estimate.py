@@ -63,6 +63,7 @@ def test_the_dry_run_counts_the_first_turn_the_loop_sends(tmp_path):
     from ray_knowsim.engine.runner import make_context
     from ray_knowsim.engine.worker import with_initial_states
     from ray_knowsim.llm.accounting import Accounting
+    from ray_knowsim.llm.recording import RecordingModel
     from ray_knowsim.sim.shard import run_shard
 
     cfg = parse_run_config(small_config(max_turns=1, conditions=[{"strategy": "adaptive"}, {"simulator": "zero-shot-cot"}]))
@@ -70,25 +71,19 @@ def test_the_dry_run_counts_the_first_turn_the_loop_sends(tmp_path):
     inputs = load_inputs(cfg)
     plan = Plan(cfg, inputs)
     ctx = make_context(cfg, "t", cfg.config_hash())
-    sent: list = []
-
-    class Recorder:
-        def __init__(self, inner):
-            self.inner, self.name = inner, inner.name
-
-        async def generate(self, request):
-            sent.append(request)
-            return await self.inner.generate(request)
+    recorders: list[RecordingModel] = []
 
     models = build_models(cfg, inputs.graphs, None)
     for k in range(plan.n_shards):
         role_models = models.role_models(Accounting())
-        role_models.user_sim = Recorder(role_models.user_sim)
+        role_models.user_sim = RecordingModel(role_models.user_sim)
+        recorders.append(role_models.user_sim)
 
         async def drain(shard=with_initial_states(plan.shard(k), ctx)):
             return [r async for r in run_shard(shard, role_models, ctx)]
 
         asyncio.run(drain())
+    sent = [c.request for rec in recorders for c in rec.calls]
     counts = [sum(ntokens(m["content"]) for m in r.messages) for r in sent if r.role == "user_sim"]
     first = est.first_turn["user_sim"]
     assert len(counts) == first.rendered == est.n_sessions
