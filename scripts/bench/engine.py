@@ -431,31 +431,23 @@ def bench_d(args) -> dict:
 
 # ----------------------------------------------------------------------------- (c)
 
-# VmHWM, not ru_maxrss: ru_maxrss survives exec, so it would report the bench's own size
-_DRIVER = """
-import sys
-from ray_knowsim.cli.main import main
-rc = main(sys.argv[1:])
-hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))
-print("PEAK_RSS_KB", int(hwm.split()[1]), flush=True)
-sys.exit(rc)
-"""
-
-
 def driver_peak_mb(args, workdir: Path, sessions: int) -> tuple[float, float]:
+    # the tests' child: VmHWM, not ru_maxrss (which survives exec, so it would report the bench's own size)
+    sys.path.insert(0, str(ROOT))
+    from tests.doubles.peak_memory import CHILD_MAIN, peak_bytes
+
     data = base_config(trials_for(sessions, 4), 4, 2, 100)
     data["engine"]["num_cpus"] = args.cpus
     path = workdir / f"c{sessions}.yaml"
     path.write_text(yaml.safe_dump(data))
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _DRIVER, "run", str(path), "-o", str(workdir / f"c{sessions}"), "--quiet"],
+    proc = subprocess.run([sys.executable, "-c", CHILD_MAIN, "run", str(path), "-o", str(workdir / f"c{sessions}"), "--quiet"],
                           capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"driver run failed: {proc.stderr[-2000:]}")
-    kb = int(proc.stdout.rsplit("PEAK_RSS_KB", 1)[1].split()[0])
-    return kb / 1024, wall
+    return peak_bytes(proc.stdout) / 2**20, wall
 
 
 def bench_c(args, workdir: Path) -> dict:
