@@ -22,7 +22,9 @@ schema would have cut on a constrained decoder).
     PYTHONPATH=$PWD .venv-llm/bin/python scripts/bench/prompt_sets.py \\
         --base-url http://127.0.0.1:PORT/v1 --model smollm2   # a real model (OpenAI-compatible)
 
-The last line is one JSON object with every figure.
+The last line is one JSON object with every figure; its ``first_call_ok_<last>_vs_<first>_ratio``
+(default ``first_call_ok_v3_vs_v2_ratio``) is the last prompt set's share of requests (all roles)
+whose answer was accepted at the first call, over the first set's (null with one set, or a share of 0).
 """
 
 from __future__ import annotations
@@ -290,6 +292,12 @@ def print_roles(prompts: str, stats: dict) -> None:
                   f"max {f['max_chars']} chars")
 
 
+def first_call_ok_share(stats: dict[str, dict[str, Any]]) -> float | None:
+    """Over every role's requests: the share accepted at the first call (neither cut nor refused)."""
+    n = sum(s["requests"] for s in stats.values())
+    return sum(s["first_ok"] for s in stats.values()) / n if n else None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default="v2,v3")
@@ -338,6 +346,11 @@ def main() -> None:
             {"role": c.request.role, "request_id": c.request.request_id, "max_tokens": c.request.max_tokens,
              "finish": c.response.finish_reason, "completion_tokens": c.response.usage.completion_tokens,
              "error": c.response.error, "text": c.response.text} for c in rec.calls]}  # fmt: skip
+    sets = args.sets.split(",")
+    first, last = (first_call_ok_share(figures[p]["roles"]) for p in (sets[0], sets[-1]))
+    figures[f"first_call_ok_{sets[-1]}_vs_{sets[0]}_ratio"] = (
+        round(last / first, 3) if len(sets) > 1 and first and last is not None else None)
+    print(f"first-call ok share, all roles: {sets[0]} {first}, {sets[-1]} {last}")
     if args.out:
         args.out.write_text(json.dumps({"figures": figures, **dump}, indent=1))
     print(json.dumps(figures))

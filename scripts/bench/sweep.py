@@ -24,8 +24,10 @@ Measured in one run:
   its re-scoring throughput (pairs per second from the first task submitted to the last piece
   committed) is compared with one worker's, measured in the same run
   (``scaling_<k>_workers_ratio``; efficiency = ratio / k). On a machine with 2 cores the ratio
-  cannot pass 2, whatever the number of nodes.
-The last line is one JSON object with the figures.
+  cannot pass 2, whatever the number of nodes. ``scaling_ratio`` is the largest worker count's.
+The last line is one JSON object with the figures. A ratio that was not measured is there as null:
+``kernel_vs_python_ratio`` and ``ship_objects_vs_arrays_ratio`` without the kernel (numba),
+``scaling_ratio`` with fewer than two worker counts in ``--scaling``.
 
 Run: ``source scripts/_venv.sh && python scripts/bench/sweep.py`` (``--help`` for sizes).
 """
@@ -214,6 +216,7 @@ def scaling(args, run_dir: Path, root: Path) -> dict:
         ratio = rates[k] / rates[base]
         figures[f"scaling_{k}_workers_ratio"] = round(ratio, 2)
         figures[f"scaling_{k}_workers_efficiency"] = round(ratio * base / k, 2)
+    figures["scaling_ratio"] = figures[f"scaling_{counts[-1]}_workers_ratio"] if len(counts) > 1 else None
     figures["cores"] = os.cpu_count()
     return figures
 
@@ -242,7 +245,8 @@ def main() -> int:
     print(f"synthetic run of {args.conversations} conversations: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
 
     base = {"name": "bench", "source": {"run_dir": str(run_dir)}}
-    figures: dict = {"kernel_available": has_kernel, "cpus": args.cpus}
+    figures: dict = {"kernel_available": has_kernel, "cpus": args.cpus,
+                     "kernel_vs_python_ratio": None, "ship_objects_vs_arrays_ratio": None}  # null unless measured
     ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, logging_level="WARNING", object_store_memory=512 * 2**20)
     try:
         cfg = parse_sweep_config(base | {"space": space(args.kernel_settings), "output": str(root / "unused")})
@@ -294,6 +298,7 @@ def main() -> int:
         report_seconds=round(report_secs, 2),
         report_files=len(files),
     )
+    figures["scaling_ratio"] = None  # null unless two worker counts or more were measured
     if args.scaling.strip():
         figures.update(scaling(args, run_dir, root))
     print(json.dumps(figures))

@@ -14,6 +14,9 @@ Measured in one run, per size:
   15-turn conversation (with its heatmap).
 Ratios: ``report_bytes / list_bytes`` and ``report_seconds / (list_seconds + conversation_seconds)``
 (what it takes to see one conversation chosen from the list, against what it took to see any).
+Viewer only (so also with ``--skip-report``): ``view_list_vs_run_page_ratio``, the list page's
+seconds (served from the cache of projected columns) over the run page's (the first request, which
+reads them).
 The last line is one JSON object with the figures.
 
 Run: ``source scripts/_venv.sh && python scripts/bench/view.py`` (``--sizes 168,540``).
@@ -96,6 +99,7 @@ def main() -> None:
         thread.join(10)
     last = out[f"n{sizes[-1]}"]
     summary = {"sizes": sizes, **{f"{k}_n{sizes[-1]}": v for k, v in last.items() if k != "sessions"}}
+    summary["view_list_vs_run_page_ratio"] = round(last["list_s"] / last["run_page_s"], 3)
     if "bytes_ratio" in last:
         summary["view_bytes_ratio"] = last["bytes_ratio"]
         summary["view_seconds_ratio"] = last["seconds_ratio"]
