@@ -143,13 +143,23 @@ def interrupted_cli_sweep(cfg, address: str, env: dict, root: Path, after_pieces
     return len(list(markers.glob("*.json")))
 
 
+def wait_for_cpus(ray, cpus: int, timeout_s: float = 90) -> None:
+    """Until this driver's Ray counts at least ``cpus`` CPUs (a node the cluster counts alive can
+    reach the driver's view a moment later)."""
+    deadline = time.monotonic() + timeout_s
+    while int(ray.cluster_resources().get("CPU", 0)) < cpus:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the driver's Ray still counts fewer than {cpus} CPUs after {timeout_s:.0f} s")
+        time.sleep(0.5)
+
+
 def scaling(args, run_dir: Path, root: Path) -> dict:
     """The same sweep on 1, 2, 4 ... single-CPU worker nodes of a loopback cluster; and a sweep
     interrupted on the smallest cluster, resumed on the largest."""
     import pandas as pd
     import ray
 
-    from tests.sweep.loopback import LoopbackCluster
+    from tests.doubles.raycluster import LocalCluster, cluster_env, ray_command
     from ray_knowsim.sweep.commits import read_commits
     from ray_knowsim.sweep.config import parse_sweep_config
     from ray_knowsim.sweep.runner import read_rows, run_sweep
@@ -163,14 +173,22 @@ def scaling(args, run_dir: Path, root: Path) -> dict:
     resume = cfg.model_copy(update={"output": str(root / "scale_resume")})
     shutil.rmtree(resume.output, ignore_errors=True)
     rates: dict[int, float] = {}
-    with LoopbackCluster() as cluster:
-        ray.init(address=cluster.start_head(), logging_level="WARNING")
+    bin_dir = Path(sys.executable).parent
+    ray_bin = ray_command(bin_dir)
+    if ray_bin is None:
+        raise SystemExit("scaling: the `ray` command is not installed")
+    store = ("--object-store-memory", str(256 * 2**20))  # each node its own object store
+    cluster = LocalCluster(ray_bin, cluster_env(bin_dir, multi_node=True))
+    try:
+        cluster.start_head(num_cpus=0, extra=store)
+        ray.init(address=cluster.gcs, logging_level="WARNING")
         try:
             for k in counts:
-                while cluster.cpus < k:
+                while len(cluster.workers) < k:
                     t0 = time.perf_counter()
-                    cluster.add_node(cpus=1)
-                    print(f"  worker node {cluster.cpus} up in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+                    cluster.add_worker(num_cpus=1, extra=store)
+                    wait_for_cpus(ray, len(cluster.workers))
+                    print(f"  worker node {len(cluster.workers)} up in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
                 # warm-up: one-setting pieces, several per CPU, so every node's worker has imported
                 # the package and loaded the kernel before the measured sweep
                 run_sweep(warm.model_copy(update={"space": warm.space.model_validate(space(4 * k + 1, seed=4))}), fresh=True,
@@ -188,7 +206,7 @@ def scaling(args, run_dir: Path, root: Path) -> dict:
                 if result.identity.get("mismatching_conversations"):
                     raise SystemExit("scaling sweep: the default setting does not reproduce the run")
                 if k == counts[0] and len(counts) > 1:
-                    done = interrupted_cli_sweep(resume, cluster.address, cluster.env, root)
+                    done = interrupted_cli_sweep(resume, cluster.gcs, cluster.env, root)
                     figures["resume_pieces_before"] = done
                     print(f"resume: a `ray-knowsim sweep` driver on {k} worker(s) interrupted (SIGINT) with {done} pieces committed",
                           file=sys.stderr)  # fmt: skip
@@ -211,6 +229,8 @@ def scaling(args, run_dir: Path, root: Path) -> dict:
                       + ("" if again.pairs_run else " (nothing was left: the sweep is too small to interrupt)"), file=sys.stderr)  # fmt: skip
         finally:
             ray.shutdown()
+    finally:
+        cluster.close()
     base = counts[0]
     for k in counts[1:]:
         ratio = rates[k] / rates[base]
