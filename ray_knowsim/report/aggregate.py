@@ -38,7 +38,8 @@ class RunSummary:
     metric_columns: tuple[str, ...]
     sample_per_cell: int = 0
     seed: int = 0
-    moments: dict[tuple[str, str, str, str], Moments] = field(default_factory=dict)  # (cond, level, item, column)
+    # (cond, level, column) -> item -> moments; items in first-seen order (merges stay in one order)
+    moments: dict[tuple[str, str, str], dict[str, Moments]] = field(default_factory=dict)
     status: dict[Cell, Counter] = field(default_factory=dict)
     failure_modes: dict[Cell, dict[str, int]] = field(default_factory=dict)
     early_stops: dict[Cell, int] = field(default_factory=dict)
@@ -76,18 +77,16 @@ class RunSummary:
             self.status.setdefault((c, lv), Counter())[s] += 1
         keys = np.array([f"{c}\x1f{lv}" for c, lv in zip(cond, level)], dtype=object)
         ok_keys = keys[ok]
-        uniq = sorted(set(ok_keys))
-        groups = {u: np.flatnonzero(ok_keys == u) for u in uniq}
+        groups = _groups(ok_keys)
         items = np.array([str(i) for i in batch.column("item_id").to_pylist()], dtype=object)[ok] if "item_id" in names \
             else np.full(int(ok.sum()), "", dtype=object)
         item_keys = np.array([f"{k}\x1f{i}" for k, i in zip(ok_keys, items)], dtype=object)
-        item_groups = {u: np.flatnonzero(item_keys == u) for u in sorted(set(item_keys))}
+        item_groups = [(u.split("\x1f"), idx) for u, idx in _groups(item_keys).items()]
         for col in self.metric_columns:
             values = _floats(batch, col)[ok] if col in names else np.full(int(ok.sum()), np.nan)
-            for u, idx in item_groups.items():
-                c, lv, it = u.split("\x1f")
-                key = (c, lv, it, col)
-                self.moments[key] = self.moments.get(key, Moments()).merge(Moments.of(values[idx]))
+            for (c, lv, it), idx in item_groups:
+                per = self.moments.setdefault((c, lv, col), {})
+                per[it] = per.get(it, Moments()).merge(Moments.of(values[idx]))
         for col in FM_COLUMNS:
             values = _floats(batch, col)[ok] if col in names else np.zeros(int(ok.sum()))
             for u, idx in groups.items():
@@ -120,7 +119,7 @@ class RunSummary:
         return level_order({lv for _, lv in self.status})
 
     def _items(self, condition: str, level: str, column: str) -> dict[str, Moments]:
-        return {it: m for (c, lv, it, col), m in self.moments.items() if (c, lv, col) == (condition, level, column)}
+        return self.moments.get((condition, level, column), {})
 
     def cell(self, condition: str, level: str, column: str) -> Moments:
         out = Moments()
@@ -146,6 +145,18 @@ class RunSummary:
     def candidates(self) -> dict[Cell, list[str]]:
         """Per cell, the sampled session ids, best (smallest key) first."""
         return {cell: [sid for _, sid in sorted(heap, reverse=True)] for cell, heap in self._candidates.items()}
+
+
+def _groups(keys: np.ndarray) -> dict[str, np.ndarray]:
+    """Row indices per distinct key: keys sorted, each key's indices ascending. One sort for the
+    batch (np.unique + a stable argsort), not one scan of the rows per key."""
+    if len(keys) == 0:
+        return {}
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.cumsum(np.bincount(inverse, minlength=len(uniq)))[:-1]
+    return dict(zip(uniq.tolist(), np.split(order, bounds)))
 
 
 def _floats(batch, col: str) -> np.ndarray:
