@@ -18,7 +18,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from ray_knowsim.compare.failures import OUTCOME_COLUMNS
-from ray_knowsim.io.rundir import RunDirError, open_run
+from ray_knowsim.io.rundir import RunDirError, RunReader, open_run
 from ray_knowsim.score.store import RunScores
 
 #: session columns compare reads (metrics beyond these are read when asked for)
@@ -112,21 +112,26 @@ def _labels(paths: Sequence[str]) -> list[str]:
     return out
 
 
-def load_runs(paths: Sequence[str | Path], metrics: Sequence[str] = ()) -> list[LoadedRun]:
-    """Each run's ok sessions (identity columns + ``match`` + the metric columns present)."""
+def load_runs(paths: Sequence[str | Path], metrics: Sequence[str] = (), *, reader: RunReader | None = None,
+              scores: RunScores | None = None) -> list[LoadedRun]:
+    """Each run's ok sessions (identity columns + ``match`` + the metric columns present).
+    ``reader`` / ``scores``: the one run's reader and score sets when the caller already has them
+    (only with one path; they are not opened again)."""
     from ray_knowsim.compare.paired import DEFAULT_METRICS
 
+    if (reader is not None or scores is not None) and len(paths) != 1:
+        raise ValueError("load_runs: reader= / scores= are those of one run; pass one path with them")
     paths = [str(p) for p in paths]
     labels = _labels(paths)
     out = []
     want = list(dict.fromkeys([*BASE_COLUMNS, *DEFAULT_METRICS, *metrics, "cost_usd", "turns", "failure_class", "error"]))
     for path, label in zip(paths, labels):
-        run = open_run(path)
+        run = reader if reader is not None else open_run(path)
         table = run.sessions.read(want)
         if table.num_rows == 0:
             raise RunDirError(f"{path}/sessions holds no committed rows")
-        scores = RunScores.load(path, run)  # the judges' columns (IQ, ...) live in scores/, joined here
-        df = (scores.attach(table) if scores.sets else table).to_pandas()
+        run_scores = scores if scores is not None else RunScores.load(path, run)  # the judges' columns (IQ, ...) live in scores/, joined here
+        df = (run_scores.attach(table) if run_scores.sets else table).to_pandas()
         if "judge_cost_usd" in df.columns and "cost_usd" in df.columns:  # the judge's spend is the session's too
             df["cost_usd"] = df["cost_usd"] + df["judge_cost_usd"].fillna(0.0)
         manifest = run.manifest

@@ -218,6 +218,15 @@ def check_batches(turns: Iterable[pa.RecordBatch | pa.Table], sessions: Callable
                   max_turn_rows: int = MAX_TURN_ROWS) -> SanityReport:
     """The checks over turn batches (read until ``max_turn_rows``) and ``sessions(ids)``: session
     batches with ``condition`` and the judges' scores (every session; ``ids`` are those whose turns were read)."""
+    inputs = read_turns(turns, max_turn_rows)
+    for batch in sessions(sorted(inputs.per_session)):
+        inputs.add_sessions(batch)
+    return SanityReport(checks(inputs), inputs)
+
+
+def read_turns(turns: Iterable[pa.RecordBatch | pa.Table], max_turn_rows: int = MAX_TURN_ROWS) -> SanityInputs:
+    """The checks' inputs from the turn batches (read until ``max_turn_rows``); the session rows
+    are added after (:meth:`SanityInputs.add_sessions`), e.g. in a pass that reads them anyway."""
     inputs = SanityInputs()
     for batch in turns:
         if inputs.turn_rows >= max_turn_rows:
@@ -228,9 +237,7 @@ def check_batches(turns: Iterable[pa.RecordBatch | pa.Table], sessions: Callable
         if batch.num_rows > room:
             inputs.capped = True
             break
-    for batch in sessions(sorted(inputs.per_session)):
-        inputs.add_sessions(batch)
-    return SanityReport(checks(inputs), inputs)
+    return inputs
 
 
 def check_run(run: RunReader, attach: Callable[[pa.Table], pa.Table] | None = None,
@@ -257,5 +264,5 @@ def check_tables(turns: pa.Table | None, sessions: pa.Table, max_turn_rows: int 
 __all__ = [
     "JUDGE_MIN_SCORED", "JUDGE_SCORES", "JUDGE_SEVERE_SCORED", "MAX_TURN_ROWS", "MIN_ANSWERS", "UNIFORM_SEVERE_SHARE",
     "UNIFORM_WARN_SHARE", "SanityInputs", "SanityReport", "SanityWarning", "check_batches", "check_run", "check_tables",
-    "checks", "uniform_label",
+    "checks", "read_turns", "uniform_label",
 ]  # fmt: skip

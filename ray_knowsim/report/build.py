@@ -3,13 +3,14 @@ draw, render HTML and Markdown, write both. The one entry point the CLI calls.""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as _dt
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,9 +25,9 @@ from ray_knowsim.report.markdown import render_markdown
 from ray_knowsim.report.metrics import Gain, Variant, metric_specs
 from ray_knowsim.report.plots import failure_mode_plot, overview_plot, trajectory_plot
 from ray_knowsim.io.outcomes import READ as OUTCOME_COLUMNS
-from ray_knowsim.io.outcomes import count_outcomes, role_totals, truncations_by_role
+from ray_knowsim.io.outcomes import OutcomeCounter, role_totals, truncations_by_role
 from ray_knowsim.io.rundir import RunDirError, open_run
-from ray_knowsim.io.sanity import check_run
+from ray_knowsim.io.sanity import JUDGE_SCORES, TURN_COLUMNS, SanityReport, checks, read_turns
 from ray_knowsim.report.tables import failure_table, marginal_table, per_level_table
 from ray_knowsim.score.store import RunScores
 
@@ -64,16 +65,24 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
     specs = metric_specs(opts.variant, opts.gain)
     scores = RunScores.load(run.root, run)
 
-    def summarise(task: str | None, sample: int) -> RunSummary:
-        summary = RunSummary(tuple(s.column for s in specs), sample_per_cell=sample, seed=opts.seed)
-        where = pc.field("task") == task if task is not None else None
-        for batch in run.sessions.scan(summary.columns(), where):
-            if batch.num_rows == 0:  # a filtered-out block
-                continue
-            summary.add(scores.attach(batch) if scores.sets else batch)
-        return summary
+    # ONE pass over the session rows: the run's summary, each task's, the outcome counts (failures,
+    # truncations) and the sanity checks' session inputs (their turn rows are read first)
+    sanity = read_turns(run.turns.scan(TURN_COLUMNS) if run.turns is not None else ())
+    outcomes = OutcomeCounter()
 
-    summary = summarise(None, 0 if opts.sessions else max(0, opts.sample))
+    def new_summary(sample: int) -> RunSummary:
+        return RunSummary(tuple(s.column for s in specs), sample_per_cell=sample, seed=opts.seed)
+
+    summary = new_summary(0 if opts.sessions else max(0, opts.sample))
+    per_task = _PerTask(lambda: new_summary(0))
+    for batch in run.sessions.scan(list(dict.fromkeys([*summary.columns(), *OUTCOME_COLUMNS, *JUDGE_SCORES]))):
+        if batch.num_rows == 0:
+            continue
+        outcomes.add(batch)
+        joined = scores.attach(batch) if scores.sets else batch
+        sanity.add_sessions(joined)
+        per_task.add(joined, summary)
+        summary.add(joined)
     if summary.rows == 0:
         raise RunDirError(f"{run.root}/sessions holds no rows")
     tasks = sorted(str(t) for t in summary.facts.get("task", {}) if t is not None)
@@ -111,15 +120,15 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
         generated=_dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         sample_note=note,
     )
-    content.banner = offline_banner(Path(run.root))
-    outcomes = count_outcomes(run.sessions.scan(OUTCOME_COLUMNS))  # the run's tables count them the same way
+    content.banner = offline_banner(Path(run.root), run.manifest)
     content.completeness = completeness
-    content.failure_kinds = outcomes.failures(("task", "condition"))
-    content.truncations = truncations_by_role(outcomes.truncations())
-    content.truncation_totals = role_totals(outcomes.truncations())
-    content.sanity = check_run(run, scores.attach if scores.sets else None)
+    content.failure_kinds = outcomes.failures(("task", "condition"))  # the run's tables count them the same way
+    truncations = outcomes.truncations()
+    content.truncations = truncations_by_role(truncations)
+    content.truncation_totals = role_totals(truncations)
+    content.sanity = SanityReport(checks(sanity), sanity)
     for task in tasks or [None]:
-        part = summarise(task, 0) if len(tasks) > 1 else summary
+        part = per_task.of(task) if len(tasks) > 1 else summary
         part_failures = failure_table(part)
         section = dataclasses.replace(
             content, task=task, summary=part, per_level=per_level_table(part, specs), marginal=marginal_table(part, specs),
@@ -158,11 +167,53 @@ def _joined(rows: list[dict[str, Any]], scores: RunScores) -> list[dict[str, Any
     return scores.attach(pa.Table.from_pylist(rows)).to_pylist()
 
 
-def offline_banner(run_dir: Path) -> str | None:
+class _PerTask:
+    """Each task's summary, built in the run's pass. While every row seen belongs to one task, no
+    copy is kept: that task's summary is the run's so far (without its sample), taken when a
+    second task (or a row without one) first shows up; from then on rows go to their task's."""
+
+    def __init__(self, new: Callable[[], RunSummary]) -> None:
+        self._new = new
+        self._solo: str | None = None  # the one task of every row so far
+        self._parts: dict[str, RunSummary] | None = None
+
+    def add(self, batch: pa.RecordBatch | pa.Table, run_so_far: RunSummary) -> None:
+        """``batch`` before it is added to ``run_so_far`` (the run's summary)."""
+        if "task" not in batch.schema.names:
+            return
+        tasks = batch.column("task")
+        values = pc.unique(tasks).to_pylist()
+        if self._parts is None:
+            if len(values) == 1 and values[0] is not None and self._solo in (None, values[0]):
+                self._solo = values[0]
+                return
+            self._parts = {}
+            if self._solo is not None:
+                first = copy.deepcopy(run_so_far)
+                first.sample_per_cell, first._candidates = 0, {}
+                self._parts[self._solo] = first
+        for task in values:
+            if task is None:
+                continue
+            part = self._parts.get(task)
+            if part is None:
+                part = self._parts[task] = self._new()
+            part.add(batch if len(values) == 1 else batch.filter(pc.field("task") == task))
+
+    def of(self, task: str | None) -> RunSummary:
+        if self._parts is None or task not in self._parts:
+            return self._new()  # (not reached: every task named by the run's facts has rows)
+        return self._parts[task]
+
+
+def offline_banner(run_dir: Path, manifest: dict[str, Any] | None = None) -> str | None:
     """A warning when any role of the run was answered by a test double (the offline model): its
     numbers show that the pipeline works, not how real models behave. Read from the manifest's
     ``test_doubles``; manifests written before it existed name the built-in ``offline`` backend
-    in their config, which is read instead."""
+    in their config, which is read instead. ``manifest``: the run's, when the caller has read it
+    (otherwise ``run_dir/manifest.json`` is read)."""
+    if manifest is not None:
+        return manifest_banner(manifest)
     path = run_dir / "manifest.json"
     if not path.is_file():
         return None

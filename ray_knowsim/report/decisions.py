@@ -22,7 +22,7 @@ from ray_knowsim.compare.pipeline import default_metrics
 from ray_knowsim.compare.runs import load_runs
 from ray_knowsim.io.cost import cost_table, read_cost_columns
 from ray_knowsim.io.decisions import read_decisions
-from ray_knowsim.io.rundir import RunReader
+from ray_knowsim.io.rundir import RunReader, open_run
 from ray_knowsim.schema.decisions import DecisionsFile
 from ray_knowsim.score.store import RunScores
 
@@ -43,7 +43,9 @@ def decision_sections(run_dir: str | Path, n_boot: int = 1000, scores: RunScores
         html_parts.append(h)
         md += m
     try:
-        run = load_runs([run_dir])[0]
+        reader = reader if reader is not None else open_run(run_dir)
+        scores = scores if scores is not None else RunScores.load(run_dir, reader)
+        run = load_runs([run_dir], reader=reader, scores=scores)[0]
     except Exception as exc:  # noqa: BLE001 - a run compare cannot read (e.g. an old format): the report shows the rest
         why = f"not computed: compare cannot read this run ({type(exc).__name__}: {exc})"
         log.warning("report of %s: who-beats-whom %s", run_dir, why)

@@ -7,6 +7,7 @@ import json
 import shutil
 
 import pyarrow as pa
+import pytest
 import pyarrow.parquet as pq
 
 from ray_knowsim.report.build import ReportOptions, build_report
@@ -95,3 +96,37 @@ def test_a_run_compare_cannot_read_gets_a_section_saying_why(small_run, tmp_path
     assert any(why in part for part in html_parts) and any(why in line for line in md)
     assert any(why in r.getMessage() for r in caplog.records)
     assert any('id="cost"' in part for part in html_parts)  # the rest of the report is still there
+
+
+def test_task_sections_match_a_filtered_read_when_tasks_mix_within_a_file(small_run, tmp_path):
+    """The per-task summaries are built in the run's one pass (rows routed by task); they equal a
+    summary of a read filtered to the task, also when one batch holds rows of two tasks."""
+    import pyarrow.compute as pc
+
+    from ray_knowsim.io.rundir import open_run
+    from ray_knowsim.report.aggregate import RunSummary
+    from ray_knowsim.score.store import RunScores
+
+    run_dir = tmp_path / "mixed"
+    shutil.copytree(small_run.run_dir, run_dir)
+    for f in sorted((run_dir / "sessions").glob("*.parquet")):
+        t = pq.read_table(f)
+        i = t.column_names.index("task")
+        t = t.set_column(i, "task", pa.array([("expertqa" if k % 3 == 0 else "synthetic") for k in range(t.num_rows)]))
+        pq.write_table(t, f)
+    result = build_report(run_dir, tmp_path / "out", ReportOptions(sample=0))
+    assert [s.task for s in result.content.sections] == ["expertqa", "synthetic"]
+    run = open_run(run_dir)
+    scores = RunScores.load(run.root, run)
+    for s in result.content.sections:
+        want = RunSummary(s.summary.metric_columns)
+        for batch in run.sessions.scan(want.columns(), pc.field("task") == s.task):
+            if batch.num_rows:
+                want.add(scores.attach(batch) if scores.sets else batch)
+        assert s.summary.rows == want.rows and s.summary.status == want.status
+        assert s.summary.failure_modes == want.failure_modes and s.summary.early_stops == want.early_stops
+        for (c, lv, col), items in want.moments.items():
+            got = s.summary.moments[(c, lv, col)]
+            assert list(got) == list(items)
+            for it, m in items.items():
+                assert got[it].n == m.n and got[it].mean == pytest.approx(m.mean, nan_ok=True)
