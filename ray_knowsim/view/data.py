@@ -89,8 +89,9 @@ class Files:
                 raise FileNotFoundError(f"not a folder: {root}")
             resolved.append(path)
         self.roots: tuple[Path, ...] = tuple(dict.fromkeys(resolved))
-        self._cache: OrderedDict[str, tuple[tuple, Any]] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[tuple, Any]] = OrderedDict()  # session tables, the cache_runs last used
         self._cache_size = cache_runs
+        self._small: dict[str, tuple[tuple, Any]] = {}  # per run: its cost row, its sanity report (small; one each)
         self._lock = threading.Lock()
 
     # ---- containment -----------------------------------------------------------------------
@@ -312,16 +313,18 @@ class Files:
         return table, files
 
     def _per_commit_state(self, name: str, run_dir: Path, files: RunFiles, compute: Callable[[], Any]) -> Any:
-        """``compute()``, cached per run until its committed files or score sets change."""
+        """``compute()``, cached per run until its committed files or score sets change (kept apart
+        from the session tables: a small value per run, replaced when the run's signature changes,
+        never pushing a table out nor pushed out by one)."""
         key = f"{name}|{self.require(run_dir)}"
         sig = (files.signature(), self._scores_signature(Path(run_dir)))
         with self._lock:
-            hit = self._cache.get(key)
+            hit = self._small.get(key)
             if hit is not None and hit[0] == sig:
                 return hit[1]
         value = compute()
         with self._lock:
-            self._cache[key] = (sig, value)
+            self._small[key] = (sig, value)
         return value
 
     def run_cost(self, run_dir: Path, files: RunFiles) -> dict[str, Any]:

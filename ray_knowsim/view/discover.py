@@ -139,19 +139,48 @@ def model_names(manifest: dict[str, Any]) -> list[str]:
     return out
 
 
-def run_info(files: Files, entry: Entry) -> tuple[RunInfo, pa.Table]:
-    """The run's summary and its projected session table (see :data:`SESSION_COLUMNS`)."""
+def _manifest(files: Files, entry: Entry) -> tuple[dict[str, Any] | None, str | None]:
     manifest = files.read_json(entry.path / "manifest.json")
     manifest = manifest if isinstance(manifest, dict) else None
-    config_hash = manifest.get("config_hash") if manifest else None
+    return manifest, (manifest.get("config_hash") if manifest else None)
+
+
+def run_info(files: Files, entry: Entry) -> tuple[RunInfo, pa.Table]:
+    """The run's summary and its projected session table (see :data:`SESSION_COLUMNS`)."""
+    manifest, config_hash = _manifest(files, entry)
     table, run_files = files.sessions(entry.path, SESSION_COLUMNS, config_hash)
     status = table.column("status") if "status" in table.column_names else pa.nulls(table.num_rows, pa.string())
     ok = pc.sum(pc.equal(status, "ok")).as_py() or 0
-    status_of = run_files.status or RunStatus(root=entry.path, layout="plain", config_hash=config_hash, n_committed=table.num_rows,
-                                              n_ok=ok, n_failed=table.num_rows - ok, **manifest_facts(manifest))
+    conditions = ((manifest or {}).get("plan") or {}).get("conditions") or (
+        sorted(str(c) for c in pc.unique(table.column("condition")).to_pylist() if c is not None)
+        if "condition" in table.column_names else []
+    )  # fmt: skip
+    return _info(files, entry, manifest, run_files, table.num_rows, ok, conditions), table
+
+
+def index_info(files: Files, entry: Entry) -> RunInfo:
+    """The index page's row of a run, without reading its session table: the counts are the
+    reader's :class:`RunStatus` (from the commit markers; a plain layout's status column), the
+    conditions the manifest's plan (none without one: the index does not show them). A run the
+    reader refused, or with files the viewer does not read (outside its folders), is counted
+    from the rows it does read (:func:`run_info`)."""
+    manifest, config_hash = _manifest(files, entry)
+    run_files = files.run_files(entry.path, config_hash)
+    st = run_files.status
+    if st is None or run_files.error or run_files.refused:
+        return run_info(files, entry)[0]
+    conditions = ((manifest or {}).get("plan") or {}).get("conditions") or []
+    return _info(files, entry, manifest, run_files, st.n_committed, st.n_ok, conditions)
+
+
+def _info(files: Files, entry: Entry, manifest: dict[str, Any] | None, run_files: RunFiles, committed: int, ok: int,
+          conditions: list[str]) -> RunInfo:
+    config_hash = manifest.get("config_hash") if manifest else None
+    status_of = run_files.status or RunStatus(root=entry.path, layout="plain", config_hash=config_hash, n_committed=committed,
+                                              n_ok=ok, n_failed=committed - ok, **manifest_facts(manifest))
     completeness = status_of.completeness()
     planned = completeness.n_planned
-    label, detail = run_status(manifest, completeness, table.num_rows, table.num_rows - ok)
+    label, detail = run_status(manifest, completeness, committed, committed - ok)
     invocations = (manifest or {}).get("invocations") or []
     seconds = [((inv.get("totals") or {}).get("seconds")) for inv in invocations]
     if run_files.error:
@@ -161,19 +190,15 @@ def run_info(files: Files, entry: Entry) -> tuple[RunInfo, pa.Table]:
                    "their rows were not read")
     cost = files.run_cost(entry.path, run_files)
     priced, total_cost = int(cost.get("priced_sessions") or 0), cost.get("cost_usd")
-    conditions = ((manifest or {}).get("plan") or {}).get("conditions") or (
-        sorted(str(c) for c in pc.unique(table.column("condition")).to_pylist() if c is not None)
-        if "condition" in table.column_names else []
-    )  # fmt: skip
-    info = RunInfo(
+    return RunInfo(
         entry=entry,
         name=(manifest or {}).get("name") or entry.path.name,
         status=label,
         status_detail=detail,
         planned=planned,
-        committed=table.num_rows,
+        committed=committed,
         ok=ok,
-        failed=table.num_rows - ok,
+        failed=committed - ok,
         models=model_names(manifest or {}),
         conditions=list(conditions),
         cost_usd=None if total_cost is None or total_cost != total_cost else float(total_cost),
@@ -187,7 +212,7 @@ def run_info(files: Files, entry: Entry) -> tuple[RunInfo, pa.Table]:
         refused_files=run_files.refused,
         files=run_files,
     )
-    return info, table
 
 
-__all__ = ["Entry", "RunInfo", "SESSION_COLUMNS", "classify", "discover", "entry_id", "model_names", "run_info", "run_status"]
+__all__ = ["Entry", "RunInfo", "SESSION_COLUMNS", "classify", "discover", "entry_id", "index_info", "model_names", "run_info",
+           "run_status"]

@@ -22,7 +22,7 @@ from ray_knowsim.report.explain import conversation_view
 from ray_knowsim.report.plots import trajectory_plot
 from ray_knowsim.view import pages_outputs, pages_runs
 from ray_knowsim.view.data import Files, safe_relative
-from ray_knowsim.view.discover import Entry, RunInfo, discover, run_info
+from ray_knowsim.view.discover import Entry, RunInfo, discover, index_info, run_info
 from ray_knowsim.view.html import result_table
 from ray_knowsim.view.query import facets, failure_counts, neighbours, page_of, parse_query
 
@@ -83,7 +83,7 @@ def index(state: ViewState, request: web.Request) -> web.Response:
     for en in entries:
         if en.kind == "run":
             try:
-                runs.append(run_info(state.files, en)[0])
+                runs.append(index_info(state.files, en))  # counts from the markers, no session table read
             except (OSError, ValueError, pa.ArrowException) as exc:
                 broken.append((en, f"unreadable: {exc}"))
         elif en.kind == "sweep":

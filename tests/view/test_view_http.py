@@ -230,3 +230,18 @@ def test_a_failed_session_opens_with_its_error(viewer, entries):
     status, _, page = get(base + link.lstrip("/"))
     assert status == 200 and 'id="session-error"' in page
     assert "The model `gpt-nonexistent` does not exist" in page and "No turns recorded" in page
+
+
+def test_the_index_row_counts_from_the_markers_what_the_run_page_counts_from_the_rows(folders):
+    """The index builds each run's row from the reader's RunStatus (no session table read); its
+    counts and status are those the run page gets from the rows."""
+    from ray_knowsim.view.data import Files
+    from ray_knowsim.view.discover import discover, index_info, run_info
+
+    files = Files([folders["served"]])
+    runs = [en for en in discover(files) if en.kind == "run"]
+    assert len(runs) >= 5
+    for en in runs:
+        row, (full, _table) = index_info(files, en), run_info(files, en)
+        for name in ("status", "status_detail", "planned", "committed", "ok", "failed", "cost_usd", "priced_sessions", "models"):
+            assert getattr(row, name) == getattr(full, name), (en.label, name)
