@@ -19,8 +19,11 @@ from itertools import combinations
 from typing import Sequence
 
 import pandas as pd
+import pyarrow as pa
 
-from ray_knowsim.schema.failures import FAILURE_CLASSES, MODEL, failure_class
+from ray_knowsim.io.outcomes import READ as OUTCOME_READ
+from ray_knowsim.io.outcomes import OutcomeCounter, count_outcomes
+from ray_knowsim.schema.failures import FAILURE_CLASSES, session_failure_class
 from ray_knowsim.stats.rates import DEFAULT_MIN_DIFF, rate_gap
 
 ALL_LEVELS = "all"
@@ -28,26 +31,29 @@ OUTCOME_COLUMNS = ("task", "knowledge_level", "condition", "status", "failure_cl
 
 
 def session_classes(outcomes: pd.DataFrame) -> pd.Series:
-    """Per session: its failure class (None when ok); rows without the column get it from their error."""
+    """Per session: its failure class (None when ok); rows without the column get it from their
+    error (:func:`ray_knowsim.schema.failures.session_failure_class`, the rule io.outcomes counts by)."""
     recorded = outcomes["failure_class"] if "failure_class" in outcomes.columns else pd.Series(None, index=outcomes.index)
     errors = outcomes["error"] if "error" in outcomes.columns else pd.Series(None, index=outcomes.index)
-    derived = [c if isinstance(c, str) else (failure_class(e) or MODEL) for c, e in zip(recorded, errors)]
+    derived = [session_failure_class(c if isinstance(c, str) else None, e if isinstance(e, str) else None)
+               for c, e in zip(recorded, errors)]
     return pd.Series([None if st == "ok" else d for st, d in zip(outcomes["status"], derived)], index=outcomes.index)
 
 
 def failure_counts(outcomes: pd.DataFrame) -> pd.DataFrame:
     """Per (task, knowledge_level, condition) and per (task, "all", condition): sessions, failed
-    (and per class) and the failure rate. ``outcomes``: one row per session, ok or failed."""
-    df = outcomes.assign(_failed=outcomes["status"] != "ok", _class=session_classes(outcomes))
+    (and per class) and the failure rate. ``outcomes``: one row per session, ok or failed.
+    Counted by :class:`ray_knowsim.io.outcomes.OutcomeCounter` (the run's failures table's count)."""
+    present = [c for c in OUTCOME_READ if c in outcomes.columns]
+    counter = count_outcomes([pa.Table.from_pandas(outcomes[present], preserve_index=False)]) if len(outcomes) else OutcomeCounter()
     rows = []
-    for scope in ("level", ALL_LEVELS):
-        keys = ["task", "knowledge_level", "condition"] if scope == "level" else ["task", "condition"]
-        for key, g in df.groupby(keys, sort=True):
-            task, level, cond = key if scope == "level" else (key[0], ALL_LEVELS, key[1])
-            row = {"task": task, "knowledge_level": level, "condition": cond, "n_sessions": len(g),
-                   "n_failed": int(g["_failed"].sum())}
+    for scope, keys in (("level", ("task", "knowledge_level", "condition")), (ALL_LEVELS, ("task", "condition"))):
+        for group, (n, classes) in sorted(counter.by_class(keys).items()):
+            task, level, cond = group if scope == "level" else (group[0], ALL_LEVELS, group[1])
+            row = {"task": task, "knowledge_level": level, "condition": cond, "n_sessions": n,
+                   "n_failed": int(sum(classes.values()))}
             for cls in FAILURE_CLASSES:
-                row[f"n_failed_{cls}"] = int((g["_class"] == cls).sum())
+                row[f"n_failed_{cls}"] = int(classes.get(cls, 0))
             row["failure_rate"] = row["n_failed"] / row["n_sessions"] if row["n_sessions"] else float("nan")
             rows.append(row)
     return pd.DataFrame(rows)

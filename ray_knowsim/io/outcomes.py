@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ray_knowsim.io.rundir import CommittedTable
-from ray_knowsim.schema.failures import MODEL, bounded_detail, error_kind, error_text, failure_class
+from ray_knowsim.schema.failures import bounded_detail, error_kind, error_text, session_failure_class
 from ray_knowsim.schema.results import TRUNCATION_ROLES, truncation_column
 
 KEYS: tuple[str, ...] = ("task", "condition", "knowledge_level")
@@ -78,7 +78,7 @@ class OutcomeCounter:
         classes = batch.column("failure_class").to_pylist() if "failure_class" in names else [None] * batch.num_rows
         for k in failed_rows:
             kind = error_kind(errors[k]) or UNKNOWN_KIND
-            cls = classes[k] or failure_class(errors[k]) or MODEL
+            cls = session_failure_class(classes[k], errors[k])
             self.failed[(cells[k], kind, cls)] += 1
             key = (cells[k], kind)
             if key not in self.examples:
@@ -111,6 +111,19 @@ class OutcomeCounter:
                          "example": examples.get((group, kind), "")})
         df = pd.DataFrame(rows, columns=[*keys, *FAILURE_TABLE_COLUMNS[len(KEYS):]])
         return _sorted(df, ["n_failed"])
+
+    def by_class(self, keys: Sequence[str] = KEYS) -> dict[tuple, tuple[int, Counter]]:
+        """Per group of ``keys`` (a subset of :data:`KEYS`, values in that order): its sessions and
+        its failed sessions per failure class (every failed session has one)."""
+        pick = [KEYS.index(k) for k in keys]
+        out: dict[tuple, tuple[int, Counter]] = {}
+        for cell, n in self.sessions.items():
+            group = tuple(cell[i] for i in pick)
+            total, classes = out.get(group, (0, Counter()))
+            out[group] = (total + n, classes)
+        for (cell, _kind, cls), n in self.failed.items():
+            out[tuple(cell[i] for i in pick)][1][cls] += n
+        return out
 
     def truncations(self) -> pd.DataFrame:
         rows = []

@@ -59,6 +59,7 @@ from ray_knowsim.io.commits import (
     SessionEntry,
     read_markers,
 )
+from ray_knowsim.schema.failures import session_failure_class
 
 BATCH_ROWS = 8192
 #: the record an adaptive run keeps (ray_knowsim.io.decisions): its procedure may end it before the plan does
@@ -313,11 +314,14 @@ class RunReader:
 
     def status(self) -> RunStatus:
         if self.index is None:  # plain: count the rows
-            table = self.sessions.read(["status", *self.sessions.present(["failure_class", "attempt"])])
+            table = self.sessions.read(["status", *self.sessions.present(["failure_class", "error", "attempt"])])
             status = table.column("status").to_pylist()
             classes = table.column("failure_class").to_pylist() if "failure_class" in table.column_names else [None] * len(status)
+            errors = table.column("error").to_pylist() if "error" in table.column_names else [None] * len(status)
             attempts = table.column("attempt").to_pylist() if "attempt" in table.column_names else [1] * len(status)
-            entries = [(s, c, a or 1) for s, c, a in zip(status, classes, attempts)]
+            # a row without a recorded class gets its error's (rows written before the column existed)
+            entries = [(s, c if s == "ok" else session_failure_class(c, e), a or 1)
+                       for s, c, e, a in zip(status, classes, errors, attempts)]
         else:
             entries = [(e.status, e.failure_class, e.attempt) for e in self.index.entries().values()]
         by_class: dict[str, int] = {}

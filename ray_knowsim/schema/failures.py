@@ -106,5 +106,11 @@ def failure_class(error_code: str | None) -> FailureClass | None:
     return MODEL
 
 
+def session_failure_class(recorded: str | None, error: str | None) -> str:
+    """A failed session's class: the one its row (or marker) recorded, else its error's
+    (:func:`failure_class`; rows written before the column existed), else ``model``."""
+    return recorded or failure_class(error) or MODEL
+
+
 __all__ = ["FAILURE_CLASSES", "INFRA", "MODEL", "FailureClass", "bounded_detail", "error_kind", "error_reason", "error_text",
-           "failure_class"]
+           "failure_class", "session_failure_class"]

@@ -232,3 +232,15 @@ def test_a_plain_parquet_folder_reads_each_session_once(tmp_path, rows):
     pq.write_table(sessions.slice(0, 1), tmp_path / "sessions" / "part-1.parquet")
     with pytest.raises(RunDirError, match="twice"):
         RunReader.open(tmp_path)
+
+
+def test_a_plain_layout_without_failure_class_classes_its_failures_by_error(tmp_path):
+    """Rows written before the failure_class column: the plain layout's status classes each failed
+    session by its error (schema.failures), as the failures table does, not all as "model"."""
+    (tmp_path / "sessions").mkdir()
+    pq.write_table(pa.table({"session_id": ["a", "b", "c", "d"], "condition": ["x"] * 4, "knowledge_level": ["novice"] * 4,
+                             "status": ["ok", "failed", "failed", "failed"],
+                             "error": [None, "assistant_http_503", "assistant_truncated", "assistant_timeout: 30 s"]}),
+                   tmp_path / "sessions" / "part-0.parquet")
+    st = RunReader.open(tmp_path).status()
+    assert st.layout == "plain" and st.n_failed == 3 and st.failed_by_class == {"infra": 2, "model": 1}
