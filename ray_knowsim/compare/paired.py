@@ -52,6 +52,7 @@ from ray_knowsim.schema.states import level_order
 from ray_knowsim.stats import bootstrap as B
 from ray_knowsim.stats import signs as G
 from ray_knowsim.stats.descriptive import clustered_mean
+from ray_knowsim.stats.multiplicity import bonferroni
 from ray_knowsim.stats.ranks import higher_is_better, rank_min
 
 ALL_LEVELS = "all"
@@ -181,9 +182,8 @@ def _frame(rows: list[dict], model: type[BaseModel]) -> pd.DataFrame:
 
 
 def _per_item(idx: np.ndarray, values: np.ndarray, n_items: int) -> tuple[np.ndarray, np.ndarray]:
-    keep = ~np.isnan(values)
-    counts = np.bincount(idx[keep], minlength=n_items).astype(float)
-    sums = np.bincount(idx[keep], weights=values[keep], minlength=n_items).astype(float)
+    """(counts, sums) per item of the non-NaN ``values``: :func:`ray_knowsim.stats.bootstrap.cluster_sums`."""
+    sums, counts = B.cluster_sums(idx, values, n_items)
     return counts, sums
 
 
@@ -291,7 +291,7 @@ def _adjust(paired: list[dict], opts: CompareOptions) -> list[dict]:
         for r in rows:
             v = G.verdict(G.SignCounts(r["n_pos"], r["n_neg"], r["n_tied"]), level)
             n = r["n_pos"] + r["n_neg"]
-            r.update(win_low_adj=v.ci_low, win_high_adj=v.ci_high, p_adj=float(min(1.0, m * v.p_value)), family_size=m,
+            r.update(win_low_adj=v.ci_low, win_high_adj=v.ci_high, p_adj=float(bonferroni([v.p_value], m)[0]), family_size=m,
                      min_items=need, testable=n >= need, significant=v.significant,
                      better=_better(r, v.direction) if v.significant else None)
             q, q_adj = G.mde_win_rate(n, opts.alpha, opts.power), G.mde_win_rate(n, level, opts.power)

@@ -7,13 +7,14 @@ scipy; no Ray, no I/O).
 * :mod:`.tables` — the run's ``level_means`` / ``marginal`` / ``ranks`` tables from per-item sums
   (the engine's Ray Data reduction and the report's streaming pass both hand their sums here);
 * :mod:`.ranks` — competition ranks, the ONE definition of the mean rank and of "best";
-* :mod:`.bootstrap` — the cluster bootstrap over items (P(best), descriptive CIs of compare);
+* :mod:`.bootstrap` — the cluster bootstrap over items (compare's P(best); its intervals are
+  :mod:`.descriptive`'s item-clustered ones);
 * :mod:`.signs` — the fixed-design paired verdict: exact sign test over items with its
   Clopper–Pearson interval for the win rate (one verdict by construction), minimum items and
   minimum detectable effects;
 * :mod:`.sequential` — the anytime-valid version of the same verdict for adaptive runs: a
   Beta-binomial (Krichevsky–Trofimov) mixture confidence sequence for the win rate;
-* :mod:`.multiplicity` — Bonferroni and Holm;
+* :mod:`.multiplicity` — Bonferroni (the one family adjustment; why not Holm: its docstring);
 * :mod:`.rates` — whether two conditions' failure rates differ enough to bias a comparison
   (Fisher's exact test with a floor on the difference; compare's failure warnings);
 * :mod:`.decide` — adaptive decisions (best / ranking / pairs) from the sequential verdicts.

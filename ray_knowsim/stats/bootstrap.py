@@ -4,8 +4,10 @@ Items are the clusters: several cells share an item (levels, trials), and items,
 what a benchmark samples from a population. Each replicate draws items with replacement and
 keeps all their cells; a replicate's statistic is the cell-weighted mean of the drawn items'
 values. Used for what only resampling gives: P(best) (the share of replicates in which a
-condition is best) and compare's descriptive percentile intervals. Verdicts never rest on it:
-with few items its percentile intervals are too narrow (1 item: zero width), see :mod:`.signs`.
+condition is best). compare's intervals are not bootstrap percentiles but the item-clustered
+intervals of :mod:`.descriptive` (the run's tables' statistic), and verdicts never rest on the
+bootstrap: with few items its percentile intervals (:func:`percentile_ci`) are too narrow
+(1 item: zero width), see :mod:`.signs`.
 """
 
 from __future__ import annotations
