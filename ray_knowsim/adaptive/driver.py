@@ -130,6 +130,8 @@ def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Pa
     rounds: list[RoundRecord] = []
     status = "running"
     rows = pd.DataFrame()
+    spend: pd.DataFrame | None = None  # the spend of `wanted` as of the last record (nothing has run since)
+    record: DecisionsFile | None = None  # the last record written
     with ray_session(address, **ray_options(cfg), quiet=quiet):
         round_no = 0
         while True:
@@ -147,7 +149,7 @@ def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Pa
                 status = "budget"
                 break
             if ad.budget.usd is not None and rounds:
-                spent = _spend_record(_spend(run_dir.root, wanted, config_hash))
+                spent = _spend_record(spend if spend is not None else _spend(run_dir.root, wanted, config_hash))
                 if spent.cost_usd is not None and spent.sessions:
                     if spent.cost_usd + spent.cost_usd / spent.sessions * len(new) > ad.budget.usd:
                         status = "budget"
@@ -172,11 +174,16 @@ def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Pa
                 decided=[f"{d.task}/{d.level}/{d.metric}" for d in proc.decisions if d.after_round == round_no]))
             if proc.done:
                 status = "decided"
-            write_decisions(run_dir.root, _record(cfg, run_dir.root, config_hash, proc, status, wanted, fixed_per_condition, rounds))
+            spend = _spend(run_dir.root, wanted, config_hash)
+            record = _record(cfg, config_hash, proc, status, wanted, fixed_per_condition, rounds, spend)
+            write_decisions(run_dir.root, record)
             if proc.done:
                 break
-        record = _record(cfg, run_dir.root, config_hash, proc, status, wanted, fixed_per_condition, rounds)
-        write_decisions(run_dir.root, record)
+        if record is None or record.status != status:  # (else the last round's record is already the final one)
+            if spend is None:
+                spend = _spend(run_dir.root, wanted, config_hash)
+            record = _record(cfg, config_hash, proc, status, wanted, fixed_per_condition, rounds, spend)
+            write_decisions(run_dir.root, record)
         if wanted:
             reader = RunReader.open(run_dir.root, config_hash)
             if reader.sessions.files:
@@ -184,11 +191,11 @@ def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Pa
     return AdaptiveOutcome(run_dir.root, record, len(rounds))
 
 
-def _record(cfg: RunConfig, run_dir: Path, config_hash: str, proc: Procedure, status: str, wanted: set[str],
-            fixed_per_condition: dict[str, int], rounds: list[RoundRecord]) -> DecisionsFile:
+def _record(cfg: RunConfig, config_hash: str, proc: Procedure, status: str, wanted: set[str],
+            fixed_per_condition: dict[str, int], rounds: list[RoundRecord], spend: pd.DataFrame) -> DecisionsFile:
+    """The decisions record; ``spend``: :func:`_spend` of ``wanted``."""
     ad = cfg.adaptive
     assert ad is not None
-    spend = _spend(run_dir, wanted, config_hash)
     return DecisionsFile(config_hash=config_hash, decide=ad.decide, metrics=list(ad.metrics), alpha=ad.alpha,
                          family_size=proc.family_size, procedure=PROCEDURE, status=status,  # type: ignore[arg-type]
                          sessions_run=len(wanted), sessions_fixed=sum(fixed_per_condition.values()),
