@@ -20,9 +20,9 @@ no model, no Ray), so the report, the viewer and the run's final line all run th
   at least :data:`JUDGE_MIN_SCORED` judged conversations; severe from
   :data:`JUDGE_SEVERE_SCORED`.
 
-Cost is bounded: at most :data:`MAX_TURN_ROWS` turn rows are read (the first in the run's file
-order; a page says when the cap cut the read), and only the sessions those turns belong to are
-looked up for their condition.
+Cost: at most :data:`MAX_TURN_ROWS` turn rows are read (the first in the run's file order; a page
+says when the cap cut the read); every session row is scanned, a few columns of it (the judges'
+scores of all, the condition of those whose turns were read).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Literal
+from typing import Any, Callable, Iterable, Iterator, Literal
 
 import pyarrow as pa
 
@@ -214,12 +214,12 @@ class SanityReport:
                 "judged": {c: sum(v.values()) for c, v in self.inputs.judge.items()}}
 
 
-def check_batches(turns: Iterable[pa.RecordBatch | pa.Table], sessions: Callable[[list[str]], Iterable[pa.RecordBatch | pa.Table]],
+def check_batches(turns: Iterable[pa.RecordBatch | pa.Table], sessions: Iterable[pa.RecordBatch | pa.Table],
                   max_turn_rows: int = MAX_TURN_ROWS) -> SanityReport:
-    """The checks over turn batches (read until ``max_turn_rows``) and ``sessions(ids)``: session
-    batches with ``condition`` and the judges' scores (every session; ``ids`` are those whose turns were read)."""
+    """The checks over turn batches (read until ``max_turn_rows``) and ``sessions``: session
+    batches (every session) with ``condition`` and the judges' scores, iterated after the turns."""
     inputs = read_turns(turns, max_turn_rows)
-    for batch in sessions(sorted(inputs.per_session)):
+    for batch in sessions:
         inputs.add_sessions(batch)
     return SanityReport(checks(inputs), inputs)
 
@@ -246,23 +246,16 @@ def check_run(run: RunReader, attach: Callable[[pa.Table], pa.Table] | None = No
     (the judges' scores live in scores/)."""
     turns = run.turns.scan(TURN_COLUMNS) if run.turns is not None else iter(())
 
-    def sessions(_ids: list[str]) -> Iterable[pa.Table]:
+    def sessions() -> Iterator[pa.Table]:
         for batch in run.sessions.scan(["session_id", "condition", *JUDGE_SCORES]):  # (rows may carry the scores themselves)
             table = pa.Table.from_batches([batch])
             yield attach(table) if attach is not None else table
 
-    return check_batches(turns, sessions, max_turn_rows)
-
-
-def check_tables(turns: pa.Table | None, sessions: pa.Table, max_turn_rows: int = MAX_TURN_ROWS) -> SanityReport:
-    """The checks over tables already in memory (the viewer's projected session table, with the
-    scores joined, and a run's turn rows)."""
-    batches = turns.to_batches() if turns is not None else []
-    return check_batches(batches, lambda _ids: [sessions], max_turn_rows)
+    return check_batches(turns, sessions(), max_turn_rows)
 
 
 __all__ = [
     "JUDGE_MIN_SCORED", "JUDGE_SCORES", "JUDGE_SEVERE_SCORED", "MAX_TURN_ROWS", "MIN_ANSWERS", "UNIFORM_SEVERE_SHARE",
-    "UNIFORM_WARN_SHARE", "SanityInputs", "SanityReport", "SanityWarning", "check_batches", "check_run", "check_tables",
-    "checks", "read_turns", "uniform_label",
+    "UNIFORM_WARN_SHARE", "SanityInputs", "SanityReport", "SanityWarning", "check_batches", "check_run", "checks",
+    "read_turns", "uniform_label",
 ]  # fmt: skip

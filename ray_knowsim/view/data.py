@@ -361,7 +361,7 @@ class Files:
                     yield batch
 
         return self._per_commit_state("sanity", run_dir, files,
-                                      lambda: check_batches(turn_batches(), lambda _ids: [sessions], MAX_TURN_ROWS))
+                                      lambda: check_batches(turn_batches(), [sessions], MAX_TURN_ROWS))
 
     def session_row(self, run_dir: Path, files: RunFiles, part: int, session_id: str) -> dict[str, Any] | None:
         """Every column of one session (scores joined), read from the file that holds it."""
