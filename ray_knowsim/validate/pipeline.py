@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.score.store import RunScores
 from ray_knowsim.validate import agreement as ag
 from ray_knowsim.validate.conditions import DEFAULT_SIM_COLUMNS, METRICS, LevelCuts
@@ -15,7 +16,7 @@ from ray_knowsim.validate.knowchat import load_knowchat
 from ray_knowsim.validate.knowchat_models import HumanDataset
 from ray_knowsim.validate.layout import KnowChatLayout
 from ray_knowsim.validate.mapping import Triple, resolve
-from ray_knowsim.validate.simdata import aggregate_metrics, item_graphs, iter_turn_texts, open_table, session_index
+from ray_knowsim.validate.simdata import aggregate_metrics, item_graphs, iter_turn_texts, open_sim, open_table, session_index
 
 
 @dataclass
@@ -45,8 +46,9 @@ def run_validation(opts: ValidateOptions) -> ValidationResult:
         raise ValueError(f"unknown human metric(s) in the metric map: {', '.join(unknown)} (expected {', '.join(METRICS)})")
     human = load_knowchat(opts.human, opts.cuts, opts.layout)
     hframe = human.frame()
-    sessions = open_table(opts.sim, "sessions")
-    agg = aggregate_metrics(sessions, list(opts.metric_columns.values()), scores=RunScores.load(opts.sim))
+    run = open_sim(opts.sim)  # opened once: its sessions, its turns (coverage) and the scores it counts
+    sessions = open_table(opts.sim, "sessions", run=run)
+    agg = aggregate_metrics(sessions, list(opts.metric_columns.values()), scores=RunScores.load(opts.sim, run))
     if opts.simulators:
         agg = agg[agg["simulator"].isin(opts.simulators)]
     triples = set(map(tuple, agg[["condition", "assistant_model", "assistant_strategy"]].drop_duplicates().itertuples(index=False)))
@@ -71,7 +73,7 @@ def run_validation(opts: ValidateOptions) -> ValidationResult:
         f"{sim['simulator'].nunique() if len(sim) else 0} simulator(s)",
     )
     if opts.coverage:
-        cov, cov_notes = _coverage(human, hframe, opts, sessions, mapping)
+        cov, cov_notes = _coverage(human, hframe, opts, run, sessions, mapping)
         notes += cov_notes
         if cov is not None:
             tables["coverage"] = cov
@@ -85,8 +87,9 @@ def run_validation(opts: ValidateOptions) -> ValidationResult:
     return ValidationResult(tables=tables, notes=notes, params=params)
 
 
-def _coverage(human: HumanDataset, hframe: pd.DataFrame, opts: ValidateOptions, sessions, mapping: dict[Triple, list[tuple[str, str]]]):
-    turns = open_table(opts.sim, "turns", required=False)
+def _coverage(human: HumanDataset, hframe: pd.DataFrame, opts: ValidateOptions, run: RunReader, sessions,
+              mapping: dict[Triple, list[tuple[str, str]]]):
+    turns = open_table(opts.sim, "turns", required=False, run=run)
     if turns is None:
         return None, ["coverage: skipped (the run has no turns table)"]
     tagger = opts.tagger or LexicalTagger()

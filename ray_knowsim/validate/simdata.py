@@ -30,16 +30,24 @@ class SimDataError(ValueError):
     """A run folder whose tables cannot be used; the message names the path and column."""
 
 
-def open_table(run_dir: Path, name: str, *, required: bool = True) -> CommittedTable | None:
-    """The counted rows of ``RUN_DIR/<name>`` (a run directory, or a plain Parquet folder /
-    ``RUN_DIR/<name>.parquet`` holding each session once)."""
+def open_sim(run_dir: Path, name: str = "sessions") -> RunReader:
+    """``RUN_DIR`` opened through the run-directory reader (:class:`SimDataError` when it cannot be)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise SimDataError(f"{run_dir}: no '{name}' table (expected {run_dir / name}/ with Parquet files)")
     try:
-        run = RunReader.open(run_dir)
+        return RunReader.open(run_dir)
     except RunDirError as exc:  # the message names the folder or file
         raise SimDataError(str(exc)) from exc
+
+
+def open_table(run_dir: Path, name: str, *, required: bool = True, run: RunReader | None = None) -> CommittedTable | None:
+    """The counted rows of ``RUN_DIR/<name>`` (a run directory, or a plain Parquet folder /
+    ``RUN_DIR/<name>.parquet`` holding each session once). ``run``: the run's reader when the
+    caller has it open (:func:`open_sim`)."""
+    run_dir = Path(run_dir)
+    if run is None:
+        run = open_sim(run_dir, name)
     table = run.sessions if name == "sessions" else run.turns
     if table is None or (run.layout == "plain" and not table.files):
         if required:
