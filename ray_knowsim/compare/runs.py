@@ -127,6 +127,9 @@ def load_runs(paths: Sequence[str | Path], metrics: Sequence[str] = (), *, reade
     want = list(dict.fromkeys([*BASE_COLUMNS, *DEFAULT_METRICS, *metrics, "cost_usd", "turns", "failure_class", "error"]))
     for path, label in zip(paths, labels):
         run = reader if reader is not None else open_run(path)
+        manifest = run.manifest
+        if manifest is None:  # before any row is read
+            raise RunDirError(f"{path} has no manifest.json (is it a run directory?)")
         table = run.sessions.read(want)
         if table.num_rows == 0:
             raise RunDirError(f"{path}/sessions holds no committed rows")
@@ -134,9 +137,6 @@ def load_runs(paths: Sequence[str | Path], metrics: Sequence[str] = (), *, reade
         df = (run_scores.attach(table) if run_scores.sets else table).to_pandas()
         if "judge_cost_usd" in df.columns and "cost_usd" in df.columns:  # the judge's spend is the session's too
             df["cost_usd"] = df["cost_usd"] + df["judge_cost_usd"].fillna(0.0)
-        manifest = run.manifest
-        if manifest is None:
-            raise RunDirError(f"{path} has no manifest.json (is it a run directory?)")
         ok = df[df["status"] == "ok"].copy()
         ok["match"] = [hashlib.sha1(json.dumps([int(x) for x in s]).encode()).hexdigest()[:12] for s in ok["initial_states"]]
         ok = ok.drop(columns=["initial_states"])

@@ -286,9 +286,6 @@ class CommitIndex:
         """Session id -> the entry that counts."""
         return {sid: c.sessions[sid] for sid, c in self._best.items()}
 
-    def commit_of(self, session_id: str) -> Commit | None:
-        return self._best.get(session_id)
-
     def live(self) -> list[Commit]:
         """Commits holding at least one counted row."""
         return [c for c in self.commits if len(self.superseded[c.name]) < len(c.sessions)]

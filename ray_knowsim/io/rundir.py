@@ -59,11 +59,10 @@ from ray_knowsim.io.commits import (
     SessionEntry,
     read_markers,
 )
+from ray_knowsim.io.decisions import DECISIONS_FILE  # an adaptive run's record: its procedure may end it before the plan does
 from ray_knowsim.schema.failures import session_failure_class
 
 BATCH_ROWS = 8192
-#: the record an adaptive run keeps (ray_knowsim.io.decisions): its procedure may end it before the plan does
-ADAPTIVE_DECISIONS = "decisions.json"
 REQUIRED_SESSION_COLUMNS = ("session_id", "condition", "knowledge_level", "status")
 Layout = Literal["committed", "plain"]
 
@@ -179,10 +178,6 @@ class RunStatus:
     last_finished: bool | None = None  # whether the last invocation recorded its end (None: no invocation recorded)
     stopped: dict[str, Any] | None = None  # engine.fail_fast's stop of the last invocation (error, failed, finished)
     adaptive: bool = False  # an adaptive run (decisions.json): its procedure may stop before the plan's end
-
-    @property
-    def complete(self) -> bool:
-        return self.n_planned is not None and self.n_committed >= self.n_planned
 
     def completeness(self) -> "Completeness":
         """Whether every planned session is committed and, when not, why: THE rule every reader
@@ -334,7 +329,7 @@ class RunReader:
             n_failed=sum(st != "ok" for st, _, _ in entries), failed_by_class=by_class,
             rerun=sum(a > 1 for _, _, a in entries), commits=len(self.index.live()) if self.index else 0,
             superseded_rows=sum(len(s) for s in self.index.superseded.values()) if self.index else 0,
-            foreign_commits=[c.name for c in self.foreign], adaptive=(self.root / ADAPTIVE_DECISIONS).is_file(),
+            foreign_commits=[c.name for c in self.foreign], adaptive=(self.root / DECISIONS_FILE).is_file(),
         )
 
     def turns_of(self, session_id: str, columns: Iterable[str] | None = None) -> list[dict]:

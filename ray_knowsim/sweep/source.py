@@ -146,8 +146,6 @@ def _load_run_dir(cfg: SweepConfig, src: RunDirSource) -> SourceData:
             out.skipped["condition filtered out"] += 1
         elif src.levels is not None and row["knowledge_level"] not in src.levels:
             out.skipped["level filtered out"] += 1
-        elif row["session_id"] in keep:
-            raise SweepConfigError(f"{run_dir}/sessions repeats session {row['session_id']!r}")
         else:
             keep[row["session_id"]] = row
 
