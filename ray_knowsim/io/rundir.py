@@ -88,6 +88,11 @@ class CommittedTable:
     def names(self) -> list[str]:
         return list(self.schema.names)
 
+    def only(self, files: Sequence[LiveFile]) -> "CommittedTable":
+        """The same table (schema, partitioning) over ``files`` only: e.g. one commit's file, or
+        the files a caller has checked."""
+        return CommittedTable(self.name, files, self.schema, partitioning=self._partitioning)
+
     def __len__(self) -> int:
         return self.count_rows()
 
@@ -402,7 +407,7 @@ def _plain_table(root: Path, name: str) -> CommittedTable | None:
 def _check_unique(sessions: CommittedTable) -> None:
     seen: dict[str, str] = {}
     for f in sessions.files:
-        ids = CommittedTable("sessions", [f], sessions.schema, partitioning=sessions._partitioning).read(["session_id"])
+        ids = sessions.only([f]).read(["session_id"])
         for sid in ids.column("session_id").to_pylist():
             if sid in seen:
                 where = seen[sid] if seen[sid] == f.path else f"{seen[sid]} and {f.path}"

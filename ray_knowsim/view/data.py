@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ray_knowsim.io.commits import COMMITS, SESSION_SCHEMA, SHARDS
+from ray_knowsim.io.commits import COMMITS, SHARDS
 from ray_knowsim.io.rundir import CommittedTable, LiveFile, RunDirError, RunReader, RunStatus, has_commit_markers
 from ray_knowsim.io.sanity import MAX_TURN_ROWS, TURN_COLUMNS, SanityReport, check_batches
 from ray_knowsim.score.store import SCORE_SCHEMA, SCORES, RunScores, ScoreMarker, counted_sessions
@@ -66,6 +66,31 @@ class RunFiles:
     error: str | None = None  # the reader refused the run (an unreadable marker): nothing of it was read
     counted: dict[str, set[str]] | None = None  # commit -> its counted sessions (which scores count)
     status: RunStatus | None = None  # the reader's status of the run (n of N planned, and why not all)
+    # the reader's tables over the files above only (resolved, checked paths): every read goes through them
+    session_table: CommittedTable | None = None  # its files in the order of ``sessions`` (a row's _part)
+    turn_table: CommittedTable | None = None  # the turns files read (committed: those paired with ``sessions``)
+    turn_parts: list[LiveFile | None] = field(default_factory=list)  # committed: the turns file of each sessions file
+
+    def part(self, k: int) -> CommittedTable | None:
+        """The counted rows of the ``k``-th sessions file."""
+        if self.session_table is None or not 0 <= k < len(self.session_table.files):
+            return None
+        return self.session_table.only([self.session_table.files[k]])
+
+    def turns_of(self, k: int, session_id: str) -> list[dict[str, Any]]:
+        """One session's turn rows in turn order: from the turns file committed with its sessions
+        file (committed layout), or from the run's turns table (plain: ``turns/``, hive partitions
+        or ``turns.parquet``)."""
+        if self.turn_table is None:
+            return []
+        if self.follows_markers:
+            paired = self.turn_parts[k] if k < len(self.turn_parts) else None
+            if paired is None:
+                return []
+            table = self.turn_table.only([paired])
+        else:
+            table = self.turn_table
+        return sorted(table.rows_of([session_id]), key=lambda r: r["turn"])
 
     def drop(self, part: int) -> frozenset[str]:
         return self.drops[part] if part < len(self.drops) else frozenset()
@@ -227,17 +252,36 @@ class Files:
         except RunDirError as exc:
             return RunFiles([], [], has_commit_markers(root), error=str(exc))
         out = RunFiles([], [], reader.layout == "committed")
-        turns = {Path(f.path).name: f.path for f in (reader.turns.files if reader.turns is not None else [])}
+        turn_files = reader.turns.files if reader.turns is not None else []
+        turns = {Path(f.path).name: f for f in turn_files}
+        live: list[LiveFile] = []
         for f in reader.sessions.files:
             s = self.contained(f.path)
-            t_path = turns.get(Path(f.path).name) if out.follows_markers else str(root / "turns" / Path(f.path).name)
-            t = self.contained(t_path) if t_path is not None else None
+            paired = turns.get(Path(f.path).name) if out.follows_markers else None
+            t = self.contained(paired.path) if paired is not None else None
             if s is None or (out.follows_markers and t is None):
                 out.refused.append(Path(f.path).name)
                 continue
             out.sessions.append(s)
-            out.turns.append(t if t is not None and t.is_file() else None)
+            live.append(LiveFile(str(s), f.drop))
             out.drops.append(f.drop)
+            if out.follows_markers:
+                ok = t is not None and t.is_file()
+                out.turns.append(t if ok else None)
+                out.turn_parts.append(LiveFile(str(t), paired.drop) if ok else None)
+        out.session_table = reader.sessions.only(live)
+        if out.follows_markers:
+            read_turns = [f for f in out.turn_parts if f is not None]
+        else:  # a plain layout: every turns file the reader found (turns/, hive partitions, turns.parquet)
+            read_turns = []
+            for f in turn_files:
+                t = self.contained(f.path)
+                if t is None:
+                    out.refused.append(Path(f.path).name)
+                    continue
+                read_turns.append(LiveFile(str(t), f.drop))
+            out.turns = [None] * len(out.sessions)  # (no per-file pairing: read through turn_table)
+        out.turn_table = reader.turns.only(read_turns) if reader.turns is not None and read_turns else None
         out.counted = counted_sessions(reader)
         out.status = reader.status()
         return out
@@ -296,11 +340,8 @@ class Files:
                 self._cache.move_to_end(key)
                 return hit[1], files
         parts = []
-        for k, path in enumerate(files.sessions):
-            names = set(pq.read_schema(path).names)
-            table = pq.read_table(path, columns=[c for c in ("session_id", *columns) if c in names])
-            if files.drop(k):  # rows another commit outranks
-                table = table.filter(pc.invert(pc.is_in(table.column("session_id"), value_set=pa.array(sorted(files.drop(k)), pa.string()))))
+        for k in range(len(files.sessions)):
+            table = files.part(k).read(["session_id", *columns])  # the reader's rows: outranked ones left out
             parts.append(table.append_column("_part", pa.array([k] * table.num_rows, pa.int32())))
         table = pa.concat_tables(parts, promote_options="permissive") if parts else pa.table({"session_id": pa.array([], pa.string())})
         scores = self.scores(run_dir, files)
@@ -338,8 +379,7 @@ class Files:
 
         def compute() -> dict[str, Any]:
             scores = self.scores(run_dir, files)
-            counted = CommittedTable("sessions", [LiveFile(str(p), files.drop(k)) for k, p in enumerate(files.sessions)], SESSION_SCHEMA)
-            frame = read_cost_columns(counted, scores.attach if scores.sets else None)
+            frame = read_cost_columns(files.session_table, scores.attach if scores.sets else None)
             return cost_table(frame).iloc[-1].to_dict()
 
         return self._per_commit_state("cost", run_dir, files, compute)
@@ -350,38 +390,29 @@ class Files:
         until the committed files change."""
 
         def turn_batches() -> Iterator[pa.RecordBatch]:
-            for k, path in enumerate(files.turns):
-                if path is None:
-                    continue
-                pf = pq.ParquetFile(path)
-                cols = [c for c in TURN_COLUMNS if c in pf.schema_arrow.names]
-                for batch in pf.iter_batches(batch_size=4096, columns=cols):
-                    if files.drop(k):
-                        batch = batch.filter(pc.invert(pc.is_in(batch.column("session_id"), value_set=pa.array(sorted(files.drop(k)), pa.string()))))
-                    yield batch
+            if files.turn_table is not None:
+                yield from files.turn_table.scan(TURN_COLUMNS, batch_rows=4096)
 
         return self._per_commit_state("sanity", run_dir, files,
                                       lambda: check_batches(turn_batches(), [sessions], MAX_TURN_ROWS))
 
     def session_row(self, run_dir: Path, files: RunFiles, part: int, session_id: str) -> dict[str, Any] | None:
         """Every column of one session (scores joined), read from the file that holds it."""
-        if session_id in files.drop(part):
+        one = files.part(part)
+        table = one.read(None, pc.field("session_id") == session_id) if one is not None else None
+        if table is None or table.num_rows == 0:
             return None
-        table = pq.read_table(files.sessions[part], filters=[("session_id", "=", session_id)])
-        if table.num_rows == 0:
-            return None
+        table = table.slice(0, 1)
         scores = self.scores(run_dir, files)
         if scores.sets:
             table = scores.attach(table)
-        return table.slice(0, 1).to_pylist()[0]
+        return table.to_pylist()[0]
 
     def turn_rows(self, files: RunFiles, part: int, session_id: str) -> list[dict[str, Any]]:
-        """The turn rows of one session, from the turns file committed with its sessions file."""
-        path = files.turns[part] if part < len(files.turns) else None
-        if path is None or session_id in files.drop(part):
+        """The turn rows of one session, in turn order (:meth:`RunFiles.turns_of`)."""
+        if session_id in files.drop(part):
             return []
-        table = pq.read_table(path, filters=[("session_id", "=", session_id)])
-        return table.sort_by("turn").to_pylist() if table.num_rows else []
+        return files.turns_of(part, session_id)
 
 
 def _take(batches: Iterator[pa.RecordBatch], n: int) -> Iterator[pa.RecordBatch]:

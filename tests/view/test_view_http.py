@@ -245,3 +245,47 @@ def test_the_index_row_counts_from_the_markers_what_the_run_page_counts_from_the
         row, (full, _table) = index_info(files, en), run_info(files, en)
         for name in ("status", "status_detail", "planned", "committed", "ok", "failed", "cost_usd", "priced_sessions", "models"):
             assert getattr(row, name) == getattr(full, name), (en.label, name)
+
+
+@pytest.mark.parametrize("layout", ["files", "hive"])
+def test_a_plain_layout_shows_each_sessions_turns(tmp_path, layout):
+    """A plain layout (``sessions.parquet`` + ``turns.parquet``, or hive partitions) is read through
+    the reader's tables: a conversation gets its turns, and a row keeps its partition columns."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from ray_knowsim.io.rundir import RunReader
+    from ray_knowsim.view.data import Files
+    from ray_knowsim.view.discover import Entry, run_info
+    from tests.view.rundirs import committed_run
+
+    src = RunReader.open(committed_run(tmp_path / "src", "src", n_sessions=8, seed=2))
+    sessions, turns = src.sessions.read(), src.turns.read()
+    plain = tmp_path / "served" / "plain"
+    plain.mkdir(parents=True)
+    if layout == "files":
+        pq.write_table(sessions, plain / "sessions.parquet")
+        pq.write_table(turns, plain / "turns.parquet")
+    else:
+        for name, table in (("sessions", sessions), ("turns", turns)):
+            cond = "condition" if "condition" in table.column_names else None
+            if cond is None:
+                (plain / name).mkdir()
+                pq.write_table(table, plain / name / "part-0.parquet")
+                continue
+            for value in pc.unique(table.column(cond)).to_pylist():
+                part = plain / name / f"condition={value}"
+                part.mkdir(parents=True)
+                rows = table.filter(pc.equal(table.column(cond), value))
+                pq.write_table(rows.drop_columns([cond]), part / "part-0.parquet")
+    files = Files([tmp_path / "served"])
+    info, table = run_info(files, Entry("run", "p", plain.resolve(), "plain"))
+    assert table.num_rows == sessions.num_rows and info.files is not None and not info.files.follows_markers
+    for sid in sessions.column("session_id").to_pylist()[:3]:
+        part = int(table.filter(pc.equal(table.column("session_id"), sid)).column("_part")[0].as_py())
+        row = files.session_row(plain, info.files, part, sid)
+        want = sessions.filter(pc.equal(sessions.column("session_id"), sid)).to_pylist()[0]
+        assert row is not None and row["condition"] == want["condition"]
+        got = files.turn_rows(info.files, part, sid)
+        expected = sorted(t["turn"] for t in turns.filter(pc.equal(turns.column("session_id"), sid)).to_pylist())
+        assert expected and [t["turn"] for t in got] == expected
