@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Hashable, Sequence
 
 import numpy as np
 
@@ -46,17 +46,16 @@ class KernelStats:
         return {"calls": self.calls, "sessions": self.sessions, "max": self.largest}
 
 
-class KernelBatcher:
-    """Micro-batches the kernel steps of one shard's structured sessions (slot k: the k-th graph)."""
+class StepBatcher:
+    """The micro-batching both batchers share: hand-ins of one event-loop iteration are stepped
+    together in the next one, by the subclass's :meth:`_step_ready` (one kernel call)."""
 
-    def __init__(self, graphs: Sequence[GraphIndex], rules: RuleConfig, initial: Sequence[dict[str, int]], *,
-                 max_turns: int) -> None:
-        self.batch = BatchState(list(graphs), rules, list(initial), max_turns=max_turns)
+    def __init__(self) -> None:
         self.stats = KernelStats()
-        self._pending: dict[int, tuple[list[SignalEntry], asyncio.Future[Step]]] = {}
+        self._pending: dict[Hashable, tuple[list[SignalEntry], asyncio.Future[Step]]] = {}
         self._scheduled = False
 
-    async def step(self, slot: int, signals: Sequence[SignalEntry]) -> Step:
+    async def step(self, slot: Hashable, signals: Sequence[SignalEntry]) -> Step:
         """Advance session ``slot`` one turn with ``signals``, in the next flush."""
         if slot in self._pending:
             raise RuntimeError(f"kernel slot {slot} handed in twice before a flush")
@@ -68,12 +67,15 @@ class KernelBatcher:
             loop.call_soon(self._flush)
         return await future
 
+    def _step_ready(self, slots: list[Hashable], signals: list[list[SignalEntry]]) -> list[Step]:
+        raise NotImplementedError
+
     def _flush(self) -> None:
         self._scheduled = False
         pending, self._pending = self._pending, {}
-        slots = sorted(pending)
+        slots = sorted(pending, key=_slot_order)
         try:
-            counters = self.batch.step_sessions(slots, [pending[s][0] for s in slots])  # the one kernel call
+            steps = self._step_ready(slots, [pending[s][0] for s in slots])  # the one kernel call
         except Exception as exc:  # a bug, not a model failure: every waiting session gets it
             for _, future in pending.values():
                 if not future.done():
@@ -82,11 +84,77 @@ class KernelBatcher:
         self.stats.calls += 1
         self.stats.sessions += len(slots)
         self.stats.largest = max(self.stats.largest, len(slots))
-        for row, slot in zip(counters, slots):
+        for step, slot in zip(steps, slots):
             future = pending[slot][1]
             if not future.done():  # its session was cancelled meanwhile (the shard is ending)
-                post, carries = self.batch.session(slot)
-                future.set_result(Step(row.copy(), post, carries))
+                future.set_result(step)
 
 
-__all__ = ["KernelBatcher", "KernelStats", "Step"]
+def _slot_order(slot: Hashable) -> tuple[str, Hashable]:
+    return (type(slot).__name__, slot)
+
+
+class KernelBatcher(StepBatcher):
+    """Micro-batches the kernel steps of one shard's structured sessions (slot k: the k-th graph)."""
+
+    def __init__(self, graphs: Sequence[GraphIndex], rules: RuleConfig, initial: Sequence[dict[str, int]], *,
+                 max_turns: int) -> None:
+        super().__init__()
+        self.batch = BatchState(list(graphs), rules, list(initial), max_turns=max_turns)
+
+    def _step_ready(self, slots: list[Hashable], signals: list[list[SignalEntry]]) -> list[Step]:
+        counters = self.batch.step_sessions(slots, signals)  # type: ignore[arg-type]
+        return [Step(row.copy(), *self.batch.session(slot)) for row, slot in zip(counters, slots)]  # type: ignore[arg-type]
+
+
+@dataclass
+class _OpenSlot:
+    index: GraphIndex
+    states: dict[str, int]
+    carries: dict[str, float]
+    turn: int = 1  # the number of the slot's next turn
+
+
+class OpenKernelBatcher(StepBatcher):
+    """The same micro-batched kernel step for sessions that come and go (a training environment's
+    episodes): :meth:`open` a slot with its graph and initial state, :meth:`close` it when the
+    episode ends. Each flush packs the ready slots' states into one :class:`BatchState` and steps
+    them in one kernel call, so a slot's step is exactly the fixed batcher's (same state, carries,
+    turn number and rules), and memory follows the live episodes, not every episode ever opened."""
+
+    def __init__(self, rules: RuleConfig, *, max_turns: int) -> None:
+        super().__init__()
+        self.rules, self.max_turns = rules, max_turns
+        self._slots: dict[Hashable, _OpenSlot] = {}
+        self._shared: dict[tuple, GraphIndex] = {}  # one index object per distinct graph: packed once per flush
+
+    def open(self, slot: Hashable, index: GraphIndex, initial: dict[str, int]) -> None:
+        if slot in self._slots:
+            raise RuntimeError(f"kernel slot {slot!r} is already open")
+        key = (index.item_id, index.ids, index.labels, index.edges, tuple(index.prereqs.items()), index.update_order)
+        self._slots[slot] = _OpenSlot(self._shared.setdefault(key, index), dict(initial), {})
+
+    def close(self, slot: Hashable) -> None:
+        self._slots.pop(slot, None)
+
+    @property
+    def open_slots(self) -> int:
+        return len(self._slots)
+
+    def _step_ready(self, slots: list[Hashable], signals: list[list[SignalEntry]]) -> list[Step]:
+        records = [self._slots[s] for s in slots]
+        batch = BatchState([r.index for r in records], self.rules, [r.states for r in records], [r.carries for r in records],
+                           max_turns=self.max_turns)
+        batch.turn[:] = [r.turn for r in records]
+        counters = batch.step(signals)
+        steps = []
+        for k, (row, record) in enumerate(zip(counters, records)):
+            post, carries = batch.session(k)
+            post = {v: post[v] for v in record.index.ids}
+            carries = {v: carries[v] for v in record.index.ids}
+            record.states, record.carries, record.turn = post, carries, record.turn + 1
+            steps.append(Step(row.copy(), dict(post), dict(carries)))
+        return steps
+
+
+__all__ = ["KernelBatcher", "KernelStats", "OpenKernelBatcher", "Step", "StepBatcher"]

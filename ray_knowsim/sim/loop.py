@@ -24,7 +24,7 @@ A baseline learner that ends the conversation (``terminate``) is a normal end
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Hashable
 
 from ray_knowsim.llm.parse import ParseResult, parse_signal_report, parse_user_turn
 from ray_knowsim.llm.protocol import ChatModel
@@ -32,7 +32,7 @@ from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.schema.roles import extractor_budget  # the first try's budget; a truncated report is retried at the cap
 from ray_knowsim.rules.termination import early_stop
 from ray_knowsim.sim.ask import Answer, ask
-from ray_knowsim.sim.batcher import KernelBatcher
+from ray_knowsim.sim.batcher import StepBatcher
 from ray_knowsim.sim.requests import TurnRequests
 from ray_knowsim.sim.session import LiveSession
 from ray_knowsim.sim.types import RoleModels, ShardContext
@@ -41,8 +41,8 @@ async def run_session(
     live: LiveSession,
     models: RoleModels,
     ctx: ShardContext,
-    kernel: KernelBatcher | None,
-    slot: int | None,
+    kernel: StepBatcher | None,
+    slot: Hashable | None,
     on_turn: Callable[[], None] = lambda: None,
 ) -> LiveSession:
     """Run ``live`` to its end (``live.status`` is then "done" or "failed"); ``kernel``/``slot``:
@@ -110,7 +110,7 @@ def plain_text(text: str) -> ParseResult[str]:
 
 
 async def _state_turn(live: LiveSession, model: ChatModel, ctx: ShardContext, build: TurnRequests, turn: int,
-                      kernel: KernelBatcher, slot: int) -> bool:
+                      kernel: StepBatcher, slot: Hashable) -> bool:
     """The extractor's report and the state update; False when the session failed."""
     answer = await _ask_turn(live, model, build.extractor(live, live.transcript, turn), ctx, "extractor",
                              lambda text: parse_signal_report(text, live.graph), estimate=extractor_budget(live.index.size))
@@ -127,8 +127,9 @@ async def _state_turn(live: LiveSession, model: ChatModel, ctx: ShardContext, bu
 
 
 def _apply_early_stop(live: LiveSession, ctx: ShardContext) -> None:
-    """In "stop" mode the conversation ends at the rules' stop; "virtual" only records it."""
-    if ctx.early_stop != "stop" or live.trajectory is None:
+    """In "stop" mode the conversation ends at the rules' stop (not before ``ctx.min_turns``);
+    "virtual" only records it."""
+    if ctx.early_stop != "stop" or live.trajectory is None or len(live.trajectory.metrics) < ctx.min_turns:
         return
     stop = early_stop(live.trajectory.stop_signals(), ctx.rules.termination)
     if stop is not None:

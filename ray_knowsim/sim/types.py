@@ -134,6 +134,9 @@ class ShardContext:
     # model key -> Price (ray_knowsim.schema.price) for the session's cost_usd; a key without a
     # price leaves cost_usd empty for the sessions that used it
     prices: Mapping[str, Any] = field(default_factory=dict)
+    # "stop" mode never ends a session before this many turns (a training episode's guard, so a
+    # policy is not rewarded for a stop the rules fire on turn 1); benchmark runs keep 0
+    min_turns: int = 0
 
 
 @dataclass

@@ -1,0 +1,62 @@
+"""The environment's parts from a benchmark run config, built by the engine's own builders.
+
+The learner simulator's and the extractor's models come from :func:`ray_knowsim.engine.clients.build_models`
+(an HTTP endpoint gets its shared limiter, a vLLM model its pool of engine actors with
+session-affine routing: Ray must be up for those), the rules, role settings and prompt set from
+:func:`ray_knowsim.engine.build.make_context`, the items and graphs from the run's inputs. The
+tutor is the policy, so the run config's assistant models are not built.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ray_knowsim.training.schema import EnvironmentConfig
+
+#: the packaged demo items and graphs, the offline model as learner and extractor
+DEMO_RUN: dict[str, Any] = {
+    "name": "train-demo",
+    "tasks": [
+        {"name": "math", "items": "pkg:demo/math.jsonl", "graphs": "pkg:demo/iu_math.json"},
+        {"name": "expertqa", "items": "pkg:demo/expertqa.jsonl", "graphs": "pkg:demo/iu_expertqa.json"},
+    ],
+    "models": {"offline": {"backend": "offline"}},
+    "roles": {"user_sim": "offline", "extractor": "offline", "judge": "offline", "assistant": {"model": "offline"}},
+    "conditions": [{"strategy": "minimal"}],
+    "max_turns": 8,
+    "seed": 0,
+}
+
+
+def load_config(config: EnvironmentConfig) -> Any:
+    from ray_knowsim.engine.config.loading import apply_overrides, load_run_config, parse_run_config
+
+    if config.run_config is None:
+        return parse_run_config(apply_overrides(copy.deepcopy(DEMO_RUN), list(config.overrides)), ".", "the demo environment")
+    return load_run_config(config.run_config, overrides=list(config.overrides))
+
+
+def build_parts(config: EnvironmentConfig) -> tuple[Any, dict, dict, Any, Any]:
+    """(shard context, items by key, graphs by key, learner model, extractor model)."""
+    from ray_knowsim.engine.build import make_context
+    from ray_knowsim.engine.clients import build_models
+    from ray_knowsim.engine.plan import load_inputs
+    from ray_knowsim.llm.accounting import Accounting
+    from ray_knowsim.schema.items import item_key
+
+    cfg = load_config(config)
+    inputs = load_inputs(cfg)
+    keys = [k for k in (cfg.roles.user_sim.model, cfg.roles.extractor.model) if k]
+    models = build_models(cfg, inputs.graphs, None, keys=list(dict.fromkeys(keys)))
+    roles = {"user_sim": cfg.roles.user_sim.model, "extractor": cfg.roles.extractor.model}
+    accounting = Accounting()
+    user_sim = models.model(roles["user_sim"], accounting)
+    extractor = models.model(roles["extractor"], accounting)
+    config_hash = cfg.config_hash()
+    ctx = make_context(cfg, f"{cfg.name}-train-{config_hash[:8]}", config_hash)
+    items = {item_key(task, it.id): it for task, its in inputs.items.items() for it in its}
+    return ctx, items, dict(inputs.graphs), user_sim, extractor
+
+
+__all__ = ["DEMO_RUN", "build_parts", "load_config"]
