@@ -230,6 +230,25 @@ def test_rating_reads_scores_as_meant_and_refuses_other_scales():
     assert parse_rating("").error == "judge_empty" and parse_rating("great chat").error == "judge_invalid_json"
 
 
+def test_rating_with_mixed_scales_is_refused_not_read_as_it_stands():
+    # the planted case: "8.3/10" beside a bare 1 that the judge meant as 1 out of 10 (0.1)
+    planted = ('{"information_calibration": "8.3/10", "perceived_overload": 1, "quality_score": 7, '
+               '"perceived_learning": 6}')
+    bad = parse_rating(planted)
+    assert bad.error == "judge_invalid_output" and bad.value is None
+    assert bad.detail.startswith("perceived_overload is a bare 1 while information_calibration '8.3/10'")
+    assert "0.1 or 1.0" in bad.detail  # what the repair round asks for
+    for mixed in ('"83%"', '"8.3 out of 10"'):
+        also = parse_rating(f'{{"information_calibration": {mixed}, "perceived_overload": "1", "quality_score": 7, "perceived_learning": 6}}')
+        assert also.error == "judge_invalid_output" and "perceived_overload is a bare 1" in also.detail
+    # one scale throughout, or nothing ambiguous: read (0 is 0 on every scale; 0.4 is plainly 0–1)
+    for fine, overload in (('"8.3/10", "perceived_overload": "1/10"', 0.1), ('"8.3/10", "perceived_overload": 0', 0.0),
+                           ('"8.3/10", "perceived_overload": 0.4', 0.4), ('0.83, "perceived_overload": 1', 1.0),
+                           ('"1/1", "perceived_overload": 1', 1.0)):
+        ok = parse_rating(f'{{"information_calibration": {fine}, "quality_score": "7/10", "perceived_learning": 6}}')
+        assert ok.ok and ok.value.perceived_overload == overload, fine
+
+
 def test_termination_parsing():
     res = parse_termination('{"turn_analysis": [], "ending_turn": 7, "termination_reason": "problem_completion"}', "math", 4)
     assert res.ok and res.value.ending_turn == 4 and "read as 4" in res.warnings[0]

@@ -13,6 +13,14 @@ is read as:
 Anything else (a number off the scale, words, true/false) is refused with the field, the value and
 the scale it must be on, so the one repair round (:mod:`ray_knowsim.sim.ask`) can ask for exactly
 that. Nothing is rescaled by guessing: ``7`` on a 0–1 field is refused, not read as 0.07 or 0.7.
+
+**Mixed scales in one answer** are refused too. An answer that writes one 0–1 field on another
+scale (``"information_calibration": "8.3/10"`` or ``"83%"``) and another 0–1 field as a bare whole
+number (``"perceived_overload": 1``) has left the second one ambiguous: 1 on its own scale, or 1
+out of 10 (0.1), as the judge meant in the measured case (1 of 16 answers behind a rewriting
+proxy). Neither reading is taken: the bare field is refused with both values named, and the repair
+round asks for every score on its own scale. (0 reads the same on every scale; a bare decimal such
+as 0.4 is plainly on the 0–1 scale.)
 """
 
 from __future__ import annotations
@@ -98,17 +106,38 @@ def read_scores(data: dict[str, Any], model: type[BaseModel], repairs: list[str]
     """Read every bounded score of ``model`` present in ``data`` in place (see the module docstring);
     the repairs made are appended to ``repairs``. Returns the complaints by field (empty: all read)."""
     complaints: dict[str, str] = {}
+    rescaled: dict[str, str] = {}  # 0–1 fields written on another scale ("8.3/10", "83%") -> as written
+    bare_whole: list[str] = []  # 0–1 fields written as a bare whole number above 0 (1): ambiguous beside those
     for key, (low, high, integer) in score_scales(model).items():
         if key not in data:
             continue  # missing fields are the schema's to report
-        value, repair, complaint = read_score(key, data[key], low, high, integer)
+        raw = data[key]
+        value, repair, complaint = read_score(key, raw, low, high, integer)
         if complaint is not None:
             complaints[key] = complaint
             continue
+        if (low, high) == (0.0, 1.0):
+            if repair is not None and repair.startswith(("fraction:", "percent:")) and not _out_of_one(raw):
+                rescaled[key] = str(raw).strip()
+            elif repair is None or repair.startswith("number_from_string:"):
+                if float(value) > 0 and float(value).is_integer():
+                    bare_whole.append(key)
         data[key] = value
         if repair:
             repairs.append(repair)
+    if rescaled and bare_whole:
+        shown = ", ".join(f"{k} {v!r}" for k, v in rescaled.items())
+        for key in bare_whole:
+            complaints[key] = (f"{key} is a bare {data[key]:g} while {shown} is written on another scale: {key} could mean "
+                               f"{data[key]:g} on its 0–1 scale or {data[key]:g} on that other scale; answer every score on "
+                               "its own scale as a plain number (0–1 fields as decimals such as 0.1 or 1.0)")
     return complaints
+
+
+def _out_of_one(raw: Any) -> bool:
+    """``"x/1"``: a fraction that stays on the 0–1 scale."""
+    m = _FRACTION.match(str(raw).strip())
+    return bool(m) and float(m.group(2)) == 1.0
 
 
 __all__ = ["read_score", "read_scores", "score_scales"]
