@@ -12,37 +12,52 @@ from typing import Any
 import pandas as pd
 
 from ray_knowsim.io.outcomes import TRUNCATION_COLUMNS, kinds_text, truncations_by_role
-from ray_knowsim.io.sanity import SanityReport
+from ray_knowsim.io.sanity import COMPONENT_HEADING, SanityReport
 from ray_knowsim.schema.results import TRUNCATION_ROLES
 
-SANITY_COLUMNS = ("check", "severe", "scope", "text", "short")
+SANITY_COLUMNS = ("check", "severe", "scope", "text", "short", "component")
 
 
 def sanity_table(report: SanityReport) -> pd.DataFrame:
     """The run's sanity warnings as ``tables/sanity`` (one row per warning; none: no row)."""
-    return pd.DataFrame([{"check": w.check, "severe": w.severe, "scope": w.scope, "text": w.text, "short": w.short}
-                         for w in report.warnings], columns=list(SANITY_COLUMNS))
+    return pd.DataFrame([{"check": w.check, "severe": w.severe, "scope": w.scope, "text": w.text, "short": w.short,
+                          "component": w.component} for w in report.warnings], columns=list(SANITY_COLUMNS))
 
 
-def severe_text(tables: dict[str, Any]) -> str:
-    """The severe sanity warnings of a run's tables on one line ("" when none)."""
+def _component(sanity: pd.DataFrame) -> list[str]:
+    """Each warning's component (a table written before the column: the simulator's)."""
+    return [str(c) for c in sanity["component"]] if "component" in sanity.columns else ["simulator"] * len(sanity)
+
+
+def severe_text(tables: dict[str, Any], heading: str | None = None) -> str:
+    """The severe sanity warnings of a run's tables on one line ("" when none); ``heading``: only
+    those whose component is named so on the final line ("SIMULATOR", "TUTOR")."""
     sanity = tables.get("sanity")
     if sanity is None or sanity.empty:
         return ""
-    severe = sanity[sanity["severe"].astype(bool)]
+    keep = [bool(sv) and (heading is None or COMPONENT_HEADING.get(c, "SIMULATOR") == heading)
+            for sv, c in zip(sanity["severe"], _component(sanity))]
+    severe = sanity[keep]
     return "; ".join(str(short or text) for short, text in zip(severe["short"], severe["text"]))
 
 
 def final_line_parts(tables: dict[str, Any]) -> list[str]:
-    """What the run's final line adds: the failed sessions by error kind and condition, and the
-    severe sanity warnings (the simulator does not work)."""
+    """What the run's final line adds: the failed sessions by error kind and condition, the severe
+    sanity warnings under the component their evidence points at ("SIMULATOR NOT WORKING?",
+    "TUTOR NOT WORKING?"), and the other sanity warnings (small runs' warnings among them)."""
     parts = []
     kinds = kinds_text(tables.get("failures"))
     if kinds:
         parts.append(f"failed by kind: {kinds}")
-    severe = severe_text(tables)
-    if severe:
-        parts.append(f"SIMULATOR NOT WORKING? {severe}")
+    for heading in dict.fromkeys(COMPONENT_HEADING.values()):
+        severe = severe_text(tables, heading)
+        if severe:
+            parts.append(f"{heading} NOT WORKING? {severe}")
+    sanity = tables.get("sanity")
+    if sanity is not None and not sanity.empty:
+        mild = sanity[~sanity["severe"].astype(bool)]
+        if not mild.empty:
+            parts.append("sanity: " + "; ".join(str(short or text) for short, text in zip(mild["short"], mild["text"])))
     return parts
 
 

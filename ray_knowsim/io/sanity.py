@@ -1,4 +1,4 @@
-"""Cheap signs that the simulator itself is not working, said on every page that shows results.
+"""Cheap signs that the simulator (or the tutor) is not working, said on every page that shows results.
 
 Why: a broken learner-side model makes numbers that look like results. Measured with SmolLM2-135M
 as the extractor and the judge: the extractor gave every IU the same label in 12 of 12 answers, no
@@ -9,16 +9,30 @@ no model, no Ray), so the report, the viewer and the run's final line all run th
 * **uniform_labels** — the share of extractor answers (turns with signals) that give ONE
   ``teaching_quality`` label to every IU they list (at least 2 IUs). A working extractor labels
   the few IUs a turn touched and leaves the rest ``not_mentioned`` (the offline demo: 25 of
-  2,520 answers, 1 %, all "not_mentioned" turns where the tutor named nothing). Warned from
-  :data:`UNIFORM_WARN_SHARE` of at least :data:`MIN_ANSWERS` answers; severe from
-  :data:`UNIFORM_SEVERE_SHARE`.
-* **frozen_states** — a condition whose structured sessions gave at least :data:`MIN_ANSWERS`
+  2,520 answers, 1 %, all "not_mentioned" turns where the tutor named nothing). It speaks at any
+  run size, with the evidence there is: below :data:`SHARE_MIN_ANSWERS` answers when EVERY answer
+  (at least :data:`MIN_ANSWERS`) is one-label ("2 of 2 answers" is a warning: a 2-session smoke
+  run of SmolLM2 labelled all 14 IUs ``not_mentioned``), from there on from
+  :data:`UNIFORM_WARN_SHARE`; severe from :data:`UNIFORM_SEVERE_SHARE` of at least
+  :data:`SHARE_MIN_ANSWERS` answers.
+* **frozen_states** — a condition whose structured sessions gave at least :data:`SHARE_MIN_ANSWERS`
   extractor answers and whose knowledge states never moved (no upward transition in any turn). One
   such condition may be a tutor that teaches nothing (a warning per condition); when EVERY condition
   with answers is frozen it is the simulator (one severe warning for the run).
 * **constant_judge** — a judge score (IQ and the judge's other scores) that takes one value over
   at least :data:`JUDGE_MIN_SCORED` judged conversations; severe from
   :data:`JUDGE_SEVERE_SCORED`.
+* **degenerate_tutor** — a condition whose tutor replies (at least :data:`MIN_ANSWERS`) are all
+  empty, all echoes of the learner's message, or all one and the same text. That is the tutor's
+  fault, not the simulator's, and it changes what the other checks mean: an echo teaches nothing,
+  so an extractor that labels every IU ``not_mentioned`` and states that never move are the
+  simulator reading it right. When every condition's tutor is degenerate, those warnings name the
+  tutor (``component``) and the run's final line says ``TUTOR NOT WORKING?``, never that the
+  simulator is broken.
+
+Each warning names the ``component`` its evidence points at: ``extractor`` and ``judge`` (the
+learner side, "SIMULATOR" on the final line), ``simulator`` (states frozen in every condition),
+``tutor``.
 
 Cost: at most :data:`MAX_TURN_ROWS` turn rows are read (the first in the run's file order; a page
 says when the cap cut the read); every session row is scanned, a few columns of it (the judges'
@@ -36,8 +50,10 @@ import pyarrow as pa
 
 from ray_knowsim.io.rundir import RunReader
 
+#: the fewest answers (extractor answers, tutor replies) any check speaks from
+MIN_ANSWERS = 2
 #: extractor answers (of the run, or of one condition) before a share or a frozen state is judged
-MIN_ANSWERS = 8
+SHARE_MIN_ANSWERS = 8
 #: share of one-label answers from which the run is warned about, and from which that is severe
 UNIFORM_WARN_SHARE = 0.5
 UNIFORM_SEVERE_SHARE = 0.9
@@ -51,9 +67,12 @@ JUDGE_SCORES: dict[str, str] = {
     "iq": "IQ", "judge_information_calibration": "information calibration",
     "judge_perceived_overload": "perceived overload", "judge_perceived_learning": "perceived learning",
 }  # fmt: skip
-TURN_COLUMNS = ("session_id", "signals_json", "n_upward_transitions")
+TURN_COLUMNS = ("session_id", "signals_json", "n_upward_transitions", "user_message", "assistant_message")
 
-Check = Literal["uniform_labels", "frozen_states", "constant_judge"]
+Check = Literal["uniform_labels", "frozen_states", "constant_judge", "degenerate_tutor"]
+Component = Literal["extractor", "simulator", "judge", "tutor"]
+#: the name of each component on the run's final line ("<NAME> NOT WORKING?")
+COMPONENT_HEADING: dict[str, str] = {"extractor": "SIMULATOR", "simulator": "SIMULATOR", "judge": "SIMULATOR", "tutor": "TUTOR"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +82,7 @@ class SanityWarning:
     scope: str  # "run", or the condition it is about
     text: str  # one sentence for a page
     short: str = ""  # a few words for the run's final line
+    component: Component = "simulator"  # what the evidence points at
 
     def line(self) -> str:
         return f"{'SEVERE' if self.severe else 'warning'} ({self.check}): {self.text}"
@@ -79,6 +99,48 @@ class SessionSignals:
 
 
 @dataclass
+class TutorReplies:
+    """What one session's (or condition's) tutor replies amount to."""
+
+    replies: int = 0
+    empty: int = 0  # nothing but whitespace
+    echoes: int = 0  # the learner's own message back (give or take a little wrapping)
+    texts: set = field(default_factory=set)  # distinct replies (hashes), to see a constant one
+
+    def add(self, user: Any, reply: Any) -> None:
+        text = " ".join(str(reply or "").split()).lower()
+        self.replies += 1
+        self.texts.add(hash(text))
+        if not text:
+            self.empty += 1
+        elif _is_echo(" ".join(str(user or "").split()).lower(), text):
+            self.echoes += 1
+
+    def merge(self, other: "TutorReplies") -> None:
+        self.replies += other.replies
+        self.empty += other.empty
+        self.echoes += other.echoes
+        self.texts |= other.texts
+
+    def degenerate(self) -> str | None:
+        """How the replies are degenerate ("echoes of the learner", "empty", "one constant text"), or None."""
+        if self.replies < MIN_ANSWERS:
+            return None
+        if self.empty == self.replies:
+            return "empty"
+        if self.echoes + self.empty == self.replies:
+            return "echoes of the learner's message"
+        if len(self.texts) == 1:
+            return "one and the same text"
+        return None
+
+
+def _is_echo(user: str, reply: str) -> bool:
+    """``reply`` is ``user`` back, possibly quoted or prefixed (at most a few words more)."""
+    return bool(user) and (reply == user or (user in reply and len(reply) <= 1.2 * len(user) + 24))
+
+
+@dataclass
 class SanityInputs:
     """The counts the checks read, built batch by batch (turn rows, then session rows)."""
 
@@ -87,9 +149,14 @@ class SanityInputs:
     judge: dict[str, Counter] = field(default_factory=dict)  # score column -> value counts (non-null)
     turn_rows: int = 0
     capped: bool = False  # MAX_TURN_ROWS stopped the read of the turns
+    tutor: dict[str, TutorReplies] = field(default_factory=dict)  # session id -> its tutor's replies
 
     def add_turns(self, batch: pa.RecordBatch | pa.Table) -> None:
         names = set(batch.schema.names)
+        if "assistant_message" in names:
+            users = batch.column("user_message").to_pylist() if "user_message" in names else [None] * batch.num_rows
+            for sid, user, reply in zip(batch.column("session_id").to_pylist(), users, batch.column("assistant_message").to_pylist()):
+                self.tutor.setdefault(str(sid), TutorReplies()).add(user, reply)
         if "signals_json" not in names:
             return
         ids = batch.column("session_id").to_pylist()
@@ -111,9 +178,9 @@ class SanityInputs:
     def add_sessions(self, batch: pa.RecordBatch | pa.Table) -> None:
         """Session rows with the judges' scores joined in (and ``condition`` for the sessions whose turns were read)."""
         names = set(batch.schema.names)
-        if "condition" in names and self.per_session:
+        if "condition" in names and (self.per_session or self.tutor):
             for sid, cond in zip(batch.column("session_id").to_pylist(), batch.column("condition").to_pylist()):
-                if sid in self.per_session:
+                if sid in self.per_session or sid in self.tutor:
                     self.condition_of[sid] = str(cond)
         for column in JUDGE_SCORES:
             if column in names:
@@ -128,6 +195,12 @@ class SanityInputs:
             c.uniform += s.uniform
             c.upward += s.upward
             c.labels.update(s.labels)
+        return out
+
+    def tutor_by_condition(self) -> dict[str, TutorReplies]:
+        out: dict[str, TutorReplies] = {}
+        for sid, t in self.tutor.items():
+            out.setdefault(self.condition_of.get(sid, "?"), TutorReplies()).merge(t)
         return out
 
 
@@ -157,41 +230,63 @@ def checks(inputs: SanityInputs) -> list[SanityWarning]:
     answers = sum(s.answers for s in inputs.per_session.values())
     uniform = sum(s.uniform for s in inputs.per_session.values())
     read = f" (of the first {inputs.turn_rows:,} turn rows)" if inputs.capped else ""
-    if answers >= MIN_ANSWERS and uniform / answers >= UNIFORM_WARN_SHARE:
+    tutors = {c: t for c, t in inputs.tutor_by_condition().items() if t.replies}
+    bad_tutors = {c: how for c, t in tutors.items() if (how := t.degenerate())}
+    tutor_fault = bool(tutors) and len(bad_tutors) == len(tutors)  # every condition's tutor is degenerate
+    for c, how in sorted(bad_tutors.items()):
+        t = tutors[c]
+        out.append(SanityWarning(
+            "degenerate_tutor", t.replies >= SHARE_MIN_ANSWERS, c,
+            f"the tutor of condition {c} replied with {how} in {t.replies:,} of {t.replies:,} turns{read}: it teaches nothing, "
+            "so no result of this condition says anything about tutoring (the tutor, not the simulator)",
+            f"tutor of {c}: {how} in {t.replies:,} of {t.replies:,} turns", "tutor",
+        ))  # fmt: skip
+    small = answers < SHARE_MIN_ANSWERS
+    if answers >= MIN_ANSWERS and (uniform == answers if small else uniform / answers >= UNIFORM_WARN_SHARE):
         labels = Counter()
         for s in inputs.per_session.values():
             labels.update(s.labels)
         top = ", ".join(f"{lab!r} {n:,}" for lab, n in labels.most_common(3))
+        evidence = f" (only {answers} answers: little evidence, but all of them)" if small else ""
+        nothing_taught = tutor_fault and set(labels) == {"not_mentioned"}
+        why = (f"; the tutors' replies were degenerate ({', '.join(sorted(set(bad_tutors.values())))}), so not_mentioned is "
+               "the right label: the tutor, not the extractor" if nothing_taught else
+               ": a working extractor labels the IUs a turn touched and leaves the rest not_mentioned")
         out.append(SanityWarning(
-            "uniform_labels", uniform / answers >= UNIFORM_SEVERE_SHARE, "run",
-            f"the extractor gave one label to every IU in {uniform:,} of {answers:,} answers{read} ({top}): "
-            "a working extractor labels the IUs a turn touched and leaves the rest not_mentioned",
-            f"extractor: one label for every IU in {uniform:,} of {answers:,} answers",
+            "uniform_labels", not small and uniform / answers >= UNIFORM_SEVERE_SHARE, "run",
+            f"the extractor gave one label to every IU in {uniform:,} of {answers:,} answers{read} ({top}){evidence}{why}",
+            f"extractor: one label for every IU in {uniform:,} of {answers:,} answers", "tutor" if nothing_taught else "extractor",
         ))  # fmt: skip
-    conditions = {c: s for c, s in inputs.by_condition().items() if s.answers >= MIN_ANSWERS}
+    conditions = {c: s for c, s in inputs.by_condition().items() if s.answers >= SHARE_MIN_ANSWERS}
     frozen = sorted(c for c, s in conditions.items() if s.upward == 0)
     every = bool(conditions) and len(frozen) == len(conditions)
-    if every and len(frozen) > 1:  # one warning: it is the simulator, not a tutor
+    blame_tutor = tutor_fault and all(c in bad_tutors for c in frozen)
+    if every and len(frozen) > 1:  # one warning: the simulator (or, when every tutor is degenerate, the tutors)
         answers_of = ", ".join(f"{c} {conditions[c].answers:,}" for c in frozen)
+        who = ("the tutors, not the simulator: every condition's tutor replies were degenerate" if blame_tutor else
+               "the simulator, not the tutors")
         out.append(SanityWarning(
             "frozen_states", True, "run",
-            f"no knowledge state moved in any of the {len(frozen)} conditions (extractor answers: {answers_of}){read}: "
-            "the simulator, not the tutors", f"no state moved in any of {len(frozen)} conditions",
+            f"no knowledge state moved in any of the {len(frozen)} conditions (extractor answers: {answers_of}){read}: {who}",
+            f"no state moved in any of {len(frozen)} conditions", "tutor" if blame_tutor else "simulator",
         ))  # fmt: skip
     else:
         for c in frozen:
             out.append(SanityWarning(
-                "frozen_states", every, c, f"no knowledge state moved in condition {c} over {conditions[c].answers:,} extractor answers{read}",
-                f"no state moved in {c}",
+                "frozen_states", every, c, f"no knowledge state moved in condition {c} over {conditions[c].answers:,} extractor answers{read}"
+                + (" (its tutor's replies were degenerate)" if c in bad_tutors else ""),
+                f"no state moved in {c}", "tutor" if c in bad_tutors else "simulator",
             ))  # fmt: skip
     for column, values in inputs.judge.items():
         n = sum(values.values())
         if n >= JUDGE_MIN_SCORED and len(values) == 1:
             value = next(iter(values))
+            deserved = ("; every condition's tutor replies were degenerate, so one score for every conversation may be "
+                        "deserved" if tutor_fault else "")
             out.append(SanityWarning(
-                "constant_judge", n >= JUDGE_SEVERE_SCORED, "run",
-                f"the judge gave {JUDGE_SCORES[column]} {value:g} to every one of {n:,} judged conversations",
-                f"judge: {JUDGE_SCORES[column]} {value:g} for all {n:,}",
+                "constant_judge", n >= JUDGE_SEVERE_SCORED and not tutor_fault, "run",
+                f"the judge gave {JUDGE_SCORES[column]} {value:g} to every one of {n:,} judged conversations{deserved}",
+                f"judge: {JUDGE_SCORES[column]} {value:g} for all {n:,}", "tutor" if tutor_fault else "judge",
             ))  # fmt: skip
     return out
 
@@ -207,8 +302,8 @@ class SanityReport:
 
     def to_dict(self) -> dict[str, Any]:
         a = sum(s.answers for s in self.inputs.per_session.values())
-        return {"warnings": [{"check": w.check, "severe": w.severe, "scope": w.scope, "text": w.text, "short": w.short}
-                             for w in self.warnings],
+        return {"warnings": [{"check": w.check, "severe": w.severe, "scope": w.scope, "text": w.text, "short": w.short,
+                              "component": w.component} for w in self.warnings],
                 "extractor_answers": a, "uniform_answers": sum(s.uniform for s in self.inputs.per_session.values()),
                 "turn_rows_read": self.inputs.turn_rows, "capped": self.inputs.capped,
                 "judged": {c: sum(v.values()) for c, v in self.inputs.judge.items()}}
@@ -255,7 +350,7 @@ def check_run(run: RunReader, attach: Callable[[pa.Table], pa.Table] | None = No
 
 
 __all__ = [
-    "JUDGE_MIN_SCORED", "JUDGE_SCORES", "JUDGE_SEVERE_SCORED", "MAX_TURN_ROWS", "MIN_ANSWERS", "UNIFORM_SEVERE_SHARE",
-    "UNIFORM_WARN_SHARE", "SanityInputs", "SanityReport", "SanityWarning", "check_batches", "check_run", "checks",
+    "COMPONENT_HEADING", "JUDGE_MIN_SCORED", "JUDGE_SCORES", "JUDGE_SEVERE_SCORED", "MAX_TURN_ROWS", "MIN_ANSWERS",
+    "SHARE_MIN_ANSWERS", "UNIFORM_SEVERE_SHARE", "UNIFORM_WARN_SHARE", "SanityInputs", "TutorReplies", "SanityReport", "SanityWarning", "check_batches", "check_run", "checks",
     "read_turns", "uniform_label",
 ]  # fmt: skip

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import pyarrow as pa
 import pytest
 
 from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.io import sanity
 from ray_knowsim.io.sanity import SanityInputs, SessionSignals, check_run, checks, uniform_label
+from ray_knowsim.engine.outcome_tables import final_line_parts, sanity_table
 from tests.doubles.broken import broken_simulator
 from tests.view.rundirs import committed_run
 
@@ -56,9 +58,9 @@ def _inputs(per_condition: dict[str, tuple[int, int, int]], judged: dict[float, 
 
 
 def test_thresholds():
-    n = sanity.MIN_ANSWERS
-    # below the minimum number of answers nothing is judged
-    assert checks(_inputs({"a": (n - 1, n - 1, 0)})) == []
+    n = sanity.SHARE_MIN_ANSWERS
+    # below the fewest answers any check speaks from nothing is judged
+    assert checks(_inputs({"a": (sanity.MIN_ANSWERS - 1, sanity.MIN_ANSWERS - 1, 0)})) == []
     # one frozen condition among moving ones: a warning, not severe (it may be a tutor that teaches nothing)
     got = checks(_inputs({"a": (n, 0, 0), "b": (n, 0, 3)}))
     assert [(w.check, w.scope, w.severe) for w in got] == [("frozen_states", "a", False)]
@@ -78,6 +80,44 @@ def test_thresholds():
     assert [(w.check, w.severe) for w in got] == [("constant_judge", False)]
     got = checks(_inputs(moving, {1.0: sanity.JUDGE_SEVERE_SCORED}))
     assert [(w.check, w.severe) for w in got] == [("constant_judge", True)]
+
+
+def test_a_small_run_is_warned_with_the_evidence_it_has():
+    # the 2-session smoke run: 2 of 2 extractor answers gave one label to every IU
+    [got] = checks(_inputs({"a": (1, 1, 0), "b": (1, 1, 0)}))
+    assert (got.check, got.severe, got.component) == ("uniform_labels", False, "extractor")
+    assert "in 2 of 2 answers" in got.text and "only 2 answers" in got.text
+    # below SHARE_MIN_ANSWERS only "all of them" speaks: one of two is what a working extractor does too
+    assert checks(_inputs({"a": (2, 1, 0)})) == []
+    assert [w.severe for w in checks(_inputs({"a": (sanity.SHARE_MIN_ANSWERS, sanity.SHARE_MIN_ANSWERS, 3)}))] == [True]
+
+
+def _echo_tutor(sessions, turns):
+    """The tutor replies with the learner's own message in every turn (the recipe's echo stand-in)."""
+    users = turns.column("user_message").to_pylist()
+    i = turns.schema.get_field_index("assistant_message")
+    return sessions, turns.set_column(i, "assistant_message", pa.array(users, turns.schema.field(i).type))
+
+
+def test_an_echoing_tutor_is_named_not_the_simulator(tmp_path):
+    def echo_and_nothing_taught(sessions, turns):
+        sessions, turns = broken_simulator(sessions, turns, label="not_mentioned", iq=3.0)
+        return _echo_tutor(sessions, turns)
+
+    run = committed_run(tmp_path, "echo", n_sessions=24, max_turns=3, seed=7, edit=echo_and_nothing_taught)
+    report = check_run(RunReader.open(run))
+    by = {(w.check, w.scope): w for w in report.warnings}
+    tutors = [w for w in report.warnings if w.check == "degenerate_tutor"]
+    assert tutors and all(w.component == "tutor" and "echoes of the learner's message" in w.text for w in tutors)
+    frozen = by[("frozen_states", "run")]
+    assert frozen.component == "tutor" and "the tutors, not the simulator" in frozen.text and "the simulator, not the tutors" not in frozen.text
+    assert by[("uniform_labels", "run")].component == "tutor"  # not_mentioned is the right label for an echo
+    parts = final_line_parts({"sanity": sanity_table(report)})
+    assert parts[0].startswith("TUTOR NOT WORKING? ") and not any("SIMULATOR" in p for p in parts), parts
+    # the same broken extractor beside a tutor that teaches: the simulator is named
+    broken = committed_run(tmp_path, "broken", n_sessions=24, max_turns=3, seed=7, edit=broken_simulator)
+    parts = final_line_parts({"sanity": sanity_table(check_run(RunReader.open(broken)))})
+    assert parts[0].startswith("SIMULATOR NOT WORKING? ") and not any("TUTOR" in p for p in parts)
 
 
 def test_one_label_answers():
