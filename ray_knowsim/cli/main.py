@@ -43,7 +43,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def plain_warnings() -> None:
+    """Print the package's own warnings (a role budget, a graph or load problem) as plain
+    ``warning: ...`` lines on stderr, without Python's source path and class name; other
+    libraries' warnings keep Python's format."""
+    import warnings
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if getattr(category, "__module__", "").startswith("ray_knowsim"):
+            print(f"warning: {message}", file=file or sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
 def main(argv: list[str] | None = None) -> int:
+    plain_warnings()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -1,7 +1,9 @@
 """`ray-knowsim serve-offline`: the deterministic offline model behind an OpenAI-compatible API.
 
 Lets every HTTP path (backend, retries, rate limits, engine batching) run without a provider; with
-``--delay-s`` it is the fixed-latency endpoint the engine benchmark measures against.
+``--delay-s`` it is the fixed-latency endpoint the engine benchmark measures against; with
+``--delay-per-token-s`` a stand-in of known generation speed (0.05: 20 tokens/s, what SmolLM2-135M
+decodes per request on 2 CPU cores), for the pre-flight timeout check.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1; there is no auth)")
     p.add_argument("--port", type=int, default=8011, help="port (default: 8011)")
     p.add_argument("--delay-s", type=float, default=0.0, help="fixed delay before each answer (default: 0)")
+    p.add_argument("--delay-per-token-s", type=float, default=0.0,
+                   help="extra delay per completion token of each answer, a slow model's speed (default: 0)")
     p.add_argument("--model-name", default=None, help="model id clients must ask for (default: the model's name)")
     p.add_argument("--seed", type=int, default=None, help="offline model seed (default: the model's own)")
     p.add_argument(
@@ -38,8 +42,8 @@ def load_offline_model(**options: Any):
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.delay_s < 0:
-        print("serve-offline: --delay-s must be >= 0", file=sys.stderr)
+    if args.delay_s < 0 or args.delay_per_token_s < 0:
+        print("serve-offline: --delay-s and --delay-per-token-s must be >= 0", file=sys.stderr)
         return 2
     if not 0 <= args.port <= 65535:
         print("serve-offline: --port must be in 0..65535", file=sys.stderr)
@@ -56,5 +60,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from ray_knowsim.llm.server import run_server
 
-    run_server(model, host=args.host, port=args.port, served_name=args.model_name, delay_s=args.delay_s)
+    run_server(model, host=args.host, port=args.port, served_name=args.model_name, delay_s=args.delay_s,
+               delay_per_token_s=args.delay_per_token_s)
     return 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
+import warnings
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -43,6 +44,7 @@ from ray_knowsim.engine.worker import CommitPolicy, execute_shard
 from ray_knowsim.io.commits import RunDir, collect_garbage
 from ray_knowsim.io.rundir import RunDirError, RunReader
 from ray_knowsim.schema.failures import INFRA, MODEL
+from ray_knowsim.schema.roles import RoleBudgetWarning
 from ray_knowsim.engine.scoring import score_run
 from ray_knowsim.score.store import RunScores
 from ray_knowsim.sim.types import ShardContext
@@ -144,7 +146,9 @@ def run(
     hash and shards stay the full design's."""
     t0 = time.perf_counter()
     sessions = set(sessions) if sessions is not None else None
-    plan, run_dir, run_id, config_hash, inputs = prepare(cfg, output, overwrite)
+    with warnings.catch_warnings():  # the checks below say the role budgets, in one verdict with the contexts
+        warnings.simplefilter("ignore", RoleBudgetWarning)
+        plan, run_dir, run_id, config_hash, inputs = prepare(cfg, output, overwrite)
     checked = check_before_spending(cfg, plan, inputs, skip=not preflight)  # raises before anything is written or sent
     run_dir.create()
     committed = open_committed(run_dir, config_hash)  # before the manifest is touched: nothing changes on doubt

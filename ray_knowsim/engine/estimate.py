@@ -12,9 +12,15 @@ How the numbers come about:
   each session's turn-t prompt is its own turn-1 prompt plus that group's growth up to turn t. The
   judges are rendered on a synthetic transcript of the whole conversation. So the estimate follows
   whatever the templates say, including after they change.
-* **Tokens are counted** with the model's own tokenizer where the package has one (the offline
-  model counts whitespace-separated words: :func:`ray_knowsim.llm.offline.ntokens`), else with the
-  character proxy ``ceil(characters / 4)`` (about right for English text under BPE tokenizers).
+* **Tokens are counted** with the model's own tokenizer where the entry has one: a ``vllm``
+  entry's local model directory (or its ``engine_kwargs.tokenizer``), an ``http`` entry's
+  ``tokenizer`` (a local directory or ``tokenizer.json`` of the served model), read with the
+  ``tokenizers`` package (the ``tokenizer`` extra; vLLM brings it), plus
+  :data:`TEMPLATE_TOKENS_PER_MESSAGE` per message for the chat template's markers; the offline
+  model counts whitespace-separated words (:func:`ray_knowsim.llm.offline.ntokens`). Anything else
+  falls back to the character proxy ``ceil(characters / 4)`` (about right for English text under
+  BPE tokenizers; SmolLM2's tokenizer counts the extractor's prompts ~10 % lower), and the count's
+  name says which was used and why.
 * **Completion lengths** per request: from a previous run (``--from-run DIR``: per-role means per
   call from its session rows; the assistant's per strategy; the extractor's per IU of the graph)
   or, without one, a prior: for the offline model its measured typical lengths, for other backends
@@ -131,12 +137,68 @@ def char_proxy(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def token_counter(backend: str) -> tuple[Callable[[str], int], str]:
-    """The backend's own token count where its profile has one, else the character proxy."""
+#: tokens the chat template adds around each message (role markers, separators) on top of its
+#: content, counted with a real tokenizer (SmolLM2's ChatML: 5; Llama 3's: 5; a little headroom)
+TEMPLATE_TOKENS_PER_MESSAGE = 8
+
+
+def token_counter(backend: str, entry: Any = None) -> tuple[Callable[[str], int], str]:
+    """The model's own token count: the entry's tokenizer where it names one
+    (:func:`tokenizer_source`), else the backend's own count where its profile has one, else the
+    character proxy, with the reason in the name."""
     profile = BACKENDS.get(backend).profile
     if profile.count_tokens is not None:
         return profile.count_tokens, profile.token_count_name or f"{backend} backend's own count"
-    return char_proxy, f"character proxy: ceil(chars / {CHARS_PER_TOKEN})"
+    why = "the entry names no tokenizer"
+    source = tokenizer_source(entry) if entry is not None else None
+    if source is not None:
+        loaded = _load_tokenizer(source)
+        if isinstance(loaded, str):
+            why = loaded
+        else:
+            def count(text: str, _tok: Any = loaded) -> int:
+                return len(_tok.encode(text, add_special_tokens=False).ids) + TEMPLATE_TOKENS_PER_MESSAGE
+
+            return count, f"the model's tokenizer ({source}) + {TEMPLATE_TOKENS_PER_MESSAGE} per message for its chat template"
+    return char_proxy, f"character proxy: ceil(chars / {CHARS_PER_TOKEN}) (fallback: {why})"
+
+
+def tokenizer_source(entry: Any) -> str | None:
+    """Where the entry's tokenizer lies on this machine: an ``http`` entry's ``tokenizer``; a
+    ``vllm`` entry's ``engine_kwargs.tokenizer`` or its model directory (None: it names none)."""
+    named = getattr(entry, "tokenizer", None)
+    if named:
+        return os.path.expanduser(str(named))
+    if getattr(entry, "backend", None) == "vllm":
+        kwargs = getattr(entry, "engine_kwargs", None) or {}
+        return os.path.expanduser(str(kwargs.get("tokenizer") or entry.model))
+    return None
+
+
+_TOKENIZERS: dict[str, Any] = {}
+
+
+def _load_tokenizer(source: str) -> Any:
+    """The ``tokenizers.Tokenizer`` of ``source`` (a directory holding ``tokenizer.json``, or the
+    file), loaded once per process; or why not, in words."""
+    if source in _TOKENIZERS:
+        return _TOKENIZERS[source]
+    path = Path(source)
+    path = path / "tokenizer.json" if path.is_dir() else path
+    if not path.is_file():
+        got: Any = f"no tokenizer.json at {source} (a hub name is not downloaded for a count)"
+    else:
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:
+            got = f"{path} needs the tokenizers package (pip install 'ray-knowsim[tokenizer]')"
+        else:
+            try:
+                got = Tokenizer.from_file(str(path))
+            except Exception as exc:  # noqa: BLE001 - a file the library cannot read: say so, count by proxy
+                got = f"{path} could not be read ({type(exc).__name__}: {exc})"
+    _TOKENIZERS[source] = got
+    return got
 
 
 def filler(n: float) -> str:
@@ -305,9 +367,10 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
     counters: dict[str, Callable[[str], int]] = {}
     counter_names: dict[str, str] = {}
     for role, key in role_model.items():
-        counters[role], counter_names[role] = token_counter(cfg.models[key].backend)
+        counters[role], counter_names[role] = token_counter(cfg.models[key].backend, cfg.models[key])
     for c in plan.conditions:
-        counters[f"assistant:{c.assistant}"], counter_names[f"assistant:{c.assistant}"] = token_counter(cfg.models[c.assistant].backend)
+        entry = cfg.models[c.assistant]
+        counters[f"assistant:{c.assistant}"], counter_names[f"assistant:{c.assistant}"] = token_counter(entry.backend, entry)
 
     def turns_for(structured: bool) -> int:
         got = comp.turns.get("structured" if structured else "baseline", math.nan)
@@ -493,7 +556,7 @@ def write_estimate(est: Estimate, run_dir: Path) -> Path:
 
 
 __all__ = ["Estimate", "LargestPrompt", "RoleEstimate", "Totals", "char_proxy", "completions_from_run", "estimate", "prior_completions",
-           "request_latency_s", "token_counter", "wall_minutes", "write_estimate"]
+           "request_latency_s", "token_counter", "tokenizer_source", "wall_minutes", "write_estimate"]
 
 
 def dry_run(cfg: RunConfig, output: str | Path | None = None, from_run: str | Path | None = None) -> tuple[Estimate, Path]:

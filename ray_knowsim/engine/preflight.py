@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import json
+import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -77,10 +78,13 @@ class Capacity:
     checked: str  # how: "models list", "one tiny request", "entry", or why not ("not checked: ...")
     max_model_len: int | None = None  # the context, prompt and completion together (None: unknown)
     limit_source: str = ""  # where max_model_len comes from
+    setting: str = ""  # how to set a context of {n} tokens, for advice ("models.sim.max_model_len: {n}")
     error: str | None = None  # why the entry cannot be used; None: usable
     warning: str | None = None  # something odd that does not stop the run
     requests: int = 0  # HTTP requests this check sent
-    chat_requests: int = 0  # of them, chat completions (the tiny request)
+    chat_requests: int = 0  # of them, chat completions (the tiny request, the speed probe)
+    tokens_per_s: float | None = None  # per request, measured by the speed probe (None: not measured)
+    speed: str = ""  # how the speed was measured, or why not
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,7 @@ class Preflight:
         if self.skipped:
             return "preflight skipped (--no-preflight): no endpoint or model name was checked"
         parts = [f"models.{k} {c.checked}" + (f", context {c.max_model_len:,}" if c.max_model_len else "")
+                 + (f", {c.tokens_per_s:.0f} tok/s per request (speed probe)" if c.tokens_per_s else "")
                  for k, c in self.capacities.items()]
         return f"preflight: {'; '.join(parts) or 'nothing to check'} ({self.seconds:.1f}s)"
 
@@ -135,8 +140,11 @@ class Preflight:
 def check_before_spending(cfg: Any, plan: Any, inputs: Any, *, skip: bool = False) -> Preflight:
     """Probe every model entry the run uses, compare prompts and budgets with what each can hold;
     raises :class:`PreflightFailed` (one message, every entry at fault) on an error finding."""
-    if skip:
-        return Preflight(skipped=True)
+    from ray_knowsim.engine.plan import largest_graph
+
+    budgets = cfg.budget_warnings(largest_graph(inputs.graphs))
+    if skip:  # the checks are skipped; the budget warnings rest on the config alone
+        return Preflight(skipped=True, findings=[Finding("warning", "", w) for w in budgets])
     t0 = time.perf_counter()
     out = Preflight()
     probes = {}
@@ -155,10 +163,11 @@ def check_before_spending(cfg: Any, plan: Any, inputs: Any, *, skip: bool = Fals
 
         est = estimate(cfg, plan, inputs)  # the dry run's renders and counts: no second way of rendering
         out.findings += fit_findings(cfg, est, out.capacities)
-        out.findings += timeout_findings(cfg, est)
-    from ray_knowsim.engine.plan import largest_graph
-
-    out.findings += [Finding("warning", "", w) for w in cfg.budget_warnings(largest_graph(inputs.graphs))]
+        judged = judged_roles(est, out.capacities)  # their verdict says what the budget warning would
+        budgets = [w for w in budgets if not any(w.startswith(f"roles.{r}.max_tokens ") for r in judged)]
+        if not any(f.level == "error" for f in out.findings):  # a refused run is not timed (the probe is a request)
+            out.findings += timeout_findings(cfg, est, plan, measure_speeds(cfg, plan, out.capacities))
+    out.findings += [Finding("warning", "", w) for w in budgets]
     out.seconds = time.perf_counter() - t0
     if out.errors:
         raise PreflightFailed(out.refusal())
@@ -176,8 +185,88 @@ def _where(cfg: Any, role: str, key: str) -> str:
     return f"assistant of {', '.join(conds)} (models.{key})"
 
 
+#: how a context is named where the probe does not say how it is set
+DEFAULT_SETTING = "a context of {n} tokens"
+#: contexts servers are commonly started with; a verdict names the smallest that holds what it needs
+COMMON_CONTEXTS = (2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
+
+
+def common_context(tokens: int) -> int:
+    """The smallest common context length (a power of two) that holds ``tokens``."""
+    return next((c for c in COMMON_CONTEXTS if c >= tokens), 1 << max(0, tokens - 1).bit_length())
+
+
+def largest_cap_with_retry(role: str, room: int, n_ius: int | None) -> int | None:
+    """The largest ``max_tokens`` at most ``room`` whose first try leaves a truncation retry
+    (first try below the cap), or None when no cap within ``room`` does."""
+    from ray_knowsim.schema.roles import first_try_tokens
+
+    if room <= 1:
+        return None
+    return room if first_try_tokens(role, room, n_ius) < room else None
+
+
+def context_verdict(role: str, prompt: int, cap: int, attempts: int, n_ius: int | None, limit: int,
+                    setting: str) -> tuple[Literal["error", "warning"], str] | None:
+    """ONE verdict for a role's largest first-turn prompt (``prompt`` tokens, rendered exactly)
+    against a ``limit``-token context, or None when everything it asks for fits with a retry.
+
+    What it needs: the first try (prompt + its budget) and, where a truncated answer is asked
+    again (``attempts`` >= 2 and a first try below the cap), that retry at the whole cap. A
+    verdict says what does not fit and both ways out that work together with the rest of the
+    role's settings: the smallest context (and the common length holding it) and the largest
+    ``max_tokens`` at this context that keeps the retry; when no cap does, it says so, so that
+    no message advises a cap another one then calls too small. ``setting``: where the context is
+    set (the entry's ``max_model_len``, a server flag)."""
+    from ray_knowsim.schema.roles import budget_warning, first_try_tokens
+
+    first = first_try_tokens(role, cap, n_ius)
+    retry = attempts >= 2 and first < cap
+    need = prompt + (cap if retry else first)
+    room = limit - prompt
+    best = largest_cap_with_retry(role, room, n_ius) if attempts >= 2 else (room if room > 0 else None)
+    to_context = f"a context of at least {need:,} tokens ({setting.format(n=common_context(need))})"
+    if need <= limit:
+        if attempts < 2 or retry:
+            return None
+        # it fits, but the first try already asks for the cap: an answer cut there is not asked again
+        lost = budget_warning(role, cap, n_ius) or f"roles.{role}.max_tokens {cap:,} leaves no truncation retry"
+        lost = lost.split("; set max_tokens", 1)[0]
+        if best is not None and best > cap:
+            return "warning", f"{lost}; at this context roles.{role}.max_tokens {best:,} keeps the retry"
+        full = prompt + 2 * first_try_tokens(role, 10**9, n_ius)
+        return "warning", (f"{lost}; no max_tokens keeps the retry within {limit:,} tokens: that needs a context of at least "
+                           f"{full:,} ({setting.format(n=common_context(full))})")
+    if room <= 0:
+        return "error", f"the prompt alone does not fit: use {to_context}"
+    parts = [f"with the first try's max_tokens {first:,} that is {prompt + first:,}"] if prompt + first > limit else [
+        f"a truncated answer is asked again with max_tokens {cap:,} (roles.{role}.max_tokens), {prompt + cap:,} in all"]
+    refused = "every such request would be refused" if prompt + first > limit else "that retry would be refused"
+    verdict = f"{parts[0]}, above the {limit:,}-token context: {refused}. Use {to_context}"
+    if best is not None:
+        kept = f"first try {first_try_tokens(role, best, n_ius):,}, retry {best:,}" if attempts >= 2 else "no retry"
+        verdict += f", or set roles.{role}.max_tokens to at most {best:,} ({kept})"
+    else:
+        size = f" for a {n_ius}-IU graph" if role == "extractor" and n_ius is not None else ""
+        verdict += (f"; no roles.{role}.max_tokens fits this context with a truncation retry (the first try{size} alone asks "
+                    f"for {first_try_tokens(role, 10**9, n_ius):,} tokens, {room:,} are left after the prompt)")
+    return "error", verdict
+
+
+def judged_roles(est: Any, capacities: dict[str, Capacity]) -> set[str]:
+    """The roles whose every model's context is known: their context verdict covers their budget."""
+    out: dict[str, bool] = {}
+    for name in est.largest_prompts:
+        role, key = name.split(":", 1)
+        cap = capacities.get(key)
+        known = cap is not None and not cap.error and bool(cap.max_model_len) and role != "judge"
+        out[role] = out.get(role, True) and known
+    return {r for r, known in out.items() if known}
+
+
 def fit_findings(cfg: Any, est: Any, capacities: dict[str, Capacity]) -> list[Finding]:
-    """Each role's largest prompt plus what it asks for, against each endpoint's context."""
+    """Each role's largest prompt plus what it asks for, against each endpoint's context: one
+    verdict per role and model (:func:`context_verdict`), then what rests on estimates."""
     from ray_knowsim.schema.roles import first_try_tokens
 
     out = []
@@ -196,25 +285,21 @@ def fit_findings(cfg: Any, est: Any, capacities: dict[str, Capacity]) -> list[Fi
             if prompt + first > limit:
                 out.append(Finding("warning", where, f"its prompt is estimated at ~{prompt:,} tokens ({counted}); with "
                                    f"max_tokens {first:,} that is {prompt + first:,}, above {context}: judge requests of long "
-                                   "conversations may be refused"))
+                                   f"conversations may be refused ({(cap.setting or DEFAULT_SETTING).format(n=common_context(prompt + s.max_tokens))} "
+                                   "holds them)"))
             continue
-        head = f"its largest first-turn prompt is ~{prompt:,} tokens ({counted}; session {big.session_id})"
-        if prompt + first > limit:
-            room = limit - prompt
-            fix = (f"or roles.{role}.max_tokens of at most {room:,} (a first try that small may be cut short)" if room > 0 else
-                   "the prompt alone does not fit")
-            out.append(Finding("error", where, f"{head}; with the first try's max_tokens {first:,} that is {prompt + first:,}, "
-                               f"above {context}: every such request would be refused. Use a longer context "
-                               f"(vLLM: --max-model-len), {fix}"))
-            continue
-        if s.attempts >= 2 and first < s.max_tokens and prompt + s.max_tokens > limit:
-            out.append(Finding("error", where, f"{head}; a truncated answer is asked again with max_tokens {s.max_tokens:,} "
-                               f"(roles.{role}.max_tokens), {prompt + s.max_tokens:,} in all, above {context}: that retry would be "
-                               f"refused. Set roles.{role}.max_tokens to at most {limit - prompt:,}, or use a longer context"))
-            continue
+        head = f"its largest first-turn prompt is ~{prompt:,} tokens ({counted}; session {big.session_id}) against {context}"
+        verdict = context_verdict(role, prompt, s.max_tokens, s.attempts, big.graph_size if role == "extractor" else None,
+                                  limit, cap.setting or DEFAULT_SETTING)
+        if verdict is not None:
+            level, text = verdict
+            out.append(Finding(level, where, f"{head}; {text}"))
+            if level == "error":
+                continue
         if s.attempts >= 2 and prompt + 2 * first > limit:
-            out.append(Finding("warning", where, f"{head}; a repair round appends the refused answer (up to {first:,} tokens) and "
-                               f"asks for {first:,} more: ~{prompt + 2 * first:,}, above {context}"))
+            out.append(Finding("warning", where, f"its largest first-turn prompt is ~{prompt:,} tokens; a repair round appends "
+                               f"the refused answer (up to {first:,} tokens) and asks for {first:,} more: ~{prompt + 2 * first:,}, "
+                               f"above {context}"))
         if big.last_turn + first > limit:
             out.append(Finding("warning", where, f"its prompt is estimated to reach ~{big.last_turn:,} tokens by the last turn; "
                                f"with max_tokens {first:,} that is above {context}: late turns of long conversations may be "
@@ -222,12 +307,104 @@ def fit_findings(cfg: Any, est: Any, capacities: dict[str, Capacity]) -> list[Fi
     return out
 
 
-def timeout_findings(cfg: Any, est: Any) -> list[Finding]:
-    """Each role's timeout against the dry run's latency per request (measured by ``--from-run``
-    runs, else the backend's prior speed): warnings only, latency is an estimate."""
+#: the speed probe: a short answer of known length, timed (one request per concurrent session slot)
+SPEED_PROMPT = "Count from 1 to 100 in words, separated by commas. Reply with the list only."
+SPEED_MAX_TOKENS = 64
+#: an answer shorter than this is not timed (a model that replies "OK" says nothing about its speed)
+SPEED_MIN_TOKENS = 16
+#: the most copies of the probe sent at once (a self-hosted server's per-request speed falls with
+#: its load: SmolLM2 on 2 cores decodes ~20 tok/s per request with 4 at once)
+SPEED_MAX_CONCURRENCY = 8
+
+
+@dataclass
+class Speed:
+    """What the speed probe measured on one endpoint (or why it did not)."""
+
+    tokens_per_s: float | None  # per request, first-token latency included (None: not measured)
+    concurrency: int = 1  # probes sent at once
+    seconds: float = 0.0  # the slowest probe's time
+    tokens: int = 0  # completion tokens of that probe
+    note: str = ""  # why nothing was measured
+    requests: int = 0
+
+    def source(self) -> str:
+        if self.tokens_per_s is None:
+            return ""
+        at_once = f", {self.concurrency} at once" if self.concurrency > 1 else ""
+        return f"measured by the speed probe: {self.tokens:,} tokens in {self.seconds:.1f}s{at_once}"
+
+
+def speed_concurrency(entry: Any, plan: Any) -> int:
+    """How many probes to send at once: as many requests as the run will keep in flight, capped."""
+    sessions = getattr(plan, "n_sessions", 1) or 1
+    return max(1, min(sessions, getattr(entry, "max_in_flight", 1) or 1, SPEED_MAX_CONCURRENCY))
+
+
+async def probe_speed(entry: Any, concurrency: int = 1) -> Speed:
+    """Send ``concurrency`` copies of one short request at once and time them: the per-request
+    generation speed the run will see (the slowest copy's tokens / seconds, its first-token
+    latency included, so long answers are estimated a little slow rather than fast)."""
+    import aiohttp
+
+    from ray_knowsim.llm.http.credentials import Secret, auth_header
+
+    secret = Secret.from_env(entry.api_key_env) if entry.api_key_env else None
+    headers = auth_header(entry.api_key_header, secret)
+    body = {"model": entry.model, "messages": [{"role": "user", "content": SPEED_PROMPT}], "temperature": 0.0,
+            entry.max_tokens_field: SPEED_MAX_TOKENS, **entry.extra_body}
+    timeout = aiohttp.ClientTimeout(total=min(entry.timeout_s, 4 * PROBE_TIMEOUT_S), sock_connect=entry.connect_timeout_s)
+
+    async def one(session: Any) -> tuple[float, int] | str:
+        t0 = time.perf_counter()
+        try:
+            async with session.post(entry.base_url + "/chat/completions", json=body, headers=headers) as resp:
+                raw = await resp.read()
+                elapsed = time.perf_counter() - t0
+                if resp.status != 200:
+                    return f"HTTP {resp.status}"
+                usage = (json.loads(raw).get("usage") or {})
+                return elapsed, int(usage.get("completion_tokens") or 0)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, AttributeError) as exc:
+            return type(exc).__name__
+
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        got = await asyncio.gather(*(one(session) for _ in range(concurrency)))
+    timed = [g for g in got if not isinstance(g, str)]
+    refused = sorted({g for g in got if isinstance(g, str)})
+    if refused and not timed:
+        return Speed(None, concurrency, note=f"the speed probe got no answer ({', '.join(refused)})", requests=concurrency)
+    elapsed, tokens = max(timed)  # the slowest copy
+    if tokens < SPEED_MIN_TOKENS or elapsed <= 0:
+        return Speed(None, concurrency, note=f"the speed probe's answer was too short to time ({tokens} tokens)", requests=concurrency)
+    return Speed(tokens / elapsed, concurrency, elapsed, tokens, requests=concurrency)
+
+
+def measure_speeds(cfg: Any, plan: Any, capacities: dict[str, Capacity]) -> dict[str, Speed]:
+    """The speed probe of every usable HTTP entry with a timeout (one per endpoint and model)."""
+    probes = {key: probe_speed(cfg.models[key], speed_concurrency(cfg.models[key], plan))
+              for key, cap in capacities.items()
+              if not cap.error and getattr(cfg.models[key], "base_url", None) and _timeout(cfg.models[key])}
+    speeds = _run(_gather(probes)) if probes else {}
+    for key, sp in speeds.items():
+        cap = capacities[key]
+        cap.requests += sp.requests
+        cap.chat_requests += sp.requests
+        cap.tokens_per_s = None if sp.tokens_per_s is None else round(sp.tokens_per_s, 2)
+        cap.speed = sp.source() or sp.note
+    return speeds
+
+
+def timeout_findings(cfg: Any, est: Any, plan: Any = None, speeds: dict[str, Speed] | None = None) -> list[Finding]:
+    """Each role's timeout against how long its requests take: the typical one (the dry run's
+    completion length), the first try at its whole budget, and the retry of a truncated answer at
+    the whole cap, each at the speed the probe measured (:func:`probe_speed`; an earlier run's
+    latency for the typical one with ``--from-run``; else the backend's prior speed, said so).
+    Generation time only: a long prompt's prefill comes on top. Warnings: speed varies with load."""
     from ray_knowsim.engine.estimate import request_latency_s
     from ray_knowsim.schema.roles import first_try_tokens
 
+    speeds = speeds or {}
     measured = est.assumptions.get("completion_per_request", {}).get("latency_s", {}) or {}
     out = []
     for role, e in est.per_role.items():
@@ -237,20 +414,44 @@ def timeout_findings(cfg: Any, est: Any) -> list[Finding]:
             if not timeout or not e.requests:
                 continue
             profile = BACKENDS.get(entry.backend).profile
-            mean = measured.get(role) or request_latency_s(profile, e.completion_tokens_per_request)
-            source = "measured by an earlier run" if role in measured else (
-                f"estimated at {profile.tokens_per_s:g} tok/s after {profile.latency_s:g}s, a prior for this backend")
+            speed = speeds.get(key)
+            if speed is not None and speed.tokens_per_s:
+                rate, source = speed.tokens_per_s, f"{speed.tokens_per_s:.0f} tok/s {speed.source()}"
+
+                def seconds(tokens: float, _rate: float = rate) -> float:
+                    return tokens / _rate
+            else:
+                rate = profile.tokens_per_s
+                why = f"; {speed.note}" if speed is not None and speed.note else ""
+                source = f"an assumed {profile.tokens_per_s:g} tok/s after {profile.latency_s:g}s, this backend's prior{why}"
+
+                def seconds(tokens: float, _p: Any = profile) -> float:
+                    return request_latency_s(_p, tokens)
+            s = cfg.roles.settings(role)
+            big = est.largest_prompts.get(f"{role}:{key}")
+            n_ius = big.graph_size if big is not None and role == "extractor" else None
+            first = first_try_tokens(role, s.max_tokens, n_ius)
+            retry = s.attempts >= 2 and first < s.max_tokens
+            mean = measured.get(role) or seconds(e.completion_tokens_per_request)
+            mean_source = "measured by an earlier run" if role in measured else source
             where = f"{_where(cfg, role, key)} timeout_s {timeout:g}"
-            first = first_try_tokens(role, cfg.roles.settings(role).max_tokens,
-                                     est.largest_prompts.get(f"{role}:{key}").graph_size if f"{role}:{key}" in est.largest_prompts else None)
-            full = request_latency_s(profile, first)
+            fail = f"a timed-out request is tried again, up to models.{key}.max_attempts {getattr(entry, 'max_attempts', 1)}, then fails as {role}_timeout"
             if mean > timeout / 2:
-                out.append(Finding("warning", where, f"a request takes ~{mean:.0f}s on average ({source}): "
-                                   f"{'most' if mean > timeout else 'the slower'} requests would time out and be retried; "
-                                   f"raise models.{key}.timeout_s"))
-            elif full > timeout:
-                out.append(Finding("warning", where, f"a first try that uses its whole budget ({first:,} tokens) takes ~{full:.0f}s "
-                                   f"({source}), above the timeout; raise models.{key}.timeout_s"))
+                out.append(Finding("warning", where, f"a request takes ~{mean:.0f}s on average ({mean_source}): "
+                                   f"{'most' if mean > timeout else 'the slower'} requests would time out ({fail}); "
+                                   f"raise models.{key}.timeout_s to at least {math.ceil(2 * mean):,}"))
+                continue
+            worst, what = (seconds(s.max_tokens), f"a truncated answer is asked again with max_tokens {s.max_tokens:,} "
+                           f"(roles.{role}.max_tokens), which takes ~{seconds(s.max_tokens):.0f}s") if retry else (
+                           seconds(first), f"a first try that uses its whole budget ({first:,} tokens) takes ~{seconds(first):.0f}s")
+            if worst <= timeout:
+                continue
+            fix = f"raise models.{key}.timeout_s to at least {math.ceil(1.25 * worst):,}"
+            if retry and rate:
+                fits = int(timeout * 0.8 * rate) if speed is not None and speed.tokens_per_s else int(max(0.0, timeout * 0.8 - profile.latency_s) * rate)
+                if largest_cap_with_retry(role, fits, n_ius) is not None and fits < s.max_tokens:
+                    fix += f", or set roles.{role}.max_tokens to at most {fits:,}"
+            out.append(Finding("warning", where, f"{what} at {source}, above the timeout: it would time out ({fail}); {fix}"))
     return out
 
 
@@ -374,6 +575,8 @@ def _read_list(cap: Capacity, listed: list[dict[str, Any]], model: str) -> None:
         value = entry.get(name)
         if isinstance(value, int) and value > 0:
             cap.max_model_len, cap.limit_source = value, f"{name} in its models list"
+            cap.setting = ("start the vLLM server with --max-model-len {n}" if name == "max_model_len" else
+                           "a model or provider with a {n}-token context")
             return
 
 
@@ -384,11 +587,13 @@ async def probe_vllm(entry: Any, key: str) -> Capacity:
     limit = vcfg.engine_args().get("max_model_len")
     if limit:
         cap.max_model_len, cap.limit_source = int(limit), "the entry's max_model_len"
+        cap.setting = f"models.{key}.max_model_len: {{n}}"
         return cap
     found = _local_context(vcfg.model)
     if found:
         cap.max_model_len, cap.limit_source = found, "max_position_embeddings in the model's config.json"
         cap.checked = "model config.json"
+        cap.setting = f"models.{key}.max_model_len: {{n}}, where the model's own {found:,} allows it"
     else:
         cap.checked = "not checked: no max_model_len in the entry and no local config.json"
     return cap
@@ -408,4 +613,4 @@ def _local_context(model: str) -> int | None:
 
 
 __all__ = ["CONTEXT_FIELDS", "Capacity", "Finding", "Preflight", "PreflightFailed", "check_before_spending", "fit_findings",
-           "probe_http", "probe_vllm", "timeout_findings"]
+           "probe_http", "probe_speed", "probe_vllm", "timeout_findings", "context_verdict", "measure_speeds"]

@@ -2,7 +2,9 @@
 
 Uses: ``ray-knowsim serve-offline`` (the deterministic offline model behind a real socket, so the
 HTTP backend, retries, limits and the engine's batching are exercised end to end without a
-provider), a fixed-latency endpoint for engine benchmarks (``delay_s``), and test fixtures
+provider), a fixed-latency endpoint for engine benchmarks (``delay_s``), a stand-in of known
+generation speed (``delay_per_token_s``: each answer held that long per completion token, as a
+slow self-hosted model would), and test fixtures
 (``serve_model_in_thread`` picks a free port on 127.0.0.1).
 
 Non-streaming ``/v1/chat/completions`` only. The offline model's facts travel in the
@@ -46,6 +48,7 @@ _CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 class _ServerConfig:
     served_name: str
     delay_s: float
+    delay_per_token_s: float = 0.0
 
 
 class _BadRequest(Exception):
@@ -153,6 +156,8 @@ async def _chat_completions(request: web.Request) -> web.Response:
     except Exception:
         log.exception("model %s failed on request %s", cfg.served_name, chat.request_id)
         return _error(500, "the model raised an exception", kind="server_error", code="internal_error")
+    if cfg.delay_per_token_s > 0 and answer.error is None:
+        await asyncio.sleep(cfg.delay_per_token_s * answer.usage.completion_tokens)
     if answer.error is not None:
         # the model's short reason ("kind: detail") travels as message, its kind as the code
         kind = answer.error.split(":", 1)[0].strip()
@@ -192,13 +197,14 @@ async def _health(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-def build_app(model: ChatModel, *, served_name: str | None = None, delay_s: float = 0.0) -> web.Application:
+def build_app(model: ChatModel, *, served_name: str | None = None, delay_s: float = 0.0,
+              delay_per_token_s: float = 0.0) -> web.Application:
     """The aiohttp application serving ``model`` under ``served_name`` (default: ``model.name``)."""
-    if delay_s < 0:
-        raise ValueError(f"delay_s must be >= 0, got {delay_s}")
+    if delay_s < 0 or delay_per_token_s < 0:
+        raise ValueError(f"delay_s and delay_per_token_s must be >= 0, got {delay_s}, {delay_per_token_s}")
     app = web.Application(client_max_size=64 * 2**20)
     app[MODEL_KEY] = model
-    app[CONFIG_KEY] = _ServerConfig(served_name=served_name or model.name, delay_s=delay_s)
+    app[CONFIG_KEY] = _ServerConfig(served_name=served_name or model.name, delay_s=delay_s, delay_per_token_s=delay_per_token_s)
     app.router.add_post("/v1/chat/completions", _chat_completions)
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/health", _health)
@@ -277,12 +283,13 @@ def serve_model_in_thread(
 
 
 def run_server(
-    model: ChatModel, *, host: str, port: int, served_name: str | None = None, delay_s: float = 0.0
+    model: ChatModel, *, host: str, port: int, served_name: str | None = None, delay_s: float = 0.0,
+    delay_per_token_s: float = 0.0,
 ) -> None:
     """Serve until interrupted (the CLI)."""
     if host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("serving on %s without authentication: anyone who can reach it can use it", host)
-    app = build_app(model, served_name=served_name, delay_s=delay_s)
+    app = build_app(model, served_name=served_name, delay_s=delay_s, delay_per_token_s=delay_per_token_s)
     name = app[CONFIG_KEY].served_name  # type: ignore[attr-defined]
     web.run_app(
         app, host=host, port=port, access_log=None,

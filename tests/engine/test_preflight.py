@@ -126,3 +126,101 @@ def test_a_self_hosted_context_is_checked_without_starting_an_engine(tmp_path):
     with pytest.raises(PreflightFailed, match=r"roles\.extractor \(models\.local\).*256-token context of self-hosted vLLM .* "
                                               r"\(the entry's max_model_len\)"):
         run(parse_run_config(data), output=tmp_path / "run", quiet=True)
+
+
+# ----------------------------------------------------------------------------- one verdict per role
+
+
+def test_the_measured_14_iu_case_gets_one_verdict_that_names_the_context_that_works():
+    from ray_knowsim.engine.preflight import context_verdict
+
+    # SmolLM2 as the extractor of a 14-IU graph: a 4,138-token prompt, the default cap 8,192, an 8k context
+    level, text = context_verdict("extractor", 4138, 8192, 3, 14, 8192, "models.sim.max_model_len: {n}")
+    assert level == "error"
+    assert "no roles.extractor.max_tokens fits this context with a truncation retry" in text
+    assert "the first try for a 14-IU graph alone asks for 4,096 tokens, 4,054 are left" in text
+    assert "a context of at least 12,330 tokens (models.sim.max_model_len: 16384)" in text
+    assert "at most" not in text  # no cap is advised that the budget check would then call too small
+    assert context_verdict("extractor", 4138, 8192, 3, 14, 16384, "models.sim.max_model_len: {n}") is None
+    # the cap the old message advised: it fits, but leaves no retry, and the verdict says what does
+    level, text = context_verdict("extractor", 4138, 4054, 3, 14, 8192, "start the vLLM server with --max-model-len {n}")
+    assert level == "warning" and "cannot be asked again" in text
+    assert "no max_tokens keeps the retry within 8,192 tokens: that needs a context of at least 12,330" in text
+    assert "--max-model-len 16384" in text and "at least 8,192" not in text
+    # a context where a smaller cap keeps the retry: that cap is named, and it keeps the retry
+    level, text = context_verdict("extractor", 4138, 8192, 3, 14, 10240, "x {n}")
+    assert level == "error" and "set roles.extractor.max_tokens to at most 6,102 (first try 4,096, retry 6,102)" in text
+
+
+def tokenizer_dir(path) -> str:
+    """A model dir holding a real tokenizer.json (one token per whitespace-separated word)."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import WhitespaceSplit
+
+    tok = Tokenizer(WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    tok.pre_tokenizer = WhitespaceSplit()
+    path.mkdir(parents=True, exist_ok=True)
+    tok.save(str(path / "tokenizer.json"))
+    return str(path)
+
+
+def test_a_self_hosted_entry_gets_one_coherent_verdict_counted_with_its_tokenizer(tmp_path):
+    from ray_knowsim.schema.roles import extractor_budget
+
+    model = tokenizer_dir(tmp_path / "model")
+    data = small_config(models={"sim": {"backend": "offline"},
+                                "local": {"backend": "vllm", "model": model, "max_model_len": 100_000}})
+    data["roles"]["extractor"] = "local"
+    cfg = parse_run_config(data)
+    inputs = load_inputs(cfg)
+    est = estimate(cfg, Plan(cfg, inputs), inputs)
+    assert est.per_role["extractor"].token_counter.startswith(f"the model's tokenizer ({model})")
+    big = est.largest_prompts["extractor:local"]
+    wanted = extractor_budget(big.graph_size)
+    # a context where the first try fits but no cap keeps a retry
+    data["models"]["local"]["max_model_len"] = big.first_turn + wanted
+    with pytest.raises(PreflightFailed) as refused:
+        check_before_spending(parse_run_config(data), Plan(cfg, inputs), inputs)
+    message = str(refused.value)
+    assert f"its largest first-turn prompt is ~{big.first_turn:,} tokens (the model's tokenizer" in message
+    assert "no roles.extractor.max_tokens fits this context" in message and "models.local.max_model_len: " in message
+    assert "--max-model-len" not in message and "at least" in message and "at most" not in message
+    # the largest cap that fits: it runs, with ONE warning about the lost retry, naming the context that keeps it
+    data["roles"]["extractor"] = {"model": "local", "max_tokens": wanted}
+    checked = check_before_spending(parse_run_config(data), Plan(cfg, inputs), inputs)
+    lines = [f.line() for f in checked.warnings]
+    assert not checked.errors and sum("cannot be asked again" in w for w in lines) == 1, lines
+    assert not any("set max_tokens to at least" in w for w in lines)  # the budget warning is folded into the verdict
+
+
+def test_run_prints_preflight_warnings_as_plain_lines(tmp_path, capsys):
+    from ray_knowsim.cli.main import main as cli
+    import yaml
+
+    data = small_config(models={"sim": {"backend": "offline"}})
+    data["roles"]["extractor"] = {"model": "sim", "max_tokens": 300}  # the first try asks for the cap: a budget warning
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert cli(["validate-config", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: roles.extractor.max_tokens 300" in err and "RoleBudgetWarning" not in err and ".py:" not in err, err
+
+
+def test_the_timeout_check_uses_the_measured_speed_and_covers_the_retry_at_the_cap():
+    """A stand-in that decodes at 20 tokens/s (SmolLM2 on 2 cores): the assistant's retry at its
+    3,000-token cap takes ~150 s, above a 60 s timeout. The 60 tok/s prior would have passed it
+    (3,000 / 60 + 1 = 51 s); the probe measures and the check says so before anything is spent."""
+    app, seen = counted(build_app(OfflineModel(), served_name="offline", delay_per_token_s=0.05))
+    with serve_app_in_thread(app) as server:
+        cfg = parse_run_config(tutor_config(server.base_url, "offline", timeout_s=60))
+        inputs = load_inputs(cfg)
+        checked = check_before_spending(cfg, Plan(cfg, inputs), inputs)
+    cap = checked.capacities["tutor"]
+    assert cap.tokens_per_s is not None and 5 < cap.tokens_per_s <= 20.5 and "speed probe" in cap.speed
+    assert seen[("POST", "/v1/chat/completions")] == cap.chat_requests >= 1  # the probe: a few short requests, counted
+    [slow] = [f.line() for f in checked.warnings if "timeout_s" in f.line()]
+    assert slow.startswith("assistant of ") and "(models.tutor) timeout_s 60" in slow
+    assert "asked again with max_tokens 3,000 (roles.assistant.max_tokens)" in slow and "measured by the speed probe" in slow
+    assert "raise models.tutor.timeout_s to at least" in slow and "fails as assistant_timeout" in slow
+    assert "tok/s per request (speed probe)" in checked.summary()

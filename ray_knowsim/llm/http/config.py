@@ -45,7 +45,7 @@ ANSWER_FIELDS = ("base_url", "model", "name", "structured_output", "json_schema_
 #: keeps a run directory resumable.
 OPERATIONAL_FIELDS = ("timeout_s", "connect_timeout_s", "max_attempts", "backoff", "max_in_flight",
                       "requests_per_minute", "tokens_per_minute", "max_in_flight_global", "api_key_env",
-                      "api_key_header", "send_knowsim_headers")
+                      "api_key_header", "send_knowsim_headers", "tokenizer")
 
 
 class HTTPModelConfig(BaseModel):
@@ -88,6 +88,9 @@ class HTTPModelConfig(BaseModel):
     # Connecting must succeed within this (a request not yet sent is safe to resend at once).
     connect_timeout_s: float = Field(10.0, gt=0)
     extra_body: dict[str, Any] = Field(default_factory=dict)
+    # The served model's tokenizer on this machine (a directory holding tokenizer.json, or the
+    # file): pre-flight and the dry run count prompts with it instead of ceil(chars / 4).
+    tokenizer: str | None = None
 
     @model_validator(mode="before")
     @classmethod
