@@ -4,9 +4,12 @@ Per (task, knowledge level, metric) and pair of conditions: the mean paired diff
 matched cells (same task, item, level, trial and initial state) with a descriptive item-clustered
 CI, and ONE verdict over items: the exact sign test on each item's mean difference with its
 win-rate interval, Bonferroni over the family (significant <=> the adjusted interval excludes
-1/2); the same for the level-marginal ("all"). With too few items for any verdict at the family's
-size it says so and gives the minimum detectable effects. Also the bootstrap probability that
-each condition is best. Several run directories merge when their items, levels,
+1/2); the same for the level-marginal ("all"). Every verdict carries its counts (matched items,
+wins, losses, ties) and a sentence; with ``--effect`` a pair whose net win rate over all matched
+items is shown inside +-effect is "equivalent". With too few items for any verdict at the
+family's size it says so and gives the minimum detectable effects. The leaderboard orders each
+metric's conditions on the same item win rate (mean item rank, never against a significant
+verdict; ★ only for a condition that beats every other). Several run directories merge when their items, levels,
 rules and learner simulator agree; otherwise the first difference is reported and the exit code is 2.
 
 Failure rates per condition and level are written beside them (failures); a pair of conditions
@@ -31,8 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--metrics", default=None, help="comma-separated metric columns (default: kg,nkg,dc,ic,co,po,engagement,iq "
                                                    "with data, plus cost_usd when priced)")
-    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--n-boot", type=int, default=2000, help="ignored (P(best), the bootstrap it set, went: issue 28)")
+    p.add_argument("--seed", type=int, default=0, help="ignored (as --n-boot)")
+    p.add_argument("--effect", type=float, default=None,
+                   help="equivalence margin of the net win rate (wins - losses) / matched items: a pair whose adjusted "
+                        "interval lies inside +-EFFECT is reported as differing by less than it (tied items count)")
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate per family (default 0.05)")
     p.add_argument("--power", type=float, default=0.8, help="power for the minimum detectable effect (default 0.8)")
     p.add_argument("--family", choices=("run", "level_metric"), default="run",
@@ -51,7 +57,7 @@ def main(args: argparse.Namespace) -> int:
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     try:
         result = compare_runs(args.runs, args.out, metrics=metrics, n_boot=args.n_boot, seed=args.seed,
-                              alpha=args.alpha, power=args.power, family=args.family, allow_incomplete=args.allow_incomplete)
+                              alpha=args.alpha, power=args.power, family=args.family, allow_incomplete=args.allow_incomplete, effect=args.effect)
     except (IncompatibleRuns, RunDirError, ValueError) as exc:
         print(f"ray-knowsim compare: {exc}", file=sys.stderr)
         return 2
@@ -67,9 +73,8 @@ def main(args: argparse.Namespace) -> int:
           f"significant (sign test over items, Bonferroni over {family}, alpha {args.alpha}); results in {Path(args.out)}")
     for msg in result.too_few:
         print(f"  {msg}")
-    for _, r in sig.iterrows():
-        loser = r["condition_b"] if r["better"] == r["condition_a"] else r["condition_a"]
-        print(f"  {r['task']}/{r['knowledge_level']} {r['metric']}: {r['better']} beats {loser} on "
-              f"{max(r['n_pos'], r['n_neg'])} of {r['n_pos'] + r['n_neg']} items (win rate a {r['win_rate']:.2f} "
-              f"[{r['win_low_adj']:.2f}, {r['win_high_adj']:.2f}] adjusted; diff a-b {r['mean_diff']:+.3f}; p_adj {r['p_adj']:.3g})")
+    for _, r in paired[paired["significant"] | paired["equivalent"]].iterrows():
+        print(f"  {r['task']}: {r['sentence']}")
+    for line in sorted(set(result.tables["leaderboard"]["ranked_set"])):
+        print(f"  leaderboard {line}")
     return 0

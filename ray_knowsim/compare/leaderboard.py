@@ -1,13 +1,16 @@
-"""The leaderboard: every condition of every compared run, ranked per task, with CIs (pure).
+"""The leaderboard: every condition of every compared run, per task and metric, on the item win rate (pure).
 
-Built from the ``best`` table's level-marginal rows (``knowledge_level == "all"``): per task and
-condition the level-marginal mean of each metric, its item-clustered 95 % CI (the run's tables
-show the same), its rank (orientation-aware) and its probability of being best; ``mean_rank`` is
-THE mean rank of :mod:`ray_knowsim.stats.ranks` (over KG, DC, CO, IQ among the compared metrics:
-the terminal, ``tables/ranks`` and the report show the same number); rows are sorted by the
-number of metrics ranked (most first), then by ``mean_rank``. Other metrics are ranked but not
-averaged; ``cost_usd`` (when priced) is shown but not ranked. Conditions of an adaptive run have
-unequal n (``<metric>_n``): an eliminated condition's means cover fewer items.
+One quantity from verdict to leaderboard: per (task, metric) at the level-marginal, conditions are
+ordered by :func:`ray_knowsim.stats.leaderboard.board` from the ``paired`` table's win rates and
+significant verdicts: mean item rank (``1 + sum_j (1 - theta_ij)``, theta_ij the share of matched
+items i wins over j, ties half), verdicts first (the order never places a pair against its own
+significant verdict; a cycle among them shares one position and is named), ★ only for a
+condition that significantly beats every other condition directly. Beside it, as description:
+the level-marginal mean with its item-clustered 95 % CI (the run's tables show the same) and the
+paper's mean rank (:func:`ray_knowsim.stats.ranks.paper_mean_ranks` over KG, DC, CO, IQ: ranks
+of means, no uncertainty). Across several runs that paper's figure ranks every run's conditions
+together, so it is NOT each run's own mean rank; ``mean_rank_in_run`` gives that one and
+``ranked_set`` says which set the leaderboard ranked.
 """
 
 from __future__ import annotations
@@ -19,42 +22,70 @@ from typing import Sequence
 import pandas as pd
 
 from ray_knowsim.compare.paired import ALL_LEVELS, beats_matrix, too_few_items
-from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, mean_rank
+from ray_knowsim.compare.sentences import interval_text
+from ray_knowsim.stats.leaderboard import board
+from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, paper_mean_ranks
 
 UNRANKED = frozenset({"cost_usd", "turns"})
+COLUMNS = ["task", "metric", "condition", "run", "position", "star", "mean_item_rank", "beats", "cycle", "mean", "ci_low",
+           "ci_high", "zero_width", "n", "n_items", "rank_of_mean", "mean_rank", "mean_rank_used", "mean_rank_in_run", "ranked_set"]
 
 
-def leaderboard(best: pd.DataFrame, runs_of: dict[str, str] | None = None) -> pd.DataFrame:
-    """One row per (task, condition): ``<metric>``, ``<metric>_ci_low/_ci_high``, ``<metric>_rank``,
-    ``<metric>_prob_best`` per metric, ``mean_rank``, ``position`` (1 = best mean rank)."""
-    part = best[best["knowledge_level"] == ALL_LEVELS]
-    rows = []
-    for (task, cond), g in part.groupby(["task", "condition"], sort=False):
-        row: dict = {"task": task, "condition": cond, "run": (runs_of or {}).get(cond, "")}
-        ranked = []
-        for _, r in g.iterrows():
-            m = r["metric"]
-            row[m] = r["mean"]
-            row[f"{m}_ci_low"], row[f"{m}_ci_high"] = r["ci_low"], r["ci_high"]
-            row[f"{m}_n"] = r["n"]
-            row[f"{m}_rank"] = r["rank"]
-            row[f"{m}_items"] = r["n_items"]
-            row[f"{m}_prob_best"] = r["prob_best"]
-            if m in MEAN_RANK_METRICS and not math.isnan(r["rank"]):
-                ranked.append(r["rank"])
-        got = mean_rank(ranked)
-        row["mean_rank"] = got if got is not None else math.nan
-        row["ranked_metrics"] = len(ranked)
-        rows.append(row)
-    df = pd.DataFrame(rows)
-    if df.empty:
-        return pd.DataFrame(columns=["task", "condition", "run", "mean_rank", "position"])
-    # a condition with fewer metrics (a baseline simulator has no KG/DC/CO) is ranked after those
-    # with more: a mean over one metric is no match for a mean over eight
-    df["_key"] = -df["ranked_metrics"] * 1000 + df["mean_rank"].fillna(999)
-    df = df.sort_values(["task", "_key", "condition"]).reset_index(drop=True)
-    df["position"] = df.groupby("task")["_key"].rank(method="min")
-    return df.drop(columns="_key")
+def ranked_set_text(conditions: Sequence[str], runs_of: dict[str, str]) -> str:
+    """What a leaderboard ranks: one run's conditions, or several runs' together (then its mean
+    rank is not any run's own)."""
+    runs = list(dict.fromkeys(runs_of.get(c, "") for c in conditions))
+    if len(runs) <= 1:
+        return f"ranks the {len(conditions)} conditions of one run: its mean rank is the run's own (terminal, report, tables/ranks)"
+    return (f"ranks {len(conditions)} conditions of {len(runs)} runs together: its mean rank is not comparable with each "
+            "run's own mean rank (see mean_rank_in_run)")
+
+
+def leaderboard(best: pd.DataFrame, paired: pd.DataFrame, runs_of: dict[str, str] | None = None,
+                level: str = ALL_LEVELS) -> pd.DataFrame:
+    """One row per (task, metric, condition) at ``level`` (default the level-marginal), rows in
+    leaderboard order per (task, metric); columns :data:`COLUMNS`."""
+    runs_of = runs_of or {}
+    part = best[best["knowledge_level"] == level]
+    pairs = paired[paired["knowledge_level"] == level]
+    rows: list[dict] = []
+    for task, g in part.groupby("task", sort=True):
+        conds = list(dict.fromkeys(g["condition"]))
+        means = {m: dict(zip(gm["condition"], gm["mean"])) for m, gm in g.groupby("metric", sort=False)}
+        _, paper = paper_mean_ranks(means, MEAN_RANK_METRICS)
+        own: dict[str, float | None] = {}
+        for run in dict.fromkeys(runs_of.get(c, "") for c in conds):
+            mine = [c for c in conds if runs_of.get(c, "") == run]
+            _, got = paper_mean_ranks({m: {c: v[c] for c in mine if c in v} for m, v in means.items()}, MEAN_RANK_METRICS)
+            own.update({c: got[c].value if c in got else None for c in mine})
+        ranked = ranked_set_text(conds, runs_of)
+        pt = pairs[pairs["task"] == task]
+        for metric, gm in g.groupby("metric", sort=False):
+            here = list(gm["condition"])
+            pm = pt[pt["metric"] == metric]
+            theta = {(r.condition_a, r.condition_b): r.win_rate_ties_half for r in pm.itertuples()}
+            beats = [(r.better, r.condition_b if r.better == r.condition_a else r.condition_a)
+                     for r in pm.itertuples() if isinstance(r.better, str)]
+            b = board(here, theta, beats)
+            by = gm.set_index("condition")
+            for c in b.order:
+                r = by.loc[c]
+                cyc = next((" > ".join([*cy, cy[0]]) for cy in b.cycles if c in cy), "")
+                pr = paper.get(c)
+                rows.append({"task": task, "metric": metric, "condition": c, "run": runs_of.get(c, ""),
+                             "position": b.position[c], "star": b.star == c, "mean_item_rank": b.mean_item_rank[c],
+                             "beats": ", ".join(b.beats[c]), "cycle": cyc, "mean": r["mean"], "ci_low": r["ci_low"],
+                             "ci_high": r["ci_high"], "zero_width": bool(r["zero_width"]), "n": r["n"], "n_items": r["n_items"],
+                             "rank_of_mean": r["rank"], "mean_rank": pr.value if pr and pr.value is not None else math.nan,
+                             "mean_rank_used": pr.used if pr else 0,
+                             "mean_rank_in_run": own.get(c) if own.get(c) is not None else math.nan, "ranked_set": ranked})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _paper_rows(board_: pd.DataFrame) -> pd.DataFrame:
+    """Per (task, condition) the paper's mean rank columns, sorted by it."""
+    cols = ["task", "condition", "run", "mean_rank", "mean_rank_used", "mean_rank_in_run", "ranked_set"]
+    return board_[cols].drop_duplicates(["task", "condition"]).sort_values(["task", "mean_rank", "condition"], na_position="last")
 
 
 def _f(x, d: int = 3) -> str:
@@ -69,39 +100,56 @@ td.win{background:#e7f6ec}td.self{background:#eee}
 .flag{border:2px solid #1d4ed8;background:#eff6ff;color:#1e3a8a;padding:6px 12px;border-radius:6px;max-width:70em}"""
 
 
-def render_html(board: pd.DataFrame, paired: pd.DataFrame, metrics: Sequence[str], title: str,
+def render_html(board_: pd.DataFrame, paired: pd.DataFrame, metrics: Sequence[str], title: str,
                 notes: Sequence[str] = (), alpha: float = 0.05, flags: Sequence[str] = ()) -> str:
-    """A self-contained page: per task the leaderboard (mean [95% CI], rank, P(best)) and the
-    level-marginal who-beats-whom matrix; ``flags`` (e.g. an incomplete run) stand out on top."""
+    """A self-contained page: per task, per metric the leaderboard on the item win rate (position,
+    ★, mean item rank, whom it beats, mean [95% CI] as description), the verdicts in words, the
+    paper's mean rank (and which set of conditions it ranks), the who-beats-whom matrix;
+    ``flags`` (e.g. an incomplete run) stand out on top."""
     e = html.escape
     out = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>", f"<title>{e(title)}</title>",
            f"<style>{CSS}</style></head><body>", f"<h1>{e(title)}</h1>"]
     if flags:
         out.append("<div id='incomplete-runs' class='flag' role='note'>" + "".join(f"<p><b>{e(f)}</b></p>" for f in flags) + "</div>")
     out += [f"<p class='note'>{e(n)}</p>" for n in notes]
-    for task in board["task"].unique() if not board.empty else []:
-        part = board[board["task"] == task]
-        shown = [m for m in metrics if m in part.columns]
-        out.append(f"<h2>{e(str(task))}: leaderboard (level-marginal)</h2><table><thead><tr><th>#</th><th>condition</th>")
-        out += [f"<th>{e(m.upper())}</th>" for m in shown]
-        out.append(f"<th>mean rank ({e(', '.join(m.upper() for m in MEAN_RANK_METRICS if m in shown))})</th></tr></thead><tbody>")
-        for _, r in part.iterrows():
-            out.append(f"<tr><td class='num'>{_f(r['position'], 0)}</td><td>{e(str(r['condition']))}</td>")
-            for m in shown:
-                top = r.get(f"{m}_rank") == 1 and m not in UNRANKED
-                pb = r.get(f"{m}_prob_best")
-                out.append(f"<td class='num{' best' if top else ''}'>{_f(r[m])}<br><span class='ci'>[{_f(r[f'{m}_ci_low'])}, "
-                           f"{_f(r[f'{m}_ci_high'])}]" + (f" P(best) {_f(pb, 2)}" if m not in UNRANKED else "") + "</span></td>")
-            out.append(f"<td class='num'>{_f(r['mean_rank'], 2)}</td></tr>")
-        out.append("</tbody></table>")
+    for task in board_["task"].unique() if not board_.empty else []:
+        part = board_[board_["task"] == task]
+        out.append(f"<h2>{e(str(task))}: leaderboard on the item win rate (level-marginal)</h2>")
+        out.append(f"<p class='note ranked-set'>{e(str(part['ranked_set'].iloc[0]))}</p>")
+        out.append("<div id='leaderboard-grid'>")
+        for metric in [m for m in metrics if m in set(part["metric"])]:
+            pm = part[part["metric"] == metric]
+            out.append(f"<h3>{e(metric.upper())}</h3><table class='board' data-metric='{e(metric)}'><thead><tr><th>#</th>"
+                       "<th>condition</th><th>mean item rank</th><th>significantly beats</th><th>mean [95% CI]</th></tr></thead><tbody>")
+            for _, r in pm.iterrows():
+                star = " ★" if r["star"] else ""
+                cyc = f" <span class='ci'>(cycle: {e(r['cycle'])})</span>" if r["cycle"] else ""
+                ci = interval_text(r["ci_low"], r["ci_high"], 3, "every item has the same mean")
+                out.append(f"<tr data-condition='{e(str(r['condition']))}'><td class='num'>{int(r['position'])}</td>"
+                           f"<td class='{'best' if r['star'] else ''}'>{e(str(r['condition']))}{star}{cyc}</td>"
+                           f"<td class='num'>{_f(r['mean_item_rank'], 2)}</td><td>{e(r['beats']) or '–'}</td>"
+                           f"<td class='num'>{_f(r['mean'])} <span class='ci'>{e(ci)}</span></td></tr>")
+            out.append("</tbody></table>")
+        out.append("</div>")
+        sentences = paired[(paired["task"] == task) & (paired["knowledge_level"] == ALL_LEVELS) & paired["better"].notna()]["sentence"]
+        if len(sentences):
+            out.append("<h3>Verdicts</h3><ul class='verdicts'>" + "".join(f"<li>{e(s)}</li>" for s in sentences) + "</ul>")
+        paper = _paper_rows(part)
+        names = ", ".join(m.upper() for m in MEAN_RANK_METRICS)
+        out.append(f"<h3>The paper's mean rank ({e(names)})</h3><p class='note'>Mean of the per-metric ranks of the means "
+                   "(paper Table 4): descriptive, no test, not the leaderboard's order.</p>"
+                   "<table><thead><tr><th>condition</th><th>mean rank</th><th>its run's own mean rank</th></tr></thead><tbody>"
+                   + "".join(f"<tr><td>{e(str(r['condition']))}</td><td class='num'>{_f(r['mean_rank'], 2)}</td>"
+                             f"<td class='num'>{_f(r['mean_rank_in_run'], 2)}</td></tr>" for _, r in paper.iterrows())
+                   + "</tbody></table>")
         out.append(beats_html(paired, task, ALL_LEVELS, alpha))
     out.append("</body></html>")
     return "\n".join(out)
 
 
 NOTE = ("A cell lists the metrics on which the row's condition beats the column's: exact sign test over items "
-        "(each item's mean paired difference; ties dropped), Bonferroni over the family, so a listed win is one whose "
-        "family-adjusted win-rate interval excludes 1/2.")
+        "(each item's mean paired difference; tied items count in the totals, not in the test), Bonferroni over the family, "
+        "so a listed win is one whose family-adjusted win-rate interval excludes 1/2.")
 
 
 def beats_html(paired: pd.DataFrame, task: str, level: str, alpha: float = 0.05) -> str:
@@ -145,4 +193,4 @@ def beats_markdown(paired: pd.DataFrame, task: str, level: str, alpha: float = 0
     return out
 
 
-__all__ = ["NOTE", "beats_html", "beats_markdown", "leaderboard", "render_html"]
+__all__ = ["COLUMNS", "NOTE", "beats_html", "beats_markdown", "leaderboard", "ranked_set_text", "render_html"]

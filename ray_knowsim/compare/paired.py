@@ -19,14 +19,18 @@ significant. The tables say so (``testable``) and give the minimum detectable ef
 Output tables (every row validated by a pydantic model below):
 
 * ``paired`` — per (task, knowledge_level, metric) and pair (a before b in condition order):
-  n_pairs matched cells, n_items, n_pos / n_neg / n_tied items, mean_diff = mean(a − b) (the
+  n_pairs matched cells, n_items (matched items), n_pos / n_neg / n_tied items (raw sign of a − b),
+  wins / losses / ties (oriented: a win is an item on which a is better), the win rate among
+  non-tied items, the net win rate (wins − losses) / n_items over all matched items with its
+  adjusted interval (``equivalent`` when it lies inside ±``effect``), ``zero_width``, ``sentence``, mean_diff = mean(a − b) (the
   level-marginal: mean over levels of the level mean differences) with a *descriptive* 95 %
   item-clustered interval (``ci_low/ci_high``, no verdict rests on it), win_rate and its adjusted
   interval (``win_low_adj/win_high_adj``), p_value (exact sign test over items), p_adj
   (Bonferroni), family_size, min_items, testable, significant, better.
 * ``best`` — per (task, knowledge_level, metric, condition): n, items, mean with the same
-  item-clustered 95 % interval as the run's tables (one number on every surface), rank
-  (:mod:`ray_knowsim.stats.ranks`) and the bootstrap probability of being best.
+  item-clustered 95 % interval as the run's tables (one number on every surface) and the rank of
+  the mean (:mod:`ray_knowsim.stats.ranks`; descriptive: the leaderboard orders by the item win
+  rate, :mod:`ray_knowsim.compare.leaderboard`).
 * ``mde`` — per paired row: the minimum detectable win rate at the run's non-tied items (exact
   binomial power, unadjusted and at alpha / m) and the same as a mean difference in the metric's
   units under a normal location shift of the per-item differences.
@@ -53,7 +57,8 @@ from ray_knowsim.stats import bootstrap as B
 from ray_knowsim.stats import signs as G
 from ray_knowsim.stats.descriptive import clustered_mean
 from ray_knowsim.stats.multiplicity import bonferroni
-from ray_knowsim.stats.ranks import higher_is_better, rank_min
+from ray_knowsim.compare.sentences import verdict_sentence
+from ray_knowsim.stats.ranks import TIE_DECIMALS, higher_is_better, rank_min
 
 ALL_LEVELS = "all"
 DEFAULT_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "iq")
@@ -63,6 +68,8 @@ CELL_KEYS = ("task", "item_id", "knowledge_level", "trial", "match")
 class CompareOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     metrics: list[str] | None = None  # None: DEFAULT_METRICS present with data
+    # accepted and ignored: they set the bootstrap of P(best), which went (issue 28: a share of
+    # replicates on means is not a probability, nor the quantity verdicts test); kept so old scripts run
     n_boot: int = Field(2000, ge=100)
     seed: int = 0
     alpha: float = Field(0.05, gt=0, lt=1)
@@ -70,6 +77,9 @@ class CompareOptions(BaseModel):
     # the family: "run" = every paired row of the comparison (all tasks, levels, metrics and
     # pairs); "level_metric" = one (task, knowledge_level, metric) over its condition pairs
     family: Literal["run", "level_metric"] = "run"
+    # a margin of the net win rate (wins - losses) / matched items: a pair whose adjusted net
+    # interval lies inside +-effect is shown "equivalent" (smaller than the effect); ties count
+    effect: float | None = Field(None, gt=0, lt=1)
 
 
 class PairedRow(BaseModel):
@@ -85,15 +95,23 @@ class PairedRow(BaseModel):
     n_pos: int  # items whose mean difference a - b is > 0
     n_neg: int
     n_tied: int
+    wins: int  # items on which a is better (oriented by higher_is_better): the verdict's counts
+    losses: int  # items on which b is better
+    ties: int  # items whose mean difference is 0 (to TIE_DECIMALS decimals); wins + losses + ties = n_items
     mean_a: float
     mean_b: float
     mean_diff: float  # a - b
     ci_low: float  # descriptive 95 % item-clustered interval of mean_diff (no verdict)
     ci_high: float
+    zero_width: bool  # ci_low == ci_high: every item has the same mean difference (e.g. all tie)
     sd_item_diff: float  # standard deviation of the per-item mean differences
-    win_rate: float  # n_pos / (n_pos + n_neg)
-    win_low_adj: float  # Clopper-Pearson at 1 - alpha / family_size
+    win_rate: float  # a's win rate among non-tied items: wins / (wins + losses), what the sign test is about
+    win_low_adj: float  # its Clopper-Pearson interval at 1 - alpha / family_size
     win_high_adj: float
+    win_rate_ties_half: float  # (wins + ties / 2) / n_items: the leaderboard's theta (mean item rank)
+    net_win_rate: float  # (wins - losses) / n_items over ALL matched items
+    net_low_adj: float  # its interval at 1 - alpha / family_size (stats.signs.net_win_rate_interval)
+    net_high_adj: float
     p_value: float  # exact two-sided sign test over items
     p_adj: float  # Bonferroni: min(1, family_size * p_value)
     family_size: int
@@ -101,6 +119,9 @@ class PairedRow(BaseModel):
     testable: bool  # n_pos + n_neg >= min_items
     significant: bool  # the adjusted win-rate interval excludes 1/2 (<=> p_adj < alpha)
     better: str | None  # the condition that wins (orientation-aware), when significant
+    effect: float | None  # the equivalence margin asked for (CompareOptions.effect)
+    equivalent: bool  # the adjusted net win-rate interval lies inside +-effect
+    sentence: str  # the verdict in words, with its counts (compare.sentences.verdict_sentence)
 
 
 class BestRow(BaseModel):
@@ -115,8 +136,8 @@ class BestRow(BaseModel):
     mean: float
     ci_low: float  # item-clustered 95 % interval (as tables/level_means and tables/marginal)
     ci_high: float
-    rank: float  # 1 = best ("min" ties)
-    prob_best: float
+    zero_width: bool  # ci_low == ci_high: every item has the same mean
+    rank: float  # rank of the mean, 1 = best ("min" ties): descriptive (the paper's), no verdict rests on it
 
 
 class MdeRow(BaseModel):
@@ -163,7 +184,6 @@ def analyse(sessions: pd.DataFrame, conditions: Sequence[str] | None = None,
         part = sessions[sessions["task"] == task].assign(item_id=lambda d: d["item_id"].astype(str))
         items = sorted(part["item_id"].unique())
         item_pos = {it: k for k, it in enumerate(items)}
-        weights = B.item_weights(len(items), opts.n_boot, opts.seed)
         levels = level_order(part["knowledge_level"].unique())
         here = [c for c in conds if c in set(part["condition"])]
         for metric in metrics:
@@ -171,7 +191,7 @@ def analyse(sessions: pd.DataFrame, conditions: Sequence[str] | None = None,
             wide = part.pivot_table(index=list(CELL_KEYS[1:]), columns="condition", values=metric, aggfunc="mean")
             wide = wide.reindex(columns=here)
             paired += _pairs(task, metric, hib, wide, levels, here, item_pos)
-            best += _best(task, metric, hib, part, levels, here, item_pos, weights)
+            best += _best(task, metric, hib, part, levels, here, item_pos)
     mdes = _adjust(paired, opts)
     return {"paired": _frame(paired, PairedRow), "best": _frame(best, BestRow), "mde": _frame(mdes, MdeRow)}
 
@@ -221,24 +241,23 @@ def _row(task, level, metric, hib, a, b, counts: np.ndarray, sums: np.ndarray, m
         per_level_item = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
     seen = counts.sum(axis=0) > 0
     item_diffs = np.nanmean(per_level_item[:, seen], axis=0) if seen.any() else np.zeros(0)
-    signs = G.sign_counts(item_diffs)
+    signs = G.sign_counts(item_diffs, tol=10.0 ** -TIE_DECIMALS)
+    wins, losses = (signs.pos, signs.neg) if hib else (signs.neg, signs.pos)
+    n = signs.n + signs.tied
     sd = float(np.std(item_diffs, ddof=1)) if item_diffs.size > 1 else math.nan
+    lo, hi = _f(cm.ci_low), _f(cm.ci_high)
     return dict(task=task, knowledge_level=level, metric=metric, higher_is_better=hib, condition_a=a, condition_b=b,
                 n_pairs=n_pairs, n_items=int(seen.sum()), n_pos=signs.pos, n_neg=signs.neg, n_tied=signs.tied,
-                mean_a=_f(mean_a), mean_b=_f(mean_b), mean_diff=_f(cm.mean), ci_low=_f(cm.ci_low), ci_high=_f(cm.ci_high),
-                sd_item_diff=_f(sd), win_rate=signs.pos / signs.n if signs.n else math.nan,
-                p_value=G.sign_test(signs.pos, signs.neg))
+                wins=wins, losses=losses, ties=signs.tied,
+                mean_a=_f(mean_a), mean_b=_f(mean_b), mean_diff=_f(cm.mean), ci_low=lo, ci_high=hi,
+                zero_width=bool(math.isfinite(lo) and lo == hi), sd_item_diff=_f(sd),
+                win_rate=wins / signs.n if signs.n else math.nan,
+                win_rate_ties_half=(wins + signs.tied / 2) / n if n else math.nan,
+                net_win_rate=(wins - losses) / n if n else math.nan, p_value=G.sign_test(signs.pos, signs.neg))
 
 
-def _mean_of_levels(reps: np.ndarray) -> np.ndarray:
-    """Per bootstrap replicate, the mean over the levels that drew data (NaN, quietly, where none did)."""
-    have = ~np.isnan(reps)
-    n = have.sum(axis=0)
-    return np.where(n > 0, np.where(have, reps, 0.0).sum(axis=0) / np.maximum(n, 1), np.nan)
-
-
-def _best(task, metric, hib, part, levels, conds, item_pos, weights) -> list[dict]:
-    """Per scope and condition: mean and item-clustered CI (the tables' statistic), rank, P(best)."""
+def _best(task, metric, hib, part, levels, conds, item_pos) -> list[dict]:
+    """Per scope and condition: mean and item-clustered CI (the tables' statistic) and the rank of the mean."""
     n_items = len(item_pos)
     idx_all = part["item_id"].map(item_pos).to_numpy(dtype=np.int64)
     values = part[metric].to_numpy(dtype=float)
@@ -252,7 +271,7 @@ def _best(task, metric, hib, part, levels, conds, item_pos, weights) -> list[dic
             if mask.any():
                 per[c][level] = _per_item(idx_all[mask], values[mask], n_items)
     for scope in [*levels, ALL_LEVELS]:
-        stat, reps = {}, {}
+        stat = {}
         for c in conds:
             use = [lv for lv in (levels if scope == ALL_LEVELS else [scope]) if lv in per[c] and per[c][lv][0].sum()]
             if not use:
@@ -260,17 +279,14 @@ def _best(task, metric, hib, part, levels, conds, item_pos, weights) -> list[dic
             counts = np.vstack([per[c][lv][0] for lv in use])
             sums = np.vstack([per[c][lv][1] for lv in use])
             stat[c] = clustered_mean(counts, sums)
-            reps[c] = _mean_of_levels(np.vstack([B.cluster_means(weights, sums[k], counts[k]) for k in range(len(use))]))
         if not stat:
             continue
-        have = list(stat)
-        pb = B.prob_best(np.column_stack([reps[c] for c in have]), hib)
-        ranks = rank_min({c: stat[c].mean for c in have}, not hib)
-        for c, prob in zip(have, pb):
-            s = stat[c]
+        ranks = rank_min({c: stat[c].mean for c in stat}, not hib)
+        for c, s in stat.items():
+            lo, hi = _f(s.ci_low), _f(s.ci_high)
             rows.append(dict(task=task, knowledge_level=scope, metric=metric, higher_is_better=hib, condition=c, n=s.n,
-                             n_items=s.n_items, mean=_f(s.mean), ci_low=_f(s.ci_low), ci_high=_f(s.ci_high),
-                             rank=_f(ranks[c]), prob_best=_f(prob)))
+                             n_items=s.n_items, mean=_f(s.mean), ci_low=lo, ci_high=hi, zero_width=bool(math.isfinite(lo) and lo == hi),
+                             rank=_f(ranks[c])))
     return rows
 
 
@@ -289,11 +305,17 @@ def _adjust(paired: list[dict], opts: CompareOptions) -> list[dict]:
         level = opts.alpha / m
         need = G.min_items(level)
         for r in rows:
-            v = G.verdict(G.SignCounts(r["n_pos"], r["n_neg"], r["n_tied"]), level)
-            n = r["n_pos"] + r["n_neg"]
-            r.update(win_low_adj=v.ci_low, win_high_adj=v.ci_high, p_adj=float(bonferroni([v.p_value], m)[0]), family_size=m,
-                     min_items=need, testable=n >= need, significant=v.significant,
-                     better=_better(r, v.direction) if v.significant else None)
+            v = G.verdict(G.SignCounts(r["wins"], r["losses"], r["ties"]), level)  # direction +1: a is better
+            n = r["wins"] + r["losses"]
+            net_lo, net_hi = G.net_win_rate_interval(r["wins"], r["losses"], r["ties"], 1.0 - level)
+            better = (r["condition_a"] if v.direction > 0 else r["condition_b"]) if v.significant else None
+            equivalent = opts.effect is not None and -opts.effect < net_lo and net_hi < opts.effect
+            r.update(win_low_adj=v.ci_low, win_high_adj=v.ci_high, net_low_adj=net_lo, net_high_adj=net_hi,
+                     p_adj=float(bonferroni([v.p_value], m)[0]), family_size=m, min_items=need, testable=n >= need,
+                     significant=v.significant, better=better, effect=opts.effect, equivalent=bool(equivalent))
+            r["sentence"] = verdict_sentence(r["condition_a"], r["condition_b"], r["metric"], r["knowledge_level"], r["wins"],
+                                             r["losses"], r["ties"], better=better, p_adj=r["p_adj"], equivalent=r["equivalent"],
+                                             effect=opts.effect, min_items=need, net_interval=(net_lo, net_hi))
             q, q_adj = G.mde_win_rate(n, opts.alpha, opts.power), G.mde_win_rate(n, level, opts.power)
             mdes.append(dict(task=r["task"], knowledge_level=r["knowledge_level"], metric=r["metric"],
                              condition_a=r["condition_a"], condition_b=r["condition_b"], n_items=n, family_size=m,
@@ -301,11 +323,6 @@ def _adjust(paired: list[dict], opts: CompareOptions) -> list[dict]:
                              sd_item_diff=r["sd_item_diff"], mde=G.shift_effect(q, r["sd_item_diff"]),
                              mde_adj=G.shift_effect(q_adj, r["sd_item_diff"])))
     return mdes
-
-
-def _better(r: dict, direction: int) -> str:
-    a_higher = direction > 0
-    return r["condition_a"] if a_higher == r["higher_is_better"] else r["condition_b"]
 
 
 def beats_matrix(paired: pd.DataFrame, task: str, level: str) -> tuple[list[str], dict[tuple[str, str], list[str]]]:

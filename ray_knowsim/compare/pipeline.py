@@ -48,6 +48,24 @@ def unequal_n_notes(best: pd.DataFrame) -> list[str]:
     return out
 
 
+QUANTITY_NOTE = ("One quantity from verdict to leaderboard: the item win rate. Per item, each condition's mean over its ok "
+                 "sessions; an item is a win, a loss or a tie for a pair. The leaderboard orders each metric's conditions "
+                 "by mean item rank (1 + the sum of its losing shares, ties half), never against a significant verdict; "
+                 "★ = significantly beats every other condition. The paper's mean rank (ranks of means over KG, DC, CO, "
+                 "IQ) is shown as description.")
+
+
+def verdict_records(paired: pd.DataFrame) -> list[dict]:
+    """compare.json's machine-readable verdicts: every paired row's counts, verdict and sentence."""
+    keep = ["task", "knowledge_level", "metric", "condition_a", "condition_b", "n_items", "wins", "losses", "ties",
+            "p_adj", "significant", "better", "equivalent", "sentence"]
+    out = []
+    for r in paired[keep].to_dict(orient="records"):
+        r["better"] = r["better"] if isinstance(r["better"], str) else None
+        out.append({k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()})
+    return out
+
+
 def write_table(df: pd.DataFrame, out: Path, name: str) -> None:
     df.to_parquet(out / f"{name}.parquet", index=False)
     df.to_csv(out / f"{name}.csv", index=False)
@@ -65,7 +83,7 @@ def incomplete_notes(runs: Sequence[LoadedRun]) -> list[str]:
 
 def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: Sequence[str] | None = None,
                  n_boot: int = 2000, seed: int = 0, alpha: float = 0.05, power: float = 0.8,
-                 family: str = "run", allow_incomplete: bool = False) -> CompareResult:
+                 family: str = "run", allow_incomplete: bool = False, effect: float | None = None) -> CompareResult:
     runs = load_runs(paths, metrics or ())
     incomplete = incomplete_notes(runs)
     if incomplete and not allow_incomplete:
@@ -73,10 +91,11 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
                              + ". Resume them first, or pass --allow-incomplete to rank what is committed (the page says so)")
     sessions, conditions = merged_sessions(runs)
     metrics = list(metrics) if metrics else default_metrics(sessions)
-    opts = CompareOptions(metrics=metrics, n_boot=n_boot, seed=seed, alpha=alpha, power=power, family=family)  # type: ignore[arg-type]
+    opts = CompareOptions(metrics=metrics, n_boot=n_boot, seed=seed, alpha=alpha, power=power, family=family,  # type: ignore[arg-type]
+                          effect=effect)
     tables = analyse(sessions, conditions, opts)
     runs_of = {c: r.label for r in runs for c in r.conditions}
-    tables["leaderboard"] = leaderboard(tables["best"], runs_of)
+    tables["leaderboard"] = leaderboard(tables["best"], tables["paired"], runs_of)
     tables["failures"] = failure_counts(pd.concat([r.outcomes for r in runs], ignore_index=True))
     tables["failure_gaps"] = failure_gaps(tables["failures"], conditions, alpha=alpha)
     warnings = gap_warnings(tables["failure_gaps"])
@@ -86,13 +105,14 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
         write_table(tables[name], out, name)
     notes = [
         f"Runs: {', '.join(f'{r.label} ({r.path})' for r in runs)}.",
+        QUANTITY_NOTE,
         "Mean [95% item-clustered CI] of the level-marginal (unweighted mean of the level means; the run's tables show "
-        "the same); P(best) = share of cluster-bootstrap replicates over items in which the condition is best (CO, PO "
-        "and cost: lower is better).",
-        f"Verdicts: exact sign test over items (each item's mean paired difference), Bonferroni over "
-        f"{'the whole comparison' if family == 'run' else 'each (task, level, metric)'} at alpha {alpha}: a result is "
-        "significant exactly when its adjusted win-rate interval excludes 1/2; "
-        f"{n_boot} bootstrap replicates, seed {seed}.",
+        "the same): description only (CO, PO and cost: lower is better).",
+        f"Verdicts: exact sign test over items (each item's mean paired difference; tied items counted, not tested), "
+        f"Bonferroni over {'the whole comparison' if family == 'run' else 'each (task, level, metric)'} at alpha {alpha}: "
+        "a result is significant exactly when its adjusted win-rate interval excludes 1/2"
+        + (f"; a pair is equivalent when its adjusted net win-rate interval lies inside ±{effect:g}." if effect else "."),
+        *sorted(set(tables["leaderboard"]["ranked_set"])),
         "Failure rates per condition and level are in failures.csv; a pair whose rates differ (Fisher's exact test, "
         f"p < {alpha}, and at least 5 points apart) is compared over different sets of cells: "
         + ("; ".join(warnings) if warnings else "no such pair."),
@@ -103,10 +123,16 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
                                                       alpha, flags=flags), encoding="utf-8")
     info = {"runs": [{"path": r.path, "label": r.label, "conditions": r.conditions} for r in runs],
             "options": opts.model_dump(), "family": ("every paired row of the comparison" if family == "run" else "per (task, knowledge_level, metric): its condition pairs"),
+            "quantity": "item win rate",
             "unit": "items: each item contributes the sign of its mean paired difference (level-marginal: mean over levels)",
             "test": "exact two-sided sign test over items (ties dropped); p_adj = Bonferroni over the family",
             "verdict": "significant <=> the Clopper-Pearson win-rate interval at 1 - alpha / family_size excludes 1/2 "
                        "<=> p_adj < alpha; no result is possible below min_items non-tied items",
+            "leaderboard": "per (task, metric), level-marginal: ordered by mean item rank 1 + sum_j (1 - theta_ij) "
+                           "(theta_ij = (wins + ties/2) / matched items), never against a significant verdict (a cycle "
+                           "shares one position, named in 'cycle'); star = significantly beats every other condition",
+            "ranked_set": sorted(set(tables["leaderboard"]["ranked_set"])),
+            "verdicts": verdict_records(tables["paired"]),
             "ci": "ci_low/ci_high: descriptive 95% item-clustered interval of mean_diff (item-clustered SE, t on items - 1 df)",
             "mde": "mde_win_rate: smallest win rate detected with the given power (exact binomial; _adj at alpha / "
                    "family_size); mde: the same as a mean difference under a normal shift, sd_item_diff * Phi^-1(q)",

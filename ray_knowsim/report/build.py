@@ -28,7 +28,7 @@ from ray_knowsim.io.outcomes import READ as OUTCOME_COLUMNS
 from ray_knowsim.io.outcomes import OutcomeCounter, role_totals, truncations_by_role
 from ray_knowsim.io.rundir import RunDirError, open_run
 from ray_knowsim.io.sanity import JUDGE_SCORES, TURN_COLUMNS, SanityReport, checks, read_turns
-from ray_knowsim.report.tables import failure_table, marginal_table, per_level_table
+from ray_knowsim.report.tables import apply_stars, failure_table, marginal_table, per_level_table
 from ray_knowsim.score.store import RunScores
 
 
@@ -143,7 +143,11 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
     content.trajectories = [trajectory_plot(v) for v in views]
     from ray_knowsim.report.decisions import decision_sections
 
-    content.decisions_html, content.decisions_md = decision_sections(run.root, scores=scores, reader=run)
+    content.decisions_html, content.decisions_md, verdicts = decision_sections(run.root, scores=scores, reader=run)
+    content.verdicts = verdicts
+    if verdicts is not None:  # the ★: a condition that significantly beats every other there
+        for section in content.sections:
+            apply_stars(section.per_level, section.marginal, specs, verdicts.stars_of(section.task if len(content.sections) > 1 else None))
     if len(scores.sets) > 1:  # re-judged: does the verdict depend on the judge?
         small = run.sessions.read(["session_id", "task", "condition", "status"])
         blocks = judge_blocks(scores.attach(small).to_pandas(), scores.primary, list(scores.sets))

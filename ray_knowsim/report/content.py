@@ -45,6 +45,7 @@ class ReportContent:
     truncations: Any = None  # pandas DataFrame
     truncation_totals: dict[str, int] = field(default_factory=dict)  # role -> truncated answers, whole run
     sanity: SanityReport | None = None
+    verdicts: Any = None  # report.verdicts.RunVerdicts: the run's own (adaptive) or compare's (fixed) verdicts
 
     @property
     def variant_text(self) -> str:

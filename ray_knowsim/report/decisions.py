@@ -1,8 +1,7 @@
-"""The report's decision sections: an adaptive run's decision trace, "who beats whom" per level and
-what the run cost.
-
-Both come from the same code as ``ray-knowsim compare`` (:mod:`ray_knowsim.compare`) and the
-run's cost table (:mod:`ray_knowsim.io.cost`), computed from the run directory's session rows.
+"""The report's decision sections: an adaptive run's decision trace and its own sequential
+verdicts, or -- for a fixed run -- "who beats whom" per level from ``ray-knowsim compare``'s
+code (:mod:`ray_knowsim.compare`); the verdicts in words; and what the run cost (:mod:`ray_knowsim.io.cost`).
+An adaptive run's stopped data is never re-tested with the fixed-sample test (:mod:`.verdicts`).
 """
 
 from __future__ import annotations
@@ -24,22 +23,31 @@ from ray_knowsim.io.cost import cost_table, read_cost_columns
 from ray_knowsim.io.decisions import read_decisions
 from ray_knowsim.io.rundir import RunReader, open_run
 from ray_knowsim.schema.decisions import DecisionsFile
+from ray_knowsim.report.verdicts import RunVerdicts, from_compare, from_record
 from ray_knowsim.score.store import RunScores
 
 log = logging.getLogger(__name__)
 NOTE = (BEATS_NOTE + " The family is every comparison of the run (alpha 0.05); CO and PO count lower as better. "
         "Details with intervals and minimum detectable effects: ray-knowsim compare RUN_DIR --out DIR.")
+ALPHA = 0.05
 
 
 def decision_sections(run_dir: str | Path, n_boot: int = 1000, scores: RunScores | None = None,
-                      reader: RunReader | None = None) -> tuple[list[str], list[str]]:
-    """(HTML sections, Markdown lines); empty when there is nothing to compare or cost.
-    ``scores`` / ``reader``: the run's score sets and reader when the caller already has them."""
+                      reader: RunReader | None = None) -> tuple[list[str], list[str], RunVerdicts | None]:
+    """(HTML sections, Markdown lines, the verdicts behind them); empty when there is nothing to
+    compare or cost. An adaptive run shows its own sequential verdicts (decisions.json); a fixed
+    run compare's verdicts. ``scores`` / ``reader``: the run's when the caller already has them;
+    ``n_boot`` is accepted and ignored (P(best) went)."""
     html_parts: list[str] = []
     md: list[str] = []
+    verdicts: RunVerdicts | None = None
     record = read_decisions(run_dir)
     if record is not None:
         h, m = trace_sections(record)
+        html_parts.append(h)
+        md += m
+        verdicts = from_record(record)
+        h, m = _sentences(verdicts, "Verdicts of the adaptive run (its own sequential tests)")
         html_parts.append(h)
         md += m
     try:
@@ -52,9 +60,10 @@ def decision_sections(run_dir: str | Path, n_boot: int = 1000, scores: RunScores
         html_parts.append(f'<section id="who-beats-whom"><h2>Who beats whom</h2><p class="lead">{html.escape(why)}</p></section>')
         md += ["## Who beats whom", "", why, ""]
         run = None
-    if run is not None and len(run.conditions) > 1 and len(run.sessions):
-        tables = analyse(run.sessions, run.conditions, CompareOptions(metrics=default_metrics(run.sessions), n_boot=n_boot))
+    if record is None and run is not None and len(run.conditions) > 1 and len(run.sessions):
+        tables = analyse(run.sessions, run.conditions, CompareOptions(metrics=default_metrics(run.sessions), alpha=ALPHA))
         paired = tables["paired"]
+        verdicts = from_compare(paired, ALPHA, "every comparison of the run")
         blocks, md_blocks = [], []
         for task in sorted(paired["task"].unique()):
             here = [v for v in paired[paired["task"] == task]["knowledge_level"].unique() if v != ALL_LEVELS]
@@ -62,16 +71,32 @@ def decision_sections(run_dir: str | Path, n_boot: int = 1000, scores: RunScores
             for level in levels:
                 blocks.append(beats_html(paired, task, level))
                 md_blocks += [f"### {task}, level {level}", "", *beats_markdown(paired, task, level), ""]
+        h, m = _sentences(verdicts, "Verdicts")
         html_parts.append('<section id="who-beats-whom"><h2>Who beats whom</h2>'
                           f'<p class="lead">{html.escape(NOTE)}</p>{"".join(blocks)}</section>')
-        md += ["## Who beats whom", "", NOTE, "", *md_blocks]
+        html_parts.append(h)
+        md += ["## Who beats whom", "", NOTE, "", *md_blocks, *m]
     reader = reader if reader is not None else RunReader.open(run_dir)
     if reader.sessions.files:
         scores = scores if scores is not None else RunScores.load(run_dir, reader)
         cost = cost_table(read_cost_columns(reader.sessions, scores.attach if scores.sets else None))
         html_parts.append(_cost_html(cost))
         md += _cost_md(cost)
-    return html_parts, md
+    return html_parts, md, verdicts
+
+
+def _sentences(verdicts: RunVerdicts, title: str) -> tuple[str, list[str]]:
+    """The significant verdicts in words (every one with its counts), or a sentence saying there are none."""
+    sig = verdicts.significant()
+    e = html.escape
+    if not sig:
+        text = "No significant verdict: no pair of conditions differs on any metric at the family's level."
+        return (f'<section id="verdicts"><h2>{e(title)}</h2><p class="lead">{e(text)}</p></section>',
+                [f"## {title}", "", text, ""])
+    items = "".join(f'<li data-task="{e(p.task)}" data-level="{e(p.level)}" data-metric="{e(p.metric)}">{e(p.task)}: {e(p.sentence)}</li>'
+                    for p in sig)
+    return (f'<section id="verdicts"><h2>{e(title)}</h2><ul class="verdicts">{items}</ul></section>',
+            [f"## {title}", "", *[f"- {p.task}: {p.sentence}" for p in sig], ""])
 
 
 def _trace_rows(record: DecisionsFile) -> tuple[list[str], list[list[str]], list[str], list[list[str]]]:

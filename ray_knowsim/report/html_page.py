@@ -15,6 +15,7 @@ from ray_knowsim.schema.results import FAILURE_MODES
 from ray_knowsim.report.content import ReportContent
 from ray_knowsim.report.conversation_html import CONVERSATION_CSS, conversation_article, e, legend
 from ray_knowsim.report.conversation_html import attrs as _attrs
+from ray_knowsim.compare.sentences import interval_text
 from ray_knowsim.report.metrics import fmt
 from ray_knowsim.report.outcomes import CSS as OUTCOME_CSS
 from ray_knowsim.report.outcomes import failed_html, failed_note_html, flags_html, truncations_html
@@ -53,6 +54,8 @@ td.num .ci { display:block; color:var(--muted); font-size:11px; }
 td.num .rank, td.rank { color:var(--muted); font-size:11px; }
 td.best { background:var(--best); font-weight:700; }
 td.best .mean::after { content:" ★"; color:#2e9e5b; font-size:11px; }
+td.lowest { font-weight:700; }
+ul.verdicts li { margin:2px 0; }
 tbody.level-block th.level { background:#f7f9fb; text-transform:capitalize; border-right:1px solid var(--line); }
 tbody.level-block tr:first-child td, tbody.level-block tr:first-child th { border-top:2px solid #c6d0da; }
 .note { color:var(--muted); font-size:12px; }
@@ -149,13 +152,15 @@ def _header(c: ReportContent) -> str:
 
 def _glance(c: ReportContent) -> str:
     callouts = []
+    for s in c.specs:  # the ★: a condition that significantly beats every other (verdicts, not means)
+        w = [r.condition for r in c.marginal if r.best.get(s.key)]
+        if w:
+            callouts.append((f"beats every other on {s.label} (all levels)", ", ".join(w)))
+    if not callouts:
+        callouts.append(("best", "no condition significantly beats every other on any metric (see Verdicts)"))
     winners = [r.condition for r in c.marginal if r.best_rank]
     if winners:
-        callouts.append(("best mean rank over levels", ", ".join(winners)))
-    for block in c.per_level:
-        w = [r.condition for r in block.rows if r.best_rank]
-        if w:
-            callouts.append((f"best in {block.level}", ", ".join(w)))
+        callouts.append(("smallest mean rank (the paper's figure, descriptive: no test)", ", ".join(winners)))
     box = "".join(f'<div class="callout"><span class="k">{e(k)}</span>{e(v)}</div>' for k, v in callouts)
     fig = c.figures.get("overview")
     img = (
@@ -205,7 +210,7 @@ def _marginal(c: ReportContent) -> str:
             )
             rk = r.ranks[s.key]
             cells.append(f'<td class="rank num"{_attrs(data_rank=s.key, data_condition=r.condition)}>{rk if rk is not None else "–"}</td>')
-        mr_cls = "num best" if r.best_rank else "num"
+        mr_cls = "num lowest" if r.best_rank else "num"
         rows.append(
             f'<tr><td class="num">{pos}</td><td class="cond">{e(r.condition)}{dagger}</td><td class="num n">{r.n:,}{failed_note_html(c, r.condition)}</td>{"".join(cells)}'
             f'<td class="{mr_cls}"{_attrs(data_metric="mean_rank", data_condition=r.condition)}><span class="mean">{fmt(r.mean_rank, 2)}</span>'
@@ -215,7 +220,9 @@ def _marginal(c: ReportContent) -> str:
         '<section id="marginal"><h2>Level-marginalised results</h2>'
         '<p class="lead">Per condition, the unweighted mean of its level means (each level counts equally, '
         'whatever its number of conversations); ranks per metric with ties sharing the best rank; '
-        f"rows sorted by mean rank (over {_mean_rank_names(c)}, as in tables/ranks and the terminal). ★ = best in the column.</p>"
+        f"rows sorted by the paper\'s mean rank (over {_mean_rank_names(c)}, as in tables/ranks and the terminal: ranks of means, "
+        "descriptive, no test). ★ = significantly beats every other condition on that metric (item win rate, see Verdicts); "
+        "a rank of 1 on the mean is not a verdict.</p>"
         f'<table class="results" id="marginal-table"><thead><tr><th class="num">#</th><th>Condition</th><th class="num">n</th>'
         f'{_metric_headers(c, True)}<th class="num">Mean rank</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
         '<p class="note">† a level without data for this condition: its marginal averages the levels it has.</p></section>'
@@ -233,7 +240,7 @@ def _per_level(c: ReportContent) -> str:
                 cell = r.cells[s.key]
                 m = cell.moments
                 ci = (cell.ci.ci_low, cell.ci.ci_high) if cell.ci is not None and cell.ci.ci_low == cell.ci.ci_low else None
-                ci_txt = f'<span class="ci">[{fmt(ci[0], s.decimals)}, {fmt(ci[1], s.decimals)}]</span>' if ci else ""
+                ci_txt = f'<span class="ci">{e(interval_text(ci[0], ci[1], s.decimals, "every item has the same mean"))}</span>' if ci else ""
                 n_txt = f" n={m.n}" if m.n != r.n and m.n else ""
                 rank_txt = f'<span class="rank">#{cell.rank}{n_txt}</span>' if cell.rank is not None else ""
                 cells.append(
@@ -244,7 +251,7 @@ def _per_level(c: ReportContent) -> str:
             trs.append(
                 f"<tr>{head}<td class=\"cond\">{e(r.condition)}</td>"
                 f'<td class="num n" title="{_status_title(c, r.condition, block.level)}">{r.n:,}{failed_note_html(c, r.condition, block.level)}</td>{"".join(cells)}'
-                f'<td class="{"num best" if r.best_rank else "num"}"{_attrs(data_metric="mean_rank", data_condition=r.condition, data_level=block.level)}>'
+                f'<td class="{"num lowest" if r.best_rank else "num"}"{_attrs(data_metric="mean_rank", data_condition=r.condition, data_level=block.level)}>'
                 f'<span class="mean">{fmt(r.mean_rank, 2)}</span>{_partial(r.ranks_used, len(c.specs))}</td></tr>'
             )
         bodies.append(f'<tbody class="level-block"{_attrs(data_level=block.level)}>{"".join(trs)}</tbody>')
@@ -254,7 +261,8 @@ def _per_level(c: ReportContent) -> str:
         'standard error, Student t on items − 1 degrees of freedom: items, not conversations, are the sampled unit; no '
         'interval below 2 items), rank within the level (#). '
         "n = conversations in the cell (a metric's own n is shown when some values are missing). "
-        f"Mean rank = mean of the ranks of {_mean_rank_names(c)} (one metric per construct). ★ = best in the level.</p>"
+        f"Mean rank = mean of the ranks of {_mean_rank_names(c)} (one metric per construct; ranks of means, descriptive). "
+        "★ = significantly beats every other condition on that metric in the level.</p>"
         f'<table class="results" id="per-level-table"><thead><tr><th>Level</th><th>Condition</th><th class="num">n</th>'
         f'{_metric_headers(c, False)}<th class="num">Mean rank</th></tr></thead>{"".join(bodies)}</table></section>'
     )
@@ -311,11 +319,15 @@ def _method(c: ReportContent) -> str:
     items: Iterable[str] = [
         f"Metrics: {e(c.variant_text)}. " + " ".join(f"<b>{e(s.label)}</b> ({e(s.column)}): {e(s.description)}." for s in c.specs),
         "Unit: one conversation with status ok; conversations with any other status are counted in the header and excluded.",
-        "Per-level cells: mean and Student-t 95% interval over conversations; a metric missing for a conversation "
-        "(e.g. state metrics of baseline simulators, IQ without a judge) is skipped, not zero.",
+        "Per-level cells: mean over conversations with its 95% interval clustered by item (item-clustered sandwich "
+        "standard error, Student t on items − 1 degrees of freedom; no interval below 2 items; a zero-width interval is "
+        "marked as such); a metric missing for a conversation (e.g. state metrics of baseline simulators, IQ without a "
+        "judge) is skipped, not zero. The intervals describe; no verdict rests on them.",
         "Level-marginalised value: unweighted mean of the level means (the reference code pooled conversations instead; "
         "the two agree when every level has the same count).",
-        "Ranks: per metric, 1 = best (CO: lower is better), ties share the best rank (\"min\"); mean rank over available ranks.",
+        "Ranks: per metric, the rank of the mean, 1 = best (CO: lower is better), ties share the best rank (\"min\"); "
+        "the mean rank (the paper's Table 4 figure) averages them over the available metrics: descriptive, no test.",
+        e(c.verdicts.method) if c.verdicts is not None else "Verdicts: none (fewer than two conditions).",
         "Failure modes are summed from the session rows' fm_* counts; the conversation viewer re-derives each IU's "
         "class from the recorded states and signals and flags any turn whose derived counts differ from the recorded ones.",
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ray_knowsim.report.content import ReportContent
+from ray_knowsim.compare.sentences import interval_text
 from ray_knowsim.report.metrics import fmt
 from ray_knowsim.report.outcomes import failed_note_markdown, flags_markdown, task_sections_markdown
 from ray_knowsim.report.plots import FM_LABELS, FM_ORDER
@@ -18,6 +19,10 @@ def _md(text: object) -> str:
 
 def _bold(text: str, on: bool) -> str:
     return f"**{text}**" if on and text != "–" else text
+
+
+def _star(text: str, on: bool) -> str:
+    return f"**{text}** ★" if on and text != "–" else text
 
 
 def _partial(used: int, total: int) -> str:
@@ -55,20 +60,21 @@ def render_markdown(c: ReportContent) -> str:
 def _results(c: ReportContent, deeper: str) -> list[str]:
     """One task's tables (``deeper`` adds a heading level under a task heading)."""
     out: list[str] = []
-    out += [f"{deeper}## Level-marginalised results", "", "Unweighted mean of the level means; rank in parentheses (ties share the best rank); **bold** = best.", ""]
+    out += [f"{deeper}## Level-marginalised results", "", "Unweighted mean of the level means; rank of the mean in parentheses (ties share the best rank; descriptive, no test); "
+            "**bold** ★ = significantly beats every other condition on that metric (see Verdicts); mean rank: the paper's figure.", ""]
     heads = ["#", "Condition", "n"] + [f"{s.label} {s.arrow}" for s in c.specs] + ["Mean rank"]
     out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
     for pos, r in enumerate(c.marginal, start=1):
         cells = [str(pos), _md(r.condition) + (" †" if r.missing_levels(c.summary.levels) else ""), f"{r.n:,}{failed_note_markdown(c, r.condition)}"]
         for s in c.specs:
             rk = r.ranks[s.key]
-            cells.append(_bold(fmt(r.values[s.key], s.decimals), r.best[s.key]) + (f" ({rk})" if rk is not None else ""))
+            cells.append(_star(fmt(r.values[s.key], s.decimals), r.best[s.key]) + (f" ({rk})" if rk is not None else ""))
         cells.append(_bold(fmt(r.mean_rank, 2), r.best_rank) + _partial(r.ranks_used, len(c.specs)))
         out.append(_row(cells))
     out += ["", "† no data for at least one level: the marginal averages the levels present.", ""]
 
     out += [f"{deeper}## Results per knowledge level", "", "Mean [95% interval clustered by item: item-clustered SE, Student t on items − 1 df] (rank within the level); "
-            "**bold** = best in the level. Mean rank: over " + ", ".join(s.label for s in c.specs) + ".", ""]
+            "**bold** ★ = significantly beats every other condition on that metric in the level. Mean rank (descriptive): over " + ", ".join(s.label for s in c.specs) + ".", ""]
     heads = ["Level", "Condition", "n"] + [f"{s.label} {s.arrow}" for s in c.specs] + ["Mean rank"]
     out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
     for block in c.per_level:
@@ -76,9 +82,9 @@ def _results(c: ReportContent, deeper: str) -> list[str]:
             cells = [_md(block.level) if i == 0 else "", _md(r.condition), f"{r.n:,}{failed_note_markdown(c, r.condition, block.level)}"]
             for s in c.specs:
                 cell = r.cells[s.key]
-                txt = _bold(fmt(cell.value, s.decimals), cell.best)
+                txt = _star(fmt(cell.value, s.decimals), cell.best)
                 if cell.ci is not None and cell.ci.ci_low == cell.ci.ci_low:  # an interval needs 2 items
-                    txt += f" [{fmt(cell.ci.ci_low, s.decimals)}, {fmt(cell.ci.ci_high, s.decimals)}]"
+                    txt += " " + _md(interval_text(cell.ci.ci_low, cell.ci.ci_high, s.decimals, "every item has the same mean"))
                 if cell.rank is not None:
                     txt += f" ({cell.rank})"
                 cells.append(txt)

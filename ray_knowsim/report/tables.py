@@ -5,7 +5,10 @@ is the unweighted mean of a condition's level means (so unequal survivor counts 
 tilt it). Ranks, the mean rank and "best" come from :mod:`ray_knowsim.stats.ranks` and the
 intervals from :mod:`ray_knowsim.stats.descriptive` (item-clustered), the same functions the
 run's ``tables/`` use: the report's mean rank over its four metrics (KG or NKG, DC, CO, IQ) is
-the tables' ``mean_rank`` (``mean_rank_es`` for the early-stop variant).
+the tables' ``mean_rank`` (``mean_rank_es`` for the early-stop variant), both from
+:func:`ray_knowsim.stats.ranks.paper_mean_ranks`. The ★ of a metric's cell is not rank 1 on the
+mean: it marks a condition that significantly beats every other condition on the item win rate
+there (:func:`apply_stars`, from compare's verdicts or an adaptive run's own).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Sequence
 from ray_knowsim.report.aggregate import RunSummary
 from ray_knowsim.report.metrics import MetricSpec
 from ray_knowsim.stats.descriptive import ClusteredMean, Moments
-from ray_knowsim.stats.ranks import best_of, mean_rank, rank_min
+from ray_knowsim.stats.ranks import best_of, paper_mean_ranks
 
 
 @dataclass
@@ -91,14 +94,12 @@ def marginal_table(summary: RunSummary, specs: Sequence[MetricSpec]) -> list[Mar
             used[s.key] = [lv for lv in summary.levels if summary.cell(c, lv, s.column).n]
         n = sum(summary.n_ok(c, lv) for lv in summary.levels)
         rows.append(MarginalRow(c, n, values, {}, intervals, used))
-    for s in specs:
-        ranks = rank_min({r.condition: r.values[s.key] for r in rows}, s.lower_is_better)
-        for r in rows:
-            r.ranks[s.key] = ranks[r.condition]
-            r.best[s.key] = ranks[r.condition] == 1
+    ranks, means = paper_mean_ranks({s.column: {r.condition: r.values[s.key] for r in rows} for s in specs})
     for r in rows:
-        r.mean_rank = mean_rank([r.ranks[s.key] for s in specs])
-        r.ranks_used = sum(1 for s in specs if r.ranks[s.key] is not None)
+        for s in specs:
+            r.ranks[s.key] = ranks[s.column][r.condition]
+            r.best[s.key] = False  # the star: apply_stars (a condition that beats every other), not rank 1
+        r.mean_rank, r.ranks_used = means[r.condition].value, means[r.condition].used
     top = best_of({r.condition: r.mean_rank for r in rows})
     for r in rows:
         r.best_rank = r.condition in top
@@ -107,17 +108,28 @@ def marginal_table(summary: RunSummary, specs: Sequence[MetricSpec]) -> list[Mar
 
 
 def _rank_rows(rows: list[LevelRow], specs: Sequence[MetricSpec]) -> None:
-    for s in specs:
-        ranks = rank_min({r.condition: r.cells[s.key].value for r in rows}, s.lower_is_better)
-        for r in rows:
-            r.cells[s.key].rank = ranks[r.condition]
-            r.cells[s.key].best = ranks[r.condition] == 1
+    ranks, means = paper_mean_ranks({s.column: {r.condition: r.cells[s.key].value for r in rows} for s in specs})
     for r in rows:
-        r.mean_rank = mean_rank([r.cells[s.key].rank for s in specs])
-        r.ranks_used = sum(1 for s in specs if r.cells[s.key].rank is not None)
+        for s in specs:
+            r.cells[s.key].rank = ranks[s.column][r.condition]
+            r.cells[s.key].best = False  # set from the verdicts (apply_stars)
+        r.mean_rank, r.ranks_used = means[r.condition].value, means[r.condition].used
     top = best_of({r.condition: r.mean_rank for r in rows})
     for r in rows:
         r.best_rank = r.condition in top
+
+
+def apply_stars(per_level: list[LevelBlock], marginal: list[MarginalRow], specs: Sequence[MetricSpec],
+                stars: dict[tuple[str, str], str]) -> None:
+    """Mark the ★ cells: ``stars[(scope, metric column)]`` = the condition that significantly
+    beats every other there (scope: a level, or "all" for the marginal); no entry, no star."""
+    for block in per_level:
+        for r in block.rows:
+            for s in specs:
+                r.cells[s.key].best = stars.get((block.level, s.column)) == r.condition
+    for r in marginal:
+        for s in specs:
+            r.best[s.key] = stars.get(("all", s.column)) == r.condition
 
 
 @dataclass

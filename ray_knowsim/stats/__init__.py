@@ -6,9 +6,12 @@ scipy; no Ray, no I/O).
   cell (one level) or of the level-marginal (the unweighted mean of level means);
 * :mod:`.tables` — the run's ``level_means`` / ``marginal`` / ``ranks`` tables from per-item sums
   (the engine's Ray Data reduction and the report's streaming pass both hand their sums here);
-* :mod:`.ranks` — competition ranks, the ONE definition of the mean rank and of "best";
-* :mod:`.bootstrap` — the cluster bootstrap over items (compare's P(best); its intervals are
-  :mod:`.descriptive`'s item-clustered ones);
+* :mod:`.ranks` — competition ranks, the ONE definition of the paper's mean rank
+  (``paper_mean_ranks``) and the mean item rank (the Borda count of the item win rates);
+* :mod:`.leaderboard` — one metric's leaderboard from its verdicts: order (never against a
+  significant verdict, cycles named), positions, and the ★ (beats every other condition);
+* :mod:`.bootstrap` — per-item sums and the cluster bootstrap over items (no verdict and no
+  table rests on it);
 * :mod:`.signs` — the fixed-design paired verdict: exact sign test over items with its
   Clopper–Pearson interval for the win rate (one verdict by construction), minimum items and
   minimum detectable effects;

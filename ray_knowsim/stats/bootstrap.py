@@ -3,8 +3,8 @@
 Items are the clusters: several cells share an item (levels, trials), and items, not cells, are
 what a benchmark samples from a population. Each replicate draws items with replacement and
 keeps all their cells; a replicate's statistic is the cell-weighted mean of the drawn items'
-values. Used for what only resampling gives: P(best) (the share of replicates in which a
-condition is best). compare's intervals are not bootstrap percentiles but the item-clustered
+values. (compare's P(best), a share of replicates shown as a probability, went with issue 28:
+the leaderboard is on the item win rate, :mod:`.leaderboard`.) compare's intervals are not bootstrap percentiles but the item-clustered
 intervals of :mod:`.descriptive` (the run's tables' statistic), and verdicts never rest on the
 bootstrap: with few items its percentile intervals (:func:`percentile_ci`) are too narrow
 (1 item: zero width), see :mod:`.signs`.
@@ -61,18 +61,4 @@ def bootstrap_se(replicates: np.ndarray) -> float:
     return float(r.std(ddof=1)) if r.size > 1 else math.nan
 
 
-def prob_best(replicates: np.ndarray, higher_is_better: bool) -> np.ndarray:
-    """``replicates``: ``(n_boot, n_conditions)`` replicate means. The share of replicates in which
-    each condition is best; a tie shares the replicate equally; a replicate with a NaN is skipped."""
-    r = np.asarray(replicates, dtype=float)
-    ok = np.all(np.isfinite(r), axis=1)
-    r = r[ok]
-    if r.shape[0] == 0:
-        return np.full(replicates.shape[1], np.nan)
-    best = r.max(axis=1, keepdims=True) if higher_is_better else r.min(axis=1, keepdims=True)
-    winners = np.isclose(r, best, rtol=0.0, atol=1e-12)
-    share = winners / winners.sum(axis=1, keepdims=True)
-    return share.mean(axis=0)
-
-
-__all__ = ["bootstrap_se", "cluster_means", "cluster_sums", "item_weights", "percentile_ci", "prob_best"]
+__all__ = ["bootstrap_se", "cluster_means", "cluster_sums", "item_weights", "percentile_ci"]

@@ -3,8 +3,8 @@
 A condition's mean at one level (a cell of the tables) averages sessions that cluster by item:
 trials of an item share its graph and question, and a benchmark samples items, not sessions.
 The interval therefore treats items as the unit, with the **item-clustered (sandwich) standard
-error** and a Student-t quantile on (items - 1) degrees of freedom. Why this and not the cluster
-bootstrap ``compare`` uses for P(best): it is computed from per-(cell, item) sums, which the
+error** and a Student-t quantile on (items - 1) degrees of freedom. Why this and not a cluster
+bootstrap: it is computed from per-(cell, item) sums, which the
 Ray Data reduction already produces (no resampling pass over sessions, no seed), and with few
 items the t quantile widens the interval honestly while bootstrap percentiles stay too narrow
 (one item: zero width). With one session per item it is the ordinary t-interval over items.

@@ -9,12 +9,22 @@
   every metric the tables carry: NKG, IC and PO re-measure KG, DC and CO, and counting them
   would weigh those constructs twice. Missing ranks are skipped; ``ranks_used`` says how many
   entered.
-* "Best" is rank 1 (per metric) and the smallest mean rank (per table).
+* **The paper's mean rank** (:func:`paper_mean_ranks`) is the one function that turns a table of
+  means into per-metric ranks and their mean: ``tables/ranks``, the terminal, the report and
+  ``compare``'s leaderboard all call it, so the same set of conditions gets the same number
+  everywhere. It ranks *means* and carries no uncertainty: it is the paper's descriptive figure,
+  never a verdict (a leaderboard that ranks another set of conditions, e.g. several runs together,
+  says so).
+* **The mean item rank** (:func:`mean_item_ranks`) is the per-metric rank on the quantity verdicts
+  are about, the item win rate: ``1 + sum_j (1 - theta_ij)`` with ``theta_ij`` the share of matched
+  items i wins over j (ties half) -- the Borda count of the pairwise win rates, i.e. the expected
+  rank of i on a randomly drawn item. :mod:`.leaderboard` orders conditions by it, verdicts first.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ray_knowsim.schema.results import LOWER_IS_BETTER
@@ -59,6 +69,41 @@ def mean_rank(ranks: Sequence[float | None]) -> float | None:
     return sum(got) / len(got) if got else None
 
 
+@dataclass(frozen=True)
+class MeanRank:
+    value: float | None  # None: no metric ranked this condition
+    used: int  # how many metrics' ranks entered
+
+
+def paper_mean_ranks(means: Mapping[str, Mapping[str, float | None]],
+                     metrics: Sequence[str] | None = None) -> tuple[dict[str, dict[str, int | None]], dict[str, MeanRank]]:
+    """THE mean rank: ``means`` is metric -> condition -> mean; per metric in ``metrics`` (default:
+    all of ``means``) the competition ranks of :func:`rank_min` (orientation from
+    :func:`higher_is_better`), then per condition the mean of its ranks. Returns (metric ->
+    condition -> rank, condition -> :class:`MeanRank`)."""
+    use = [m for m in (metrics if metrics is not None else list(means)) if m in means]
+    conds = list(dict.fromkeys(c for m in use for c in means[m]))
+    ranks = {m: rank_min({c: means[m].get(c) for c in conds}, not higher_is_better(m)) for m in use}
+    out = {}
+    for c in conds:
+        got = [ranks[m][c] for m in use if ranks[m][c] is not None]
+        out[c] = MeanRank(mean_rank(got), len(got))
+    return ranks, out
+
+
+def mean_item_ranks(conditions: Sequence[str], win_rate: Mapping[tuple[str, str], float]) -> dict[str, float]:
+    """Per condition ``1 + sum_j (1 - theta_ij)``; ``win_rate[(i, j)]`` = theta_ij, the share of
+    matched items on which i is better than j (ties count half), given for either order of a pair
+    (theta_ji = 1 - theta_ij); a pair without matched items (NaN or absent) counts 1/2."""
+    def theta(i: str, j: str) -> float:
+        if (i, j) in win_rate and _present(win_rate[(i, j)]):
+            return float(win_rate[(i, j)])
+        if (j, i) in win_rate and _present(win_rate[(j, i)]):
+            return 1.0 - float(win_rate[(j, i)])
+        return 0.5
+    return {i: 1.0 + sum(1.0 - theta(i, j) for j in conditions if j != i) for i in conditions}
+
+
 def best_of(mean_ranks: Mapping[str, float | None]) -> set[str]:
     """The conditions with the smallest mean rank (ties share it)."""
     got = {k: round(v, TIE_DECIMALS) for k, v in mean_ranks.items() if _present(v)}
@@ -68,5 +113,5 @@ def best_of(mean_ranks: Mapping[str, float | None]) -> set[str]:
     return {k for k, v in got.items() if v == top}
 
 
-__all__ = ["EXTRA_LOWER_IS_BETTER", "MEAN_RANK_METRICS", "MEAN_RANK_METRICS_ES", "TIE_DECIMALS", "best_of",
-           "higher_is_better", "mean_rank", "mean_rank_metrics", "rank_min"]
+__all__ = ["EXTRA_LOWER_IS_BETTER", "MEAN_RANK_METRICS", "MEAN_RANK_METRICS_ES", "MeanRank", "TIE_DECIMALS", "best_of",
+           "higher_is_better", "mean_item_ranks", "mean_rank", "mean_rank_metrics", "paper_mean_ranks", "rank_min"]

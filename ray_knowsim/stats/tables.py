@@ -18,7 +18,7 @@ import pandas as pd
 
 from ray_knowsim.schema.states import level_order
 from ray_knowsim.stats.descriptive import clustered_mean, sample_sd
-from ray_knowsim.stats.ranks import higher_is_better, mean_rank, rank_min
+from ray_knowsim.stats.ranks import paper_mean_ranks
 
 CELL = ("task", "condition", "knowledge_level")
 MARGINAL = "marginal"
@@ -83,18 +83,18 @@ def marginal_table(item_sums: pd.DataFrame, metrics: Iterable[str]) -> pd.DataFr
 
 def rank_block(values: pd.DataFrame, ranked: Sequence[str], mean_ranks: Mapping[str, Sequence[str]]) -> pd.DataFrame:
     """One table's ranks: ``rank_<m>`` per ranked metric present, and per entry of ``mean_ranks``
-    (output column -> metrics) the mean of those ranks and ``<column>_used`` (how many entered)."""
+    (output column -> metrics) the mean of those ranks and ``<column>_used`` (how many entered),
+    all from :func:`ray_knowsim.stats.ranks.paper_mean_ranks` (the one mean rank)."""
     out = values[["condition"]].reset_index(drop=True).copy()
-    for m in ranked:
-        if m not in values.columns:
-            continue
-        r = rank_min(dict(zip(out["condition"], values[m].to_numpy(dtype=float))), not higher_is_better(m))
-        out[f"rank_{m}"] = [float(r[c]) if r[c] is not None else np.nan for c in out["condition"]]
+    conds = list(out["condition"])
+    means = {m: dict(zip(conds, values[m].to_numpy(dtype=float))) for m in ranked if m in values.columns}
+    ranks, _ = paper_mean_ranks(means)
+    for m, r in ranks.items():
+        out[f"rank_{m}"] = [float(r[c]) if r[c] is not None else np.nan for c in conds]
     for column, ms in mean_ranks.items():
-        cols = [f"rank_{m}" for m in ms if f"rank_{m}" in out.columns]
-        out[column] = [mean_rank(list(row)) if cols else None for row in out[cols].itertuples(index=False)] if cols else np.nan
-        out[column] = pd.to_numeric(out[column], errors="coerce")
-        out[f"{column}_used"] = out[cols].notna().sum(axis=1).astype("int64") if cols else 0
+        _, got = paper_mean_ranks(means, ms)
+        out[column] = pd.to_numeric(pd.Series([got[c].value if c in got else None for c in conds], dtype=object), errors="coerce")
+        out[f"{column}_used"] = pd.Series([got[c].used if c in got else 0 for c in conds], dtype="int64")
     return out
 
 

@@ -86,17 +86,20 @@ def test_one_number_per_thing_on_every_surface(planted, tmp_path):
     from ray_knowsim.report.build import build_report
 
     tables = {n: pd.read_parquet(planted / "tables" / f"{n}.parquet") for n in ("marginal", "level_means", "ranks")}
-    board = compare_runs([planted], tmp_path / "cmp", n_boot=200).tables["leaderboard"].set_index("condition")
+    long = compare_runs([planted], tmp_path / "cmp").tables["leaderboard"]
+    board = long.drop_duplicates("condition").set_index("condition")
+    by_metric = long.set_index(["condition", "metric"])
     marg = tables["marginal"].set_index("condition")
     ranks = tables["ranks"].query("scope == 'marginal'").set_index("condition")
     report = build_report(planted, tmp_path / "report").content
     rows = {r.condition: r for r in report.marginal}
     for cond in marg.index:
         assert board.loc[cond, "mean_rank"] == pytest.approx(ranks.loc[cond, "mean_rank"])
+        assert board.loc[cond, "mean_rank_in_run"] == pytest.approx(ranks.loc[cond, "mean_rank"])  # one run: its own
         assert rows[cond].mean_rank == pytest.approx(ranks.loc[cond, "mean_rank"])
         for m in ("kg", "co", "dc", "iq"):
-            assert board.loc[cond, m] == pytest.approx(marg.loc[cond, m])
-            assert board.loc[cond, f"{m}_ci_low"] == pytest.approx(marg.loc[cond, f"{m}_ci_low"])
+            assert by_metric.loc[(cond, m), "mean"] == pytest.approx(marg.loc[cond, m])
+            assert by_metric.loc[(cond, m), "ci_low"] == pytest.approx(marg.loc[cond, f"{m}_ci_low"])
             assert rows[cond].values[m] == pytest.approx(marg.loc[cond, m])
             assert rows[cond].intervals[m].ci_high == pytest.approx(marg.loc[cond, f"{m}_ci_high"])
     lm = tables["level_means"].set_index(["condition", "knowledge_level"])
@@ -114,6 +117,14 @@ def test_two_runs_merge_and_pair_across_runs(planted, second, tmp_path):
     board = res.tables["leaderboard"]
     assert set(board["condition"]) == set(res.conditions) and set(board["run"]) == {"planted", "second"}
     assert board["position"].min() == 1
+    # the paper's mean rank of 4 conditions of 2 runs is not a run's own: the leaderboard says so and gives both
+    assert set(board["ranked_set"]) == {"ranks 4 conditions of 2 runs together: its mean rank is not comparable with "
+                                        "each run's own mean rank (see mean_rank_in_run)"}
+    own = pd.read_parquet(planted / "tables" / "ranks.parquet").query("scope == 'marginal'").set_index("condition")
+    mine = board.drop_duplicates("condition").set_index("condition")
+    for cond in own.index:
+        assert mine.loc[f"planted/{cond}", "mean_rank_in_run"] == pytest.approx(own.loc[cond, "mean_rank"])
+    assert "ranks 4 conditions of 2 runs together" in (tmp_path / "cmp" / "leaderboard.html").read_text()
 
 
 def test_incompatible_run_is_refused_naming_the_difference(planted, tmp_path, capsys):

@@ -91,7 +91,7 @@ def test_a_run_compare_cannot_read_gets_a_section_saying_why(small_run, tmp_path
     shutil.copytree(small_run.run_dir, run_dir)
     (run_dir / "manifest.json").unlink(missing_ok=True)  # compare needs the manifest (the run's identity)
     with caplog.at_level("WARNING", logger="ray_knowsim.report.decisions"):
-        html_parts, md = decision_sections(run_dir, n_boot=50)
+        html_parts, md, _ = decision_sections(run_dir)
     why = "not computed: compare cannot read this run (RunDirError"
     assert any(why in part for part in html_parts) and any(why in line for line in md)
     assert any(why in r.getMessage() for r in caplog.records)

@@ -53,11 +53,3 @@ def test_percentile_ci_hand():
     lo, hi = S.percentile_ci(np.arange(0, 101, dtype=float), level=0.9)
     assert (lo, hi) == pytest.approx((5.0, 95.0))
     assert all(math.isnan(v) for v in S.percentile_ci(np.array([math.nan])))
-
-
-def test_prob_best_orientation_and_ties():
-    reps = np.array([[1.0, 2.0, 0.0], [3.0, 2.0, 0.0], [2.0, 2.0, 0.0], [math.nan, 1.0, 1.0]])
-    hi = S.prob_best(reps, higher_is_better=True)
-    assert hi == pytest.approx([(0 + 1 + 0.5) / 3, (1 + 0 + 0.5) / 3, 0.0])
-    lo = S.prob_best(reps, higher_is_better=False)
-    assert lo == pytest.approx([0.0, 0.0, 1.0])
