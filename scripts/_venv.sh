@@ -11,7 +11,7 @@ fi
 # Reinstall only when pyproject changed since the last install.
 if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e "$ROOT[dev]"
+  "$VENV/bin/python" -m pip install -q -e "$ROOT[dev,training]"  # training: the RL adapters' real libraries, for their tests
   touch "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"

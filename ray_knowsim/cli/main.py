@@ -18,6 +18,7 @@ SUBCOMMAND_MODULES = (
     "compare",
     "score",
     "view",
+    "env",
 )
 
 

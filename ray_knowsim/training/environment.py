@@ -91,6 +91,7 @@ class TrainingEnvironment:
         self.rules_hash = hashlib.sha256(self.ctx.rules.model_dump_json().encode()).hexdigest()[:16]
         self._episodes: dict[str, Episode] = {}
         self._ended: OrderedDict[str, str] = OrderedDict()  # id -> "done" | "expired" | "closed"
+        self._owned: list[Any] = []  # models built here (from_config), closed with the environment
         get_strategy(config.strategy)  # an unknown default strategy is a config error, now
 
     @classmethod
@@ -101,7 +102,9 @@ class TrainingEnvironment:
 
         config = config or EnvironmentConfig(**fields)
         ctx, items, graphs, user_sim, extractor = build_parts(config)
-        return cls(config, ctx, items, graphs, user_sim, extractor)
+        env = cls(config, ctx, items, graphs, user_sim, extractor)
+        env._owned = [user_sim] if user_sim is extractor else [user_sim, extractor]  # closed by aclose
+        return env
 
     # -- the API ------------------------------------------------------------------------------
 
@@ -162,8 +165,14 @@ class TrainingEnvironment:
         self._remember(episode_id, "closed")
 
     async def aclose(self) -> None:
+        """Close every episode, then the models this environment built (their HTTP sessions)."""
         for episode_id in list(self._episodes):
             await self.close(episode_id)
+        owned, self._owned = self._owned, []
+        for model in owned:
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
 
     @property
     def open_episodes(self) -> int:

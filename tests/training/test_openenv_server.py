@@ -1,0 +1,79 @@
+"""`ray-knowsim env serve` driven by OpenEnv's own client (openenv-core, the `training` extra):
+concurrent sessions, each with its episode, rewards and errors over the wire."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("openenv.core", reason="needs the training extra (openenv-core): scripts/_venv.sh installs it")
+from openenv.core.generic_client import GenericEnvClient  # noqa: E402
+
+pytestmark = pytest.mark.slow  # a server process starts (imports, the environment): ~30-90 s on 2 shared cores
+
+ITEM = {"task": "math", "item_id": "demo_math_01", "level": "novice"}
+REPLY = {"message": "A fraction a/b names a parts of a whole cut into b equal parts; compare 1/2 and 2/4."}
+
+
+@pytest.fixture(scope="module")
+def server():
+    proc = subprocess.Popen([sys.executable, "-m", "ray_knowsim.cli.main", "env", "serve", "--port", "0",
+                             "--max-turns", "3", "--early-stop", "virtual", "--max-sessions", "8"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        line = proc.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        assert match, f"env serve did not start: {line}{proc.stdout.read() if proc.poll() is not None else ''}"
+        yield f"http://127.0.0.1:{match.group(1)}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def _episode(url: str, seed: int, episode_id: str) -> list:
+    async with GenericEnvClient(base_url=url) as client:
+        results = [await client.reset(seed=seed, episode_id=episode_id, **ITEM)]
+        while not results[-1].done:
+            results.append(await client.step(REPLY))
+        return results
+
+
+def test_openenv_clients_run_concurrent_episodes(server):
+    async def go():
+        return await asyncio.gather(*(_episode(server, seed, f"oe-{k}") for k, seed in enumerate((1, 2, 1))))
+
+    a, b, c = asyncio.run(go())
+    for results in (a, b, c):
+        first, last = results[0], results[-1]
+        assert first.observation["learner_message"] and first.observation["prompt_messages"]
+        assert first.reward == 0.0 and not first.done
+        assert len(results) == 4 and last.done and last.observation["turn"] == 3
+        assert last.observation["episode_metadata"]["stop_reason"] == "max_turns"
+        episode = last.observation["rewards"]["episode"]["metrics"]
+        total = 0.0
+        for r in results[1:]:
+            total += r.reward
+        assert total == episode["kg"]
+        assert set(last.observation["episode_metadata"]["states"]) == set(first.observation["episode_metadata"]["states"])
+    # the same seed and tutor turns give the same episode, whichever session ran it
+    strip = lambda rs: [(r.reward, r.done, {k: v for k, v in r.observation.items() if k not in ("episode_id", "episode_metadata")},
+                         r.observation["episode_metadata"]["states"]) for r in rs]
+    assert strip(a) == strip(c) and strip(a) != strip(b)
+
+
+def test_errors_reach_the_openenv_client(server):
+    async def go():
+        async with GenericEnvClient(base_url=server) as client:
+            with pytest.raises(RuntimeError, match="unknown item"):
+                await client.reset(task="math", item_id="nope")
+            await client.reset(seed=3, **ITEM)
+            with pytest.raises(RuntimeError, match="invalid_action: .*empty"):
+                await client.step({"message": "  "})
+            ok = await client.step(REPLY)  # the refused step lost nothing
+            assert ok.observation["turn"] == 1 and not ok.done
+
+    asyncio.run(go())
