@@ -10,7 +10,7 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -208,6 +208,22 @@ class _PerTask:
         if self._parts is None or task not in self._parts:
             return self._new()  # (not reached: every task named by the run's facts has rows)
         return self._parts[task]
+
+
+def task_summaries(batches: Iterable[pa.RecordBatch | pa.Table], metric_columns: Sequence[str]) -> dict[str | None, RunSummary]:
+    """Each task's summary of the session ``batches`` (scores joined), as the report's sections
+    have them (tasks are never pooled; a run without a task column is one section, None), for
+    readers that show the report's tables without building the report (``ray-knowsim view``)."""
+    summary = RunSummary(tuple(metric_columns))
+    per_task = _PerTask(lambda: RunSummary(tuple(metric_columns)))
+    for batch in batches:
+        if batch.num_rows:
+            per_task.add(batch, summary)
+            summary.add(batch)
+    if summary.rows == 0:
+        return {}
+    tasks = sorted(str(t) for t in summary.facts.get("task", {}) if t is not None)
+    return {task: per_task.of(task) if len(tasks) > 1 else summary for task in tasks or [None]}
 
 
 def offline_banner(run_dir: Path, manifest: dict[str, Any] | None = None) -> str | None:

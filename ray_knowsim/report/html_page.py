@@ -22,6 +22,19 @@ from ray_knowsim.report.outcomes import failed_html, failed_note_html, flags_htm
 from ray_knowsim.report.plots import FM_LABELS, FM_ORDER
 
 
+#: the results tables' own rules (the marginal and per-level tables, the failure-mode table), shared
+#: with ``ray-knowsim view``, which shows the same tables
+RESULTS_CSS = """
+td.num .ci { display:block; color:var(--muted); font-size:11px; }
+td.num .rank, td.rank { color:var(--muted); font-size:11px; }
+td.best { background:var(--best, #e3f4e8); font-weight:700; }
+td.best .mean::after { content:" ★"; color:#2e9e5b; font-size:11px; }
+td.lowest { font-weight:700; }
+ul.verdicts li { margin:2px 0; }
+tbody.level-block th.level { background:#f7f9fb; text-transform:capitalize; border-right:1px solid var(--line); }
+tbody.level-block tr:first-child td, tbody.level-block tr:first-child th { border-top:2px solid #c6d0da; }
+"""
+
 CSS = """
 :root { --ink:#1d232b; --muted:#5d6978; --line:#dde3ea; --bg:#f6f8fa; --card:#fff; --accent:#1f5f99; --best:#e3f4e8; }
 * { box-sizing: border-box; }
@@ -50,20 +63,12 @@ table { border-collapse:collapse; width:100%; font-variant-numeric:tabular-nums;
 th, td { padding:5px 8px; border-bottom:1px solid var(--line); text-align:left; vertical-align:top; }
 thead th { background:#f0f3f6; font-weight:600; position:sticky; top:37px; }
 td.num, th.num { text-align:right; white-space:nowrap; }
-td.num .ci { display:block; color:var(--muted); font-size:11px; }
-td.num .rank, td.rank { color:var(--muted); font-size:11px; }
-td.best { background:var(--best); font-weight:700; }
-td.best .mean::after { content:" ★"; color:#2e9e5b; font-size:11px; }
-td.lowest { font-weight:700; }
-ul.verdicts li { margin:2px 0; }
-tbody.level-block th.level { background:#f7f9fb; text-transform:capitalize; border-right:1px solid var(--line); }
-tbody.level-block tr:first-child td, tbody.level-block tr:first-child th { border-top:2px solid #c6d0da; }
 .note { color:var(--muted); font-size:12px; }
 .viewer-bar { display:flex; flex-wrap:wrap; gap:10px; align-items:center; margin-bottom:10px; }
 .viewer-bar select { font-size:13px; padding:3px 6px; max-width:560px; }
 .viewer-bar button { font-size:13px; padding:3px 10px; }
 @media (max-width: 900px) { main { padding:8px 10px; } }
-""" + CONVERSATION_CSS
+""" + RESULTS_CSS + CONVERSATION_CSS
 
 JS = """
 (function () {
@@ -131,10 +136,10 @@ def _task_sections(c: ReportContent) -> list[str]:
     sections = c.sections or [c]
     if len(sections) == 1:
         s = sections[0]
-        return [_glance(s), _marginal(s), _per_level(s), _failures(s), failed_html(s), truncations_html(s)]
+        return [_glance(s), marginal_html(s), per_level_html(s), failure_modes_html(s), failed_html(s), truncations_html(s)]
     out = []
     for s in sections:
-        body = "".join((_glance(s), _marginal(s), _per_level(s), _failures(s), failed_html(s), truncations_html(s)))
+        body = "".join((_glance(s), marginal_html(s), per_level_html(s), failure_modes_html(s), failed_html(s), truncations_html(s)))
         for ident in _SECTION_IDS:
             body = body.replace(f'id="{ident}"', f'id="{ident}-{e(s.task)}"')
         out.append(f'<div class="task" id="task-{e(s.task)}"><h2 class="task-title">Task: {e(s.task)}</h2>{body}</div>')
@@ -190,12 +195,21 @@ def _mean_rank_names(c: ReportContent) -> str:
     return ", ".join(s.label for s in c.specs)
 
 
+def _ci_html(ci, decimals: int) -> str:
+    """A cell's 95 % item-clustered interval below its mean ("" without one: fewer than 2 items)."""
+    if ci is None or ci.ci_low != ci.ci_low or ci.ci_high != ci.ci_high:
+        return ""
+    return f'<span class="ci">{e(interval_text(ci.ci_low, ci.ci_high, decimals, "every item has the same mean"))}</span>'
+
+
 def _partial(used: int, total: int) -> str:
     """Say so when a mean rank averages fewer metrics than the table has (e.g. baselines: IQ only)."""
     return f'<span class="ci">over {used} of {total} metrics</span>' if 0 < used < total else ""
 
 
-def _marginal(c: ReportContent) -> str:
+def marginal_html(c: ReportContent) -> str:
+    """The level-marginalised table: per condition (by mean rank) each metric's mean, its 95 % item-clustered
+    interval, its rank; n with the failed sessions beside it; the mean rank."""
     rows = []
     for pos, r in enumerate(c.marginal, start=1):
         missing = r.missing_levels(c.summary.levels)
@@ -206,7 +220,7 @@ def _marginal(c: ReportContent) -> str:
             cls = "num best" if r.best[s.key] else "num"
             cells.append(
                 f'<td class="{cls}"{_attrs(data_metric=s.key, data_condition=r.condition, data_value=repr(float(v)) if v is not None else "")}>'
-                f'<span class="mean">{fmt(v, s.decimals)}</span></td>'
+                f'<span class="mean">{fmt(v, s.decimals)}</span>{_ci_html(r.intervals.get(s.key), s.decimals)}</td>'
             )
             rk = r.ranks[s.key]
             cells.append(f'<td class="rank num"{_attrs(data_rank=s.key, data_condition=r.condition)}>{rk if rk is not None else "–"}</td>')
@@ -219,7 +233,7 @@ def _marginal(c: ReportContent) -> str:
     return (
         '<section id="marginal"><h2>Level-marginalised results</h2>'
         '<p class="lead">Per condition, the unweighted mean of its level means (each level counts equally, '
-        'whatever its number of conversations); ranks per metric with ties sharing the best rank; '
+        'whatever its number of conversations), below it its 95% interval clustered by item; ranks per metric with ties sharing the best rank; '
         f"rows sorted by the paper\'s mean rank (over {_mean_rank_names(c)}, as in tables/ranks and the terminal: ranks of means, "
         "descriptive, no test). ★ = significantly beats every other condition on that metric (item win rate, see Verdicts); "
         "a rank of 1 on the mean is not a verdict.</p>"
@@ -229,7 +243,8 @@ def _marginal(c: ReportContent) -> str:
     )
 
 
-def _per_level(c: ReportContent) -> str:
+def per_level_html(c: ReportContent) -> str:
+    """One block per knowledge level: mean, 95 % item-clustered interval and rank per metric; n; mean rank."""
     bodies = []
     for block in c.per_level:
         trs = []
@@ -239,8 +254,7 @@ def _per_level(c: ReportContent) -> str:
             for s in c.specs:
                 cell = r.cells[s.key]
                 m = cell.moments
-                ci = (cell.ci.ci_low, cell.ci.ci_high) if cell.ci is not None and cell.ci.ci_low == cell.ci.ci_low else None
-                ci_txt = f'<span class="ci">{e(interval_text(ci[0], ci[1], s.decimals, "every item has the same mean"))}</span>' if ci else ""
+                ci_txt = _ci_html(cell.ci, s.decimals)
                 n_txt = f" n={m.n}" if m.n != r.n and m.n else ""
                 rank_txt = f'<span class="rank">#{cell.rank}{n_txt}</span>' if cell.rank is not None else ""
                 cells.append(
@@ -268,7 +282,8 @@ def _per_level(c: ReportContent) -> str:
     )
 
 
-def _failures(c: ReportContent) -> str:
+def failure_modes_html(c: ReportContent) -> str:
+    """The failure-mode shares per (level, condition), with the chart when ``c.figures`` holds one."""
     fig = c.figures.get("failure_modes")
     if not c.failures:
         return '<section id="failure-modes"><h2>Failure modes</h2><p class="lead">No explained-IU events recorded (no structured conversations).</p></section>'

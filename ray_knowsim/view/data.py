@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from ray_knowsim.io.commits import COMMITS, SHARDS
 from ray_knowsim.io.rundir import CommittedTable, LiveFile, RunDirError, RunReader, RunStatus, has_commit_markers
-from ray_knowsim.io.sanity import MAX_TURN_ROWS, TURN_COLUMNS, SanityReport, check_batches
+from ray_knowsim.io.sanity import JUDGE_SCORES, MAX_TURN_ROWS, TURN_COLUMNS, SanityReport, check_batches
 from ray_knowsim.score.store import SCORE_SCHEMA, SCORES, RunScores, ScoreMarker, counted_sessions
 
 #: folders never descended into while looking for outputs (big, or internals of a run)
@@ -384,17 +384,45 @@ class Files:
 
         return self._per_commit_state("cost", run_dir, files, compute)
 
-    def sanity(self, run_dir: Path, files: RunFiles, sessions: pa.Table) -> SanityReport:
+    def sanity(self, run_dir: Path, files: RunFiles) -> SanityReport:
         """The simulator's sanity checks (``io.sanity``) over the run's committed turn rows (at most
-        MAX_TURN_ROWS of them) and ``sessions`` (the run's session table, scores joined), cached
-        until the committed files change."""
+        MAX_TURN_ROWS of them) and session rows (a few columns, the judges' scores joined), cached
+        until the committed files change: the index shows them beside a run's status, the run page
+        on top."""
 
         def turn_batches() -> Iterator[pa.RecordBatch]:
             if files.turn_table is not None:
                 yield from files.turn_table.scan(TURN_COLUMNS, batch_rows=4096)
 
+        def session_batches() -> Iterator[pa.Table]:
+            if files.session_table is None:
+                return
+            scores = self.scores(run_dir, files)
+            for batch in files.session_table.scan(["session_id", "condition", *JUDGE_SCORES]):
+                table = pa.Table.from_batches([batch])
+                yield scores.attach(table) if scores.sets else table
+
         return self._per_commit_state("sanity", run_dir, files,
-                                      lambda: check_batches(turn_batches(), [sessions], MAX_TURN_ROWS))
+                                      lambda: check_batches(turn_batches(), session_batches(), MAX_TURN_ROWS))
+
+    def results(self, run_dir: Path, files: RunFiles, metric_columns: Sequence[str]) -> dict[str | None, Any]:
+        """Each task's :class:`ray_knowsim.report.aggregate.RunSummary` of the run's counted
+        sessions (scores joined), the report's own reduction, so the run page's tables are the
+        report's (and the run's ``tables/``); cached until the committed files change."""
+        from ray_knowsim.report.aggregate import RunSummary
+        from ray_knowsim.report.build import task_summaries
+
+        if files.session_table is None or not files.sessions:
+            return {}
+
+        def batches() -> Iterator[pa.Table]:
+            scores = self.scores(run_dir, files)
+            for batch in files.session_table.scan(RunSummary(tuple(metric_columns)).columns()):
+                table = pa.Table.from_batches([batch])
+                yield scores.attach(table) if scores.sets else table
+
+        return self._per_commit_state(f"results:{','.join(metric_columns)}", run_dir, files,
+                                      lambda: task_summaries(batches(), metric_columns))
 
     def session_row(self, run_dir: Path, files: RunFiles, part: int, session_id: str) -> dict[str, Any] | None:
         """Every column of one session (scores joined), read from the file that holds it."""

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from ray_knowsim.io.outcomes import TRUNCATION_COLUMNS
 from ray_knowsim.io.rundir import Completeness, RunStatus, manifest_facts
+from ray_knowsim.io.sanity import SanityReport
 from ray_knowsim.view.data import Files, RunFiles
 
 Kind = Literal["run", "sweep", "compare"]
@@ -93,6 +94,18 @@ class RunInfo:
     follows_markers: bool = True
     refused_files: list[str] = field(default_factory=list)
     files: RunFiles | None = None  # where each session row came from (the conversation page reads its turns there)
+    sanity: SanityReport | None = None  # the simulator's checks (io.sanity) of the committed rows; None: nothing committed
+
+    @property
+    def sanity_flag(self) -> tuple[str, str] | None:
+        """(severity, one line) when the simulator's checks warn, in the words of the run's final
+        line (``<COMPONENT> NOT WORKING? ...``, then the milder ones); None when no check fired."""
+        if self.sanity is None or not self.sanity.warnings:
+            return None
+        from ray_knowsim.engine.outcome_tables import final_line_parts, sanity_table
+
+        line = " · ".join(final_line_parts({"sanity": sanity_table(self.sanity)}))
+        return ("severe" if self.sanity.severe else "warning"), line
 
     @property
     def cost_text(self) -> str:
@@ -189,6 +202,7 @@ def _info(files: Files, entry: Entry, manifest: dict[str, Any] | None, run_files
         detail += (f"; {len(run_files.refused)} commit marker(s) name files outside the viewer's folders: "
                    "their rows were not read")
     cost = files.run_cost(entry.path, run_files)
+    sanity = files.sanity(entry.path, run_files) if committed and not run_files.error else None
     priced, total_cost = int(cost.get("priced_sessions") or 0), cost.get("cost_usd")
     return RunInfo(
         entry=entry,
@@ -211,6 +225,7 @@ def _info(files: Files, entry: Entry, manifest: dict[str, Any] | None, run_files
         follows_markers=run_files.follows_markers,
         refused_files=run_files.refused,
         files=run_files,
+        sanity=sanity,
     )
 
 

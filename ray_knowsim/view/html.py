@@ -40,10 +40,17 @@ def fmt_value(value: Any, decimals: int = 3) -> str:
     return str(value)
 
 
-def status_badge(status: str, detail: str = "") -> str:
+def status_badge(status: str, detail: str = "", flag: tuple[str, str] | None = None) -> str:
+    """A run's (or session's) status word; ``flag`` (severity, line: :attr:`RunInfo.sanity_flag`)
+    takes the badge's colour (a run whose simulator checks fire is never shown green) and adds
+    the line below it."""
     cls = status.replace(" ", "-").replace("?", "")
+    if flag is not None:
+        cls += f" flagged {flag[0]}"
+        detail = f"{detail}; {flag[1]}" if detail else flag[1]
     title = f' title="{e(detail)}"' if detail else ""
-    return f'<span class="status {e(cls)}"{title}>{e(status)}</span>'
+    badge = f'<span class="status {e(cls)}"{title}>{e(status)}</span>'
+    return badge + (f'<span class="sanity-flag {e(flag[0])}">{e(flag[1])}</span>' if flag is not None else "")
 
 
 def page(title: str, body: str, crumbs: Sequence[tuple[str, str | None]] = (), sub: str = "", tabs: str = "") -> str:

@@ -28,7 +28,7 @@ def index(roots: Sequence[str], runs: Sequence[RunInfo], broken: Sequence[tuple[
         time = "–" if info.seconds is None else f"{info.seconds / 60:,.1f} min"
         rows.append([
             f'<a class="run-link" href="{e(entry_url(info.entry))}">{e(info.entry.label)}</a><br><span class="note">{e(info.name)}</span>',
-            status_badge(info.status, info.status_detail), e(info.progress), e(f"{info.ok:,}"), e(f"{info.failed:,}"),
+            status_badge(info.status, info.status_detail, info.sanity_flag), e(info.progress), e(f"{info.ok:,}"), e(f"{info.failed:,}"),
             e(", ".join(info.models) or "–"), e(info.cost_text), e(time), e(info.created_at or "–"),
         ])  # fmt: skip
     for entry, why in broken:

@@ -57,7 +57,7 @@ def incomplete_banner(info: RunInfo) -> str:
 
 def facts(info: RunInfo) -> str:
     items = [
-        ("status", status_badge(info.status, info.status_detail)),
+        ("status", status_badge(info.status, info.status_detail, info.sanity_flag)),
         ("sessions", e(f"{info.progress} planned · {info.ok:,} ok · {info.failed:,} failed")),
         ("models", e(", ".join(info.models) or "–")),
         ("conditions", e(str(len(info.conditions)))),
@@ -85,14 +85,17 @@ def sanity_banner(sanity: SanityReport | None) -> str:
 
 def overview(info: RunInfo, banner: str | None, counts: dict[str, dict[str, int]], failures: list[dict[str, Any]],
              tables: Sequence[tuple[str, str]], estimate: dict[str, Any] | None, related: Sequence[tuple[str, str, str]],
-             sanity: SanityReport | None = None) -> str:
-    """The run's front page. ``failures``: :func:`ray_knowsim.view.query.failure_counts`; ``tables``:
+             sanity: SanityReport | None = None, results: str = "") -> str:
+    """The run's front page: what went wrong (banners), its facts, then its results (``results``:
+    :func:`ray_knowsim.view.results.results_html`), then the failed sessions, the conversations
+    and the raw tables. ``failures``: :func:`ray_knowsim.view.query.failure_counts`; ``tables``:
     (name, rendered table HTML); ``related``: (kind, label, url); ``sanity``: the simulator's checks."""
     rid = info.entry.id
     body = [incomplete_banner(info), sanity_banner(sanity)]
     if banner:
         body.append(f'<div class="banner" id="offline-banner" role="note"><b>Not a real-model measurement.</b> {e(banner)}</div>')
     body.append(f'<section id="summary"><h2>Run {e(info.name)}</h2>{facts(info)}<p class="note">{e(info.status_detail)}.</p></section>')
+    body.append(results)
     browse = []
     for key in ("level", "condition"):
         links = " · ".join(
@@ -117,9 +120,9 @@ def overview(info: RunInfo, banner: str | None, counts: dict[str, dict[str, int]
     else:
         body.append('<section id="failures"><h2>Failed sessions by error kind</h2><p class="lead">No session failed.</p></section>')
     if tables:
-        parts = "".join(f'<details{" open" if k == 0 else ""}><summary><h3 id="table-{e(name)}">{e(name)}</h3></summary>{html}</details>'
-                        for k, (name, html) in enumerate(tables))
-        body.append(f'<section id="tables"><h2>Tables</h2><p class="lead">RUN_DIR/tables/ as the run wrote them.</p>{parts}</section>')
+        parts = "".join(f'<details><summary><h3 id="table-{e(name)}">{e(name)}</h3></summary>{html}</details>' for name, html in tables)
+        body.append(f'<section id="tables"><h2>Raw tables</h2><p class="lead">RUN_DIR/tables/ as the run wrote them, every column '
+                    f"(bounds, n and items per metric, the early-stop variants, cost); each opens on a click.</p>{parts}</section>")
     if estimate:
         totals = estimate.get("totals") or {}
         rows = [(e(k), e(fmt_value(v))) for k, v in totals.items()]

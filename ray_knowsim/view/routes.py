@@ -25,6 +25,7 @@ from ray_knowsim.view.data import Files, safe_relative
 from ray_knowsim.view.discover import Entry, RunInfo, discover, index_info, run_info
 from ray_knowsim.view.html import result_table
 from ray_knowsim.view.query import facets, failure_counts, neighbours, page_of, parse_query
+from ray_knowsim.view.results import METRIC_COLUMNS, results_html
 
 #: what /file/ serves: suffix -> content type (anything else is refused)
 FILE_TYPES = {
@@ -150,9 +151,10 @@ def run_overview(state: ViewState, request: web.Request) -> web.Response:
         tables.append((path.stem, result_table(data, total, f"table-{path.stem}-grid")))
     estimate = state.files.read_json(info.entry.path / "estimate.json")
     banner = manifest_banner(info.manifest) if info.manifest else None
-    sanity = state.files.sanity(info.entry.path, info.files, table) if info.files is not None and table.num_rows else None
+    summaries = state.files.results(info.entry.path, info.files, METRIC_COLUMNS) if info.files is not None else {}
     return html(pages_runs.overview(info, banner, counts, failure_counts(table), tables,
-                                    estimate if isinstance(estimate, dict) else None, _related_to_run(state, info.entry), sanity))
+                                    estimate if isinstance(estimate, dict) else None, _related_to_run(state, info.entry), info.sanity,
+                                    results_html(summaries)))
 
 
 def run_sessions(state: ViewState, request: web.Request) -> web.Response:

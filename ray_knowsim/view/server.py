@@ -31,6 +31,8 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from ray_knowsim.report.conversation_html import CONVERSATION_CSS
+from ray_knowsim.report.html_page import RESULTS_CSS
+from ray_knowsim.report.outcomes import CSS as OUTCOME_CSS
 from ray_knowsim.view import routes
 from ray_knowsim.view.pages_outputs import error_page
 
@@ -66,7 +68,8 @@ def unsafe_raw_path(raw_path: str) -> bool:
 def static_assets() -> dict[str, tuple[bytes, str]]:
     """name -> (bytes, content type): the app's stylesheet (+ the shared conversation rules) and script."""
     folder = resources.files("ray_knowsim.view") / "assets"
-    css = (folder / "view.css").read_text(encoding="utf-8") + "\n/* conversation (report/conversation_html.py) */\n" + CONVERSATION_CSS
+    css = ((folder / "view.css").read_text(encoding="utf-8") + "\n/* results tables (report/html_page.py, report/outcomes.py) */\n"
+           + RESULTS_CSS + OUTCOME_CSS + "\n/* conversation (report/conversation_html.py) */\n" + CONVERSATION_CSS)
     js = (folder / "view.js").read_text(encoding="utf-8")
     return {"view.css": (css.encode(), "text/css"), "view.js": (js.encode(), "text/javascript")}
 

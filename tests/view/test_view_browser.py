@@ -170,3 +170,20 @@ def test_measure_the_paper_sized_run(browser, entries, tmp_path_factory):
     print("\nviewer measurements, 540-session run:\n" + json.dumps(out, indent=1))
     (tmp_path_factory.getbasetemp() / "view_measurements.json").write_text(json.dumps(out, indent=1))
     assert out["list_50"]["rows"] == 50 and out["list_200"]["rows"] == 200
+
+
+def test_a_run_page_leads_with_its_metrics_and_folds_the_raw_tables(browser, entries):
+    """The first screen (1300x1000) holds the whole marginal table; the raw tables/ are folded and
+    open on a click (what the run wrote, every column, one click away)."""
+    severe(browser)  # (drains what earlier tests left in the log)
+    browser.get(entries["runs/complete"])
+    assert not severe(browser)
+    bottom, height = browser.execute_script(
+        "var b = document.getElementById('marginal-table').tBodies[0]; "
+        "return [b.rows[b.rows.length - 1].getBoundingClientRect().bottom, window.innerHeight];")
+    assert bottom <= height, (bottom, height)
+    raw = browser.find_element(By.CSS_SELECTOR, "#tables details")
+    grid = raw.find_element(By.CSS_SELECTOR, "table")
+    assert not grid.is_displayed()
+    raw.find_element(By.TAG_NAME, "summary").click()
+    assert grid.is_displayed()

@@ -66,3 +66,64 @@ def test_an_incomplete_run_by_the_readers_status(site):
     banner = re.search(r'id="incomplete-banner"[^>]*>(.*?)</div>', body).group(1)
     assert "16 of 96" in banner and comp.text in banner.replace("&#x27;", "'")
     assert "stopped on failures" in body
+
+
+def test_the_run_list_shows_sanity_warnings_not_a_green_status(site):
+    """A run whose simulator checks fire keeps its status word but never its green badge, and the
+    list says why in the words of the run's final line; a run without warnings is left as it is."""
+    SEVERE_HEADLINE = "SIMULATOR NOT WORKING?"  # the run's final line's words (engine.outcome_tables.final_line_parts)
+
+    base, ids, _ = site
+    _, _, body = get(base)
+    rows = {}
+    for name, ident in ids.items():
+        row = re.search(rf'<tr><td><a class="run-link" href="/run/{ident}">(.*?)</tr>', body, re.S)
+        assert row, name
+        rows[name] = row.group(1)
+    broken = rows["broken"]
+    badge = re.search(r'<span class="status ([^"]+)"[^>]*>([^<]+)</span><span class="sanity-flag severe">([^<]+)</span>', broken)
+    assert badge, broken
+    assert badge.group(2) == "complete" and "flagged severe" in badge.group(1)
+    assert badge.group(3).startswith(SEVERE_HEADLINE) and "one label for every IU" in badge.group(3)
+    for name in ("failing", "stopped"):
+        assert "sanity-flag" not in rows[name] and "flagged" not in rows[name], name
+    # the run page's status says the same
+    _, _, page = get(f"{base}run/{ids['broken']}")
+    facts = re.search(r'<div class="facts" id="run-facts">(.*?)</div>', page, re.S).group(1)
+    assert "flagged severe" in facts and SEVERE_HEADLINE in facts
+
+
+@pytest.mark.browser
+def test_in_a_browser_results_lead_and_a_flagged_run_is_not_green(site, tmp_path):
+    """Headless chromium at 1300x1000: the run page's metric table is on the first screen and fits
+    its width (no horizontal scroll); the list's badge of the
+    broken run is not green (its computed colour) and its warning line is shown."""
+    pytest.importorskip("selenium")
+    from selenium.webdriver.common.by import By
+
+    from tests.doubles.browser import start_chrome
+
+    base, ids, _ = site
+    driver = start_chrome(tmp_path / "profile")
+    try:
+        driver.get(f"{base}run/{ids['failing']}")
+        assert not [x for x in driver.get_log("browser") if x.get("level") == "SEVERE"]
+        bottom, right, height, width, scroll = driver.execute_script(
+            "var t = document.getElementById('marginal-table'); var r = t.tBodies[0].rows[t.tBodies[0].rows.length - 1]"
+            ".getBoundingClientRect(); return [r.bottom, t.getBoundingClientRect().right, window.innerHeight, "
+            "window.innerWidth, document.documentElement.scrollWidth];")
+        assert bottom <= height and right <= width and scroll <= width, (bottom, right, height, width, scroll)
+        heads = [h.text.split()[0] for h in driver.find_elements(By.CSS_SELECTOR, "#marginal-table thead th[title]")]
+        assert heads == ["KG", "DC", "CO", "IQ"]
+        driver.get(base)
+        colour = "return getComputedStyle(arguments[0]).backgroundColor;"
+        badges = {}
+        for row in driver.find_elements(By.CSS_SELECTOR, "#run-table tbody tr"):
+            name = row.find_element(By.CSS_SELECTOR, "a.run-link").text.rsplit("/", 1)[-1]
+            badges[name] = (driver.execute_script(colour, row.find_element(By.CSS_SELECTOR, ".status")),
+                            [f.text for f in row.find_elements(By.CSS_SELECTOR, ".sanity-flag")])
+        green = driver.execute_script(colour, driver.find_element(By.CSS_SELECTOR, ".status.with-failures"))  # a reference colour
+        assert badges["broken"][0] not in ("rgb(227, 244, 232)", green) and badges["broken"][1][0].startswith("SIMULATOR NOT WORKING?")
+        assert badges["failing"][1] == []
+    finally:
+        driver.quit()
