@@ -25,7 +25,7 @@ from ray_knowsim.report.plots import FM_LABELS, FM_ORDER
 #: the results tables' own rules (the marginal and per-level tables, the failure-mode table), shared
 #: with ``ray-knowsim view``, which shows the same tables
 RESULTS_CSS = """
-td.num .ci { display:block; color:var(--muted); font-size:11px; }
+td.num .ci { display:block; color:var(--muted); font-size:11px; white-space:normal; max-width:12em; margin-left:auto; }
 td.num .rank, td.rank { color:var(--muted); font-size:11px; }
 td.best { background:var(--best, #e3f4e8); font-weight:700; }
 td.best .mean::after { content:" ★"; color:#2e9e5b; font-size:11px; }
