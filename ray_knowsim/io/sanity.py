@@ -296,6 +296,10 @@ class SanityReport:
     warnings: list[SanityWarning]
     inputs: SanityInputs
 
+    def heading(self) -> str:
+        """What a page says over the warnings: the component(s) their evidence points at."""
+        return warnings_heading(self.warnings)
+
     @property
     def severe(self) -> list[SanityWarning]:
         return [w for w in self.warnings if w.severe]
@@ -307,6 +311,14 @@ class SanityReport:
                 "extractor_answers": a, "uniform_answers": sum(s.uniform for s in self.inputs.per_session.values()),
                 "turn_rows_read": self.inputs.turn_rows, "capped": self.inputs.capped,
                 "judged": {c: sum(v.values()) for c, v in self.inputs.judge.items()}}
+
+
+def warnings_heading(warnings: Iterable[SanityWarning]) -> str:
+    """"The simulator may not be working.", "The tutor may not be working." or both, after the
+    components the warnings name (a page's banner says this over them)."""
+    names = {"simulator" if COMPONENT_HEADING.get(w.component) == "SIMULATOR" else "tutor" for w in warnings}
+    who = " or the ".join(sorted(names, key=("simulator", "tutor").index)) or "simulator"
+    return f"The {who} may not be working."
 
 
 def check_batches(turns: Iterable[pa.RecordBatch | pa.Table], sessions: Iterable[pa.RecordBatch | pa.Table],
@@ -351,6 +363,6 @@ def check_run(run: RunReader, attach: Callable[[pa.Table], pa.Table] | None = No
 
 __all__ = [
     "COMPONENT_HEADING", "JUDGE_MIN_SCORED", "JUDGE_SCORES", "JUDGE_SEVERE_SCORED", "MAX_TURN_ROWS", "MIN_ANSWERS",
-    "SHARE_MIN_ANSWERS", "UNIFORM_SEVERE_SHARE", "UNIFORM_WARN_SHARE", "SanityInputs", "TutorReplies", "SanityReport", "SanityWarning", "check_batches", "check_run", "checks",
+    "SHARE_MIN_ANSWERS", "UNIFORM_SEVERE_SHARE", "UNIFORM_WARN_SHARE", "SanityInputs", "TutorReplies", "warnings_heading", "SanityReport", "SanityWarning", "check_batches", "check_run", "checks",
     "read_turns", "uniform_label",
 ]  # fmt: skip

@@ -55,9 +55,9 @@ def flags_html(c: "ReportContent") -> str:
     if c.sanity is not None and c.sanity.warnings:
         items = "".join(f'<li data-check="{e(w.check)}" data-severe="{str(w.severe).lower()}"><b>{"severe" if w.severe else "warning"}'
                         f"</b> ({e(w.check)}): {e(w.text)}</li>" for w in c.sanity.warnings)
-        out.append('<div class="banner sanity" id="sanity-warnings" role="alert"><b>The simulator may not be working.</b> '
+        out.append(f'<div class="banner sanity" id="sanity-warnings" role="alert"><b>{e(c.sanity.heading())}</b> '
                    "These checks read the rows themselves (ray_knowsim.io.sanity; thresholds there): a broken learner-side "
-                   f"model makes numbers that look like results.<ul>{items}</ul></div>")
+                   f"model or tutor makes numbers that look like results.<ul>{items}</ul></div>")
     return "".join(out)
 
 
@@ -68,7 +68,7 @@ def flags_markdown(c: "ReportContent") -> list[str]:
         out += [f"> **Incomplete run: {_md(comp.progress)} planned sessions.** {_md(comp.text)}. Reported with "
                 "--allow-incomplete: the tables and ranks cover only what was committed.", ""]
     if c.sanity is not None and c.sanity.warnings:
-        out += ["> **The simulator may not be working** (checks of ray\\_knowsim.io.sanity):"]
+        out += [f"> **{_md(c.sanity.heading()).rstrip('.')}** (checks of ray\\_knowsim.io.sanity):"]
         out += [f"> - **{'severe' if w.severe else 'warning'}** ({_md(w.check)}): {_md(w.text)}" for w in c.sanity.warnings]
         out.append("")
     return out

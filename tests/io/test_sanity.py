@@ -112,11 +112,14 @@ def test_an_echoing_tutor_is_named_not_the_simulator(tmp_path):
     frozen = by[("frozen_states", "run")]
     assert frozen.component == "tutor" and "the tutors, not the simulator" in frozen.text and "the simulator, not the tutors" not in frozen.text
     assert by[("uniform_labels", "run")].component == "tutor"  # not_mentioned is the right label for an echo
+    assert report.heading() == "The tutor may not be working."  # the report's banner
     parts = final_line_parts({"sanity": sanity_table(report)})
     assert parts[0].startswith("TUTOR NOT WORKING? ") and not any("SIMULATOR" in p for p in parts), parts
     # the same broken extractor beside a tutor that teaches: the simulator is named
     broken = committed_run(tmp_path, "broken", n_sessions=24, max_turns=3, seed=7, edit=broken_simulator)
-    parts = final_line_parts({"sanity": sanity_table(check_run(RunReader.open(broken)))})
+    report = check_run(RunReader.open(broken))
+    assert report.heading() == "The simulator may not be working."
+    parts = final_line_parts({"sanity": sanity_table(report)})
     assert parts[0].startswith("SIMULATOR NOT WORKING? ") and not any("TUTOR" in p for p in parts)
 
 
