@@ -31,7 +31,7 @@ def test_config_gpus_tp_and_engine_args():
     assert cpu.name == "vllm:smol" and cpu.tp == 1 and not cpu.fractional
     args = cpu.engine_args()
     assert args["enable_prefix_caching"] is True and args["generation_config"] == "auto"
-    assert args["structured_outputs_config"] == {"backend": "xgrammar", "disable_any_whitespace": True}
+    assert args["structured_outputs_config"] == {"backend": "auto", "disable_any_whitespace": False}  # a plain server's
     assert "gpu_memory_utilization" not in args and args["swap_space"] == 0
     half = VLLMModelConfig(model="m", num_gpus=0.5)
     assert half.fractional and half.engine_args()["gpu_memory_utilization"] == 0.5
@@ -43,7 +43,38 @@ def test_config_gpus_tp_and_engine_args():
             VLLMModelConfig(model="m", **bad)
     flags = VLLMModelConfig(model="/m", max_model_len=2048).serve_flags()
     assert "--generation-config" in flags and '{"enable_thinking":false}' in flags
-    assert '{"backend":"xgrammar","disable_any_whitespace":true}' in flags
+    assert '{"backend":"auto","disable_any_whitespace":false}' in flags
+    compact = VLLMModelConfig(model="/m", json_whitespace="compact")
+    assert compact.engine_args()["structured_outputs_config"] == {"backend": "xgrammar", "disable_any_whitespace": True}
+    assert '{"backend":"xgrammar","disable_any_whitespace":true}' in compact.serve_flags()
+
+
+def test_http_and_vllm_entries_send_the_same_request_for_the_same_seed():
+    """The two request builders: what decides the tokens (messages, temperature, max_tokens, seed,
+    the schema, the grammar's whitespace) is the same for an `http` entry against a plain vLLM
+    server and for a `vllm` entry, so the same seeds truncate (or not) alike on both."""
+    from ray_knowsim.engine.vllm.actor import sampling_fields
+    from ray_knowsim.engine.vllm.config import VLLM_SERVE_STRUCTURED
+    from ray_knowsim.engine.vllm.pool import request_dict
+    from ray_knowsim.llm.http.client import OpenAICompatibleModel
+    from ray_knowsim.llm.http.config import HTTPModelConfig
+    from ray_knowsim.schema.chat import ChatRequest
+
+    schema = {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}
+    req = ChatRequest(messages=({"role": "system", "content": "s"}, {"role": "user", "content": "u"}), role="extractor",
+                      temperature=0.7, max_tokens=4096, seed=1588003922, json_schema=schema, schema_name="SignalReport")
+    body = OpenAICompatibleModel(HTTPModelConfig(base_url="http://127.0.0.1:1/v1", model="smol")).build_payload(req)
+    generation_defaults = {"top_p": 0.9, "repetition_penalty": 1.1}  # a model's generation_config.json: both apply it
+    sent = sampling_fields(request_dict(req), generation_defaults, n_prompt=1000, max_model_len=8192)
+    assert body["messages"] == request_dict(req)["messages"]
+    assert (body["temperature"], body["max_tokens"], body["seed"]) == (sent["temperature"], sent["max_tokens"], sent["seed"])
+    assert body["response_format"]["json_schema"]["schema"] == sent["json_schema"] == schema
+    assert (sent["top_p"], sent["repetition_penalty"]) == (0.9, 1.1)  # what vllm serve takes from the same file
+    assert set(body) <= {"model", "messages", "temperature", "max_tokens", "seed", "response_format"}  # nothing else shapes it
+    # the grammar: a vllm entry decodes as a server started without --structured-outputs-config
+    assert VLLMModelConfig(model="/m").engine_args()["structured_outputs_config"] == VLLM_SERVE_STRUCTURED
+    # a cap above what the context leaves is cut to it, as vllm serve's get_max_tokens does
+    assert sampling_fields(request_dict(req), {}, n_prompt=5000, max_model_len=8192)["max_tokens"] == 3192
 
 
 def test_secret_values_are_redacted_everywhere_but_the_actor_payload():

@@ -29,6 +29,9 @@ SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "passphrase",
                           "apikey", "auth", "authorization", "cookie"})
 SECRETS_CONTEXT = {"secrets": True}  # model_dump(context=SECRETS_CONTEXT): the actor's payload
 #: our field -> vLLM ``AsyncEngineArgs`` keyword, for the settings passed through as they are
+#: a plain `vllm serve`'s structured decoding (vLLM 0.32's StructuredOutputsConfig defaults):
+#: what an `http` entry against a server started without --structured-outputs-config gets
+VLLM_SERVE_STRUCTURED = {"backend": "auto", "disable_any_whitespace": False}
 _ENGINE_ARG_OF = {"model": "model", "tp": "tensor_parallel_size", "dtype": "dtype", "seed": "seed",
                   "enable_prefix_caching": "enable_prefix_caching", "enforce_eager": "enforce_eager",
                   "generation_config": "generation_config"}
@@ -84,10 +87,14 @@ class VLLMModelConfig(BaseModel):
     generation_config: str = "auto"
     # Chat template options, passed to apply_chat_template (thinking off for reasoning models).
     chat_template_kwargs: dict[str, Any] = Field(default_factory=lambda: {"enable_thinking": False})
-    # Structured decoding: compact JSON (no free whitespace between tokens), the guard against
-    # models that loop on whitespace inside a JSON grammar. "any" = the grammar's default.
-    json_whitespace: Literal["compact", "any"] = "compact"
-    structured_backend: Literal["xgrammar", "guidance"] = "xgrammar"
+    # Structured decoding, by default exactly a plain `vllm serve`'s (VLLM_SERVE_STRUCTURED): the
+    # same seeds then decode alike as a `vllm` entry and as an `http` entry against a server, which
+    # they did not while this entry forced compact JSON (SmolLM2's extractor answers were cut at
+    # max_tokens in turn 1 here and ended over HTTP). "compact" (no free whitespace between
+    # tokens; xgrammar when the backend is "auto") guards a model that loops on whitespace inside
+    # a JSON grammar; give its server the same setting (serve_flags()).
+    json_whitespace: Literal["compact", "any"] = "any"
+    structured_backend: Literal["auto", "xgrammar", "guidance"] = "auto"
     env: dict[str, str] = Field(default_factory=dict)  # set in the actor before vLLM starts
     # Names of the driver's environment variables to hand to the engine (a hub token): the values
     # are read when the pool starts and travel only as the actor's constructor argument.
@@ -141,8 +148,9 @@ class VLLMModelConfig(BaseModel):
     def engine_args(self) -> dict[str, Any]:
         """Keyword arguments for vLLM's ``AsyncEngineArgs`` (secrets included: actor only)."""
         args: dict[str, Any] = {arg: getattr(self, name) for name, arg in _ENGINE_ARG_OF.items()}
-        args["structured_outputs_config"] = {"backend": self.structured_backend,
-                                             "disable_any_whitespace": self.json_whitespace == "compact"}
+        compact = self.json_whitespace == "compact"
+        backend = "xgrammar" if compact and self.structured_backend == "auto" else self.structured_backend  # vLLM: compact needs one
+        args["structured_outputs_config"] = {"backend": backend, "disable_any_whitespace": compact}
         if self.served_name:
             args["served_model_name"] = self.served_name
         if self.num_gpus > 0:
@@ -189,4 +197,4 @@ class VLLMModelConfig(BaseModel):
         return 0 if self.num_gpus < 1 else self.tp
 
 
-__all__ = ["OPERATIONAL_FIELDS", "REDACTED", "SECRETS_CONTEXT", "SECRET_WORDS", "VLLMModelConfig", "is_secret_name", "redacted"]
+__all__ = ["OPERATIONAL_FIELDS", "REDACTED", "SECRETS_CONTEXT", "SECRET_WORDS", "VLLMModelConfig", "VLLM_SERVE_STRUCTURED", "is_secret_name", "redacted"]
