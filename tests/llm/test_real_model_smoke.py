@@ -24,23 +24,16 @@ except ImportError:  # the tests tree became a package
 
 pytestmark = [pytest.mark.llm_cpu, pytest.mark.slow, pytest.mark.usefixtures("ray_local")]
 
-ITEM = {"id": "frac-1", "problem": "What is 3/4 + 1/8?", "solution": "Write 3/4 as 6/8; then 6/8 + 1/8 = 7/8."}
-GRAPH = {"frac-1": {
-    "nodes": [
-        {"id": "IU1", "concept": "equivalent fractions", "abstraction_level": 0.7,
-         "description": "Multiplying top and bottom by one number keeps a fraction's value."},
-        {"id": "IU2", "concept": "common denominator", "abstraction_level": 0.4,
-         "description": "Fractions are added once they share one denominator."},
-        {"id": "IU3", "concept": "adding numerators", "abstraction_level": 0.2,
-         "description": "Over one denominator, add the numerators and keep the denominator."},
-    ],
-    "edges": [{"from": "IU1", "to": "IU2"}, {"from": "IU2", "to": "IU3"}],
-}}
+try:  # the same 3-IU item as the turn-loop test
+    from test_real_model_simulation import GRAPH, ITEM
+except ImportError:
+    from tests.llm.test_real_model_simulation import GRAPH, ITEM
 
 
 def smoke_config(tmp_path, base_url: str, model_dir) -> dict:
-    (tmp_path / "items.jsonl").write_text(json.dumps(ITEM) + "\n")
-    (tmp_path / "graphs.json").write_text(json.dumps(GRAPH))
+    (tmp_path / "items.jsonl").write_text(json.dumps({"id": ITEM.id, "problem": ITEM.question,
+                                                      "solution": ITEM.reference_answer}) + "\n")
+    (tmp_path / "graphs.json").write_text(json.dumps({ITEM.id: GRAPH.to_json_dict()}))
     return {
         "name": "smoke",
         "tasks": [{"name": "math", "items": str(tmp_path / "items.jsonl"), "graphs": str(tmp_path / "graphs.json")}],
