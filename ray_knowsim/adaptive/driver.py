@@ -5,7 +5,8 @@ in play at each (task, level), and runs every session asked for so far with
 ``engine.runner.run(cfg, sessions=...)``: the same plan, config hash, shards, commits and resume
 as a fixed run, into the same run directory. Then it reads the committed rows of the scheduled
 sessions, updates the procedure (:class:`ray_knowsim.stats.adaptive.Procedure`) and records the
-round. Resuming replays the rounds from the first: their sessions are committed, so the runner
+round (the rounds themselves are :func:`ray_knowsim.adaptive.rounds.drive`, shared with the
+planning replay). The spec is locked at round 1: a resume with another is refused. Resuming replays the rounds from the first: their sessions are committed, so the runner
 skips them, and the decisions are recomputed from the same rows, which gives the same rounds and
 decisions as an uninterrupted run.
 """
@@ -18,19 +19,15 @@ from typing import Any
 
 import pandas as pd
 
-from ray_knowsim.adaptive.observe import pair_counts, scheduled
-from ray_knowsim.adaptive.schedule import item_order, round_items
+from ray_knowsim.adaptive.observe import ROW_KEYS, scheduled
+from ray_knowsim.adaptive.rounds import (Schedule, drive, failure_gap_records, procedure_for, record, select, spec_changes,
+                                         spec_of)
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.plan import session_id
 from ray_knowsim.engine.runner import RunError, prepare, ray_options, ray_session, run, write_run_tables
-from ray_knowsim.io.decisions import write_decisions
+from ray_knowsim.io.decisions import DECISIONS_FILE, read_decisions, write_decisions
 from ray_knowsim.io.rundir import RunReader
-from ray_knowsim.schema.decisions import DecisionRecord, DecisionsFile, PairRecord, RoundRecord, Spend
-from ray_knowsim.stats.adaptive import Procedure
-
-PROCEDURE = ("per item, the sign of its mean paired difference (ties dropped); per pair, a Beta(1/2, 1/2) mixture "
-             "(Krichevsky-Trofimov) confidence sequence for the win rate at alpha / family_size (Bonferroni over every "
-             "pair of every decision), looked at after each round; decided pairs stay decided (running intersection)")
+from ray_knowsim.schema.decisions import DecisionsFile, Spend
 
 
 @dataclass
@@ -89,23 +86,32 @@ def _spend_fixed(df: pd.DataFrame, fixed_per_condition: dict[str, int]) -> Spend
                  completion_tokens=int(round(total["completion"])), cost_usd=total["cost"] if priced and len(df) else None)
 
 
-def _decision_records(proc: Procedure) -> list[DecisionRecord]:
-    out = []
-    for i, d in enumerate(proc.decisions):
-        pairs = []
-        for a, b in d.pairs:
-            st = proc.states.get((i, (a, b)))
-            if st is None:
-                pairs.append(PairRecord(condition_a=a, condition_b=b, wins_a=0, items=0, win_low=0.0, win_high=1.0,
-                                        p_value=1.0, better=None))
-                continue
-            pairs.append(PairRecord(condition_a=a, condition_b=b, wins_a=st.k, items=st.n, win_low=st.low, win_high=st.high,
-                                    p_value=st.p_value, better=d.better((a, b)), within_effect=st.within))
-        out.append(DecisionRecord(task=d.task, knowledge_level=d.level, metric=d.metric, kind=d.kind, decided=d.decided,
-                                  after_round=d.after_round, winner=d.winner, order=d.order,
-                                  in_race=d.race() if d.kind == "best" else sorted(d.in_play()),
-                                  eliminated=dict(d.eliminated), pairs=pairs))
-    return out
+def _outcomes(run_dir: Path, config_hash: str) -> pd.DataFrame:
+    """Every committed session's identity and status (failed ones included): the failure-rate check."""
+    from ray_knowsim.io.rundir import has_commit_markers
+
+    reader = RunReader.open(run_dir, config_hash) if has_commit_markers(run_dir) else None
+    if reader is None or not reader.sessions.files:
+        return pd.DataFrame(columns=[*ROW_KEYS, "status"])
+    table = reader.sessions.read([*ROW_KEYS, "status", "failure_class", "error"])
+    return table.to_pandas()
+
+
+def locked_spec(run_dir: Path, spec: dict) -> None:
+    """Refuse to resume (or replay into) a run directory whose decisions.json was decided with
+    another spec: a changed alpha, metric or rule after seeing results would void the error control."""
+    try:
+        old = read_decisions(run_dir)
+    except ValueError as exc:
+        raise RunError(f"{run_dir / DECISIONS_FILE} cannot be read with this version ({type(exc).__name__}); it was "
+                       "written by another version of the adaptive procedure: move it away to decide afresh") from exc
+    if old is None:
+        return
+    changed = spec_changes(old.spec, spec)
+    if changed:
+        raise RunError(f"{run_dir}: the adaptive spec is locked since round 1 and this one changes: {'; '.join(changed)}. "
+                       "Resume with the locked spec, or decide afresh in a new output directory "
+                       "(ray-knowsim adaptive-replay plans other specs over a completed run without spending)")
 
 
 def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Path | None = None, quiet: bool = False,
@@ -120,87 +126,65 @@ def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Pa
     if ad is None:
         raise RunError("the config has no adaptive: section")
     plan, run_dir, _, config_hash, inputs = prepare(cfg, output)
-    conditions = cfg.condition_names()
+    all_conditions = cfg.condition_names()
+    conditions = list(ad.conditions) if ad.conditions is not None else all_conditions
+    unknown = [c for c in conditions if c not in all_conditions]
+    if unknown:
+        raise RunError(f"adaptive.conditions: {unknown} are not conditions of the config ({all_conditions})")
     tasks = list(inputs.items)
-    trials = list(range(ad.round.trials or cfg.trials))
-    order = item_order({t: [it.id for it in inputs.items[t]] for t in tasks}, cfg.seed)
-    proc = Procedure.build(tasks, list(cfg.levels), list(ad.metrics), conditions, ad.decide, ad.alpha, ad.effect)
-    fixed_per_condition = {c: sum(len(v) for v in order.values()) * len(cfg.levels) * cfg.trials for c in conditions}
-    wanted: set[str] = set()
-    rounds: list[RoundRecord] = []
-    status = "running"
-    rows = pd.DataFrame()
-    spend: pd.DataFrame | None = None  # the spend of `wanted` as of the last record (nothing has run since)
-    record: DecisionsFile | None = None  # the last record written
+    trials = ad.round.trials or cfg.trials
+    spec = spec_of(ad, conditions, trials)
+    locked_spec(run_dir.root, spec)
+    schedule = Schedule.of({t: [it.id for it in inputs.items[t]] for t in tasks}, cfg.seed, ad.round.items,
+                           list(cfg.levels), trials)
+    proc = procedure_for(ad, tasks, list(cfg.levels), conditions)
+    sessions_fixed = schedule.fixed_sessions(len(conditions))
+    fixed_per_condition = {c: sessions_fixed // len(conditions) for c in conditions}
+    ids = lambda keys: {session_id(*k) for k in keys}  # noqa: E731
+    state: dict[str, Any] = {"spend": None, "record": None}  # the spend of what was asked as of the last record
+
+    def spend_of(wanted: set) -> pd.DataFrame:
+        return _spend(run_dir.root, ids(wanted), config_hash)
+
+    def stop_before(round_no: int, wanted: set, new: list) -> bool:
+        if ad.budget.sessions is not None and len(wanted) + len(new) > ad.budget.sessions:
+            return True
+        if ad.budget.usd is not None and wanted:
+            spent = _spend_record(state["spend"] if state["spend"] is not None else spend_of(wanted))
+            if spent.cost_usd is not None and spent.sessions:
+                return spent.cost_usd + spent.cost_usd / spent.sessions * len(new) > ad.budget.usd
+        return False
+
+    def fetch(round_no: int, wanted: set, new: list) -> pd.DataFrame:
+        outcome = run(cfg, address=address, output=run_dir.root, quiet=quiet, tables=False, print_tables=False,
+                      config_file=None, console=console, sessions=ids(wanted), rerun_model_failures=rerun_model_failures,
+                      preflight=preflight and round_no == 1)
+        if outcome.stopped is not None:
+            raise RunError(f"round {round_no}: stopped early by engine.fail_fast ({outcome.stopped.line()}); fix the "
+                           "cause, then run the same command again to resume the adaptive run")
+        if outcome.incomplete:
+            raise RunError(f"round {round_no}: {len(outcome.incomplete)} shard(s) did not finish; run the same command "
+                           "again to resume the adaptive run")
+        return scheduled(_rows(run_dir.root, list(ad.metrics)), ids(wanted))
+
+    def write(status: str, wanted: set, rounds: list) -> None:
+        state["spend"] = spend_of(wanted)
+        gaps = failure_gap_records(select(_outcomes(run_dir.root, config_hash), wanted), conditions)
+        state["record"] = record(spec, proc, status, len(wanted), sessions_fixed, rounds, config_hash=config_hash,
+                                 spend_run=_spend_record(state["spend"]),
+                                 spend_fixed=_spend_fixed(state["spend"], fixed_per_condition), gaps=gaps)
+        write_decisions(run_dir.root, state["record"])
+
     with ray_session(address, **ray_options(cfg), quiet=quiet):
-        round_no = 0
-        while True:
-            round_no += 1
-            if max_rounds is not None and round_no > max_rounds:
-                break
-            items = round_items(order, ad.round.items, round_no)
-            play = proc.in_play()
-            new = {session_id(t, it, lv, c, tr) for t, its in items.items() for it in its for lv in cfg.levels
-                   for c in sorted(play.get((t, lv), set())) for tr in trials}
-            if not new:
-                status = "pool_exhausted" if not any(items.values()) else "decided"
-                break
-            if ad.budget.sessions is not None and len(wanted) + len(new) > ad.budget.sessions:
-                status = "budget"
-                break
-            if ad.budget.usd is not None and rounds:
-                spent = _spend_record(spend if spend is not None else _spend(run_dir.root, wanted, config_hash))
-                if spent.cost_usd is not None and spent.sessions:
-                    if spent.cost_usd + spent.cost_usd / spent.sessions * len(new) > ad.budget.usd:
-                        status = "budget"
-                        break
-            wanted |= new
-            outcome = run(cfg, address=address, output=run_dir.root, quiet=quiet, tables=False, print_tables=False,
-                          config_file=None, console=console, sessions=wanted, rerun_model_failures=rerun_model_failures,
-                          preflight=preflight and round_no == 1)
-            if outcome.stopped is not None:
-                raise RunError(f"round {round_no}: stopped early by engine.fail_fast ({outcome.stopped.line()}); fix the "
-                               "cause, then run the same command again to resume the adaptive run")
-            if outcome.incomplete:
-                raise RunError(f"round {round_no}: {len(outcome.incomplete)} shard(s) did not finish; run the same command "
-                               "again to resume the adaptive run")
-            rows = scheduled(_rows(run_dir.root, list(ad.metrics)), wanted)
-            left = proc.look(pair_counts(rows, proc), round_no, bounds=True)
-            rounds.append(RoundRecord(
-                round=round_no, items={t: v for t, v in items.items() if v}, sessions=len(new),
-                in_play={t: {lv: sorted(play.get((t, lv), set())) for lv in cfg.levels if play.get((t, lv))} for t in tasks},
-                eliminated=[f"{proc.decisions[i].task}/{proc.decisions[i].level}/{proc.decisions[i].metric}: {c}"
-                            for i, cs in left.items() for c in cs],
-                decided=[f"{d.task}/{d.level}/{d.metric}" for d in proc.decisions if d.after_round == round_no]))
-            if proc.done:
-                status = "decided"
-            spend = _spend(run_dir.root, wanted, config_hash)
-            record = _record(cfg, config_hash, proc, status, wanted, fixed_per_condition, rounds, spend)
-            write_decisions(run_dir.root, record)
-            if proc.done:
-                break
-        if record is None or record.status != status:  # (else the last round's record is already the final one)
-            if spend is None:
-                spend = _spend(run_dir.root, wanted, config_hash)
-            record = _record(cfg, config_hash, proc, status, wanted, fixed_per_condition, rounds, spend)
-            write_decisions(run_dir.root, record)
+        status, wanted, rounds = drive(proc, schedule, fetch, stop_before=stop_before, after_round=write,
+                                       max_rounds=max_rounds, tasks=tasks)
+        if state["record"] is None or state["record"].status != status:  # (else the last round's record is the final one)
+            write(status, wanted, rounds)
         if wanted:
             reader = RunReader.open(run_dir.root, config_hash)
             if reader.sessions.files:
                 write_run_tables(run_dir, reader)
-    return AdaptiveOutcome(run_dir.root, record, len(rounds))
+    return AdaptiveOutcome(run_dir.root, state["record"], len(rounds))
 
 
-def _record(cfg: RunConfig, config_hash: str, proc: Procedure, status: str, wanted: set[str],
-            fixed_per_condition: dict[str, int], rounds: list[RoundRecord], spend: pd.DataFrame) -> DecisionsFile:
-    """The decisions record; ``spend``: :func:`_spend` of ``wanted``."""
-    ad = cfg.adaptive
-    assert ad is not None
-    return DecisionsFile(config_hash=config_hash, decide=ad.decide, metrics=list(ad.metrics), alpha=ad.alpha,
-                         family_size=proc.family_size, procedure=PROCEDURE, status=status,  # type: ignore[arg-type]
-                         sessions_run=len(wanted), sessions_fixed=sum(fixed_per_condition.values()),
-                         spend_run=_spend_record(spend), spend_fixed=_spend_fixed(spend, fixed_per_condition),
-                         decisions=_decision_records(proc), rounds=list(rounds))
-
-
-__all__ = ["AdaptiveOutcome", "run_adaptive"]
+__all__ = ["AdaptiveOutcome", "locked_spec", "run_adaptive"]

@@ -1,8 +1,8 @@
-"""From committed session rows to the paired win counts the procedure looks at (pure pandas).
+"""From committed session rows to the per-pair counts the procedure looks at (pure pandas).
 
-Per decision (task, level, metric) and pair (a, b): over the items where both conditions ran,
-the sign of the item's mean paired difference (mean over its trials where both sessions are ok
-and carry the metric); ``(wins of a, non-tied items)``. The same unit and sign as ``compare``.
+Per decision (task, level, metric) and pair (a, b): each condition's item mean over its ok
+sessions, and over the items where both have one, the wins, losses and ties of a
+(:func:`ray_knowsim.stats.winrate.win_counts`, the one count of the item win rate).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pandas as pd
 
 from ray_knowsim.engine.plan import session_id
 from ray_knowsim.stats.adaptive import Key, Procedure
-from ray_knowsim.stats.signs import SignCounts, sign_counts
+from ray_knowsim.stats.winrate import WinCounts, item_means, pair_counts as _pair_counts
 
 ROW_KEYS = ("task", "item_id", "knowledge_level", "condition", "trial")
 
@@ -26,30 +26,23 @@ def scheduled(rows: pd.DataFrame, wanted: Collection[str]) -> pd.DataFrame:
     return rows[np.array([i in wanted for i in ids], dtype=bool)] if len(rows) else rows
 
 
-def pair_counts(rows: pd.DataFrame, procedure: Procedure) -> dict[Key, tuple[int, int]]:
-    """Cumulative win counts ``(wins of a, non-tied items)`` of every pair of every decision."""
-    return {key: (c.pos, c.n) for key, c in sign_table(rows, procedure).items()}
-
-
-def sign_table(rows: pd.DataFrame, procedure: Procedure) -> dict[Key, SignCounts]:
-    """Per pair of every decision, the signs of the items' mean paired differences (ok rows)."""
-    out: dict[Key, SignCounts] = {}
+def pair_counts(rows: pd.DataFrame, procedure: Procedure) -> dict[Key, WinCounts]:
+    """Cumulative counts of every pair of every decision over ``rows`` (ok sessions)."""
+    out: dict[Key, WinCounts] = {}
     if rows.empty:
         return out
-    groups = {key: g for key, g in rows.groupby(["task", "knowledge_level"], sort=False)}
+    tables: dict[str, dict[tuple, pd.DataFrame]] = {}
     for i, d in enumerate(procedure.decisions):
-        g = groups.get((d.task, d.level))
-        if g is None or d.metric not in g.columns:
+        if d.metric not in tables:
+            tables[d.metric] = item_means(rows, d.metric)
+        table = tables[d.metric].get((d.task, d.level))
+        if table is None:
             continue
-        wide = g.pivot_table(index=["item_id", "trial"], columns="condition", values=d.metric, aggfunc="mean")
         for a, b in d.pairs:
-            if a not in wide.columns or b not in wide.columns:
-                continue
-            diffs = (wide[a] - wide[b]).dropna()
-            if diffs.empty:
-                continue
-            out[(i, (a, b))] = sign_counts(diffs.groupby(level="item_id").mean().to_numpy(dtype=float))
+            c = _pair_counts(table, a, b, d.higher_is_better)
+            if c.n:
+                out[(i, (a, b))] = c
     return out
 
 
-__all__ = ["ROW_KEYS", "pair_counts", "scheduled", "sign_table"]
+__all__ = ["ROW_KEYS", "pair_counts", "scheduled"]

@@ -164,7 +164,12 @@ def _adaptive(cfg, args: argparse.Namespace) -> int:
           f"{rec.sessions_run} of {rec.sessions_fixed} sessions of the fixed design ({saved:.0%} saved); "
           f"results in {out.run_dir} (decisions.json)", flush=True)
     for d in rec.decisions:
-        what = d.winner if d.kind == "best" else " > ".join(d.order or []) if d.kind == "ranking" else "resolved"
+        what = (d.winner or f"no winner (cycle {' > '.join(d.cycle or [])})") if d.kind == "best" else \
+            (" > ".join(d.order) if d.order else f"no strict order (cycle {' > '.join(d.cycle or [])})") \
+            if d.kind == "ranking" else "resolved"
         print(f"  {d.task}/{d.knowledge_level} {d.metric}: " + (f"{what} (after round {d.after_round})" if d.decided
-                                                                 else f"undecided, in play: {', '.join(d.in_race)}"))
+                                                                 else f"undecided, in play: {', '.join(d.in_play)}"))
+    for g in rec.failure_gaps:
+        print(f"  warning: {g.task}/{g.knowledge_level}: {g.condition_a} fails {g.failure_rate_a:.0%} of its sessions, "
+              f"{g.condition_b} {g.failure_rate_b:.0%} (Fisher p {g.p_fisher:.3g}): their verdicts compare different cases")
     return 0

@@ -103,11 +103,11 @@ def _trace_rows(record: DecisionsFile) -> tuple[list[str], list[list[str]], list
     dec_heads = ["task", "level", "metric", "kind", "decided", "after round", "result", "eliminated (round)"]
     dec = []
     for d in record.decisions:
-        result = (d.winner or "–") if d.kind == "best" else (" > ".join(d.order) if d.order else "–") if d.kind == "ranking" \
+        result = (d.winner or ("no winner: " + " > ".join(d.cycle) if d.cycle else "–")) if d.kind == "best" else (" > ".join(d.order) if d.order else "–") if d.kind == "ranking" \
             else ", ".join(f"{p.condition_a} vs {p.condition_b}: " + (p.better or ("within effect" if p.within_effect else "open"))
                            for p in d.pairs)
         if not d.decided:
-            result = "in play: " + ", ".join(d.in_race)
+            result = "in play: " + ", ".join(d.in_play)
         dec.append([d.task, d.knowledge_level, d.metric, d.kind, "yes" if d.decided else "no",
                     str(d.after_round) if d.after_round is not None else "–", result,
                     ", ".join(f"{c} ({r})" for c, r in sorted(d.eliminated.items(), key=lambda kv: kv[1])) or "–"])

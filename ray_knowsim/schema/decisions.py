@@ -7,7 +7,7 @@ condition names).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -24,13 +24,18 @@ class PairRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
     condition_a: str
     condition_b: str
-    wins_a: int  # items a won (its mean difference a - b > 0), ties dropped
-    items: int  # non-tied items
-    win_low: float  # the confidence sequence for a's win rate, at alpha / family_size
+    matched: int  # items where both conditions have an item mean
+    wins: int  # items where a is better (oriented by the metric's direction)
+    losses: int
+    ties: int  # equal item means (to stats.ranks.TIE_DECIMALS decimals)
+    win_rate: float | None  # (wins + ties / 2) / matched (None: no matched item)
+    level: float  # the local (Holm) level the pair was tested at
+    win_low: float  # interval of the decisive win rate wins / (wins + losses) at ``level``
     win_high: float
-    p_value: float  # anytime-valid, unadjusted for the family (compare with alpha / family_size)
-    better: str | None  # decided: the condition that is better on the metric (orientation-aware)
-    within_effect: bool = False  # pairs: shown smaller than the stated effect
+    zero_width: bool  # win_low == win_high (shown as such, not as an ordinary interval)
+    verdict: Literal["a_better", "b_better", "within_effect", "open"]
+    better: str | None  # the condition significantly better on the metric
+    within_effect: bool = False  # pairs: shown within 1/2 +- effect in tie-inclusive win rate
 
 
 class DecisionRecord(BaseModel):
@@ -41,11 +46,27 @@ class DecisionRecord(BaseModel):
     kind: Literal["best", "ranking", "pairs"]
     decided: bool
     after_round: int | None
-    winner: str | None = None  # best
+    winner: str | None = None  # best: beats every other condition directly
     order: list[str] | None = None  # ranking
-    in_race: list[str]  # best: not beaten by any condition; ranking/pairs: in an unresolved pair
-    eliminated: dict[str, int]  # condition -> the round it left the race
+    cycle: list[str] | None = None  # significant beats around a cycle (no winner / no order), [c1, ..., c1]
+    in_play: list[str]  # conditions this decision still needs
+    candidates: list[str]  # conditions no other condition significantly beats
+    eliminated: dict[str, int]  # condition -> the round it left play
     pairs: list[PairRecord]
+
+
+class FailureGap(BaseModel):
+    """A pair of conditions whose failure rates differ enough to bias the comparison
+    (compare's rule: :func:`ray_knowsim.compare.failures.failure_gaps`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    task: str
+    knowledge_level: str
+    condition_a: str
+    condition_b: str
+    failure_rate_a: float
+    failure_rate_b: float
+    p_fisher: float
 
 
 class RoundRecord(BaseModel):
@@ -60,20 +81,23 @@ class RoundRecord(BaseModel):
 
 class DecisionsFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    format: int = 1
-    config_hash: str
+    format: int = 2
+    config_hash: str | None  # None: a planning replay (ray_knowsim.adaptive.replay)
+    quantity: str  # what every verdict is about (stats.winrate.QUANTITY)
+    spec: dict[str, Any]  # the adaptive spec, locked at round 1 (a resume with another is refused)
     decide: Literal["best", "ranking", "pairs"]
     metrics: list[str]
     alpha: float
-    family_size: int  # pairs over all decisions: every sequence is at alpha / family_size
+    family_size: int  # hypotheses (pairs) in the Holm family
     procedure: str
     status: Literal["running", "decided", "pool_exhausted", "budget"]
     sessions_run: int
-    sessions_fixed: int  # what the fixed design of the same pool runs
-    spend_run: Spend
-    spend_fixed: Spend  # estimated: each condition's mean per session run x its fixed sessions
+    sessions_fixed: int  # the fixed design of the same pool at the rounds' trials
+    spend_run: Spend | None = None
+    spend_fixed: Spend | None = None  # estimated: each condition's mean per session run x its fixed sessions
     decisions: list[DecisionRecord]
     rounds: list[RoundRecord]
+    failure_gaps: list[FailureGap] = []  # pairs whose failure rates differ (their verdicts may be biased)
 
 
-__all__ = ["DecisionRecord", "DecisionsFile", "PairRecord", "RoundRecord", "Spend"]
+__all__ = ["DecisionRecord", "DecisionsFile", "FailureGap", "PairRecord", "RoundRecord", "Spend"]

@@ -1,82 +1,169 @@
 """The adaptive procedure (pure): looks after each round, decides, says what is still in play.
 
-One :class:`Procedure` holds every decision of a run (per task, level and metric), one confidence
-sequence per pair of each decision (:mod:`.sequential`), all at ``alpha / m`` with ``m`` the
-number of pairs over all decisions (Bonferroni over the family, fixed before the first round).
-At each look the caller hands the cumulative win counts of every pair (items where both
-conditions ran, ties dropped); the procedure updates the sequences, takes their verdicts into the
-decisions and returns what left the race. The same object drives the adaptive runner and the
+One :class:`Procedure` holds every decision of a run (per task, level and metric) and one
+sequential test per pair of each decision, on the item win rate (:mod:`.winrate`). The design:
+
+* ``group_sequential`` (default; a known, finite pool): the exact group-sequential sign test of
+  :mod:`.group_sequential`, alpha spent over the pool's rounds (information time = share of the
+  pool scheduled), a look every round;
+* ``anytime`` (open-ended pools): the Krichevsky–Trofimov confidence sequence of
+  :mod:`.sequential`, valid at any number of looks with no horizon, at a price in power.
+
+The family is every pair of every decision (``family: run``) or each decision's pairs
+(``family: decision``), fixed before the first round, controlled by Holm's step-down over the
+pairs' sequential tests, computed as its exact closure (:func:`ray_knowsim.stats.multiplicity.holm_closure`). For ``pairs`` decisions a
+pair is also resolved when shown within 1/2 +- effect (anytime-valid, at the same local level:
+"equal" and "no difference" cannot both be false nulls of one pair, so one share of alpha covers
+both claims). The same object drives the adaptive runner, the planning replay and the
 statistics-only simulations of the tests, so what is validated is what runs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Literal, Mapping, Sequence
 
 from ray_knowsim.stats.decide import Decision, Kind, Pair, PairVerdict, family_size
+from ray_knowsim.stats.group_sequential import PairSequence, Spending
+from ray_knowsim.stats.multiplicity import ClosedResult, holm_closure
 from ray_knowsim.stats.ranks import higher_is_better
-from ray_knowsim.stats.sequential import SequenceState
-from ray_knowsim.stats.signs import SignCounts, verdict
+from ray_knowsim.stats.sequential import AnytimeSequence, equivalent
+from ray_knowsim.stats.winrate import EMPTY, WinCounts
 
 Key = tuple[int, Pair]  # (decision index, pair)
+DesignKind = Literal["group_sequential", "anytime"]
+FamilyKind = Literal["run", "decision"]
+
+
+@dataclass(frozen=True)
+class Design:
+    kind: DesignKind = "group_sequential"
+    spending: Spending = field(default_factory=Spending)
+
+    def sequence(self) -> PairSequence | AnytimeSequence:
+        return PairSequence(self.spending) if self.kind == "group_sequential" else AnytimeSequence()
+
+    def describe(self, alpha: float, family: FamilyKind, m: int) -> str:
+        fam = (f"Holm over the family of {m} pairs (every pair of every decision)" if family == "run"
+               else "Holm within each decision's pairs")
+        if self.kind == "group_sequential":
+            test = (f"exact group-sequential sign test (binomial DP over the looks, {self.spending.describe()} alpha "
+                    "spending over the pool's rounds, a look every round; repeated confidence intervals from the same "
+                    "boundaries)")
+        else:
+            test = "anytime-valid Beta(1/2, 1/2) mixture (Krichevsky-Trofimov) confidence sequence"
+        return (f"per pair, the item win rate (wins vs losses over matched items, ties counted); {test}; {fam}, "
+                f"alpha {alpha:g}; decided pairs stay decided")
 
 
 @dataclass
 class Procedure:
     decisions: list[Decision]
     alpha: float
-    states: dict[Key, SequenceState] = field(default_factory=dict)
+    design: Design = field(default_factory=Design)
+    family: FamilyKind = "run"
+    multiplicity: Literal["holm", "bonferroni"] = "holm"  # bonferroni: compare's fixed-design adjustment
+    sequences: dict[Key, PairSequence | AnytimeSequence] = field(default_factory=dict)
+    counts: dict[Key, WinCounts] = field(default_factory=dict)
+    rejected: dict[Key, float] = field(default_factory=dict)  # key -> the level it was resolved at
+    levels: dict[Key, float] = field(default_factory=dict)  # key -> its verdict's level (level_of)
+    _memo: dict = field(default_factory=dict, repr=False)
+    directions: dict[Key, int] = field(default_factory=dict)
+    within: dict[Key, bool] = field(default_factory=dict)
 
     @classmethod
     def build(cls, tasks: Sequence[str], levels: Sequence[str], metrics: Sequence[str], conditions: Sequence[str],
-              kind: Kind, alpha: float, effect: float | None = None) -> "Procedure":
+              kind: Kind, alpha: float, effect: float | None = None, design: Design | None = None,
+              family: FamilyKind = "run") -> "Procedure":
         decisions = [Decision(t, lv, m, kind, list(conditions), higher_is_better(m), effect)
                      for t in tasks for lv in levels for m in metrics]
-        return cls(decisions, alpha)
+        return cls(decisions, alpha, design or Design(), family)
 
     @property
     def family_size(self) -> int:
         return family_size(self.decisions)
 
-    @property
-    def alpha_adj(self) -> float:
-        return self.alpha / max(1, self.family_size)
+    def keys(self) -> list[Key]:
+        return [(i, p) for i, d in enumerate(self.decisions) for p in d.pairs]
 
-    def look(self, counts: Mapping[Key, tuple[int, int]], round_no: int, bounds: bool = False) -> dict[int, list[str]]:
-        """Update with cumulative ``(wins of a, non-tied items)`` per pair; returns, per decision
-        index, the conditions that left its race at this look."""
+    def _families(self) -> list[list[Key]]:
+        if self.family == "run":
+            return [self.keys()]
+        return [[(i, p) for p in d.pairs] for i, d in enumerate(self.decisions)]
+
+    def level_of(self, key: Key) -> float:
+        """The level the pair's verdict and interval are at: for a resolved pair, the smallest
+        family level its own test crossed at; else a level at which the closure kept it open."""
+        return self.levels.get(key, self.alpha / max(1, self.family_size))
+
+    def _own(self, key: Key, level: float) -> tuple[int, bool]:
+        """(direction, within) of the pair's own test at ``level`` (memoised per number of looks)."""
+        seq = self.sequences.get(key)
+        if seq is None:
+            return 0, False
+        memo = (key, level, len(seq.looks))
+        got = self._memo.get(memo)
+        if got is None:
+            direction, _ = seq.test(level)
+            within = False
+            d = self.decisions[key[0]]
+            if not direction and d.kind == "pairs" and d.effect is not None:
+                c = self.counts.get(key, EMPTY)
+                within = bool(c.n) and equivalent(c.wins, c.ties, c.losses, d.effect, level)
+            got = self._memo[memo] = (direction, within)
+        return got
+
+    def look(self, counts: Mapping[Key, WinCounts], times: Mapping[str, float], round_no: int) -> dict[int, list[str]]:
+        """Take the cumulative counts of every pair (``times``: task -> information time, the
+        share of its pool scheduled so far); a pair is looked at when it got new matched items.
+        Returns, per decision index, the conditions that left play at this look."""
+        for key, c in counts.items():
+            old = self.counts.get(key, EMPTY)
+            if c.n <= old.n:
+                continue
+            self.counts[key] = c
+            seq = self.sequences.setdefault(key, self.design.sequence())
+            seq.add(min(1.0, times[self.decisions[key[0]].task]), c.decisive, c.wins)
+        return self._decide(round_no)
+
+    def _decide(self, round_no: int) -> dict[int, list[str]]:
+        for fam in self._families():
+            if self.multiplicity == "bonferroni":
+                level = self.alpha / len(fam)
+                results = {k: ClosedResult(any(self._own(k, level)), level) for k in fam}
+            else:
+                results = holm_closure(fam, lambda k, lv: any(self._own(k, lv)), self.alpha)
+            for key, res in results.items():
+                self.levels[key] = res.level
+                if res.rejected and key not in self.rejected:
+                    self.rejected[key] = res.level
+                    self.directions[key], self.within[key] = self._own(key, res.level)
         left: dict[int, list[str]] = {}
         for i, d in enumerate(self.decisions):
             if d.decided:
                 continue
-            verdicts = {}
-            for pair in d.pairs:
-                k, n = counts.get((i, pair), (0, 0))
-                state = self.states.get((i, pair), SequenceState())
-                if (k, n) != (state.k, state.n) or not state.n:
-                    state = state.look(k, n, self.alpha_adj, d.effect, bounds)
-                    self.states[(i, pair)] = state
-                verdicts[pair] = PairVerdict(state.direction, state.within)
+            verdicts = {p: PairVerdict(self.directions.get((i, p), 0), self.within.get((i, p), False))
+                        for p in d.pairs if (i, p) in self.rejected}
             gone = d.update(verdicts, round_no)
             if gone:
                 left[i] = gone
         return left
 
-    def fixed(self, counts: Mapping[Key, SignCounts]) -> "Procedure":
-        """What the fixed design decides from the whole pool's sign counts with the same decision
-        rule and family: compare's verdict (exact sign test and its Clopper-Pearson interval) at
-        alpha / m, one look. Returns a new procedure; this one is left as it is."""
+    def fixed(self, counts: Mapping[Key, WinCounts], multiplicity: Literal["holm", "bonferroni"] = "holm") -> "Procedure":
+        """What the fixed design decides from the whole pool's counts with the same decision rule
+        and family: one look at t = 1 (the exact sign test), Holm over the family (or Bonferroni,
+        compare's adjustment). Returns a new procedure; this one is left as it is."""
         out = Procedure([Decision(d.task, d.level, d.metric, d.kind, list(d.conditions), d.higher_is_better, d.effect)
-                         for d in self.decisions], self.alpha)
-        for i, d in enumerate(out.decisions):
-            verdicts = {}
-            for pair in d.pairs:
-                v = verdict(counts.get((i, pair), SignCounts(0, 0, 0)), out.alpha_adj)
-                within = d.effect is not None and v.ci_low > 0.5 - d.effect and v.ci_high < 0.5 + d.effect
-                verdicts[pair] = PairVerdict(v.direction, within)
-            d.update(verdicts, 1)
+                         for d in self.decisions], self.alpha, Design("group_sequential", self.design.spending),
+                        self.family, multiplicity)
+        out.look(counts, {d.task: 1.0 for d in out.decisions}, 1)
         return out
+
+    def interval(self, key: Key) -> tuple[float, float]:
+        """The pair's interval for its decisive win rate at its Holm level (from the same
+        boundaries as its verdict)."""
+        seq = self.sequences.get(key)
+        return (0.0, 1.0) if seq is None else seq.interval(self.level_of(key))
 
     def in_play(self) -> dict[tuple[str, str], set[str]]:
         """(task, level) -> the conditions some undecided decision there still needs."""
@@ -90,4 +177,4 @@ class Procedure:
         return all(d.decided for d in self.decisions)
 
 
-__all__ = ["Key", "Procedure"]
+__all__ = ["Design", "DesignKind", "FamilyKind", "Key", "Procedure"]

@@ -1,20 +1,18 @@
 """Decisions over conditions from paired verdicts (pure): what an adaptive run decides per
 (task, knowledge level, metric), and what the fixed design decides from the same rule.
 
-A decision holds the pairs of its conditions; each pair's verdict is a direction (+1: the first
-condition wins more items on the raw difference a - b, -1: the second, 0: undecided) and whether
-its interval lies within 1/2 +- ``effect`` (shown smaller than the stated effect). Kinds:
+A decision holds the pairs of its conditions; each pair's verdict is a direction on the item win
+rate (+1: the first condition wins significantly more items, oriented so that winning means
+better; -1: the second; 0: undecided) and whether it was shown within 1/2 +- ``effect``.
 
-* ``best`` — a condition leaves the race as soon as another one is significantly better (it may
-  itself have left the race: "worse than a loser" is still worse than the best); decided when one
-  condition is left (``winner``). If every condition is beaten (an intransitive cycle of win
-  rates) the decision is made with no winner.
-* ``ranking`` — decided when every pair's order is resolved; ``order`` lists the conditions by
-  wins (None when the wins are not a strict order: an intransitive cycle).
-* ``pairs`` — decided when every pair is resolved or shown smaller than the effect.
-
-The family of decisions is every pair of every decision: each verdict is taken at alpha / m
-(Bonferroni), so all the claims of a run hold together with probability >= 1 - alpha.
+* ``best`` -- decided with a **winner** when one condition significantly beats EVERY other
+  condition directly; decided with **no winner** when every condition is beaten by some other
+  (then the beats contain a cycle, which the decision names: a winner by transitivity would be a
+  claim no test made). A condition stays in play while it can still win (no one beats it) or
+  while its comparison with a condition that can still win is unresolved.
+* ``ranking`` -- decided when every pair is resolved; ``order`` is the strict order of the beats,
+  or None with the ``cycle`` named when they are intransitive.
+* ``pairs`` -- decided when every pair is resolved or shown smaller than the effect.
 """
 
 from __future__ import annotations
@@ -29,8 +27,8 @@ Pair = tuple[str, str]
 
 @dataclass(frozen=True)
 class PairVerdict:
-    direction: int  # +1: a wins more items (a - b > 0), -1: b does, 0: undecided
-    within: bool = False  # the interval lies within 1/2 +- effect
+    direction: int  # +1: a is significantly better, -1: b is, 0: undecided
+    within: bool = False  # shown within 1/2 +- effect
 
 
 @dataclass
@@ -43,11 +41,12 @@ class Decision:
     higher_is_better: bool
     effect: float | None = None  # pairs: the win-rate margin that counts as "smaller than the effect"
     verdicts: dict[Pair, PairVerdict] = field(default_factory=dict)
-    eliminated: dict[str, int] = field(default_factory=dict)  # condition -> round it left the race (best)
+    eliminated: dict[str, int] = field(default_factory=dict)  # condition -> round it left play
     decided: bool = False
     after_round: int | None = None
     winner: str | None = None
     order: list[str] | None = None
+    cycle: list[str] | None = None  # a cycle of significant beats (no winner / no order)
 
     @property
     def pairs(self) -> list[Pair]:
@@ -57,8 +56,7 @@ class Decision:
         v = self.verdicts.get(pair)
         if v is None or v.direction == 0:
             return None
-        a, b = pair
-        return a if (v.direction > 0) == self.higher_is_better else b
+        return pair[0] if v.direction > 0 else pair[1]
 
     def resolved(self, pair: Pair) -> bool:
         v = self.verdicts.get(pair)
@@ -66,43 +64,66 @@ class Decision:
             return False
         return v.direction != 0 or (self.kind == "pairs" and v.within)
 
-    def race(self) -> list[str]:
-        """Conditions no other condition is significantly better than."""
-        beaten = {loser for p in self.pairs if (w := self.better(p)) is not None for loser in p if loser != w}
+    def beats(self) -> dict[str, set[str]]:
+        """condition -> the conditions it significantly beats."""
+        out: dict[str, set[str]] = {c: set() for c in self.conditions}
+        for p in self.pairs:
+            w = self.better(p)
+            if w is not None:
+                out[w].add(p[1] if w == p[0] else p[0])
+        return out
+
+    def candidates(self) -> list[str]:
+        """Conditions no other condition significantly beats (the ones that can still win)."""
+        beaten = {loser for losers in self.beats().values() for loser in losers}
         return [c for c in self.conditions if c not in beaten]
+
+    def race(self) -> list[str]:
+        return self.candidates()
 
     def in_play(self) -> set[str]:
         """The conditions this decision still needs sessions of."""
         if self.decided:
             return set()
         if self.kind == "best":
-            return set(self.race())
+            cands = set(self.candidates())
+            need = set(cands)
+            for a, b in self.pairs:
+                if not self.resolved((a, b)) and (a in cands or b in cands):
+                    need |= {a, b}
+            return need
         return {c for p in self.pairs if not self.resolved(p) for c in p}
 
     def update(self, verdicts: dict[Pair, PairVerdict], round_no: int) -> list[str]:
-        """Take this look's verdicts (a decided verdict is never taken back: the callers' intervals
-        are running intersections) and return the conditions that left the race now."""
+        """Take this look's verdicts (a decided verdict is never taken back) and return the
+        conditions that left play now."""
         if self.decided:
             return []
-        before = set(self.race())
+        before = self.in_play()
         for pair, v in verdicts.items():
             old = self.verdicts.get(pair)
-            if old is not None and old.direction != 0:
-                v = PairVerdict(old.direction, v.within or old.within)
+            if old is not None:
+                v = PairVerdict(old.direction or v.direction, v.within or old.within)
             self.verdicts[pair] = v
-        left = [c for c in self.conditions if c in before and c not in self.race()]
-        for c in left:
-            self.eliminated[c] = round_no
+        beats = self.beats()
+        k = len(self.conditions)
         if self.kind == "best":
-            race = self.race()
-            if len(race) <= 1:
-                self.decided, self.winner = True, race[0] if race else None
+            top = [c for c in self.conditions if len(beats[c]) == k - 1]
+            if top:
+                self.decided, self.winner = True, top[0]
+            elif not self.candidates():
+                self.decided, self.cycle = True, find_cycle(beats, self.conditions)
         elif all(self.resolved(p) for p in self.pairs):
             self.decided = True
             if self.kind == "ranking":
                 self.order = strict_order(self)
+                if self.order is None:
+                    self.cycle = find_cycle(beats, self.conditions)
         if self.decided:
             self.after_round = round_no
+        left = sorted(before - self.in_play(), key=self.conditions.index)
+        for c in left:
+            self.eliminated.setdefault(c, round_no)
         return left
 
 
@@ -119,8 +140,35 @@ def strict_order(d: Decision) -> list[str] | None:
     return order if sorted(wins.values(), reverse=True) == list(range(k - 1, -1, -1)) else None
 
 
+def find_cycle(beats: dict[str, set[str]], conditions: Sequence[str]) -> list[str] | None:
+    """A cycle of the beats relation, as [c1, c2, ..., c1] with each beating the next (None: acyclic)."""
+    colour: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(c: str) -> list[str] | None:
+        colour[c] = 1
+        stack.append(c)
+        for d in sorted(beats.get(c, ()), key=list(conditions).index):
+            if colour.get(d) == 1:
+                return stack[stack.index(d):] + [d]
+            if d not in colour:
+                got = visit(d)
+                if got:
+                    return got
+        stack.pop()
+        colour[c] = 2
+        return None
+
+    for c in conditions:
+        if c not in colour:
+            got = visit(c)
+            if got:
+                return got
+    return None
+
+
 def family_size(decisions: Sequence[Decision]) -> int:
     return sum(len(d.pairs) for d in decisions)
 
 
-__all__ = ["Decision", "Kind", "Pair", "PairVerdict", "family_size", "strict_order"]
+__all__ = ["Decision", "Kind", "Pair", "PairVerdict", "family_size", "find_cycle", "strict_order"]

@@ -1,16 +1,27 @@
 """Family-wise error control over a family of comparisons (any dependence between them).
 
-Verdicts use **Bonferroni**: each comparison of a family of ``m`` is tested, and its interval
-computed, at level ``alpha / m``. That keeps the test and the interval one verdict (a comparison
-is significant exactly when its adjusted interval excludes "no difference"), which Holm's
-step-down cannot give (Holm rejects at levels no simultaneous interval matches).
+* :func:`bonferroni` -- ``min(1, m p)``: compare's fixed-design adjustment (its test and its
+  interval are one verdict at ``alpha / m``).
+* :func:`holm_closure` -- Holm's procedure as what it is, the closed test of Bonferroni
+  intersection tests, over tests given as functions of their level. This is how a family of
+  **group-sequential** tests is controlled (Maurer & Bretz 2013, the graphical approach with
+  equal weights): a hypothesis whose own sequential test crosses frees its share of alpha, and the
+  others are tested again -- at every look taken so far, with the boundaries of their larger level.
+  The closure is computed exactly (an intersection of ``s`` hypotheses is rejected when one of
+  them crosses at ``alpha / s``), so it needs no monotonicity of the tests in their level: the
+  exact discrete group-sequential boundaries are not monotone in alpha at every look, which
+  makes Holm's step-down shortcut inexact for them. The family (its ``m``) is fixed before the
+  first look; with tests that only ever add crossings, a rejection is never taken back.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Hashable, Iterable, Sequence, TypeVar
 
 import numpy as np
+
+K = TypeVar("K", bound=Hashable)
 
 
 def bonferroni(p_values: Sequence[float], m: int | None = None) -> np.ndarray:
@@ -20,4 +31,34 @@ def bonferroni(p_values: Sequence[float], m: int | None = None) -> np.ndarray:
     return np.minimum(1.0, p * max(size, 1))
 
 
-__all__ = ["bonferroni"]
+@dataclass(frozen=True)
+class ClosedResult:
+    rejected: bool
+    level: float  # rejected: the smallest family level alpha / s its own test crossed at; else a level it did not
+
+
+def holm_closure(keys: Iterable[K], rejects: Callable[[K, float], bool], alpha: float) -> dict[K, ClosedResult]:
+    """The closed test over ``keys`` (equal weights): ``rejects(key, level)`` is the key's own
+    test at a level. H_i is rejected when every intersection containing it is: for every size
+    s = 1..m, its own test crosses at alpha / s, or fewer than s - 1 of the others do not."""
+    keys = list(keys)
+    m = len(keys)
+    if not m:
+        return {}
+    crossed = np.array([[rejects(k, alpha / s) for s in range(1, m + 1)] for k in keys], dtype=bool)  # [key, s-1]
+    not_crossed = (~crossed).sum(axis=0)
+    out: dict[K, ClosedResult] = {}
+    for i, k in enumerate(keys):
+        others_open = not_crossed - (~crossed[i]).astype(int)
+        sizes = np.arange(1, m + 1)
+        ok = crossed[i] | (others_open < sizes - 1)
+        if ok.all():
+            s = int(np.nonzero(crossed[i])[0].max()) + 1
+            out[k] = ClosedResult(True, alpha / s)
+        else:
+            s = int(np.nonzero(~ok)[0].max()) + 1
+            out[k] = ClosedResult(False, alpha / s)
+    return out
+
+
+__all__ = ["ClosedResult", "bonferroni", "holm_closure"]

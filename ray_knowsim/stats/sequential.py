@@ -1,4 +1,4 @@
-"""The anytime-valid paired verdict for adaptive runs: a confidence sequence for the win rate.
+"""The anytime-valid paired verdict for open-ended adaptive runs: a confidence sequence for the win rate.
 
 The observations are the same as the fixed design's (:mod:`.signs`): per item, the sign of its
 mean paired difference, ties dropped; after ``n`` non-tied items, ``k`` were won by the first
@@ -25,7 +25,7 @@ tens of times wider than the differences and cost tens of items per decision.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import special as _sp
@@ -68,47 +68,61 @@ def interval(k: int, n: int, alpha: float) -> tuple[float, float]:
     return _bound(k, n, level, upper=False), _bound(k, n, level, upper=True)
 
 
-@dataclass(frozen=True)
-class SequenceState:
-    """A pair's confidence sequence after the looks so far (the running intersection).
+@dataclass
+class AnytimeSequence:
+    """The open-ended design: a pair's looks and its Krichevsky–Trofimov confidence sequence, with
+    the same interface as :class:`ray_knowsim.stats.group_sequential.PairSequence` (the
+    information time is ignored: no horizon is assumed)."""
 
-    The decision needs only where the sequence stands against three points (1/2, and 1/2 +-
-    ``margin`` when an effect is stated), which cost one evaluation each; the interval's ends are
-    computed (by bisection) only when ``bounds`` is asked for, for the record."""
+    looks: list[tuple[int, int]] = field(default_factory=list)  # (decisive, wins) per look
 
-    k: int = 0  # wins of the first condition (non-tied items)
-    n: int = 0  # non-tied items
-    max_log_evidence: float = 0.0  # running max of log M(1/2) over the looks
-    direction: int = 0  # +1 the first condition wins more items, -1 the second, 0 undecided
-    low_above: bool = False  # the sequence has excluded 1/2 - margin from below (low end > 1/2 - margin)
-    high_below: bool = False  # ... and 1/2 + margin from above
-    low: float = 0.0
-    high: float = 1.0
+    def add(self, t: float, decisive: int, wins: int) -> None:
+        self.looks.append((int(decisive), int(wins)))
 
-    def look(self, k: int, n: int, alpha: float, margin: float | None = None, bounds: bool = False) -> "SequenceState":
-        """The state after a look at cumulative counts ``(k, n)``."""
-        level = math.log(1.0 / alpha)
-        ev = float(log_evidence(k, n, 0.5)) if n else 0.0
-        direction = self.direction
-        if direction == 0 and ev >= level:
-            direction = 1 if 2 * k > n else -1
-        low_above, high_below = self.low_above, self.high_below
-        if margin is not None and n:
-            low_above = low_above or (k / n > 0.5 - margin and float(log_evidence(k, n, 0.5 - margin)) >= level)
-            high_below = high_below or (k / n < 0.5 + margin and float(log_evidence(k, n, 0.5 + margin)) >= level)
-        lo, hi = interval(k, n, alpha) if bounds else (0.0, 1.0)
-        return SequenceState(k, n, max(self.max_log_evidence, ev), direction, low_above, high_below,
-                             max(self.low, lo), min(self.high, hi))
+    def test(self, level: float) -> tuple[int, int | None]:
+        thresh = math.log(1.0 / level)
+        for j, (n, k) in enumerate(self.looks):
+            if n and float(log_evidence(k, n, 0.5)) >= thresh:
+                return (1 if 2 * k > n else -1), j
+        return 0, None
 
-    @property
-    def p_value(self) -> float:
-        """Anytime-valid p-value of "win rate 1/2": 1 / the largest evidence seen."""
-        return float(min(1.0, math.exp(-self.max_log_evidence)))
-
-    @property
-    def within(self) -> bool:
-        """The sequence lies within 1/2 +- margin: shown smaller than the stated effect."""
-        return self.low_above and self.high_below
+    def interval(self, level: float) -> tuple[float, float]:
+        lo, hi = 0.0, 1.0
+        for n, k in self.looks:
+            a, b = interval(k, n, level)
+            lo, hi = max(lo, a), min(hi, b)
+        return lo, max(lo, hi)
 
 
-__all__ = ["PRIOR", "SequenceState", "interval", "log_evidence"]
+#: the betting fractions mixed by :func:`equivalence_evidence` (a uniform mixture of fixed bets)
+BET_FRACTIONS = np.linspace(0.05, 0.95, 19)
+
+
+def equivalence_evidence(wins: int, ties: int, losses: int, theta0: float, below: bool) -> float:
+    """log of the evidence that the tie-inclusive win rate theta = E[y] (y = 1 win, 1/2 tie, 0
+    loss) lies below ``theta0`` (``below``) or above it: a uniform mixture over fixed betting
+    fractions of the capital ``prod (1 + lambda (y - theta0))``, a non-negative supermartingale
+    under the opposite hypothesis, so anytime-valid (Ville) and a function of the counts only."""
+    c = BET_FRACTIONS
+    if below:  # lambda = -c / (1 - theta0) < 0: gains when y < theta0
+        lam = -c / (1.0 - theta0)
+    else:
+        lam = c / theta0
+    with np.errstate(divide="ignore"):
+        logw = (wins * np.log1p(lam * (1.0 - theta0)) + ties * np.log1p(lam * (0.5 - theta0))
+                + losses * np.log1p(-lam * theta0))
+    top = float(np.max(logw))
+    return top + math.log(float(np.mean(np.exp(logw - top))))
+
+
+def equivalent(wins: int, ties: int, losses: int, effect: float, level: float) -> bool:
+    """Shown within 1/2 +- ``effect`` in tie-inclusive win rate: both one-sided hypotheses
+    (theta >= 1/2 + effect, theta <= 1/2 - effect) rejected at ``level`` (an intersection-union
+    test: each side at the full level)."""
+    thresh = math.log(1.0 / level)
+    return (equivalence_evidence(wins, ties, losses, 0.5 + effect, below=True) >= thresh
+            and equivalence_evidence(wins, ties, losses, 0.5 - effect, below=False) >= thresh)
+
+
+__all__ = ["AnytimeSequence", "BET_FRACTIONS", "PRIOR", "equivalence_evidence", "equivalent", "interval",
+           "log_evidence"]

@@ -15,7 +15,7 @@ import shutil
 import pytest
 
 from ray_knowsim.adaptive.driver import run_adaptive
-from ray_knowsim.adaptive.observe import sign_table
+from ray_knowsim.adaptive.observe import pair_counts
 from ray_knowsim.compare.pipeline import compare_runs
 from ray_knowsim.compare.runs import load_runs
 from ray_knowsim.engine.config import parse_run_config
@@ -73,7 +73,7 @@ def test_adaptive_run_makes_the_fixed_runs_decisions_with_at_most_half_of_its_se
     rows = load_runs([fixed], ["kg", "co"])[0].sessions
     assert len(rows) == rec.sessions_fixed
     proc = Procedure.build(["math"], cfg.levels, ["kg", "co"], ["weak", "strong"], "best", 0.05)
-    full = proc.fixed(sign_table(rows, proc))
+    full = proc.fixed(pair_counts(rows, proc))
     by_key = {(d.knowledge_level, d.metric): d for d in rec.decisions}
     made = [d for d in full.decisions if d.decided]
     assert len(made) == 6  # the planted differences are decided by the fixed run

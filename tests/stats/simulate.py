@@ -1,134 +1,125 @@
-"""Statistics-only benchmarks for the adaptive procedure: items resampled from a per-session
-metric table, no model calls.
+"""Statistics-only simulations of the adaptive procedure (no model calls): planted populations of
+per-item condition means, run round by round through :class:`ray_knowsim.stats.adaptive.Procedure`
+(the object the adaptive runner and the planning replay use), beside the fixed design of the same
+pool (:meth:`Procedure.fixed`).
 
-A *population* is the table's items, each with its per-level metric values per condition. A
-benchmark draws ``pool`` items from it with replacement, in random order, and runs the
-procedure of :mod:`ray_knowsim.stats.adaptive` (the object the adaptive runner uses) round by
-round: a round adds ``per_round`` items for the conditions still in play. A/A twins are two
-trials of one strategy under two names, their labels swapped at random per drawn item, so their
-population win rate is exactly 1/2. The truth of a claim "D is better than C" is the
-population's win rate (uniform over the table's items, both arrangements of the twins).
+A population draws, per item, one mean per condition (``draw(rng, n) -> (n, k)`` array); the
+pair counts of a round are :func:`ray_knowsim.stats.winrate.win_counts` of the items both
+conditions ran.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
-import pandas as pd
+from scipy import stats as st
 
-from ray_knowsim.stats import signs as G
-from ray_knowsim.stats.adaptive import Procedure
+from ray_knowsim.stats.adaptive import Design, Procedure
+from ray_knowsim.stats.winrate import win_counts
 
-
-@dataclass
-class Population:
-    conditions: list[str]
-    levels: list[str]
-    metrics: list[str]
-    # (level, metric, a, b) -> (items, 2) signs of a - b per item and twin arrangement (0: as is, 1: swapped)
-    signs: dict[tuple[str, str, str, str], np.ndarray]
-    n_items: int
-
-    def truth(self, level: str, metric: str, a: str, b: str) -> float:
-        """Population win rate of a over b (NaN when they never differ)."""
-        s = self.signs[(level, metric, a, b)]
-        pos, neg = (s > 0).sum(), (s < 0).sum()
-        return pos / (pos + neg) if pos + neg else float("nan")
+Draw = Callable[[np.random.Generator, int], np.ndarray]
 
 
-def population(table: pd.DataFrame, conditions: dict[str, tuple[str, int]], metrics: Sequence[str],
-               levels: Sequence[str], twins: Sequence[tuple[str, str]] = ()) -> Population:
-    """``conditions``: name -> (strategy, trial) read from ``table`` (one session per item, level
-    and name); ``twins``: pairs of names whose labels are swapped at random per drawn item."""
-    items = sorted(table["item_id"].unique())
-    names = list(conditions)
-    values = {}
-    for name, (strategy, trial) in conditions.items():
-        part = table[(table["condition"] == strategy) & (table["trial"] == trial)].set_index(["item_id", "knowledge_level"])
-        values[name] = part
-    swap = {a: b for a, b in twins} | {b: a for a, b in twins}
-    signs = {}
-    for lv in levels:
-        for m in metrics:
-            for a, b in combinations(names, 2):
-                arr = np.zeros((len(items), 2))
-                for arrangement in (0, 1):
-                    aa = swap.get(a, a) if arrangement else a
-                    bb = swap.get(b, b) if arrangement else b
-                    va = values[aa].xs(lv, level="knowledge_level")[m].reindex(items).to_numpy(dtype=float)
-                    vb = values[bb].xs(lv, level="knowledge_level")[m].reindex(items).to_numpy(dtype=float)
-                    arr[:, arrangement] = np.sign(np.nan_to_num(va - vb, nan=0.0))
-                signs[(lv, m, a, b)] = arr
-    return Population(names, list(levels), list(metrics), signs, len(items))
+def shifted_normals(win_rates_adjacent: Sequence[float]) -> tuple[Draw, list[float]]:
+    """Conditions c0 < c1 < ... with independent N(mu_c, 1) item means, spaced so that adjacent
+    conditions' item win rates are ``win_rates_adjacent``: P(c_{i+1} > c_i) = Phi(delta / sqrt 2)."""
+    mu = np.concatenate([[0.0], np.cumsum([np.sqrt(2) * st.norm.ppf(q) for q in win_rates_adjacent])])
+
+    def draw(rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.normal(size=(n, 1)) + mu[None, :] + rng.normal(size=(n, len(mu)))
+
+    return draw, list(mu)
+
+
+def cycle3(x: float = 0.4, y: float = 0.3, z: float = 0.3) -> Draw:
+    """Three conditions whose item win rates are a cycle: per item one of the orders A>B>C (x),
+    B>C>A (y), C>A>B (z): P(A>B) = x + z, P(B>C) = x + y, P(C>A) = y + z."""
+    orders = np.array([[2, 1, 0], [0, 2, 1], [1, 0, 2]], dtype=float)  # scores of A, B, C
+
+    def draw(rng: np.random.Generator, n: int) -> np.ndarray:
+        return orders[rng.choice(3, size=n, p=[x, y, z])]
+
+    return draw
+
+
+def null_discrete(k: int, levels: int = 4) -> Draw:
+    """k exchangeable conditions with skewed discrete item means (many ties): A/A/.../A."""
+
+    def draw(rng: np.random.Generator, n: int) -> np.ndarray:
+        item = rng.poisson(1.0, size=(n, 1))
+        return (item + np.minimum(rng.poisson(0.6, size=(n, k)), levels)).astype(float)
+
+    return draw
 
 
 @dataclass
 class Outcome:
-    false_claims: int  # pairwise claims against the population's win rate
-    decided: int  # decisions made
-    sessions: int  # sessions the adaptive run used
+    decided: int
+    winners: list[str | None]
+    sessions: int
     sessions_fixed: int
-    winners: dict[tuple[str, str], str | None]  # (level, metric) -> winner (best)
-    fixed_winners: dict[tuple[str, str], str | None]  # the fixed design's, on the same pool
-    fixed_false_claims: int
+    fixed_decided: int
+    fixed_winners: list[str | None]
+    claims: list[tuple[str, str]]  # (better, worse) claims of every pair verdict
+    fixed_claims: list[tuple[str, str]]
+    bonferroni_decided: int  # the fixed design with compare's Bonferroni adjustment
 
 
-def _false_claims(proc: Procedure, pop: Population) -> int:
-    bad = 0
-    for i, d in enumerate(proc.decisions):
-        for a, b in d.pairs:
-            w = d.better((a, b))
-            if w is None:
-                continue
-            q = pop.truth(d.level, d.metric, a, b)
-            a_claimed_higher = (w == a) == d.higher_is_better  # the claim is about the raw difference a - b
-            if not np.isfinite(q) or (q <= 0.5 if a_claimed_higher else q >= 0.5):
-                bad += 1
-    return bad
-
-
-def run_benchmark(pop: Population, rng: np.random.Generator, pool: int, per_round: int, alpha: float,
-                  kind: str = "best") -> Outcome:
-    draws = rng.integers(0, pop.n_items, size=pool)
-    arrangement = rng.integers(0, 2, size=pool)
-    proc = Procedure.build(["t"], pop.levels, pop.metrics, pop.conditions, kind, alpha)  # type: ignore[arg-type]
-    counts: dict = {}
-    sessions, seen = 0, 0
-    round_no = 0
-    while seen < pool and not proc.done:
-        round_no += 1
-        new = slice(seen, min(pool, seen + per_round))
-        seen = new.stop
+def run_once(draw: Draw, names: Sequence[str], rng: np.random.Generator, *, pool: int = 100, per_round: int = 5,
+             alpha: float = 0.05, kind: str = "best", design: Design | None = None, levels: int = 1,
+             higher_is_better: bool = True) -> Outcome:
+    """One benchmark: ``levels`` independent decisions (one family), rounds of ``per_round`` items."""
+    lv_names = [f"l{j}" for j in range(levels)]
+    data = {lv: draw(rng, pool) for lv in lv_names}
+    metric = "kg" if higher_is_better else "co"
+    proc = Procedure.build(["t"], lv_names, [metric], list(names), kind, alpha, design=design)  # type: ignore[arg-type]
+    col = {c: j for j, c in enumerate(names)}
+    seen: dict[str, dict[str, int]] = {lv: {c: 0 for c in names} for lv in lv_names}  # items each condition ran
+    sessions = 0
+    rounds = -(-pool // per_round)
+    for r in range(1, rounds + 1):
+        if proc.done:
+            break
+        hi = min(pool, r * per_round)
         play = proc.in_play()
-        for lv in pop.levels:
-            sessions += (new.stop - new.start) * len(play.get(("t", lv), set()))
+        counts = {}
         for i, d in enumerate(proc.decisions):
             here = play.get(("t", d.level), set())
+            for c in here:
+                sessions += hi - (r - 1) * per_round
+                seen[d.level][c] = hi
+            x = data[d.level]
             for a, b in d.pairs:
-                if a in here and b in here:
-                    s = pop.signs[(d.level, d.metric, a, b)][draws[new], arrangement[new]]
-                    k, n = counts.get((i, (a, b)), (0, 0))
-                    counts[(i, (a, b))] = (k + int((s > 0).sum()), n + int((s != 0).sum()))
-        proc.look(counts, round_no)
-    winners = {(d.level, d.metric): d.winner for d in proc.decisions}
-    fixed = fixed_design(pop, draws, arrangement, alpha, kind)
-    return Outcome(_false_claims(proc, pop), sum(d.decided for d in proc.decisions), sessions,
-                   pool * len(pop.levels) * len(pop.conditions), winners,
-                   {(d.level, d.metric): d.winner for d in fixed.decisions}, _false_claims(fixed, pop))
+                n = min(seen[d.level][a], seen[d.level][b])
+                if n:
+                    counts[(i, (a, b))] = win_counts(x[:n, col[a]], x[:n, col[b]], d.higher_is_better)
+        proc.look(counts, {"t": hi / pool}, r)
+    whole = {(i, (a, b)): win_counts(data[d.level][:, col[a]], data[d.level][:, col[b]], d.higher_is_better)
+             for i, d in enumerate(proc.decisions) for a, b in d.pairs}
+    fixed = proc.fixed(whole)
+    bonf = proc.fixed(whole, "bonferroni")
+
+    def claims(p: Procedure) -> list[tuple[str, str]]:
+        out = []
+        for d in p.decisions:
+            for pair in d.pairs:
+                w = d.better(pair)
+                if w is not None:
+                    out.append((w, pair[1] if w == pair[0] else pair[0]))
+        return out
+
+    return Outcome(sum(d.decided for d in proc.decisions), [d.winner for d in proc.decisions], sessions,
+                   pool * len(names) * levels, sum(d.decided for d in fixed.decisions), [d.winner for d in fixed.decisions],
+                   claims(proc), claims(fixed), sum(d.decided for d in bonf.decisions))
 
 
-def fixed_design(pop: Population, draws: np.ndarray, arrangement: np.ndarray, alpha: float, kind: str = "best") -> Procedure:
-    """The fixed design's decisions on the whole pool (Procedure.fixed: compare's verdict at alpha / m)."""
-    proc = Procedure.build(["t"], pop.levels, pop.metrics, pop.conditions, kind, alpha)  # type: ignore[arg-type]
-    counts = {}
-    for i, d in enumerate(proc.decisions):
-        for a, b in d.pairs:
-            s = pop.signs[(d.level, d.metric, a, b)][draws, arrangement]
-            counts[(i, (a, b))] = G.SignCounts(int((s > 0).sum()), int((s < 0).sum()), int((s == 0).sum()))
-    return proc.fixed(counts)
+def truly_better(names: Sequence[str], win_rate: Callable[[str, str], float]) -> set[tuple[str, str]]:
+    """The (better, worse) pairs of the population (item win rate above 1/2)."""
+    return {(a, b) for a, b in combinations(names, 2) if win_rate(a, b) > 0.5} | \
+           {(b, a) for a, b in combinations(names, 2) if win_rate(a, b) < 0.5}
 
 
-__all__ = ["Outcome", "Population", "population", "run_benchmark"]
+__all__ = ["Outcome", "cycle3", "null_discrete", "run_once", "shifted_normals", "truly_better"]

@@ -86,14 +86,29 @@ def test_sequence_interval_excludes_half_exactly_when_the_evidence_reached_one_o
             assert lo <= k / n <= hi
 
 
-def test_running_intersection_keeps_a_decision_and_agrees_with_the_bounds():
-    s = Q.SequenceState().look(12, 12, 0.01, bounds=True)
-    assert s.direction == 1 and s.p_value < 0.01 and s.low > 0.5
-    s2 = s.look(13, 20, 0.01, bounds=True)  # later losses do not undo it: the sequence is the intersection
-    assert s2.direction == 1 and s2.low >= s.low and s2.p_value == s.p_value
-    for k, n, margin in ((10, 20, 0.45), (10, 20, 0.1), (50, 100, 0.2), (60, 100, 0.2), (500, 1000, 0.06)):
-        st_ = Q.SequenceState().look(k, n, 0.05, margin=margin, bounds=True)
-        assert st_.within == (st_.low > 0.5 - margin and st_.high < 0.5 + margin), (k, n, margin)
+def test_anytime_sequence_keeps_a_decision_and_its_interval_is_the_running_intersection():
+    s = Q.AnytimeSequence()
+    s.add(0.1, 12, 12)
+    assert s.test(0.01) == (1, 0) and s.interval(0.01)[0] > 0.5
+    s.add(0.2, 20, 13)  # later losses do not undo it: the sequence is the intersection
+    assert s.test(0.01) == (1, 0) and s.interval(0.01)[0] >= Q.interval(12, 12, 0.01)[0]
+
+
+def test_equivalence_evidence_is_anytime_valid_and_ties_make_equivalence_reachable():
+    # all ties: the tie-inclusive win rate is 1/2 exactly; 40 tied items show |theta - 1/2| < 0.15
+    assert Q.equivalent(0, 40, 0, 0.15, 0.05) and not Q.equivalent(0, 5, 0, 0.15, 0.05)
+    assert not Q.equivalent(30, 0, 10, 0.15, 0.05)  # 0.75 is not within 0.5 +- 0.15
+    # at theta exactly on the margin, looked at after every item: P(ever claimed) <= alpha
+    rng = np.random.default_rng(3)
+    theta0 = 0.65
+    ever = 0
+    for _ in range(300):
+        y = rng.random(150) < theta0  # wins with probability 0.65, no ties: on the margin
+        w = np.cumsum(y)
+        n = np.arange(1, 151)
+        ev = [Q.equivalence_evidence(int(a), 0, int(b - a), theta0, below=True) for a, b in zip(w[::5], n[::5])]
+        ever += max(ev) >= math.log(1 / 0.05)
+    assert ever / 300 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 300)
 
 
 def test_ville_bound_by_simulation_and_one_item_never_decides():

@@ -2,10 +2,12 @@
 
 The run goes in rounds over items drawn from the pool in an order fixed by the run seed; each
 round adds ``round.items`` items at ``round.trials`` trials for every condition still in play at
-each level, then decides what it can with the anytime-valid procedure of
-:mod:`ray_knowsim.stats.adaptive`. The section chooses which planned sessions run, never what a
-session produces, so it is outside the config hash: an adaptive run's sessions are the fixed
-design's sessions (same ids, seeds and rows), and a run directory can be completed as a fixed run.
+each level, then decides what it can with the procedure of :mod:`ray_knowsim.stats.adaptive`.
+The section chooses which planned sessions run, never what a session produces, so it is outside
+the config hash: an adaptive run's sessions are the fixed design's sessions (same ids, seeds and
+rows), and a run directory can be completed as a fixed run. What decides is locked instead in
+``decisions.json`` at round 1 (:func:`ray_knowsim.adaptive.rounds.spec_of`): a resume with another
+spec is refused.
 """
 
 from __future__ import annotations
@@ -31,6 +33,14 @@ class BudgetConfig(Strict):
     usd: float | None = Field(None, gt=0)  # stop before a round that would spend past this
 
 
+class DesignConfig(Strict):
+    # group_sequential: the exact sign test with alpha spent over the known pool's rounds;
+    # anytime: the Krichevsky-Trofimov confidence sequence (open-ended pools, no horizon)
+    kind: Literal["group_sequential", "anytime"] = "group_sequential"
+    spending: Literal["hsd", "pocock"] = "hsd"  # Hwang-Shih-DeCani(gamma) or Lan-DeMets Pocock-type
+    gamma: float = Field(-4.0, ge=-20, le=20)  # hsd: -4 ~ O'Brien-Fleming, 1 ~ Pocock
+
+
 class AdaptiveConfig(Strict):
     decide: Literal["best", "ranking", "pairs"] = "best"
     metrics: list[str] = Field(default_factory=lambda: ["kg", "dc", "co"], min_length=1)
@@ -40,6 +50,9 @@ class AdaptiveConfig(Strict):
     # pairs: a pair is resolved when shown smaller than this margin of the win rate: its whole
     # confidence sequence inside 1/2 +- effect (0.15: neither wins more than 65 % of the items)
     effect: float | None = Field(None, gt=0, lt=0.5)
+    conditions: list[str] | None = Field(None, min_length=2)  # the conditions decided over (default: all)
+    family: Literal["run", "decision"] = "run"  # Holm over every pair of every decision, or per decision
+    design: DesignConfig = Field(default_factory=DesignConfig)
 
     @model_validator(mode="after")
     def _check(self) -> "AdaptiveConfig":
@@ -48,9 +61,11 @@ class AdaptiveConfig(Strict):
             raise ValueError(f"metrics: unknown {unknown}; known: {sorted(DECISION_METRICS)}")
         if len(set(self.metrics)) != len(self.metrics):
             raise ValueError("metrics: a metric appears twice")
+        if self.conditions is not None and len(set(self.conditions)) != len(self.conditions):
+            raise ValueError("conditions: a condition appears twice")
         if self.decide == "pairs" and self.effect is None:
             raise ValueError("effect: required with decide: pairs (the win-rate margin a pair must be shown within)")
         return self
 
 
-__all__ = ["AdaptiveConfig", "BudgetConfig", "DECISION_METRICS", "RoundConfig"]
+__all__ = ["AdaptiveConfig", "BudgetConfig", "DECISION_METRICS", "DesignConfig", "RoundConfig"]

@@ -1,0 +1,66 @@
+"""The planning entry point: ray_knowsim.adaptive.replay(rows, spec) over per-session rows (no
+sessions run, no Ray), and the spec lock's field names."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ray_knowsim.adaptive import replay
+from ray_knowsim.adaptive.rounds import spec_changes
+
+
+def planted_rows(n_items=60, seed=1, trials=2, fail=()) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    mu = {"weak": 0.0, "mid": 0.6, "strong": 2.0}
+    rows = []
+    for it in range(n_items):
+        base = rng.normal()
+        for lv in ("novice", "advanced"):
+            for c, m in mu.items():
+                for tr in range(trials):
+                    status = "error" if (c, it) in fail else "ok"
+                    rows.append(dict(task="math", knowledge_level=lv, condition=c, item_id=f"q{it:03d}", trial=tr,
+                                     status=status, kg=base + m + rng.normal() if status == "ok" else np.nan,
+                                     co=float(rng.poisson(1.0))))
+    return pd.DataFrame(rows)
+
+
+def test_replay_returns_what_decisions_json_would_hold():
+    rows = planted_rows()
+    out = replay(rows, {"decide": "best", "metrics": ["kg"], "alpha": 0.05, "round": {"items": 5, "trials": 1}}, seed=7)
+    assert out["quantity"].startswith("item win rate")
+    assert out["spec"]["conditions"] == ["weak", "mid", "strong"] and out["spec"]["round"] == {"items": 5, "trials": 1}
+    assert out["sessions_fixed"] == 60 * 2 * 3 * 1  # the rounds' trials, not the run's
+    assert 0 < out["sessions_run"] <= out["sessions_fixed"]
+    assert out["sessions_run"] == sum(r["sessions"] for r in out["rounds"])
+    for d in out["decisions"]:
+        assert d["decided"] and d["winner"] == "strong"
+        for p in d["pairs"]:
+            assert p["matched"] == p["wins"] + p["losses"] + p["ties"]
+            assert p["verdict"] in {"a_better", "b_better", "open"}
+            assert (p["verdict"] != "open") == (p["win_low"] > 0.5 or p["win_high"] < 0.5)
+    assert out["status"] == "decided" and out["sessions_run"] < out["sessions_fixed"]
+    assert out["fixed_design"]["decided"] == 2
+    # the same rows and spec give the same answer
+    assert replay(rows, {"decide": "best", "metrics": ["kg"], "round": {"items": 5, "trials": 1}}, seed=7) == out
+
+
+def test_replay_checks_failure_rate_gaps_and_refuses_bad_input():
+    rows = planted_rows(fail={("strong", i) for i in range(0, 60, 2)})
+    out = replay(rows, {"metrics": ["kg"], "round": {"items": 10}})
+    assert any({g["condition_a"], g["condition_b"]} & {"strong"} for g in out["failure_gaps"])
+    with pytest.raises(ValueError, match="lack the columns"):
+        replay(rows.drop(columns=["status"]), {})
+    with pytest.raises(ValueError, match="no column for the metrics"):
+        replay(rows, {"metrics": ["iq"]})
+    with pytest.raises(ValueError):
+        replay(rows, {"alpha": 2})
+
+
+def test_spec_changes_name_the_fields():
+    a = {"alpha": 0.05, "metrics": ["kg"], "round": {"items": 5, "trials": 1}}
+    b = {"alpha": 0.1, "metrics": ["kg"], "round": {"items": 10, "trials": 1}}
+    assert spec_changes(a, b) == ["alpha (0.05 -> 0.1)", "round.items (5 -> 10)"]
+    assert spec_changes(a, a) == []
