@@ -19,6 +19,7 @@ SUBCOMMAND_MODULES = (
     "score",
     "view",
     "env",
+    "adaptive_replay",
 )
 
 

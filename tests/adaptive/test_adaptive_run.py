@@ -125,3 +125,33 @@ def test_report_shows_the_trace_and_compare_reads_the_runs(planted, tmp_path):
         assert kg["significant"] and kg["better"] == "strong" and kg["n_items"] == 30
         assert co["significant"] and co["better"] == "weak"
         assert kg["p_adj"] < 0.05  # the test agrees with the interval (compare's alpha is 0.05)
+
+
+def test_the_planning_replay_over_the_completed_run_decides_what_the_run_did(planted, tmp_path):
+    """ray-knowsim adaptive-replay over the full fixed run, with the run's spec: the same rounds,
+    decisions, counts and sessions as the real adaptive run (the rounds are the runner's own)."""
+    import json
+
+    from ray_knowsim.cli.main import main
+
+    _, adaptive, fixed, out = planted
+    assert main(["adaptive-replay", str(fixed), "--json", str(tmp_path / "r.json")]) == 0
+    got = json.loads((tmp_path / "r.json").read_text())
+    want = out.record.model_dump(mode="json")
+    for key in ("quantity", "spec", "status", "sessions_run", "sessions_fixed", "decisions", "rounds", "family_size"):
+        assert got[key] == want[key], key
+    assert got["fixed_design"]["decided"] == 6
+    # another spec is planned without spending: a larger round size uses at least as many sessions
+    assert main(["adaptive-replay", str(fixed), "--set", "round.items=10", "--json", str(tmp_path / "r10.json")]) == 0
+    assert json.loads((tmp_path / "r10.json").read_text())["sessions_run"] >= got["sessions_run"]
+
+
+def test_a_resume_with_another_spec_is_refused_naming_the_fields(planted, shared_ref):
+    from ray_knowsim.engine.runner import RunError
+
+    cfg, adaptive, _, out = planted
+    other = parse_run_config(planted_config(shared_ref, adaptive={**planted_config(shared_ref)["adaptive"], "alpha": 0.1,
+                                                                  "metrics": ["kg"]}))
+    with pytest.raises(RunError, match=r"alpha \(0\.05 -> 0\.1\).*metrics"):
+        run_adaptive(other, output=adaptive, quiet=True)
+    assert read_decisions(adaptive) == out.record  # nothing was changed

@@ -1,0 +1,89 @@
+"""`ray-knowsim adaptive-replay RUN_DIR [--spec FILE] [--set KEY=VALUE ...] [--json OUT]`: what an
+adaptive run would have decided over a completed run, with how many sessions -- without running any.
+
+The rounds are the adaptive runner's own (the run's seed orders the items), each round's
+sessions read from RUN_DIR instead of being run (ray_knowsim.adaptive.replay). The spec is the
+`adaptive:` section (default: the run config's, else the defaults); `--spec` reads one from a YAML
+file (a whole config or just the section), `--set` changes a field (e.g. --set alpha=0.1
+--set round.items=10 --set design.kind=anytime). Prints the decisions, the sessions used against
+the fixed design's, and what the fixed design of the same pool decides; --json writes everything
+decisions.json would hold. Nothing in RUN_DIR changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("adaptive-replay", help="replay the adaptive decision procedure over a completed run",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--spec", default=None, help="YAML file with the adaptive: section (or a config holding one)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="change a field of the spec (YAML value), e.g. --set alpha=0.1 --set round.items=10")
+    p.add_argument("--json", default=None, metavar="OUT", help="write the full record (decisions.json's fields) here")
+    p.set_defaults(func=main)
+
+
+def load_rows(run_dir: str | Path, metrics: list[str]):
+    """One row per session of the run (every status): identity, status and the metric columns."""
+    import pandas as pd
+
+    from ray_knowsim.adaptive.observe import ROW_KEYS
+    from ray_knowsim.compare.runs import load_runs
+    from ray_knowsim.io.rundir import open_run
+
+    run = load_runs([run_dir], metrics)[0]
+    keep = [*ROW_KEYS, "status", *[m for m in metrics if m in run.sessions.columns]]
+    ok = run.sessions[keep]
+    every = open_run(run_dir).sessions.read([*ROW_KEYS, "status"]).to_pandas()
+    return pd.concat([ok, every[every["status"] != "ok"]], ignore_index=True), run
+
+
+def main(args: argparse.Namespace) -> int:
+    import yaml
+
+    from ray_knowsim.adaptive.planning import replay
+    from ray_knowsim.engine.config.loading import ConfigError, apply_overrides
+    from ray_knowsim.io.rundir import RunDirError, open_run
+
+    try:
+        manifest = open_run(args.run_dir).manifest or {}
+        config = manifest.get("config") or {}
+        spec = dict(config.get("adaptive") or {})
+        if args.spec:
+            loaded = yaml.safe_load(Path(args.spec).read_text(encoding="utf-8")) or {}
+            spec = dict(loaded.get("adaptive", loaded)) if isinstance(loaded, dict) else {}
+        spec.pop("budget", None)  # a replay spends nothing
+        spec = apply_overrides(spec, list(args.overrides))
+        metrics = list(spec.get("metrics") or ["kg", "dc", "co"])
+        rows, _ = load_rows(args.run_dir, metrics)
+        out = replay(rows, spec, seed=int(config.get("seed", 0)), levels=config.get("levels"))
+    except (RunDirError, ConfigError, ValueError, OSError) as exc:
+        print(f"ray-knowsim adaptive-replay: {exc}", file=sys.stderr)
+        return 2
+    made = sum(d["decided"] for d in out["decisions"])
+    share = out["sessions_run"] / out["sessions_fixed"] if out["sessions_fixed"] else 0.0
+    print(f"adaptive replay ({out['spec']['decide']}, {out['procedure']}): {out['status']} after {len(out['rounds'])} "
+          f"round(s); {made} of {len(out['decisions'])} decisions made with {out['sessions_run']:,} of the fixed design's "
+          f"{out['sessions_fixed']:,} sessions ({share:.0%}); the fixed design of the same pool makes "
+          f"{out['fixed_design']['decided']}")
+    for d in out["decisions"]:
+        what = (d["winner"] or ("no winner (cycle " + " > ".join(d["cycle"]) + ")" if d["cycle"] else "–")) \
+            if d["kind"] == "best" else (" > ".join(d["order"]) if d["order"] else "–") if d["kind"] == "ranking" else "resolved"
+        counts = "; ".join(f"{p['condition_a']} vs {p['condition_b']}: {p['wins']}-{p['losses']}-{p['ties']} of {p['matched']} "
+                           f"({p['verdict']})" for p in d["pairs"])
+        print(f"  {d['task']}/{d['knowledge_level']} {d['metric']}: "
+              + (f"{what} after round {d['after_round']}" if d["decided"] else f"undecided, in play {', '.join(d['in_play'])}")
+              + f"  [{counts}]")
+    for g in out["failure_gaps"]:
+        print(f"  warning: {g['task']}/{g['knowledge_level']}: failure rates differ ({g['condition_a']} "
+              f"{g['failure_rate_a']:.0%}, {g['condition_b']} {g['failure_rate_b']:.0%}; Fisher p {g['p_fisher']:.3g})")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
+        print(f"record: {args.json}")
+    return 0
