@@ -2,6 +2,8 @@
 the tables, the report, ``compare`` and adaptive runs is computed here (pure: numpy, pandas and
 scipy; no Ray, no I/O).
 
+* :mod:`.winrate` — THE quantity every verdict is about: per pair, the wins / losses / ties of
+  item means over matched items, and the item win rate;
 * :mod:`.descriptive` — streaming moments and the **item-clustered** mean and 95 % interval of a
   cell (one level) or of the level-marginal (the unweighted mean of level means);
 * :mod:`.tables` — the run's ``level_means`` / ``marginal`` / ``ranks`` tables from per-item sums
@@ -15,10 +17,16 @@ scipy; no Ray, no I/O).
 * :mod:`.signs` — the fixed-design paired verdict: exact sign test over items with its
   Clopper–Pearson interval for the win rate (one verdict by construction), minimum items and
   minimum detectable effects;
-* :mod:`.sequential` — the anytime-valid version of the same verdict for adaptive runs: a
-  Beta-binomial (Krichevsky–Trofimov) mixture confidence sequence for the win rate;
-* :mod:`.multiplicity` — Bonferroni (the one family adjustment; why not Holm: its docstring);
+* :mod:`.group_sequential` — the adaptive verdict over a known pool: the exact group-sequential
+  sign test (binomial DP over the looks, alpha spending, repeated intervals from the boundaries);
+* :mod:`.sequential` — the anytime-valid verdict for open-ended pools: a Krichevsky–Trofimov
+  mixture confidence sequence, and anytime-valid equivalence on the tie-inclusive win rate;
+* :mod:`.multiplicity` — Bonferroni (compare's fixed design) and Holm's exact closure over
+  sequential tests (adaptive runs);
+* :mod:`.feasibility` — can a design decide at all (minimum items), items needed for an effect;
+* :mod:`.coverage` — the measured coverage of the item-clustered interval at few items;
 * :mod:`.rates` — whether two conditions' failure rates differ enough to bias a comparison
   (Fisher's exact test with a floor on the difference; compare's failure warnings);
-* :mod:`.decide` — adaptive decisions (best / ranking / pairs) from the sequential verdicts.
+* :mod:`.decide` — decisions (best = beats every other directly / ranking / pairs), cycles named;
+* :mod:`.adaptive` — the procedure: the family's sequential tests, looks and what stays in play.
 """
