@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from ray_knowsim.engine.eta import EtaEstimator
 from ray_knowsim.llm.accounting import Accounting
 
 log = logging.getLogger(__name__)
@@ -33,14 +34,16 @@ class Counts:
 
     sessions: int = 0
     failed: int = 0
-    turns: int = 0
+    turns: int = 0  # session-turns done, by finished and live sessions
     accounting: dict[str, Any] = field(default_factory=dict)  # Accounting.to_dict()
     errors: dict[str, int] = field(default_factory=dict)  # failed sessions per error kind (model/failures.error_kind)
+    ended_turns: int = 0  # the turns of the finished sessions (how long a session runs: the ETA)
 
     def add(self, other: "Counts") -> None:
         self.sessions += other.sessions
         self.failed += other.failed
         self.turns += other.turns
+        self.ended_turns += other.ended_turns
         merged = Accounting.from_dict(self.accounting).merge(Accounting.from_dict(other.accounting))
         self.accounting = merged.to_dict()
         for code, n in other.errors.items():
@@ -56,12 +59,12 @@ class Counts:
 
     def to_dict(self) -> dict[str, Any]:
         return {"sessions": self.sessions, "failed": self.failed, "turns": self.turns, "accounting": self.accounting,
-                "errors": dict(self.errors)}
+                "errors": dict(self.errors), "ended_turns": self.ended_turns}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Counts":
         return cls(d.get("sessions", 0), d.get("failed", 0), d.get("turns", 0), dict(d.get("accounting", {})),
-                   dict(d.get("errors", {})))
+                   dict(d.get("errors", {})), d.get("ended_turns", 0))
 
 
 class ProgressBoard:
@@ -118,10 +121,13 @@ class Reporter:
 class Display:
     """Driver side: renders totals (rich Live on a terminal, plain lines otherwise)."""
 
-    def __init__(self, total: int, already: int, n_shards: int, quiet: bool = False, console: Console | None = None) -> None:
+    def __init__(self, total: int, already: int, n_shards: int, quiet: bool = False, console: Console | None = None,
+                 max_turns: int = 1) -> None:
         self.total = total
         self.already = already  # sessions committed before this invocation
         self.n_shards = n_shards
+        self.max_turns = max_turns
+        self._eta: EtaEstimator | None = None
         self.quiet = quiet
         self.console = console or Console(stderr=False)
         self.start = time.monotonic()
@@ -152,6 +158,7 @@ class Display:
     def update(self, counts: Counts, live_sessions: int) -> None:
         if self.quiet:
             return
+        self.observe(counts, time.monotonic())
         if self._live is not None:
             self._live.update(self._render(counts, live_sessions))
             return
@@ -160,13 +167,17 @@ class Display:
             self._last_plain = now
             print(self.line(counts), flush=True)
 
+    def observe(self, counts: Counts, now: float) -> None:
+        """Feed the ETA (engine/eta.py) this invocation's totals at ``now``."""
+        if self._eta is None or self._eta.sessions != self.total - self.already:
+            self._eta = EtaEstimator(max(0, self.total - self.already), self.max_turns)
+        calls = Accounting.from_dict(counts.accounting).total().calls
+        self._eta.observe(now, requests=calls, turns=counts.turns, finished=counts.sessions, finished_turns=counts.ended_turns)
+
     def eta_s(self, counts: Counts) -> float | None:
-        done_now = counts.sessions
-        elapsed = time.monotonic() - self.start
-        remaining = self.total - self.already - done_now
-        if done_now <= 0 or elapsed <= 0:
-            return None
-        return remaining * elapsed / done_now
+        """Seconds left (engine/eta.py: from the requests the sessions still need and the recent
+        request rate), None until requests complete."""
+        return self._eta.eta_s() if self._eta is not None else None
 
     def line(self, counts: Counts) -> str:
         acc = Accounting.from_dict(counts.accounting).total()
