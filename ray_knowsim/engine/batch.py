@@ -113,12 +113,14 @@ def write_run_tables(run_dir: RunDir, reader: RunReader | None = None) -> dict[s
     from ray_knowsim.io.cost import cost_tables
     from ray_knowsim.io.outcomes import outcome_tables
     from ray_knowsim.io.sanity import check_run
+    from ray_knowsim.io.spend import spend_of_run
 
     reader = reader if reader is not None else RunReader.open(run_dir.root)
     scores = RunScores.load(run_dir.root, reader)
     # a Ray Data read places actors on any node, a dying one too: it only reads committed files, so run it again
     tables = build_tables(retry_on_node_loss(aggregate_item_sums, reader.sessions.files, scores=scores, what="the run's tables"))
-    tables.update(cost_tables(reader.sessions, scores.attach if scores.sets else None))
+    # the counted rows' spend, and what the spend journals hold beyond them (cut off, superseded)
+    tables.update(cost_tables(reader.sessions, scores.attach if scores.sets else None, spend_of_run(reader)))
     tables.update(outcome_tables(reader.sessions))  # failed sessions by error kind, truncations by role
     tables["sanity"] = sanity_table(check_run(reader, scores.attach if scores.sets else None))
     write_tables(tables, run_dir.tables)
@@ -162,12 +164,14 @@ def run(
         hashed=cfg.hash_payload(),  # a refused resume names the fields that changed
         preflight=checked.to_manifest(),
     )
+    invocation = len(manifest["invocations"]) - 1  # this one's index: its spend journals say so
     garbage = collect_garbage(run_dir.root, committed.all_commits, committed.index)
     if garbage.superseded_commits:  # their rows are outranked: re-read what counts
         committed = open_committed(run_dir, config_hash)
     policy = ResumePolicy(rerun_model_failures=rerun_model_failures, max_attempts=cfg.engine.max_session_attempts)
     work = pending_work(plan, committed, policy, sessions)
-    display = Display(plan.n_sessions if sessions is None else len(sessions), work.committed, plan.n_shards, quiet=quiet, console=console)
+    display = Display(plan.n_sessions if sessions is None else len(sessions), work.committed, plan.n_shards, quiet=quiet,
+                      console=console, max_turns=cfg.max_turns)
     display.shards_done = work.skipped_shards
     outcome = RunOutcome(run_dir.root, run_id, config_hash, plan.n_sessions, 0, 0, work.skipped_shards, len(work.shards),
                          preflight=checked.to_manifest())
@@ -205,7 +209,7 @@ def run(
                     raise RunError(f"the run directory {run_dir.root} is not visible from nodes {unseen}: workers write "
                                    "their results there, so it must be on storage every node mounts (see docs/cluster.md)")
                 outcome.incomplete, outcome.llm, outcome.stopped = _run_groups(
-                    cfg, plan, inputs, run_dir, make_context(cfg, run_id, config_hash), work, display, pools)
+                    cfg, plan, inputs, run_dir, make_context(cfg, run_id, config_hash, invocation), work, display, pools)
             else:
                 asked = plan.n_sessions if sessions is None else f"{len(sessions)} asked-for"
                 display.log(f"run {run_id}: nothing to run, all {asked} sessions committed -> {run_dir.root}")
@@ -213,7 +217,7 @@ def run(
             if cfg.roles.judge is not None and len(final.index) and outcome.stopped is None:  # a stopped run is not judged
                 # the judges are a stage of their own over the committed transcripts (engine/scoring.py)
                 scored = score_run(cfg, run_dir.root, inputs=inputs, pools=pools,  # a running judge pool is reused
-                                   config_hash=config_hash, reader=final)
+                                   config_hash=config_hash, reader=final, invocation=invocation)
                 outcome.llm = {**outcome.llm, **scored.llm}  # the judge's calls are this invocation's too
                 outcome.scores = {"name": scored.name, "scored_shards": scored.scored_shards,
                                   "skipped_shards": scored.skipped_shards, "judge_errors": scored.n_errors, "llm": scored.llm}
@@ -231,9 +235,11 @@ def run(
         raise RunInterrupted(run_dir.root, committed, ok, plan.n_sessions) from None
     finally:
         outcome.seconds = time.perf_counter() - t0
+        manifest["spend"] = spend = run_spend_record(run_dir, config_hash)
         close_manifest(run_dir, manifest, status, {
             "sessions": outcome.n_sessions, "ok": outcome.n_ok, "failed": outcome.n_failed,
             "incomplete_shards": sorted(outcome.incomplete), "seconds": round(outcome.seconds, 2), "llm": outcome.llm,
+            "spend": (spend.get("by_invocation") or {}).get(str(invocation)),
             "scores": outcome.scores, "stopped": outcome.stopped.to_dict() if outcome.stopped else None, "resume": {**outcome.resume, "rerun_model_failures": rerun_model_failures,
                                                  "max_session_attempts": policy.max_attempts},
         })
@@ -244,6 +250,19 @@ def run(
         show(outcome.tables, display.console)
         print_outcomes(outcome.tables, display.console)
     return outcome
+
+
+def run_spend_record(run_dir: RunDir, config_hash: str) -> dict[str, Any]:
+    """The run's whole spend over all its invocations, from its spend journals (io/spend.py),
+    for the manifest: what the rows hold, what is apart (cut off, superseded), per invocation.
+    Empty when it cannot be read (the manifest is still closed: nothing else is lost)."""
+    from ray_knowsim.io.spend import spend_of_run
+
+    try:
+        spend = spend_of_run(RunReader.open(run_dir.root, config_hash))
+    except (RunDirError, OSError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return spend.to_dict() if spend is not None else {}
 
 
 def _committed_counts(plan: Plan, run_dir: RunDir, config_hash: str) -> tuple[int, int]:
@@ -360,14 +379,15 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
                     continue
                 display.shards_done += 1
                 totals.add(Counts(summary["sessions"], summary["new_failed"], summary["turns"], summary["accounting"],
-                                  summary.get("errors", {})))
+                                  summary.get("errors", {}), ended_turns=summary["turns"]))
             if time.monotonic() - last_poll >= 0.5 or not pending:
                 last_poll = time.monotonic()
                 try:
                     snapshots = ray.get(board.snapshot.remote(), timeout=5)
                 except Exception as exc:  # noqa: BLE001 - display only: the run goes on, the numbers lag
                     display.warn(f"progress board not reachable ({type(exc).__name__}: {exc}); the display may lag")
-                shown = Counts(totals.sessions, totals.failed, totals.turns, dict(totals.accounting), dict(totals.errors))
+                shown = Counts(totals.sessions, totals.failed, totals.turns, dict(totals.accounting), dict(totals.errors),
+                               totals.ended_turns)
                 live = 0
                 for sid, snap in snapshots.items():
                     if sid in pending.values():

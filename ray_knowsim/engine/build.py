@@ -37,7 +37,7 @@ class PlacementFailed(RunError):
     """The run's self-hosted models cannot be placed on this cluster."""
 
 
-def make_context(cfg: RunConfig, run_id: str, config_hash: str) -> ShardContext:
+def make_context(cfg: RunConfig, run_id: str, config_hash: str, invocation: int = 0) -> ShardContext:
     roles = {}
     for role in SIMULATION_ROLES:  # the judges are a stage of their own (engine/scoring.py)
         settings = cfg.roles.settings(role)
@@ -53,6 +53,7 @@ def make_context(cfg: RunConfig, run_id: str, config_hash: str) -> ShardContext:
         connectable=cfg.prompts.connectable,
         plugins=tuple(cfg.plugins),
         prices=model_prices(cfg),
+        invocation=invocation,
     )
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ray_knowsim.engine.backends import BACKENDS, BuildContext
-from ray_knowsim.llm.accounting import Accounting, AccountedModel
+from ray_knowsim.llm.accounting import Accounting, AccountedModel, SpendSink
 from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.schema.graph import IUGraph
 from ray_knowsim.sim.types import RoleModels
@@ -34,15 +34,16 @@ class ModelSet:
     cacheable: set[str] = field(default_factory=set)  # keys whose answers go to the response cache
     cache_dir: str | None = None
 
-    def role_models(self, accounting: Accounting, unit: str = "shared") -> RoleModels:
-        """The models for one shard: counted into ``accounting``, cached where configured in the
-        folder of ``unit`` (the shard's id: the unit a resume reruns)."""
+    def role_models(self, accounting: Accounting, unit: str = "shared", sink: SpendSink | None = None) -> RoleModels:
+        """The models for one shard: counted into ``accounting`` (and told to ``sink``, the
+        shard's spend journal), cached where configured in the folder of ``unit`` (the shard's
+        id: the unit a resume reruns)."""
         wrapped: dict[str, ChatModel] = {}
         cache = self._cache(unit)
 
         def get(key: str) -> ChatModel:
             if key not in wrapped:
-                wrapped[key] = self._wrap(key, accounting, cache)
+                wrapped[key] = self._wrap(key, accounting, cache, sink)
             return wrapped[key]
 
         return RoleModels(
@@ -51,9 +52,10 @@ class ModelSet:
             assistants={k: get(k) for k in self.assistants},
         )
 
-    def model(self, key: str, accounting: Accounting, unit: str = "shared") -> ChatModel:
-        """One model, counted into ``accounting`` and cached where configured (in ``unit``'s folder)."""
-        return self._wrap(key, accounting, self._cache(unit))
+    def model(self, key: str, accounting: Accounting, unit: str = "shared", sink: SpendSink | None = None) -> ChatModel:
+        """One model, counted into ``accounting`` (and told to ``sink``) and cached where
+        configured (in ``unit``'s folder)."""
+        return self._wrap(key, accounting, self._cache(unit), sink)
 
     def _cache(self, unit: str) -> Any:
         if not self.cache_dir or not self.cacheable:
@@ -62,13 +64,13 @@ class ModelSet:
 
         return ResponseCache(unit_folder(self.cache_dir, unit))
 
-    def _wrap(self, key: str, accounting: Accounting, cache: Any) -> ChatModel:
+    def _wrap(self, key: str, accounting: Accounting, cache: Any, sink: SpendSink | None = None) -> ChatModel:
         model = self.models[key]
         if cache is not None and key in self.cacheable:
             from ray_knowsim.llm.cache import CachedModel
 
             model = CachedModel(model, cache)
-        return AccountedModel(model, accounting)
+        return AccountedModel(model, accounting, key=key, sink=sink)
 
 
 def used_model_keys(cfg: RunConfig) -> dict[str, None]:

@@ -26,9 +26,11 @@ from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.config.base import ConfigError, format_errors
 from ray_knowsim.engine.config.model_entries import answer_fields, validate_model_entries
 from ray_knowsim.engine.clients import ModelSet, build_models, shutdown_pools
+from ray_knowsim.engine.build import model_prices
 from ray_knowsim.engine.plan import load_inputs
 from ray_knowsim.io.commits import Commit, RunDir, read_commit_tables
 from ray_knowsim.io.rundir import RunDirError, RunReader
+from ray_knowsim.io.spend import JOURNAL_KEY, SpendJournal
 from ray_knowsim.llm.accounting import Accounting
 from ray_knowsim.score.judges import DEFAULT_JUDGES, JUDGES
 from ray_knowsim.score.stage import judge_transcripts
@@ -130,6 +132,7 @@ def score_run(
     shard_concurrency: int = 4,
     config_hash: str | None = None,
     reader: RunReader | None = None,
+    invocation: int | str = "score",
 ) -> ScoreOutcome:
     """Judge every committed shard of ``run_dir`` not yet scored under ``name`` (default: the
     judge's model key). Ray must be running when the judge's backend starts actors.
@@ -137,6 +140,8 @@ def score_run(
     ``shard_concurrency`` shards are judged at once (their requests share the judge model's client,
     so its limiter or engine pool sees them together); each shard commits as soon as it is done.
     ``reader``: the run directory's commits when the caller has just read them (``run`` has).
+    ``invocation``: the run's invocation this pass belongs to (its spend journal says so; a
+    ``score`` command's own pass: "score").
     """
     t0 = time.perf_counter()
     # of the run itself (a judge from a file is not part of it); ``run`` passes the one it computed,
@@ -179,7 +184,9 @@ def score_run(
         own_pools, pools = False, {}
     items = {item_key(task, it.id): it for task, its in inputs.items.items() for it in its}
     accounting = Accounting()
-    model = models.model(key, accounting, unit=f"score-{name}")  # one cache folder per score set
+    journal = SpendJournal(rd.root, unit=f"score-{name}", kind="score", score_set=name, config_hash=config_hash,
+                           invocation=invocation, prices={key: model_prices(cfg).get(key)})
+    model = models.model(key, accounting, unit=f"score-{name}", sink=journal)  # one cache folder per score set
     settings = judge_settings(cfg)
 
     gate = asyncio.Semaphore(max(1, shard_concurrency))
@@ -196,10 +203,16 @@ def score_run(
                                             price=getattr(entry, "price", None))
             by_id = {**kept, **{r.session_id: r for r in fresh}}
             rows = [by_id[t.session_id] for t in transcripts]
+            # which journal each row's judge spend is in: a kept row's stays the earlier pass's
+            earlier = (done[marker.name].summary or {}).get(JOURNAL_KEY, {}) if marker.name in done else {}
+            spent_in = {sid: earlier[sid] for sid in kept if isinstance(earlier, dict) and sid in earlier}
+            spent_in.update({r.session_id: journal.token for r in fresh})
             out.committed.append(
-                store.commit(marker.shard_id, marker.token, rows, {"seconds": round(time.perf_counter() - started, 3)},
+                store.commit(marker.shard_id, marker.token, rows,
+                             {"seconds": round(time.perf_counter() - started, 3), JOURNAL_KEY: spent_in},
                              old=done.get(marker.name))
             )
+            journal.committed(r.session_id for r in fresh)
 
     async def judge_all() -> None:
         try:
@@ -212,6 +225,7 @@ def score_run(
     try:
         asyncio.run(judge_all())
     finally:
+        journal.close()
         if own_pools:
             shutdown_pools(pools)
     out.llm = accounting.to_dict()

@@ -14,6 +14,11 @@
    (:func:`ray_knowsim.io.commits.fold_commits`).
 5. Check the contract: every planned session exactly once, of this run, failed ones naming why.
 
+Every request the shard's models are sent, and every answer, is appended to the task's spend
+journal as it happens (:mod:`ray_knowsim.io.spend`); each commit names that journal, so the cost
+of sessions cut off before their commit (Ctrl-C, a killed driver or worker) is never lost, and
+each answer moves the progress board (the display counts requests, not only finished turns).
+
 Only a small summary travels back to the driver. No Ray import here: the batch layer wraps
 :func:`execute_shard` in ``ray.remote``; the progress board is an opaque actor handle.
 """
@@ -34,6 +39,7 @@ from ray_knowsim.engine.progress import Reporter
 from ray_knowsim.engine.resume import Attempt
 from ray_knowsim.io.commits import SESSION_SCHEMA, TURN_SCHEMA, Commit, fold_commits, shard_markers, sort_tables, write_commit
 from ray_knowsim.io.parquet import rows_table
+from ray_knowsim.io.spend import JOURNAL_KEY, SpendJournal
 from ray_knowsim.llm.accounting import Accounting
 from ray_knowsim.schema.failures import failure_class
 from ray_knowsim.schema.graph import build_index
@@ -135,6 +141,22 @@ class _Contract:
             raise ShardContractError(f"{self.shard_id}: missing sessions {missing[:5]}{' ...' if len(missing) > 5 else ''}")
 
 
+class _Spent:
+    """The shard's spend sink: each request and answer goes to its journal at once, and the
+    progress board hears of each answer (throttled), so the display moves with requests, not
+    only with finished turns."""
+
+    def __init__(self, journal: SpendJournal, reporter: Reporter, accounting: Accounting) -> None:
+        self.journal, self.reporter, self.accounting = journal, reporter, accounting
+
+    def sent(self, request: Any, model_key: str) -> None:
+        self.journal.sent(request, model_key)
+
+    def answered(self, request: Any, response: Any, model_key: str) -> None:
+        self.journal.answered(request, response, model_key)
+        self.reporter.update(self.accounting)
+
+
 def execute_shard(
     shard: ShardSpec,
     models: ModelSet,
@@ -164,8 +186,13 @@ def execute_shard(
     shard = with_initial_states(dataclasses.replace(shard, sessions=todo), ctx)
     fn = load_shard_fn(shard_fn, shard_fn_options)
     accounting = Accounting()
-    role_models = models.role_models(accounting, unit=shard.shard_id)  # the shard's own cache folder
     reporter = Reporter(board, shard.shard_id)
+    # every request is journaled as it leaves and as it is answered (io/spend.py): what this task
+    # spends is on disk even when it is killed before any commit
+    journal = SpendJournal(root, unit=shard.shard_id, config_hash=ctx.config_hash, invocation=ctx.invocation,
+                           prices=ctx.prices)
+    sink = _Spent(journal, reporter, accounting)
+    role_models = models.role_models(accounting, unit=shard.shard_id, sink=sink)  # the shard's own cache folder
     contract = _Contract(shard, ctx)
     commits: list[Commit] = []
 
@@ -185,7 +212,9 @@ def execute_shard(
         turns = rows_table([t for r in batch for t in r.turns], TURN_SCHEMA)
         sessions, turns = sort_tables(sessions, turns, order)
         made = write_commit(root, shard_id=shard.shard_id, config_hash=ctx.config_hash, plan=plan, sessions=sessions,
-                            turns=turns, summary={"sessions": len(batch), "step": len(commits) + 1, "kernel": dict(kernel)})
+                            turns=turns, summary={"sessions": len(batch), "step": len(commits) + 1, "kernel": dict(kernel),
+                                                  JOURNAL_KEY: journal.token})
+        journal.committed(made.sessions)
         summary["commit_seconds"] += time.perf_counter() - started
         return made
 
@@ -221,6 +250,7 @@ def execute_shard(
                     summary["new_failed"] += result.session.status != "ok"
                     summary["turns"] += len(result.turns)
                     reporter.counts.sessions += 1
+                    reporter.counts.ended_turns += len(result.turns)
                     if result.session.status != "ok":
                         reporter.counts.fail(result.session.error)
                     reporter.update(accounting, force=result.session.status != "ok")  # failures reach fail_fast at once
@@ -247,12 +277,16 @@ def execute_shard(
                 if close is not None:
                     await close()
 
-    asyncio.run(drive())
+    try:
+        asyncio.run(drive())
+    finally:
+        journal.close()
     contract.finish()
     summary["commits"] = len(commits)
     if policy.fold and len(commits) > 1:
         started = time.perf_counter()
-        fold_commits(root, commits, order, plan=plan, summary={"sessions": summary["sessions"], "kernel": dict(kernel)})
+        fold_commits(root, commits, order, plan=plan,
+                     summary={"sessions": summary["sessions"], "kernel": dict(kernel), JOURNAL_KEY: journal.token})
         summary["fold_seconds"] = round(time.perf_counter() - started, 4)
     summary["commit_seconds"] = round(summary["commit_seconds"], 4)
     summary["accounting"] = accounting.to_dict()

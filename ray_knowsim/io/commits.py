@@ -286,6 +286,11 @@ class CommitIndex:
         """Session id -> the entry that counts."""
         return {sid: c.sessions[sid] for sid, c in self._best.items()}
 
+    def counting_commits(self) -> dict[str, Commit]:
+        """Session id -> the commit whose row counts (its summary names the spend journal the
+        row was spent in: io/spend.py)."""
+        return dict(self._best)
+
     def live(self) -> list[Commit]:
         """Commits holding at least one counted row."""
         return [c for c in self.commits if len(self.superseded[c.name]) < len(c.sessions)]

@@ -7,7 +7,7 @@ add up (``merge``) without any shared state between workers.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
 
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse
 from ray_knowsim.llm.protocol import ChatModel
@@ -20,6 +20,7 @@ class RoleStats:
     cached: int = 0  # answered from cache: no new spend
     prompt_tokens: int = 0  # new spend only
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
     reasoning_tokens: int = 0  # the thinking part of completion_tokens (reasoning models)
     saved_prompt_tokens: int = 0  # what cache hits would have cost
     saved_completion_tokens: int = 0
@@ -34,6 +35,7 @@ class RoleStats:
         self.calls += 1
         self.prompt_tokens += response.usage.prompt_tokens
         self.completion_tokens += response.usage.completion_tokens
+        self.cached_prompt_tokens += response.usage.cached_prompt_tokens
         self.reasoning_tokens += response.usage.reasoning_tokens
         if response.cached:
             self.cached += 1
@@ -49,7 +51,7 @@ class RoleStats:
 
     def merge(self, other: "RoleStats") -> None:
         for name in (
-            "calls", "errors", "cached", "prompt_tokens", "completion_tokens", "reasoning_tokens",
+            "calls", "errors", "cached", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "reasoning_tokens",
             "saved_prompt_tokens", "saved_completion_tokens", "latency_s",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -99,13 +101,26 @@ class Accounting:
                     for name, d in data.items()})
 
 
-class AccountedModel:
-    """A ChatModel wrapper that records every response into ``accounting``."""
+class SpendSink(Protocol):
+    """Told of every request as it leaves and of its answer as it arrives (the run's spend
+    journal, :class:`ray_knowsim.io.spend.SpendJournal`; the progress reporter)."""
 
-    def __init__(self, inner: ChatModel, accounting: Accounting | None = None) -> None:
+    def sent(self, request: ChatRequest, model_key: str) -> None: ...
+
+    def answered(self, request: ChatRequest, response: ChatResponse, model_key: str) -> None: ...
+
+
+class AccountedModel:
+    """A ChatModel wrapper that records every response into ``accounting`` and tells ``sink``
+    (when given) of each request and answer; ``key``: the model's key in the run config."""
+
+    def __init__(self, inner: ChatModel, accounting: Accounting | None = None, *, key: str = "",
+                 sink: SpendSink | None = None) -> None:
         self.inner = inner
         self.accounting = accounting if accounting is not None else Accounting()
         self.name = inner.name
+        self.key = key or inner.name
+        self.sink = sink
 
     @property
     def cache_identity(self) -> Any:
@@ -115,8 +130,12 @@ class AccountedModel:
         return f"AccountedModel({self.inner!r})"
 
     async def generate(self, request: ChatRequest) -> ChatResponse:
+        if self.sink is not None:
+            self.sink.sent(request, self.key)
         response = await self.inner.generate(request)
         self.accounting.record(request, response)
+        if self.sink is not None:
+            self.sink.answered(request, response, self.key)
         return response
 
     async def aclose(self) -> None:

@@ -19,7 +19,7 @@ from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse
 from ray_knowsim.schema.states import level_order
 from ray_knowsim.compare.pipeline import default_metrics
 from ray_knowsim.compare.runs import load_runs
-from ray_knowsim.io.cost import cost_table, read_cost_columns
+from ray_knowsim.io.cost import run_cost_table
 from ray_knowsim.io.decisions import read_decisions
 from ray_knowsim.io.rundir import RunReader, open_run
 from ray_knowsim.schema.decisions import DecisionsFile
@@ -79,7 +79,7 @@ def decision_sections(run_dir: str | Path, n_boot: int = 1000, scores: RunScores
     reader = reader if reader is not None else RunReader.open(run_dir)
     if reader.sessions.files:
         scores = scores if scores is not None else RunScores.load(run_dir, reader)
-        cost = cost_table(read_cost_columns(reader.sessions, scores.attach if scores.sets else None))
+        cost = run_cost_table(reader, scores.attach if scores.sets else None)
         html_parts.append(_cost_html(cost))
         md += _cost_md(cost)
     return html_parts, md, verdicts
@@ -160,7 +160,10 @@ def _cost_html(cost: pd.DataFrame) -> str:
     body = "".join("<tr>" + "".join(f"<td{num if k > 1 else ''}>{e(v)}</td>" for k, v in enumerate(row)) + "</tr>"
                    for row in _cost_rows(cost))
     return ('<section id="cost"><h2>Cost</h2><p class="lead">Tokens the models reported and their price (USD per million '
-            'tokens on each model entry; the offline model is free). "–": a model without a price.</p>'
+            'tokens on each model entry; the offline model is free). "–": a model without a price. '
+            '"uncommitted": spent on sessions cut off before their commit (an interrupt, a killed process); '
+            '"superseded": on attempts a rerun replaced. The all, all row is the run\'s whole spend over all '
+            'its invocations.</p>'
             f'<table><thead><tr>{"".join(f"<th>{e(h)}</th>" for h in HEADS)}</tr></thead><tbody>{body}</tbody></table></section>')
 
 

@@ -137,6 +137,9 @@ class ShardContext:
     # "stop" mode never ends a session before this many turns (a training episode's guard, so a
     # policy is not rewarded for a stop the rules fire on turn 1); benchmark runs keep 0
     min_turns: int = 0
+    # which invocation of the run (its index in the manifest's ``invocations``) the shard runs
+    # under: its spend journal says so (io/spend.py)
+    invocation: int = 0
 
 
 @dataclass

@@ -378,9 +378,15 @@ class Files:
             return {"cost_usd": float("nan"), "priced_sessions": 0, "n_sessions": 0}
 
         def compute() -> dict[str, Any]:
+            from ray_knowsim.io.spend import spend_of_run
+
             scores = self.scores(run_dir, files)
             frame = read_cost_columns(files.session_table, scores.attach if scores.sets else None)
-            return cost_table(frame).iloc[-1].to_dict()
+            try:  # the spend no row holds (cut off, superseded: io/spend.py) is the run's too
+                spend = spend_of_run(RunReader.open(run_dir)) if files.follows_markers else None
+            except RunDirError:
+                spend = None
+            return cost_table(frame, spend).iloc[-1].to_dict()
 
         return self._per_commit_state("cost", run_dir, files, compute)
 

@@ -1,0 +1,348 @@
+"""``RUN_DIR/spend/``: the spend journals — every model request a run makes, written as it is answered.
+
+A session's row records what it spent, but only a committed session has a row: a session cut off
+by Ctrl-C, a killed driver or a lost worker spent requests no row keeps, and a failed session
+rerun later leaves its first attempt's row superseded. So cost is not read from rows alone.
+Every shard task (and every scoring pass) appends to a journal of its own, one JSON line per
+event, written with one ``write`` to a file opened for appending — the line is in the operating
+system's hands before the answer is used, so even ``kill -9`` of the process loses none, and the
+journal is fsynced with each commit::
+
+    spend/<unit>.<token>.jsonl       unit: the shard id, or "score-<set>" for a scoring pass
+    {"journal": 1, "unit": …, "kind": "shard"|"score", "score_set": …, "config_hash": …,
+     "invocation": 0, "pid": …, "started_at": …}                       the header (first line)
+    {"sent": "<session id>", "role": "assistant"}                       a request left
+    {"s": "<session id>", "role": …, "model": "<model key>", "calls": 1, "cache_hits": 0,
+     "errors": 0, "attempts": 1, "prompt": …, "completion": …, "cached_prompt": …,
+     "reasoning": …, "usd": 0.0012}                                     its answer (usd null: unpriced)
+    {"committed": ["<session id>", …]}                                  those sessions were committed
+
+``calls`` counts as a session row's ``llm_calls`` does (answers from a model: cache hits and
+failed transport calls excluded); ``attempts`` the HTTP requests it took (transport retries).
+
+**Which spend a row holds**: a commit (and a score marker) names the journal its sessions were
+spent in (``summary.spend_journal``), so the spend of a session in a journal is in the tables'
+rows exactly when the session's counted row came from a commit naming that journal. The rest is
+**apart**: ``uncommitted`` (cut off before any commit of it), ``superseded`` (committed, then
+replaced by a rerun's row), ``other_score_sets`` (judged into a score set the tables do not
+show). The run's whole spend is the rows' spend plus what is apart (:func:`run_spend`); requests
+sent whose answer never came (the process died waiting) are counted as ``in_flight``: a provider
+may have billed them, no token count is known.
+
+No Ray here; the writer is used by the shard worker and the scoring stage, the reader by the
+cost table and the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ray_knowsim.io.commits import new_token
+from ray_knowsim.io.parquet import fsync_dir
+
+SPEND = "spend"
+JOURNAL_FORMAT = 1
+#: the commit (and score marker) summary key naming the journal the sessions were spent in
+JOURNAL_KEY = "spend_journal"
+#: why spend is not in the tables' rows (see the module docstring)
+APART = ("uncommitted", "superseded", "other_score_sets")
+
+
+def session_of(request_id: str) -> str:
+    """The session a request belongs to: request ids are ``<session id>#<turn>:<role>``
+    (:func:`ray_knowsim.sim.types.request_id`); "" for a request of no session."""
+    sid, sep, _ = (request_id or "").rpartition("#")
+    return sid if sep else ""
+
+
+class SpendJournal:
+    """Appends one shard task's (or scoring pass's) spend to its own journal file."""
+
+    def __init__(self, root: str | Path, *, unit: str, config_hash: str, kind: str = "shard",
+                 invocation: int | str = 0, prices: Mapping[str, Any] | None = None, score_set: str | None = None) -> None:
+        folder = Path(root) / SPEND
+        folder.mkdir(parents=True, exist_ok=True)
+        self.token = new_token()
+        self.path = folder / f"{unit}.{self.token}.jsonl"
+        self.prices = dict(prices or {})
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._write({"journal": JOURNAL_FORMAT, "unit": unit, "kind": kind, "score_set": score_set,
+                     "config_hash": config_hash, "invocation": invocation, "pid": os.getpid(),
+                     "host": socket.gethostname(), "started_at": time.time()})
+        fsync_dir(folder)
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self._fd is None:
+            return
+        os.write(self._fd, (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8"))
+
+    # the SpendSink protocol of llm/accounting.py
+    def sent(self, request: Any, model_key: str) -> None:
+        self._write({"sent": session_of(request.request_id), "role": request.role})
+
+    def answered(self, request: Any, response: Any, model_key: str) -> None:
+        u = response.usage
+        spent = u.prompt_tokens or u.completion_tokens
+        price = self.prices.get(model_key)
+        usd = price.cost(u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens) if price is not None and spent else (
+            0.0 if not spent else None)
+        failed = response.error is not None
+        self._write({"s": session_of(request.request_id), "role": request.role, "model": model_key,
+                     "calls": int(not response.cached and not failed), "cache_hits": int(bool(response.cached)),
+                     "errors": int(failed), "attempts": 0 if response.cached else int(response.attempts),
+                     "prompt": u.prompt_tokens, "completion": u.completion_tokens,
+                     "cached_prompt": u.cached_prompt_tokens, "reasoning": u.reasoning_tokens, "usd": usd})
+
+    def committed(self, session_ids: Iterable[str]) -> None:
+        """Note that these sessions were committed (then superseded spend is told from cut-off
+        spend), and make the journal durable with the commit."""
+        self._write({"committed": sorted(session_ids)})
+        self.sync()
+
+    def sync(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                os.fsync(self._fd)
+            finally:
+                os.close(self._fd)
+                self._fd = None
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+@dataclass
+class Spend:
+    """Additive spend figures, in total and per role."""
+
+    requests: int = 0  # answers from a model (as a session row's llm_calls)
+    cache_hits: int = 0
+    errors: int = 0  # requests that failed in transport (after the client's retries)
+    attempts: int = 0  # HTTP requests sent, transport retries included
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    reasoning_tokens: int = 0
+    usd: float = 0.0
+    unpriced: int = 0  # answers that spent tokens on a model without a price (then usd is unknown)
+    sessions: set[str] = field(default_factory=set)
+    by_role: dict[str, dict[str, int]] = field(default_factory=dict)  # role -> requests/prompt/completion/cached
+
+    _FIELDS = ("requests", "cache_hits", "errors", "attempts", "prompt_tokens", "completion_tokens",
+               "cached_prompt_tokens", "reasoning_tokens", "usd", "unpriced")
+
+    def add_line(self, line: Mapping[str, Any], session: str) -> None:
+        self.requests += int(line.get("calls", 0))
+        self.cache_hits += int(line.get("cache_hits", 0))
+        self.errors += int(line.get("errors", 0))
+        self.attempts += int(line.get("attempts", 0))
+        self.prompt_tokens += int(line.get("prompt", 0))
+        self.completion_tokens += int(line.get("completion", 0))
+        self.cached_prompt_tokens += int(line.get("cached_prompt", 0))
+        self.reasoning_tokens += int(line.get("reasoning", 0))
+        if line.get("usd") is None:
+            self.unpriced += 1
+        else:
+            self.usd += float(line["usd"])
+        self.sessions.add(session)
+        role = self.by_role.setdefault(str(line.get("role", "")), {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                                                   "cached_prompt_tokens": 0})
+        role["requests"] += int(line.get("calls", 0))
+        role["prompt_tokens"] += int(line.get("prompt", 0))
+        role["completion_tokens"] += int(line.get("completion", 0))
+        role["cached_prompt_tokens"] += int(line.get("cached_prompt", 0))
+
+    def merge(self, other: "Spend") -> "Spend":
+        for name in self._FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.sessions |= other.sessions
+        for role, counts in other.by_role.items():
+            mine = self.by_role.setdefault(role, dict.fromkeys(counts, 0))
+            for k, v in counts.items():
+                mine[k] = mine.get(k, 0) + v
+        return self
+
+    @property
+    def empty(self) -> bool:
+        return not (self.requests or self.cache_hits or self.errors or self.prompt_tokens or self.completion_tokens)
+
+    @property
+    def cost_usd(self) -> float | None:
+        """USD, or None when some answer that spent tokens had no price (unknown, not 0)."""
+        return None if self.unpriced else self.usd
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in self._FIELDS if name not in ("usd", "unpriced")}
+        out.update(cost_usd=None if self.unpriced else round(self.usd, 8), unpriced_answers=self.unpriced,
+                   sessions=len(self.sessions), by_role={r: dict(c) for r, c in sorted(self.by_role.items())})
+        return out
+
+
+@dataclass
+class Journal:
+    """One journal file, read: its header and its spend by session."""
+
+    path: Path
+    token: str
+    header: dict[str, Any]
+    spend: dict[str, Spend] = field(default_factory=dict)  # session id ("" for none) -> its spend here
+    sent: int = 0
+    answered: int = 0
+    committed: set[str] = field(default_factory=set)
+
+    @property
+    def kind(self) -> str:
+        return str(self.header.get("kind", "shard"))
+
+    @property
+    def invocation(self) -> Any:
+        return self.header.get("invocation")
+
+
+def read_journal(path: Path) -> Journal | None:
+    """A journal file; lines that cannot be read (the last one, torn by a crash mid-write) are
+    skipped; None for a file without its header."""
+    journal: Journal | None = None
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for raw in text.splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(line, dict):
+            continue
+        if journal is None:
+            if "journal" not in line:
+                return None
+            journal = Journal(path, path.name[: -len(".jsonl")].rpartition(".")[2], line)
+            continue
+        if "s" in line:
+            sid = str(line["s"])
+            journal.spend.setdefault(sid, Spend()).add_line(line, sid)
+            journal.answered += 1
+        elif "sent" in line:
+            journal.sent += 1
+        elif "committed" in line:
+            journal.committed.update(str(s) for s in line["committed"])
+    return journal
+
+
+def read_journals(root: str | Path, config_hash: str | None = None) -> list[Journal]:
+    """Every journal of a run directory (of ``config_hash`` only, when given), in name order."""
+    folder = Path(root) / SPEND
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.glob("*.jsonl")):
+        j = read_journal(path)
+        if j is not None and (config_hash is None or j.header.get("config_hash") == config_hash):
+            out.append(j)
+    return out
+
+
+@dataclass
+class RunSpend:
+    """A run's whole spend over all its invocations, split into what its rows hold and what not."""
+
+    in_rows: Spend = field(default_factory=Spend)
+    apart: dict[str, Spend] = field(default_factory=lambda: {k: Spend() for k in APART})
+    in_flight: int = 0  # requests sent whose answer never came (the process died waiting)
+    by_invocation: dict[str, Spend] = field(default_factory=dict)
+    journals: int = 0
+
+    @property
+    def whole(self) -> Spend:
+        total = Spend().merge(self.in_rows)
+        for part in self.apart.values():
+            total.merge(part)
+        return total
+
+    @property
+    def not_in_rows(self) -> Spend:
+        total = Spend()
+        for part in self.apart.values():
+            total.merge(part)
+        return total
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"whole": self.whole.to_dict(), "in_rows": self.in_rows.to_dict(),
+                "apart": {k: v.to_dict() for k, v in self.apart.items()}, "in_flight": self.in_flight,
+                "by_invocation": {k: v.to_dict() for k, v in sorted(self.by_invocation.items())},
+                "journals": self.journals}
+
+
+def run_spend(journals: list[Journal], counted_journal: Mapping[tuple[str, str], str], primary: str | None) -> RunSpend:
+    """Split ``journals`` by whether the tables' rows hold their spend. ``counted_journal``:
+    (kind, session id) -> the token of the journal the counted row of the session was spent in
+    (kind "shard" for the simulation's rows, "score" for the primary score set's, ``primary``;
+    see :func:`counted_journals`)."""
+    out = RunSpend(journals=len(journals))
+    for j in journals:
+        kind = j.kind
+        shown = kind == "shard" or j.header.get("score_set") == primary
+        for sid, spend in j.spend.items():
+            if shown and counted_journal.get((kind, sid)) == j.token:
+                out.in_rows.merge(spend)
+            elif not shown:
+                out.apart["other_score_sets"].merge(spend)
+            elif sid in j.committed:
+                out.apart["superseded"].merge(spend)
+            else:
+                out.apart["uncommitted"].merge(spend)
+            out.by_invocation.setdefault(str(j.invocation), Spend()).merge(spend)
+        out.in_flight += max(0, j.sent - j.answered)
+    return out
+
+
+def counted_journals(reader: Any, primary: str | None) -> dict[tuple[str, str], str]:
+    """(kind, session id) -> the journal token of the session's counted row, from a run's
+    reader (io/rundir.py) and its ``primary`` score set."""
+    from ray_knowsim.score.store import ScoreDir
+
+    out: dict[tuple[str, str], str] = {}
+    if reader.index is None:
+        return out
+    best = reader.index.counting_commits()
+    for sid, commit in best.items():
+        token = (commit.summary or {}).get(JOURNAL_KEY)
+        if isinstance(token, str):
+            out[("shard", sid)] = token
+    if primary is not None:
+        markers = ScoreDir(reader.root, primary).markers()
+        for sid, commit in best.items():
+            marker = markers.get(commit.name)
+            tokens = (marker.summary or {}).get(JOURNAL_KEY) if marker is not None else None
+            if isinstance(tokens, dict) and isinstance(tokens.get(sid), str):
+                out[("score", sid)] = tokens[sid]
+    return out
+
+
+def spend_of_run(reader: Any) -> RunSpend | None:
+    """The run's :class:`RunSpend` from its reader, or None when it has no journals (a run of
+    an earlier release, or a plain layout): then only its rows tell what it spent."""
+    if reader.index is None:
+        return None
+    from ray_knowsim.score.store import primary_name
+
+    journals = read_journals(reader.root, reader.config_hash)
+    if not journals:
+        return None
+    primary = primary_name(reader.root)
+    return run_spend(journals, counted_journals(reader, primary), primary)
+
+
+__all__ = ["APART", "JOURNAL_FORMAT", "JOURNAL_KEY", "Journal", "RunSpend", "SPEND", "Spend", "SpendJournal",
+           "counted_journals", "read_journal", "read_journals", "run_spend", "session_of", "spend_of_run"]

@@ -1,0 +1,120 @@
+"""Spend journals (io/spend.py): what a shard task writes as requests are answered, read back
+and split into what the rows hold and what is apart; the cost table's whole row."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from ray_knowsim.io.cost import cost_table
+from ray_knowsim.io.spend import SpendJournal, read_journal, read_journals, run_spend, session_of
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.schema.price import Price
+from ray_knowsim.schema.results import ROLES
+from ray_knowsim.sim.types import request_id
+
+PRICES = {"m": Price(input=1.0, cached_input=0.5, output=2.0)}
+
+
+def _ask(journal: SpendJournal, sid: str, role: str, prompt: int, completion: int, cached: int = 0, *,
+         answered: bool = True, error: str | None = None, hit: bool = False, model: str = "m") -> None:
+    req = ChatRequest(messages=({"role": "user", "content": "x"},), role=role, request_id=request_id(sid, role, 1))
+    journal.sent(req, model)
+    if answered:
+        journal.answered(req, ChatResponse(text="a", usage=Usage(prompt, completion, cached), error=error, cached=hit), model)
+
+
+def test_request_ids_name_their_session():
+    assert session_of(request_id("math/i/novice/c/0", "assistant", 3)) == "math/i/novice/c/0"
+    assert session_of("item7:graph") == ""
+
+
+def test_journal_round_trip_counts_like_the_rows_and_survives_a_torn_line(tmp_path):
+    j = SpendJournal(tmp_path, unit="shard-000001", config_hash="h", invocation=2, prices=PRICES)
+    _ask(j, "s1", "assistant", 100, 10, 30)
+    _ask(j, "s1", "user_sim", 50, 5)
+    _ask(j, "s1", "assistant", 0, 0, hit=True)  # a cache hit: no request, no spend
+    _ask(j, "s1", "extractor", 0, 0, error="http_503")  # failed in transport: not a model answer
+    _ask(j, "s2", "assistant", 70, 7, answered=False)  # in flight when the process died
+    j.committed(["s1"])
+    j.close()
+    with open(j.path, "a", encoding="utf-8") as fh:
+        fh.write('{"s": "s2", "role": "assist')  # a crash mid-write
+    got = read_journal(j.path)
+    assert got is not None and got.token == j.token and got.invocation == 2
+    s1 = got.spend["s1"]
+    assert (s1.requests, s1.cache_hits, s1.errors, s1.prompt_tokens, s1.completion_tokens, s1.cached_prompt_tokens) == (2, 1, 1, 150, 15, 30)
+    assert s1.cost_usd == pytest.approx(((100 - 30) * 1 + 30 * 0.5 + 10 * 2 + 50 * 1 + 5 * 2) / 1e6)
+    assert s1.by_role["assistant"] == {"requests": 1, "prompt_tokens": 100, "completion_tokens": 10, "cached_prompt_tokens": 30}
+    assert got.sent - got.answered == 1 and got.committed == {"s1"}
+    assert [x.token for x in read_journals(tmp_path, "h")] == [j.token] and read_journals(tmp_path, "other") == []
+
+
+def test_unpriced_spend_is_unknown_not_zero(tmp_path):
+    j = SpendJournal(tmp_path, unit="shard-000001", config_hash="h", prices={})
+    _ask(j, "s1", "assistant", 10, 1, model="nameless")
+    j.close()
+    assert read_journal(j.path).spend["s1"].cost_usd is None
+
+
+def test_spend_splits_into_rows_cut_off_and_superseded(tmp_path):
+    # invocation 0: s1 committed (its row counts), s2 committed then rerun later, s3 cut off
+    a = SpendJournal(tmp_path, unit="shard-000000", config_hash="h", invocation=0, prices=PRICES)
+    for sid in ("s1", "s2", "s3"):
+        _ask(a, sid, "assistant", 100, 10)
+    _ask(a, "s3", "user_sim", 40, 4, answered=False)
+    a.committed(["s1", "s2"])
+    a.close()
+    # invocation 1: s2 rerun and s3 run again, both committed
+    b = SpendJournal(tmp_path, unit="shard-000000", config_hash="h", invocation=1, prices=PRICES)
+    for sid in ("s2", "s3"):
+        _ask(b, sid, "assistant", 200, 20)
+    b.committed(["s2", "s3"])
+    b.close()
+    # a scoring pass into a set the tables do not show
+    c = SpendJournal(tmp_path, unit="score-other", kind="score", score_set="other", config_hash="h", invocation=1, prices=PRICES)
+    _ask(c, "s1", "judge", 30, 3)
+    c.committed(["s1"])
+    c.close()
+    counted = {("shard", "s1"): a.token, ("shard", "s2"): b.token, ("shard", "s3"): b.token}
+    spend = run_spend(read_journals(tmp_path, "h"), counted, primary="main")
+    assert spend.in_rows.prompt_tokens == 100 + 200 + 200 and spend.in_rows.sessions == {"s1", "s2", "s3"}
+    assert spend.apart["superseded"].prompt_tokens == 100 and spend.apart["superseded"].sessions == {"s2"}
+    assert spend.apart["uncommitted"].prompt_tokens == 100 and spend.apart["uncommitted"].sessions == {"s3"}
+    assert spend.apart["other_score_sets"].prompt_tokens == 30
+    assert spend.in_flight == 1
+    assert spend.whole.requests == 3 + 2 + 1 and spend.whole.prompt_tokens == 500 + 100 + 100 + 30
+    assert spend.by_invocation["0"].requests == 3 and spend.by_invocation["1"].requests == 3
+    record = spend.to_dict()
+    assert record["whole"]["requests"] == 6 and record["apart"]["uncommitted"]["sessions"] == 1
+
+
+def _rows(n: int, prompt: int) -> pd.DataFrame:
+    rows = [{"task": "math", "condition": "a", "status": "ok", "llm_calls": 3, "cost_usd": 0.001} for _ in range(n)]
+    df = pd.DataFrame(rows)
+    for kind in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens"):
+        for r in ROLES:
+            df[f"{kind}_{r}"] = prompt if (kind, r) == ("prompt_tokens", "assistant") else 0
+    return df
+
+
+def test_cost_table_whole_row_adds_what_is_apart(tmp_path):
+    j = SpendJournal(tmp_path, unit="shard-000000", config_hash="h", prices=PRICES)
+    _ask(j, "cut", "assistant", 1000, 100, 400)
+    _ask(j, "cut", "user_sim", 10, 1, answered=False)
+    j.close()
+    spend = run_spend(read_journals(tmp_path), {}, primary=None)
+    table = cost_table(_rows(2, 50), spend).set_index(["task", "condition"])
+    assert list(table.index) == [("math", "a"), ("all", "uncommitted"), ("all", "all")]  # the whole stays last
+    apart, whole = table.loc[("all", "uncommitted")], table.loc[("all", "all")]
+    assert apart["requests"] == 1 and apart["prompt_tokens"] == 1000 and apart["cached_prompt_tokens"] == 400
+    assert apart["prompt_tokens_assistant"] == 1000 and apart["n_sessions"] == 1 and apart["unanswered_requests"] == 1
+    assert whole["requests"] == 6 + 1 and whole["prompt_tokens"] == 100 + 1000 and whole["unanswered_requests"] == 1
+    assert whole["cost_usd"] == pytest.approx(0.002 + (600 + 200 + 200) / 1e6)
+    unpriced = run_spend(read_journals(tmp_path), {}, primary=None)
+    unpriced.apart["uncommitted"].unpriced = 1
+    assert math.isnan(cost_table(_rows(2, 50), unpriced).iloc[-1]["cost_usd"])  # unknown, not a smaller number
+    plain = cost_table(_rows(2, 50)).set_index(["task", "condition"])  # a run without journals: its rows only
+    assert list(plain.index) == [("math", "a"), ("all", "all")] and plain.loc[("all", "all"), "requests"] == 6
