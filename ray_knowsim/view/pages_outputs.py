@@ -9,8 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from ray_knowsim.compare.paired import ALL_LEVELS
+from ray_knowsim.compare.sentences import interval_text
+from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, higher_is_better
 from ray_knowsim.view.discover import Entry, RunInfo
-from ray_knowsim.view.html import e, fmt_value, href, page, status_badge, table
+from ray_knowsim.view.html import attrs, e, fmt_value, href, page, status_badge, table
+from ray_knowsim.view.verdicts import Board, BoardCell, Verdict
+
+METRIC_LABELS = {"engagement": "ENG", "learning_experience": "LX", "cost_usd": "cost $"}
 
 
 def entry_url(entry: Entry) -> str:
@@ -81,14 +87,84 @@ def sweep(entry: Entry, manifest: dict[str, Any], related: Sequence[tuple[str, s
     return page(f"sweep {manifest.get('name') or entry.label}", "".join(body), [("all outputs", "/"), (entry.label, None)], entry.label)
 
 
-def compare(entry: Entry, info: dict[str, Any], related: Sequence[tuple[str, str]], tables: Sequence[tuple[str, str]], has_html: bool) -> str:
-    """A comparison folder: the leaderboard first, then the paired tests, P(best) and MDE tables."""
+def _board_cell(cell: BoardCell | None, metric: str) -> str:
+    """A leaderboard cell: its position on the item win rate (★: beats every other), the mean and
+    its 95 % interval (description), whom it significantly beats."""
+    if cell is None:
+        return '<td class="num">–</td>'
+    decimals = 2 if metric == "iq" else 4 if metric == "cost_usd" else 3
+    pos = "–" if cell.position is None else f"#{cell.position:g}"
+    ci = (f'<span class="ci">{e(interval_text(cell.ci_low, cell.ci_high, decimals, "every item has the same mean"))}</span>'
+          if cell.ci_low is not None and cell.ci_high is not None else "")
+    beats = f'<span class="beats">beats {e(cell.beats)}</span>' if cell.beats else ""
+    cycle = f'<span class="beats">cycle: {e(cell.cycle)}</span>' if cell.cycle else ""
+    return (f'<td class="num{" best" if cell.star else ""}"{attrs(data_metric=metric, data_position=pos)}><span class="pos">{e(pos)}</span> '
+            f'<span class="mean">{e(fmt_value(cell.mean, decimals))}</span>{ci}{beats}{cycle}</td>')
+
+
+def _board(b: Board) -> str:
+    several_runs = len(set(b.runs.values())) > 1
+    heads = "".join(f'<th class="num">{e(METRIC_LABELS.get(m, m.upper()))} {"↑" if higher_is_better(m) else "↓"}</th>' for m in b.metrics)
+    rows = []
+    for c in b.conditions:
+        cells = "".join(_board_cell(b.cells.get((c, m)), m) for m in b.metrics)
+        own = f'<td class="num">{e(fmt_value(b.mean_rank_in_run.get(c), 2))}</td>' if several_runs else ""
+        run = f"<td>{e(b.runs.get(c))}</td>" if several_runs else ""
+        rows.append(f'<tr data-condition="{e(c)}"><td class="cond">{e(c)}</td>{run}{cells}'
+                    f'<td class="num">{e(fmt_value(b.mean_rank.get(c), 2))}</td>{own}</tr>')
+    mr = ", ".join(m.upper() for m in MEAN_RANK_METRICS)
+    return (f'<table class="results board" data-task="{e(b.task)}"><thead><tr><th>Condition</th>{"<th>run</th>" if several_runs else ""}'
+            f'{heads}<th class="num" title="the paper\'s mean rank over {e(mr)}: ranks of means, descriptive">mean rank</th>'
+            f'{"<th class=num>its run&#x27;s own mean rank</th>" if several_runs else ""}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            + (f'<p class="note ranked-set">The leaderboard {e(b.ranked_set)}.</p>' if b.ranked_set else ""))
+
+
+def compare(entry: Entry, info: dict[str, Any], related: Sequence[tuple[str, str]], tables: Sequence[tuple[str, str]], has_html: bool,
+            verdicts: Sequence[Verdict] = (), boards: Sequence[Board] = ()) -> str:
+    """A comparison folder: its verdicts as sentences, then its leaderboard per task (metrics first,
+    each cell's position on the item win rate, the mean and its interval), then the raw tables."""
     runs = "".join(f"<li>{e(r.get('label'))}: {e(r.get('path'))} ({e(', '.join(map(str, r.get('conditions') or [])))})</li>" for r in info.get("runs") or [])
     extra = f'<p><a href="{e(file_url(entry, "leaderboard.html"))}">leaderboard.html</a> (the page compare wrote; shown without scripts)</p>' if has_html else ""
-    body = [f'<section id="compare-summary"><h2>Comparison {e(entry.label)}</h2><ul>{runs}</ul>{_links(related)}'
-            f'<p class="note">{e(info.get("test") or "")}</p>{extra}</section>']
-    for name, html in tables:
-        body.append(f'<section id="compare-{e(name)}"><h2>{e(name)} <a href="{e(file_url(entry, name + ".csv"))}">(CSV)</a></h2>{html}</section>')
+    body = []
+    flags = [*map(str, info.get("incomplete") or []), *map(str, info.get("warnings") or [])]
+    if flags:
+        body.append('<div class="banner" id="compare-flags" role="note">' + "".join(f"<p><b>{e(f)}</b></p>" for f in flags) + "</div>")
+    opts = info.get("options") or {}
+    family = info.get("family") or ""
+    several_tasks = len({v.task for v in verdicts}) > 1
+
+    def listed(shown: Sequence[Verdict]) -> str:
+        return "".join(f'<li class="{"equivalent" if v.equivalent else "significant"}" data-task="{e(v.task)}" data-level="{e(v.level)}" '
+                       f'data-metric="{e(v.metric)}">{f"<b>{e(v.task)}</b>: " if several_tasks else ""}{e(v.sentence)}</li>' for v in shown)
+
+    overall = [v for v in verdicts if v.level == ALL_LEVELS]
+    per_level = [v for v in verdicts if v.level != ALL_LEVELS]
+    items = (f'<ul class="verdicts" id="verdict-list">{listed(overall)}</ul>' if overall else
+             '<p class="lead">No verdict over all levels.</p>')
+    if per_level:
+        items += (f'<details id="verdicts-per-level"{" open" if not overall else ""}><summary>{len(per_level):,} verdict(s) within one '
+                  f'knowledge level</summary><ul class="verdicts">{listed(per_level)}</ul></details>')
+    too_few = "".join(f'<p class="problems too-few">{e(t)}</p>' for t in info.get("too_few_items") or [])
+    lead = (f"Exact sign test over items, Bonferroni over {e(family or 'the family')}"
+            + (f" at alpha {e(opts.get('alpha'))}" if opts.get("alpha") is not None else "") + "; every verdict with its counts. "
+            "Pairs without a verdict are in paired.csv (each with its sentence).")
+    body.append(f'<section id="compare-verdicts"><h2>Verdicts ({len(verdicts):,})</h2><p class="lead">{lead}</p>{too_few}'
+                + (items if verdicts else
+                   '<p class="lead" id="no-verdict"><b>No verdict:</b> no pair of conditions differs significantly on any metric '
+                   "at this family size; nothing here says who beats whom.</p>") + "</section>")
+    if boards:
+        parts = "".join((f'<h3 class="task-title">Task: {e(b.task)}</h3>' if len(boards) > 1 or b.task else "") + _board(b) for b in boards)
+        body.append('<section id="compare-leaderboard"><h2>Leaderboard (level-marginal)</h2><p class="lead">Per metric, each '
+                    "condition's position on the item win rate (the verdicts' quantity: never against a significant verdict; "
+                    "★ = significantly beats every other condition), then its mean and 95% item-clustered interval (description); "
+                    "rows by the paper's mean rank.</p>" + parts + "</section>")
+    body.append(f'<section id="compare-summary"><h2>Comparison {e(entry.label)}</h2><ul>{runs}</ul>{_links(related)}'
+                f'<p class="note">{e(info.get("test") or "")}</p>{extra}</section>')
+    raw = "".join(f'<details id="compare-{e(name)}"><summary><h3>{e(name)}</h3></summary><p><a href="{e(file_url(entry, name + ".csv"))}">'
+                  f"{e(name)}.csv</a></p>{html}</details>" for name, html in tables)
+    if raw:
+        body.append(f'<section id="compare-tables"><h2>Raw tables</h2><p class="lead">What compare wrote, every column; each opens on a '
+                    f"click.</p>{raw}</section>")
     return page(f"comparison {entry.label}", "".join(body), [("all outputs", "/"), (entry.label, None)], entry.label)
 
 

@@ -26,6 +26,7 @@ from ray_knowsim.view.discover import Entry, RunInfo, discover, index_info, run_
 from ray_knowsim.view.html import result_table
 from ray_knowsim.view.query import facets, failure_counts, neighbours, page_of, parse_query
 from ray_knowsim.view.results import METRIC_COLUMNS, results_html
+from ray_knowsim.view.verdicts import boards, verdicts
 
 #: what /file/ serves: suffix -> content type (anything else is refused)
 FILE_TYPES = {
@@ -204,13 +205,16 @@ def compare(state: ViewState, request: web.Request) -> web.Response:
     en = state.entry("compare", request.match_info.get("id"))
     info = _json(state, en.path / "compare.json")
     related = [(r.label, pages_outputs.entry_url(r)) for r in _compared_runs(state, en)]
-    tables = []
-    for name, rows in (("leaderboard", 500), ("best", 100), ("paired", 100), ("mde", 100)):
+    tables, frames = [], {}
+    for name, rows in (("leaderboard", 5000), ("paired", 100_000), ("mde", 100), ("best", 100), ("failures", 100)):
         path = en.path / f"{name}.parquet"
         if state.files.is_file(path):
             data, total = state.files.read_table(path, max_rows=rows)
-            tables.append((name, result_table(data, total, f"{name}-grid")))
-    return html(pages_outputs.compare(en, info, related, tables, state.files.is_file(en.path / "leaderboard.html")))
+            frames[name] = data.to_pandas()
+            tables.append((name, result_table(data.slice(0, 100), total, f"{name}-grid")))
+    shown = verdicts(info, frames.get("paired") if not info.get("verdicts") else None)
+    return html(pages_outputs.compare(en, info, related, tables, state.files.is_file(en.path / "leaderboard.html"),
+                                      shown, boards(frames.get("leaderboard"))))
 
 
 def file(state: ViewState, request: web.Request) -> web.Response:
