@@ -25,7 +25,7 @@ from ray_knowsim.adaptive.rounds import (Schedule, drive, failure_gap_records, p
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.plan import session_id
 from ray_knowsim.engine.runner import RunError, prepare, ray_options, ray_session, run, write_run_tables
-from ray_knowsim.io.decisions import DECISIONS_FILE, read_decisions, write_decisions
+from ray_knowsim.io.decisions import read_decisions, write_decisions
 from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.schema.decisions import DecisionsFile, Spend
 
@@ -102,9 +102,8 @@ def locked_spec(run_dir: Path, spec: dict) -> None:
     another spec: a changed alpha, metric or rule after seeing results would void the error control."""
     try:
         old = read_decisions(run_dir)
-    except ValueError as exc:
-        raise RunError(f"{run_dir / DECISIONS_FILE} cannot be read with this version ({type(exc).__name__}); it was "
-                       "written by another version of the adaptive procedure: move it away to decide afresh") from exc
+    except ValueError as exc:  # another format (DecisionsFormatError) or a damaged file
+        raise RunError(f"{run_dir}: the adaptive run cannot be resumed: {exc}") from exc
     if old is None:
         return
     changed = spec_changes(old.spec, spec)

@@ -18,12 +18,27 @@ def write_decisions(run_dir: str | Path, record: DecisionsFile) -> Path:
     return path
 
 
+class DecisionsFormatError(ValueError):
+    """A decisions.json this version cannot read (written by another version of the procedure)."""
+
+
 def read_decisions(run_dir: str | Path) -> DecisionsFile | None:
-    """The run's decisions (None for a run that was not adaptive)."""
+    """The run's decisions (None for a run that was not adaptive); a record of another format is
+    refused by name, never half-read."""
     path = Path(run_dir) / DECISIONS_FILE
     if not path.is_file():
         return None
-    return DecisionsFile.model_validate_json(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    try:
+        found = json.loads(text).get("format")
+    except (ValueError, AttributeError) as exc:
+        raise DecisionsFormatError(f"{path} is not a JSON object ({exc})") from None
+    want = DecisionsFile.model_fields["format"].default
+    if found != want:
+        raise DecisionsFormatError(f"{path} has format {found!r}; this version reads format {want} (the adaptive "
+                                   "procedure changed: an exact group-sequential design on the item win rate). Re-decide "
+                                   "with ray-knowsim adaptive-replay RUN_DIR, or move the file away to resume afresh")
+    return DecisionsFile.model_validate_json(text)
 
 
-__all__ = ["DECISIONS_FILE", "read_decisions", "write_decisions"]
+__all__ = ["DECISIONS_FILE", "DecisionsFormatError", "read_decisions", "write_decisions"]

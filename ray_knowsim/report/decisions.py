@@ -20,7 +20,7 @@ from ray_knowsim.schema.states import level_order
 from ray_knowsim.compare.pipeline import default_metrics
 from ray_knowsim.compare.runs import load_runs
 from ray_knowsim.io.cost import run_cost_table
-from ray_knowsim.io.decisions import read_decisions
+from ray_knowsim.io.decisions import DecisionsFormatError, read_decisions
 from ray_knowsim.io.rundir import RunReader, open_run
 from ray_knowsim.schema.decisions import DecisionsFile
 from ray_knowsim.report.verdicts import RunVerdicts, from_compare, from_record
@@ -41,7 +41,14 @@ def decision_sections(run_dir: str | Path, n_boot: int = 1000, scores: RunScores
     html_parts: list[str] = []
     md: list[str] = []
     verdicts: RunVerdicts | None = None
-    record = read_decisions(run_dir)
+    try:
+        record = read_decisions(run_dir)
+    except DecisionsFormatError as exc:  # an adaptive record of another version: said, and the rest is shown
+        log.warning("report of %s: %s", run_dir, exc)
+        html_parts.append(f'<section id="adaptive-decisions"><h2>Adaptive decisions</h2><p class="lead">'
+                          f'{html.escape(str(exc))}</p></section>')
+        md += ["## Adaptive decisions", "", str(exc), ""]
+        record = None
     if record is not None:
         h, m = trace_sections(record)
         html_parts.append(h)

@@ -64,3 +64,28 @@ def test_spec_changes_name_the_fields():
     b = {"alpha": 0.1, "metrics": ["kg"], "round": {"items": 10, "trials": 1}}
     assert spec_changes(a, b) == ["alpha (0.05 -> 0.1)", "round.items (5 -> 10)"]
     assert spec_changes(a, a) == []
+
+
+def test_a_decisions_file_of_another_format_is_refused_by_name(tmp_path):
+    import json
+
+    from ray_knowsim.adaptive.driver import locked_spec
+    from ray_knowsim.engine.runner import RunError
+    from ray_knowsim.io.decisions import DecisionsFormatError, read_decisions
+
+    (tmp_path / "decisions.json").write_text(json.dumps({"format": 1, "decisions": []}))
+    with pytest.raises(DecisionsFormatError, match="format 1"):
+        read_decisions(tmp_path)
+    with pytest.raises(RunError, match="cannot be resumed.*format 1"):
+        locked_spec(tmp_path, {"alpha": 0.05})
+
+
+def test_family_per_decision_tests_each_decision_at_full_alpha():
+    rows = planted_rows(n_items=30)
+    spec = {"decide": "best", "metrics": ["kg", "co"], "round": {"items": 5, "trials": 1}}
+    run_family = replay(rows, spec)
+    per_decision = replay(rows, {**spec, "family": "decision"})
+    assert run_family["family_size"] == 2 * 2 * 3  # 2 levels x 2 metrics x 3 pairs
+    levels = [p["level"] for d in per_decision["decisions"] for p in d["pairs"]]
+    assert min(levels) >= 0.05 / 3 - 1e-12  # each decision is its own family of 3
+    assert sum(d["decided"] for d in per_decision["decisions"]) >= sum(d["decided"] for d in run_family["decisions"])
