@@ -13,6 +13,8 @@ decisions as an uninterrupted run.
 
 from __future__ import annotations
 
+import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,9 @@ from ray_knowsim.engine.runner import RunError, prepare, ray_options, ray_sessio
 from ray_knowsim.io.decisions import read_decisions, write_decisions
 from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.schema.decisions import DecisionsFile, Spend
+from ray_knowsim.stats.adaptive import Procedure
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -113,6 +118,24 @@ def locked_spec(run_dir: Path, spec: dict) -> None:
                        "(ray-knowsim adaptive-replay plans other specs over a completed run without spending)")
 
 
+def check_feasible(proc: Procedure, schedule: Schedule, quiet: bool = False) -> None:
+    """Before spending: a task whose pool has fewer items than an exact sign test needs at the
+    family's first level can never decide. All of them: refused; some: said."""
+    from ray_knowsim.stats.feasibility import feasibility
+
+    size = proc.family_size if proc.family == "run" else max(len(d.pairs) for d in proc.decisions)
+    lines = {t: feasibility(len(ids), proc.alpha, size) for t, ids in schedule.order.items()}
+    bad = {t: f for t, f in lines.items() if not f.can_decide}
+    if bad and len(bad) == len(lines):
+        raise RunError("the adaptive design can never decide: " + "; ".join(f"{t}: {f.line()}" for t, f in bad.items())
+                       + ". Use more items, fewer metrics, levels or conditions, a larger alpha, or family: decision")
+    for t, f in bad.items():
+        msg = f"adaptive: task {t} {f.line()}; its decisions stay open"
+        log.warning(msg)
+        if not quiet:
+            print(f"warning: {msg}", file=sys.stderr)
+
+
 def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Path | None = None, quiet: bool = False,
                  max_rounds: int | None = None, console: Any = None, rerun_model_failures: bool = False,
                  preflight: bool = True) -> AdaptiveOutcome:
@@ -137,6 +160,7 @@ def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Pa
     schedule = Schedule.of({t: [it.id for it in inputs.items[t]] for t in tasks}, cfg.seed, ad.round.items,
                            list(cfg.levels), trials)
     proc = procedure_for(ad, tasks, list(cfg.levels), conditions)
+    check_feasible(proc, schedule, quiet)
     sessions_fixed = schedule.fixed_sessions(len(conditions))
     fixed_per_condition = {c: sessions_fixed // len(conditions) for c in conditions}
     ids = lambda keys: {session_id(*k) for k in keys}  # noqa: E731

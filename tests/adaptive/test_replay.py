@@ -89,3 +89,17 @@ def test_family_per_decision_tests_each_decision_at_full_alpha():
     levels = [p["level"] for d in per_decision["decisions"] for p in d["pairs"]]
     assert min(levels) >= 0.05 / 3 - 1e-12  # each decision is its own family of 3
     assert sum(d["decided"] for d in per_decision["decisions"]) >= sum(d["decided"] for d in run_family["decisions"])
+
+
+def test_a_design_that_can_never_decide_is_refused_before_spending():
+    from ray_knowsim.adaptive.driver import check_feasible
+    from ray_knowsim.adaptive.rounds import Schedule
+    from ray_knowsim.engine.runner import RunError
+    from ray_knowsim.stats.adaptive import Procedure
+
+    # 7 items, 3 levels x 2 metrics x 3 pairs = 18 at alpha 0.05: a unanimous 7-0 has p = 2^-6 > 0.05 / 18
+    proc = Procedure.build(["own"], ["novice", "intermediate", "advanced"], ["kg", "co"], ["a", "b", "c"], "best", 0.05)
+    small = Schedule.of({"own": [f"q{i}" for i in range(7)]}, 0, 5, ["novice"], 1)
+    with pytest.raises(RunError, match="can never decide.*7 items < the 10"):
+        check_feasible(proc, small, quiet=True)
+    check_feasible(proc, Schedule.of({"own": [f"q{i}" for i in range(12)]}, 0, 5, ["novice"], 1), quiet=True)
