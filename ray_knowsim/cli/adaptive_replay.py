@@ -3,7 +3,8 @@ adaptive run would have decided over a completed run, with how many sessions -- 
 
 The rounds are the adaptive runner's own (the run's seed orders the items), each round's
 sessions read from RUN_DIR instead of being run (ray_knowsim.adaptive.replay). The spec is the
-`adaptive:` section (default: the run config's, else the defaults); `--spec` reads one from a YAML
+`adaptive:` section (default: the one locked in RUN_DIR/decisions.json, else the run config's,
+else the defaults); `--spec` reads one from a YAML
 file (a whole config or just the section), `--set` changes a field (e.g. --set alpha=0.1
 --set round.items=10 --set design.kind=anytime). Prints the decisions, the sessions used against
 the fixed design's, and what the fixed design of the same pool decides; --json writes everything
@@ -49,12 +50,14 @@ def main(args: argparse.Namespace) -> int:
 
     from ray_knowsim.adaptive.planning import replay
     from ray_knowsim.engine.config.loading import ConfigError, apply_overrides
+    from ray_knowsim.io.decisions import read_decisions
     from ray_knowsim.io.rundir import RunDirError, open_run
 
     try:
         manifest = open_run(args.run_dir).manifest or {}
         config = manifest.get("config") or {}
-        spec = dict(config.get("adaptive") or {})
+        locked = read_decisions(args.run_dir)  # an adaptive run's own spec, as locked at its round 1
+        spec = dict(locked.spec) if locked is not None else dict(config.get("adaptive") or {})
         if args.spec:
             loaded = yaml.safe_load(Path(args.spec).read_text(encoding="utf-8")) or {}
             spec = dict(loaded.get("adaptive", loaded)) if isinstance(loaded, dict) else {}
