@@ -96,6 +96,13 @@ def overview(info: RunInfo, banner: str | None, counts: dict[str, dict[str, int]
         body.append(f'<div class="banner" id="offline-banner" role="note"><b>Not a real-model measurement.</b> {e(banner)}</div>')
     body.append(f'<section id="summary"><h2>Run {e(info.name)}</h2>{facts(info)}<p class="note">{e(info.status_detail)}.</p></section>')
     body.append(results)
+    if results:
+        comparisons = [(label, url) for kind, label, url in related if kind == "comparison"]
+        where = (", ".join(f'<a href="{e(url)}">{e(label)}</a>' for label, url in comparisons) if comparisons else
+                 f"none found yet: <code>ray-knowsim compare RUN_DIR --out DIR</code> makes one, and "
+                 f"<code>ray-knowsim report RUN_DIR</code> shows them")
+        body.append(f'<p class="note" id="verdicts-pointer">These tables describe; who significantly beats whom (the sign test '
+                    f"over items, and the ★ it gives) is on a comparison's page: {where}.</p>")
     browse = []
     for key in ("level", "condition"):
         links = " · ".join(
