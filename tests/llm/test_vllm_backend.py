@@ -100,3 +100,16 @@ def test_vllm_openai_server_json_schema(vllm_server):
     _check_answer(data["choices"][0]["message"]["content"])
     assert data["usage"]["completion_tokens"] > 0
     print(f"\n[llm_cpu] server chat: {wall:.2f} s, {data['usage']['completion_tokens']} tokens")
+
+
+@pytest.mark.llm_cpu
+def test_a_vllm_entry_decodes_json_as_a_plain_vllm_server(smollm2_dir):
+    """The installed vLLM's own server defaults are what a `vllm` entry uses by default, so an
+    `http` entry against a plain `vllm serve` and a `vllm` entry decode the same seeds alike."""
+    from vllm.config.structured_outputs import StructuredOutputsConfig
+
+    from ray_knowsim.engine.vllm.config import VLLM_SERVE_STRUCTURED, VLLMModelConfig
+
+    served = StructuredOutputsConfig()
+    assert {"backend": served.backend, "disable_any_whitespace": served.disable_any_whitespace} == VLLM_SERVE_STRUCTURED
+    assert VLLMModelConfig(model=str(smollm2_dir)).engine_args()["structured_outputs_config"] == VLLM_SERVE_STRUCTURED
