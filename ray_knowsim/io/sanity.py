@@ -23,7 +23,9 @@ no model, no Ray), so the report, the viewer and the run's final line all run th
   at least :data:`JUDGE_MIN_SCORED` judged conversations; severe from
   :data:`JUDGE_SEVERE_SCORED`.
 * **degenerate_tutor** — a condition whose tutor replies (at least :data:`MIN_ANSWERS`) are all
-  empty, all echoes of the learner's message, or all one and the same text. That is the tutor's
+  empty, all echoes of the learner's message, or all one and the same text over at least two
+  items or turns (a deterministic tutor gives one item's first turn the same reply in every
+  session: the offline tutor does, and so may a real one at temperature 0). That is the tutor's
   fault, not the simulator's, and it changes what the other checks mean: an echo teaches nothing,
   so an extractor that labels every IU ``not_mentioned`` and states that never move are the
   simulator reading it right. When every condition's tutor is degenerate, those warnings name the
@@ -67,7 +69,7 @@ JUDGE_SCORES: dict[str, str] = {
     "iq": "IQ", "judge_information_calibration": "information calibration",
     "judge_perceived_overload": "perceived overload", "judge_perceived_learning": "perceived learning",
 }  # fmt: skip
-TURN_COLUMNS = ("session_id", "signals_json", "n_upward_transitions", "user_message", "assistant_message")
+TURN_COLUMNS = ("session_id", "turn", "signals_json", "n_upward_transitions", "user_message", "assistant_message")
 
 Check = Literal["uniform_labels", "frozen_states", "constant_judge", "degenerate_tutor"]
 Component = Literal["extractor", "simulator", "judge", "tutor"]
@@ -106,11 +108,13 @@ class TutorReplies:
     empty: int = 0  # nothing but whitespace
     echoes: int = 0  # the learner's own message back (give or take a little wrapping)
     texts: set = field(default_factory=set)  # distinct replies (hashes), to see a constant one
+    contexts: set = field(default_factory=set)  # distinct (item, turn) the replies answer
 
-    def add(self, user: Any, reply: Any) -> None:
+    def add(self, user: Any, reply: Any, context: Any = None) -> None:
         text = " ".join(str(reply or "").split()).lower()
         self.replies += 1
         self.texts.add(hash(text))
+        self.contexts.add(context)
         if not text:
             self.empty += 1
         elif _is_echo(" ".join(str(user or "").split()).lower(), text):
@@ -121,6 +125,7 @@ class TutorReplies:
         self.empty += other.empty
         self.echoes += other.echoes
         self.texts |= other.texts
+        self.contexts |= other.contexts
 
     def degenerate(self) -> str | None:
         """How the replies are degenerate ("echoes of the learner", "empty", "one constant text"), or None."""
@@ -130,8 +135,8 @@ class TutorReplies:
             return "empty"
         if self.echoes + self.empty == self.replies:
             return "echoes of the learner's message"
-        if len(self.texts) == 1:
-            return "one and the same text"
+        if len(self.texts) == 1 and len(self.contexts) >= 2:  # one text for other items or turns (a
+            return "one and the same text"  # deterministic tutor answers one item's first turn alike: not that)
         return None
 
 
@@ -155,8 +160,11 @@ class SanityInputs:
         names = set(batch.schema.names)
         if "assistant_message" in names:
             users = batch.column("user_message").to_pylist() if "user_message" in names else [None] * batch.num_rows
-            for sid, user, reply in zip(batch.column("session_id").to_pylist(), users, batch.column("assistant_message").to_pylist()):
-                self.tutor.setdefault(str(sid), TutorReplies()).add(user, reply)
+            turns = batch.column("turn").to_pylist() if "turn" in names else [None] * batch.num_rows
+            for sid, turn, user, reply in zip(batch.column("session_id").to_pylist(), turns, users,
+                                              batch.column("assistant_message").to_pylist()):
+                item = "/".join(str(sid).split("/")[:2])  # task/item of "task/item/level/condition/trial"
+                self.tutor.setdefault(str(sid), TutorReplies()).add(user, reply, (item, turn))
         if "signals_json" not in names:
             return
         ids = batch.column("session_id").to_pylist()

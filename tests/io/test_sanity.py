@@ -135,3 +135,18 @@ def test_the_turn_rows_read_are_capped(runs):
     report = check_run(RunReader.open(runs["broken"]), max_turn_rows=10)
     assert report.inputs.capped and report.inputs.turn_rows == 10
     assert any("of the first 10 turn rows" in w.text for w in report.warnings if w.check == "uniform_labels")
+
+
+def test_one_reply_to_one_items_first_turn_is_not_a_constant_tutor():
+    from ray_knowsim.io.sanity import TutorReplies
+
+    same_turn = TutorReplies()
+    for level in ("novice", "intermediate"):  # the smoke run: a deterministic tutor, one item, one turn
+        same_turn.add(f"a question from a {level}", "Add the numerators.", ("math/frac-1", 1))
+    assert same_turn.degenerate() is None
+    same_turn.add("and now?", "Add the numerators.", ("math/frac-1", 2))  # the same text in another turn
+    assert same_turn.degenerate() == "one and the same text"
+    echo = TutorReplies()
+    for msg in ("what is 3/4?", "why 8?"):
+        echo.add(msg, f"You said: {msg}", ("math/frac-1", 1))
+    assert echo.degenerate() == "echoes of the learner's message"

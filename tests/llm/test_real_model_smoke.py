@@ -42,7 +42,7 @@ def smoke_config(tmp_path, base_url: str, model_dir) -> dict:
                    "tutor": {"backend": "offline"}},
         "roles": {"user_sim": {"model": "smol", "max_tokens": 768},
                   "extractor": {"model": "smol", "max_tokens": 2048},
-                  "judge": None, "assistant": {"model": "tutor", "max_tokens": 256}},
+                  "judge": None, "assistant": {"model": "tutor", "max_tokens": 512}},
         "conditions": [{"strategy": "minimal"}],
         "levels": ["novice", "intermediate"],  # 2 sessions
         "max_turns": 1,
