@@ -14,7 +14,10 @@ HTTP client, the limiter, parsing, the batched kernel step, the rules, the bookk
 event loop's queueing under ``--episodes`` concurrent episodes.
 
 Reported: ``steps_per_s``; ``env_overhead_ratio`` = mean environment time per step / mean step
-wall time (goal <= 0.05); ``steps_per_s_vs_ideal_ratio`` = steps/s against the bound the served
+wall time (goal <= 0.05; on a saturated or shared CPU it counts queueing behind other episodes'
+work); ``env_cpu_vs_latency_ratio`` = this process's CPU per step / the latency a step waits for
+(the overhead share while the process is not saturated; ``episodes_one_process_serves`` is where
+it saturates); ``steps_per_s_vs_ideal_ratio`` = steps/s against the bound the served
 delays allow (every episode's chain of requests back to back, no overhead at all); the kernel's
 episodes per call. The last line is one JSON object.
 
@@ -70,8 +73,9 @@ async def drive(env, episodes: int, turns: int, tag: str) -> tuple[list[dict], f
             records.append({"session": session, "turn": obs.turn, "start": t0, "end": time.time(), "done": obs.done,
                             "scored": obs.reward is not None})
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one(k) for k in range(episodes)))
+    drive.cpu_s = time.process_time() - cpu0  # this process's CPU (every thread): the environment's own work
     return records, time.perf_counter() - t0
 
 
@@ -103,9 +107,9 @@ def main() -> int:
             env = environment(f"http://127.0.0.1:{proxy_port}/v1", args.turns, args.in_flight)
             records, wall = await drive(env, args.episodes, args.turns, "ep")
             await env.aclose()
-            return records, wall, env.kernel.stats.to_dict()
+            return records, wall, env.kernel.stats.to_dict(), drive.cpu_s
 
-        records, wall, kernel = asyncio.run(both())
+        records, wall, kernel, cpu_s = asyncio.run(both())
         with urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/delays", timeout=60) as resp:
             served = json.loads(resp.read())
     finally:
@@ -114,6 +118,7 @@ def main() -> int:
                 proc.terminate()
                 proc.wait(timeout=10)
 
+    delay_of: dict[tuple[str, int, str], float] = {}  # the latency the proxy drew (no upstream time)
     held: dict[tuple[str, int, str], float] = {}  # (session, turn, role) -> seconds the proxy held it (all its calls)
     chain: dict[str, float] = {}  # session -> its requests' delays back to back
     for d in served:
@@ -121,14 +126,14 @@ def main() -> int:
         turn, _, role = rest.partition(":")
         key = (session, int(turn or 0), role)
         held[key] = held.get(key, 0.0) + (d["end"] - d["start"])
+        delay_of[key] = delay_of.get(key, 0.0) + float(d["delay_s"])
         chain[session] = chain.get(session, 0.0) + float(d["delay_s"])
-    walls, models = [], []
+    walls, models, latencies = [], [], []
     for r in records:
-        model = held.get((r["session"], r["turn"], "extractor"), 0.0)
-        if not r["done"]:
-            model += held.get((r["session"], r["turn"] + 1, "user_sim"), 0.0)
+        keys = [(r["session"], r["turn"], "extractor")] + ([] if r["done"] else [(r["session"], r["turn"] + 1, "user_sim")])
         walls.append(r["end"] - r["start"])
-        models.append(model)
+        models.append(sum(held.get(k, 0.0) for k in keys))
+        latencies.append(sum(delay_of.get(k, 0.0) for k in keys))
     overheads = [w - m for w, m in zip(walls, models)]
     steps = len(records)
     ideal_wall = max(chain.values()) if chain else float("nan")  # the slowest episode alone, with no overhead
@@ -148,14 +153,24 @@ def main() -> int:
         "env_overhead_p99_s": round(sorted(overheads)[int(0.99 * (steps - 1))], 4),
         "delay_median_s": round(delays[len(delays) // 2], 3),
         "delay_p99_s": round(delays[int(0.99 * (len(delays) - 1))], 3),
+        "env_cpu_s": round(cpu_s, 2),
+        "env_cpu_per_step_s": round(cpu_s / steps, 5),
+        # how many steps/s one process's CPU could serve, and the episodes it keeps busy at this latency
+        "cpu_bound_steps_per_s": round(steps / cpu_s, 1),
+        "episodes_one_process_serves": round(statistics.fmean(latencies) / (cpu_s / steps), 1),
+        "step_latency_mean_s": round(statistics.fmean(latencies), 4),
         "kernel": kernel,
         "kernel_episodes_per_call": round(kernel["sessions"] / max(1, kernel["calls"]), 2),
         "steps_per_s_vs_ideal_ratio": round((steps / wall) / (steps / ideal_wall), 3),
+        # the environment's own CPU per step against the latency a step waits for: its overhead
+        # share when the process is not saturated (measured CPU, not wall time on a shared machine)
+        "env_cpu_vs_latency_ratio": round((cpu_s / steps) / statistics.fmean(latencies), 4),
         "env_overhead_ratio": round(statistics.fmean(overheads) / statistics.fmean(walls), 4),
     }
     print(f"{steps} steps of {args.episodes} episodes in {wall:.1f} s: {out['steps_per_s']} steps/s; per step "
           f"{out['step_wall_mean_s']} s wall, {out['step_model_mean_s']} s model, {out['env_overhead_mean_s']} s environment "
-          f"({100 * out['env_overhead_ratio']:.1f} %, goal <= 5 %)")
+          f"({100 * out['env_overhead_ratio']:.1f} %, goal <= 5 %); CPU {1000 * out['env_cpu_per_step_s']:.1f} ms per step "
+          f"= {100 * out['env_cpu_vs_latency_ratio']:.1f} % of the {out['step_latency_mean_s']} s latency it waits for")
     print(json.dumps(out))
     return 0
 
