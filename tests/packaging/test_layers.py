@@ -2,7 +2,7 @@
 layer order only, subpackages form no import cycle, and Ray is imported only by the orchestration.
 
     schema -> (rules | io | demo | stats) -> kernels -> (prompts | llm) -> (strategies | simulators) -> sim
-          -> (score | graphs) -> (engine | sweep | validate | report | compare | view | adaptive) -> cli
+          -> (score | graphs) -> (engine | sweep | validate | report | compare | view | adaptive | training) -> cli
 
 The tutor strategies and learner simulators, with their registries, sit on the prompts layer
 (they render through it) and below the turn loop (which looks them up by name). Each registry
@@ -45,6 +45,7 @@ LAYERS: dict[str, int] = {
     "compare": 8,
     "view": 8,
     "adaptive": 8,  # rounds of runs above the run machinery (engine) and compare's run reader
+    "training": 8,  # episodes of the loop (sim) with models built by the engine's builders
     "cli": 9,
 }
 # same-rank imports that are allowed (importer -> imported)
@@ -55,6 +56,7 @@ PEERS = {
     ("view", "report"),  # the viewer draws conversations with the report's renderer
     ("adaptive", "engine"),  # each round goes through engine.runner.run
     ("adaptive", "compare"),  # the run reader compare uses
+    ("training", "engine"),  # the environment's models, inputs and context come from a run config (engine.build/clients/plan)
 }
 RAY_ALLOWED = {"engine", "sweep", "cli"}
 
