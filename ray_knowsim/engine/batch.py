@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Collection, Iterator, Mapping
 
-from ray_knowsim.engine.build import RunError, make_context, place_models, placed_plan, prepare
+from ray_knowsim.engine.build import RunError, make_context, model_prices, place_models, placed_plan, prepare
 from ray_knowsim.engine.codecheck import CodeMismatch, by_value, identity, require_same_code, run_checked
 from ray_knowsim.engine.failfast import FailureGuard, Stop
 from ray_knowsim.engine.preflight import check_before_spending
@@ -165,6 +165,7 @@ def run(
         preflight=checked.to_manifest(),
     )
     invocation = len(manifest["invocations"]) - 1  # this one's index: its spend journals say so
+    journal_checks(run_dir.root, config_hash, invocation, checked, model_prices(cfg))
     garbage = collect_garbage(run_dir.root, committed.all_commits, committed.index)
     if garbage.superseded_commits:  # their rows are outranked: re-read what counts
         committed = open_committed(run_dir, config_hash)
@@ -250,6 +251,23 @@ def run(
         show(outcome.tables, display.console)
         print_outcomes(outcome.tables, display.console)
     return outcome
+
+
+def journal_checks(root: Path, config_hash: str, invocation: int, checked: Any, prices: Mapping[str, Any]) -> None:
+    """The chat requests the checks before spending sent (the tiny request, the speed probe) go
+    into the run's spend journals like every other request (io/spend.py: apart, ``checks``)."""
+    spent = checked.chat_spend()
+    if not spent:
+        return
+    from ray_knowsim.io.spend import SpendJournal
+
+    journal = SpendJournal(root, unit="preflight", config_hash=config_hash, kind="preflight", invocation=invocation, prices=prices)
+    try:
+        for key, s in spent.items():
+            journal.spent(role="preflight", model_key=key, requests=s["requests"], prompt=s["prompt_tokens"],
+                          completion=s["completion_tokens"])
+    finally:
+        journal.close()
 
 
 def run_spend_record(run_dir: RunDir, config_hash: str) -> dict[str, Any]:

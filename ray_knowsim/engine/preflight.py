@@ -83,6 +83,8 @@ class Capacity:
     warning: str | None = None  # something odd that does not stop the run
     requests: int = 0  # HTTP requests this check sent
     chat_requests: int = 0  # of them, chat completions (the tiny request, the speed probe)
+    chat_prompt_tokens: int = 0  # what the chat requests above spent (their usage), for the run's spend journal
+    chat_completion_tokens: int = 0
     tokens_per_s: float | None = None  # per request, measured by the speed probe (None: not measured)
     speed: str = ""  # how the speed was measured, or why not
 
@@ -127,6 +129,12 @@ class Preflight:
         also = "".join(f"\n  warning: {f.line()}" for f in self.warnings)
         return (f"the checks before spending refused the run; no session started and nothing was sent to a model:\n  {lines}{also}\n"
                 "(--no-preflight skips these checks)")
+
+    def chat_spend(self) -> dict[str, dict[str, int]]:
+        """What the checks' chat requests (the tiny request, the speed probe) spent, per model key:
+        the run's spend journal records it apart (io/spend.py: ``checks``)."""
+        return {k: {"requests": c.chat_requests, "prompt_tokens": c.chat_prompt_tokens, "completion_tokens": c.chat_completion_tokens}
+                for k, c in self.capacities.items() if c.chat_requests}
 
     def to_manifest(self) -> dict[str, Any]:
         return {"skipped": self.skipped, "seconds": round(self.seconds, 2),
@@ -327,6 +335,8 @@ class Speed:
     tokens: int = 0  # completion tokens of that probe
     note: str = ""  # why nothing was measured
     requests: int = 0
+    prompt_tokens: int = 0  # what the probes spent (their usage)
+    completion_tokens: int = 0
 
     def source(self) -> str:
         if self.tokens_per_s is None:
@@ -355,7 +365,7 @@ async def probe_speed(entry: Any, concurrency: int = 1) -> Speed:
             entry.max_tokens_field: SPEED_MAX_TOKENS, **entry.extra_body}
     timeout = aiohttp.ClientTimeout(total=min(entry.timeout_s, 4 * PROBE_TIMEOUT_S), sock_connect=entry.connect_timeout_s)
 
-    async def one(session: Any) -> tuple[float, int] | str:
+    async def one(session: Any) -> tuple[float, int, int] | str:
         t0 = time.perf_counter()
         try:
             async with session.post(entry.base_url + "/chat/completions", json=body, headers=headers) as resp:
@@ -363,8 +373,8 @@ async def probe_speed(entry: Any, concurrency: int = 1) -> Speed:
                 elapsed = time.perf_counter() - t0
                 if resp.status != 200:
                     return f"HTTP {resp.status}"
-                usage = (json.loads(raw).get("usage") or {})
-                return elapsed, int(usage.get("completion_tokens") or 0)
+                prompt, completion = _usage(raw)
+                return elapsed, completion, prompt
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, AttributeError) as exc:
             return type(exc).__name__
 
@@ -372,12 +382,22 @@ async def probe_speed(entry: Any, concurrency: int = 1) -> Speed:
         got = await asyncio.gather(*(one(session) for _ in range(concurrency)))
     timed = [g for g in got if not isinstance(g, str)]
     refused = sorted({g for g in got if isinstance(g, str)})
+    spent = {"requests": concurrency, "prompt_tokens": sum(g[2] for g in timed), "completion_tokens": sum(g[1] for g in timed)}
     if refused and not timed:
-        return Speed(None, concurrency, note=f"the speed probe got no answer ({', '.join(refused)})", requests=concurrency)
-    elapsed, tokens = max(timed)  # the slowest copy
+        return Speed(None, concurrency, note=f"the speed probe got no answer ({', '.join(refused)})", **spent)
+    elapsed, tokens, _ = max(timed)  # the slowest copy
     if tokens < SPEED_MIN_TOKENS or elapsed <= 0:
-        return Speed(None, concurrency, note=f"the speed probe's answer was too short to time ({tokens} tokens)", requests=concurrency)
-    return Speed(tokens / elapsed, concurrency, elapsed, tokens, requests=concurrency)
+        return Speed(None, concurrency, note=f"the speed probe's answer was too short to time ({tokens} tokens)", **spent)
+    return Speed(tokens / elapsed, concurrency, elapsed, tokens, **spent)
+
+
+def _usage(raw: bytes) -> tuple[int, int]:
+    """(prompt, completion) tokens of a chat completion's ``usage`` (0, 0 when it has none)."""
+    try:
+        usage = json.loads(raw).get("usage") or {}
+        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    except (ValueError, AttributeError, TypeError):
+        return 0, 0
 
 
 def measure_speeds(cfg: Any, plan: Any, capacities: dict[str, Capacity]) -> dict[str, Speed]:
@@ -390,6 +410,8 @@ def measure_speeds(cfg: Any, plan: Any, capacities: dict[str, Capacity]) -> dict
         cap = capacities[key]
         cap.requests += sp.requests
         cap.chat_requests += sp.requests
+        cap.chat_prompt_tokens += sp.prompt_tokens
+        cap.chat_completion_tokens += sp.completion_tokens
         cap.tokens_per_s = None if sp.tokens_per_s is None else round(sp.tokens_per_s, 2)
         cap.speed = sp.source() or sp.note
     return speeds
@@ -532,6 +554,10 @@ async def probe_http(entry: Any, key: str) -> Capacity:
                 body = {"model": entry.model, "messages": [{"role": "user", "content": "Reply with OK."}],
                         entry.max_tokens_field: TINY_MAX_TOKENS, **entry.extra_body}
                 status, raw = await send("POST", "/chat/completions", body)
+                if status == 200:
+                    prompt, completion = _usage(raw)
+                    cap.chat_prompt_tokens += prompt
+                    cap.chat_completion_tokens += completion
                 if status in (401, 403):
                     cap.error = refused_key(status, raw)
                 elif status == 429:

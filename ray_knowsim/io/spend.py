@@ -25,7 +25,8 @@ spent in (``summary.spend_journal``), so the spend of a session in a journal is 
 rows exactly when the session's counted row came from a commit naming that journal. The rest is
 **apart**: ``uncommitted`` (cut off before any commit of it), ``superseded`` (committed, then
 replaced by a rerun's row), ``other_score_sets`` (judged into a score set the tables do not
-show). The run's whole spend is the rows' spend plus what is apart (:func:`run_spend`); requests
+show), ``checks`` (the short chat requests of the checks before spending, engine/preflight.py:
+the tiny request, the speed probe; journal kind "preflight", no session). The run's whole spend is the rows' spend plus what is apart (:func:`run_spend`); requests
 sent whose answer never came (the process died waiting) are counted as ``in_flight``: a provider
 may have billed them, no token count is known.
 
@@ -51,7 +52,7 @@ JOURNAL_FORMAT = 1
 #: the commit (and score marker) summary key naming the journal the sessions were spent in
 JOURNAL_KEY = "spend_journal"
 #: why spend is not in the tables' rows (see the module docstring)
-APART = ("uncommitted", "superseded", "other_score_sets")
+APART = ("uncommitted", "superseded", "other_score_sets", "checks")
 
 
 def session_of(request_id: str) -> str:
@@ -98,6 +99,15 @@ class SpendJournal:
                      "errors": int(failed), "attempts": 0 if response.cached else int(response.attempts),
                      "prompt": u.prompt_tokens, "completion": u.completion_tokens,
                      "cached_prompt": u.cached_prompt_tokens, "reasoning": u.reasoning_tokens, "usd": usd})
+
+    def spent(self, *, role: str, model_key: str, requests: int, prompt: int, completion: int) -> None:
+        """Requests of no session (the checks before spending: their probes), answered."""
+        price = self.prices.get(model_key)
+        usd = price.cost(prompt, completion, 0) if price is not None and (prompt or completion) else (
+            0.0 if not (prompt or completion) else None)
+        self._write({"s": "", "role": role, "model": model_key, "calls": requests, "cache_hits": 0, "errors": 0,
+                     "attempts": requests, "prompt": prompt, "completion": completion, "cached_prompt": 0, "reasoning": 0,
+                     "usd": usd})
 
     def committed(self, session_ids: Iterable[str]) -> None:
         """Note that these sessions were committed (then superseded spend is told from cut-off
@@ -292,9 +302,12 @@ def run_spend(journals: list[Journal], counted_journal: Mapping[tuple[str, str],
     out = RunSpend(journals=len(journals))
     for j in journals:
         kind = j.kind
-        shown = kind == "shard" or j.header.get("score_set") == primary
+        shown = kind == "shard" or (kind == "score" and j.header.get("score_set") == primary)
         for sid, spend in j.spend.items():
-            if shown and counted_journal.get((kind, sid)) == j.token:
+            if kind == "preflight":  # the checks before spending: requests of no session
+                spend.sessions.discard("")
+                out.apart["checks"].merge(spend)
+            elif shown and counted_journal.get((kind, sid)) == j.token:
                 out.in_rows.merge(spend)
             elif not shown:
                 out.apart["other_score_sets"].merge(spend)

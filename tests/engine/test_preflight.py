@@ -224,3 +224,24 @@ def test_the_timeout_check_uses_the_measured_speed_and_covers_the_retry_at_the_c
     assert "asked again with max_tokens 3,000 (roles.assistant.max_tokens)" in slow and "measured by the speed probe" in slow
     assert "raise models.tutor.timeout_s to at least" in slow and "fails as assistant_timeout" in slow
     assert "tok/s per request (speed probe)" in checked.summary()
+
+
+def test_the_checks_chat_requests_are_journaled_apart_in_the_runs_spend(tmp_path):
+    """The tiny request and the speed probe are requests the endpoint answers (and may bill): the
+    run's spend records them, apart from any session's (io/spend.py: ``checks``)."""
+    from ray_knowsim.engine.batch import journal_checks
+    from ray_knowsim.engine.preflight import Capacity, Preflight
+    from ray_knowsim.io.spend import read_journals, run_spend
+    from ray_knowsim.schema.price import Price
+
+    checked = Preflight(capacities={"tutor": Capacity(where="x", checked="models list", requests=4, chat_requests=3,
+                                                      chat_prompt_tokens=90, chat_completion_tokens=150),
+                                    "sim": Capacity(where="y", checked="entry")})
+    journal_checks(tmp_path, "h", 0, checked, {"tutor": Price(input=1.0, output=2.0)})
+    spend = run_spend(read_journals(tmp_path, "h"), {}, None)
+    checks = spend.apart["checks"]
+    assert (checks.requests, checks.prompt_tokens, checks.completion_tokens) == (3, 90, 150)
+    assert checks.sessions == set() and spend.whole.requests == 3 and spend.in_rows.requests == 0
+    assert checks.cost_usd == pytest.approx((90 * 1.0 + 150 * 2.0) / 1e6)
+    journal_checks(tmp_path / "none", "h", 0, Preflight(skipped=True), {})  # nothing sent: no journal
+    assert not (tmp_path / "none").exists()
