@@ -9,10 +9,12 @@ as the unit (:func:`ray_knowsim.stats.descriptive.clustered_mean`).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import heapq
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -145,6 +147,61 @@ class RunSummary:
     def candidates(self) -> dict[Cell, list[str]]:
         """Per cell, the sampled session ids, best (smallest key) first."""
         return {cell: [sid for _, sid in sorted(heap, reverse=True)] for cell, heap in self._candidates.items()}
+
+
+class PerTask:
+    """Each task's summary, built in the run's pass. While every row seen belongs to one task, no
+    copy is kept: that task's summary is the run's so far (without its sample), taken when a
+    second task (or a row without one) first shows up; from then on rows go to their task's."""
+
+    def __init__(self, new: Callable[[], RunSummary]) -> None:
+        self._new = new
+        self._solo: str | None = None  # the one task of every row so far
+        self._parts: dict[str, RunSummary] | None = None
+
+    def add(self, batch: pa.RecordBatch | pa.Table, run_so_far: RunSummary) -> None:
+        """``batch`` before it is added to ``run_so_far`` (the run's summary)."""
+        if "task" not in batch.schema.names:
+            return
+        tasks = batch.column("task")
+        values = pc.unique(tasks).to_pylist()
+        if self._parts is None:
+            if len(values) == 1 and values[0] is not None and self._solo in (None, values[0]):
+                self._solo = values[0]
+                return
+            self._parts = {}
+            if self._solo is not None:
+                first = copy.deepcopy(run_so_far)
+                first.sample_per_cell, first._candidates = 0, {}
+                self._parts[self._solo] = first
+        for task in values:
+            if task is None:
+                continue
+            part = self._parts.get(task)
+            if part is None:
+                part = self._parts[task] = self._new()
+            part.add(batch if len(values) == 1 else batch.filter(pc.field("task") == task))
+
+    def of(self, task: str | None) -> RunSummary:
+        if self._parts is None or task not in self._parts:
+            return self._new()  # (not reached: every task named by the run's facts has rows)
+        return self._parts[task]
+
+
+def task_summaries(batches: Iterable[pa.RecordBatch | pa.Table], metric_columns: Sequence[str]) -> dict[str | None, RunSummary]:
+    """Each task's summary of the session ``batches`` (scores joined), as the report's sections
+    have them (tasks are never pooled; a run without a task column is one section, None), for
+    readers that show the report's tables without building the report (``ray-knowsim view``)."""
+    summary = RunSummary(tuple(metric_columns))
+    per_task = PerTask(lambda: RunSummary(tuple(metric_columns)))
+    for batch in batches:
+        if batch.num_rows:
+            per_task.add(batch, summary)
+            summary.add(batch)
+    if summary.rows == 0:
+        return {}
+    tasks = sorted(str(t) for t in summary.facts.get("task", {}) if t is not None)
+    return {task: per_task.of(task) if len(tasks) > 1 else summary for task in tasks or [None]}
 
 
 def _groups(keys: np.ndarray) -> dict[str, np.ndarray]:

@@ -3,19 +3,18 @@ draw, render HTML and Markdown, write both. The one entry point the CLI calls.""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import datetime as _dt
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ray_knowsim.report.aggregate import RunSummary, pick_sample
+from ray_knowsim.report.aggregate import PerTask, RunSummary, pick_sample
 from ray_knowsim.report.banner import manifest_banner
 from ray_knowsim.report.content import ReportContent
 from ray_knowsim.report.explain import conversation_view
@@ -74,7 +73,7 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
         return RunSummary(tuple(s.column for s in specs), sample_per_cell=sample, seed=opts.seed)
 
     summary = new_summary(0 if opts.sessions else max(0, opts.sample))
-    per_task = _PerTask(lambda: new_summary(0))
+    per_task = PerTask(lambda: new_summary(0))
     for batch in run.sessions.scan(list(dict.fromkeys([*summary.columns(), *OUTCOME_COLUMNS, *JUDGE_SCORES]))):
         if batch.num_rows == 0:
             continue
@@ -169,61 +168,6 @@ def _joined(rows: list[dict[str, Any]], scores: RunScores) -> list[dict[str, Any
     if not rows or not scores.sets:
         return rows
     return scores.attach(pa.Table.from_pylist(rows)).to_pylist()
-
-
-class _PerTask:
-    """Each task's summary, built in the run's pass. While every row seen belongs to one task, no
-    copy is kept: that task's summary is the run's so far (without its sample), taken when a
-    second task (or a row without one) first shows up; from then on rows go to their task's."""
-
-    def __init__(self, new: Callable[[], RunSummary]) -> None:
-        self._new = new
-        self._solo: str | None = None  # the one task of every row so far
-        self._parts: dict[str, RunSummary] | None = None
-
-    def add(self, batch: pa.RecordBatch | pa.Table, run_so_far: RunSummary) -> None:
-        """``batch`` before it is added to ``run_so_far`` (the run's summary)."""
-        if "task" not in batch.schema.names:
-            return
-        tasks = batch.column("task")
-        values = pc.unique(tasks).to_pylist()
-        if self._parts is None:
-            if len(values) == 1 and values[0] is not None and self._solo in (None, values[0]):
-                self._solo = values[0]
-                return
-            self._parts = {}
-            if self._solo is not None:
-                first = copy.deepcopy(run_so_far)
-                first.sample_per_cell, first._candidates = 0, {}
-                self._parts[self._solo] = first
-        for task in values:
-            if task is None:
-                continue
-            part = self._parts.get(task)
-            if part is None:
-                part = self._parts[task] = self._new()
-            part.add(batch if len(values) == 1 else batch.filter(pc.field("task") == task))
-
-    def of(self, task: str | None) -> RunSummary:
-        if self._parts is None or task not in self._parts:
-            return self._new()  # (not reached: every task named by the run's facts has rows)
-        return self._parts[task]
-
-
-def task_summaries(batches: Iterable[pa.RecordBatch | pa.Table], metric_columns: Sequence[str]) -> dict[str | None, RunSummary]:
-    """Each task's summary of the session ``batches`` (scores joined), as the report's sections
-    have them (tasks are never pooled; a run without a task column is one section, None), for
-    readers that show the report's tables without building the report (``ray-knowsim view``)."""
-    summary = RunSummary(tuple(metric_columns))
-    per_task = _PerTask(lambda: RunSummary(tuple(metric_columns)))
-    for batch in batches:
-        if batch.num_rows:
-            per_task.add(batch, summary)
-            summary.add(batch)
-    if summary.rows == 0:
-        return {}
-    tasks = sorted(str(t) for t in summary.facts.get("task", {}) if t is not None)
-    return {task: per_task.of(task) if len(tasks) > 1 else summary for task in tasks or [None]}
 
 
 def offline_banner(run_dir: Path, manifest: dict[str, Any] | None = None) -> str | None:

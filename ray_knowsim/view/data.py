@@ -38,6 +38,7 @@ from ray_knowsim.score.store import SCORE_SCHEMA, SCORES, RunScores, ScoreMarker
 SKIP_DIRS = frozenset({"sessions", "turns", "shards", "commits", "scores", "cache", "rows", "partials", "node_modules", "__pycache__"})
 MAX_JSON_BYTES = 8 << 20
 MAX_FILE_BYTES = 64 << 20
+RESULT_ROWS = 65536  # session rows per step of a run's results reduction
 
 
 class OutsideRoots(PermissionError):
@@ -416,16 +417,23 @@ class Files:
         sessions (scores joined), the report's own reduction, so the run page's tables are the
         report's (and the run's ``tables/``); cached until the committed files change."""
         from ray_knowsim.report.aggregate import RunSummary
-        from ray_knowsim.report.build import task_summaries
+        from ray_knowsim.report.aggregate import task_summaries
 
         if files.session_table is None or not files.sessions:
             return {}
 
         def batches() -> Iterator[pa.Table]:
+            # one reduction step per ~64k rows, not per committed file (a run's files are small and
+            # many; each step has a fixed cost per cell and item)
             scores = self.scores(run_dir, files)
+            held: list[pa.RecordBatch] = []
             for batch in files.session_table.scan(RunSummary(tuple(metric_columns)).columns()):
-                table = pa.Table.from_batches([batch])
-                yield scores.attach(table) if scores.sets else table
+                held.append(batch)
+                if sum(b.num_rows for b in held) >= RESULT_ROWS:
+                    yield _joined(held, scores)
+                    held = []
+            if held:
+                yield _joined(held, scores)
 
         return self._per_commit_state(f"results:{','.join(metric_columns)}", run_dir, files,
                                       lambda: task_summaries(batches(), metric_columns))
@@ -447,6 +455,13 @@ class Files:
         if session_id in files.drop(part):
             return []
         return files.turns_of(part, session_id)
+
+
+def _joined(batches: list[pa.RecordBatch], scores: RunScores) -> pa.Table:
+    """Session batches as one table (one schema: files of one run may differ in a column's type),
+    with the run's scores joined in."""
+    table = pa.concat_tables([pa.Table.from_batches([b]) for b in batches], promote_options="permissive")
+    return scores.attach(table) if scores.sets else table
 
 
 def _take(batches: Iterator[pa.RecordBatch], n: int) -> Iterator[pa.RecordBatch]:
