@@ -51,7 +51,8 @@ def test_completions_mask_the_learner_and_keep_episodes_apart():
                 unwrap_model = staticmethod(lambda m: m)
 
         out = rollout(prompts, Trainer())
-        transcripts = {e: env.transcript(e) for e in out["knowsim_episode_id"]}
+        transcripts = {e["episode_id"]: e["transcript"] for e in rollout.episodes}
+        assert env.env.open_episodes == 0  # finished episodes are closed
     assert len(out["completion_ids"]) == len(prompts) == len(set(out["knowsim_episode_id"]))
     for k, episode_id in enumerate(out["knowsim_episode_id"]):
         ids, mask, lps = out["completion_ids"][k], out["env_mask"][k], out["logprobs"][k]

@@ -23,6 +23,7 @@ around the trainer's vLLM client.
 from __future__ import annotations
 
 import json
+from collections import deque
 from typing import Any, Mapping, Sequence
 
 from ray_knowsim.training.errors import InvalidAction
@@ -49,9 +50,11 @@ def _ids(encoded: Any) -> list[int]:
 class KnowSimRollout:
     """``GRPOTrainer(..., rollout_func=KnowSimRollout(env), reward_funcs=[knowsim_reward])``."""
 
-    def __init__(self, env: EnvironmentThread, *, max_new_tokens: int = 64, temperature: float = 1.0) -> None:
+    def __init__(self, env: EnvironmentThread, *, max_new_tokens: int = 64, temperature: float = 1.0,
+                 keep: int = 1024) -> None:
         self.env, self.max_new_tokens, self.temperature = env, max_new_tokens, temperature
-        self.episodes: list[dict[str, Any]] = []  # every episode run, for inspection (ids, turns, rewards)
+        # the latest episodes run, for inspection (ids, transcripts, turns, rewards, tokens)
+        self.episodes: deque[dict[str, Any]] = deque(maxlen=keep)
         self._count = 0
 
     def _template(self, tokenizer: Any, messages: list[dict[str, str]], generation: bool) -> list[int]:
@@ -88,6 +91,7 @@ class KnowSimRollout:
             try:
                 obs = self.env.step(obs.episode_id, reply)
             except InvalidAction:  # an empty or oversized reply ends the episode: what it gained so far
+                transcript = self.env.transcript(obs.episode_id)
                 self.env.close_episode(obs.episode_id)
                 reward = sum(gains, 0.0)
                 break
@@ -96,6 +100,8 @@ class KnowSimRollout:
                 gains.append(obs.rewards.turn.gain)
             if obs.done:
                 reward = None if obs.reward is None else obs.rewards.episode.metrics["kg"] if obs.rewards.episode else None
+                transcript = self.env.transcript(obs.episode_id)
+                self.env.close_episode(obs.episode_id)  # the environment keeps no finished episode for us
                 break
             before = self._template(tokenizer, obs.prompt_messages[:-1], False)
             after = self._template(tokenizer, obs.prompt_messages, True)
@@ -105,7 +111,8 @@ class KnowSimRollout:
             completion += learner
             logprobs += [0.0] * len(learner)
             mask += [0] * len(learner)
-        record = {"episode_id": obs.episode_id, "reset": dict(reset), "tutor_turns": turns, "turn_gains": gains,
+        record = {"episode_id": obs.episode_id, "reset": dict(reset), "transcript": transcript, "tutor_turns": turns,
+                  "turn_gains": gains,
                   "reward": reward, "prompt_ids": prompt_ids, "completion_ids": completion, "env_mask": mask}
         self.episodes.append(record)
         return {**record, "logprobs": logprobs}
