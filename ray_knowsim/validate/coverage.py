@@ -13,10 +13,9 @@ conversation, simulated conversation) pairs of the cell, which does not saturate
 from __future__ import annotations
 
 from ray_knowsim.registry import load_object
-from ray_knowsim.text import fold_plural
+from ray_knowsim.text import content_words
 
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
 from itertools import product
 
@@ -27,21 +26,6 @@ from ray_knowsim.validate.stats import jaccard
 IUConcept = tuple[str, str]
 IUTagger = Callable[[str, Sequence[IUConcept]], Iterable[str]]
 CELL_COLS = ["simulator", "arm", "task", "item_id", "level", "condition"]
-
-_STOP = frozenset(
-    "a an the of in on for to and or by with via as at from into under over per its it is are be as "
-    "using use used between within given than that this these those their there when which what how "
-    "vs versus about across each all any both two one".split()
-)
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-_stem = fold_plural
-
-
-def content_words(text: str, min_len: int = 3) -> frozenset[str]:
-    return frozenset(_stem(w) for w in _WORD.findall(text.lower()) if len(w) >= min_len and w not in _STOP)
-
 
 class LexicalTagger:
     """An IU is mentioned when at least ``min_overlap`` of its concept's content words occur in

@@ -1,0 +1,10 @@
+"""The simulator audit: where a run's learner or extractor contradicts the run's own state.
+
+Pure logic (no Ray, no I/O): :mod:`.wording` matches text against an IU's own wording,
+:mod:`.checks` flags one session. Reading a run directory and writing its tables is
+:mod:`ray_knowsim.io.audit`.
+"""
+
+from ray_knowsim.audit.checks import FLAG_KINDS, AuditFlag, SessionFacts, TurnFacts, audit_session
+
+__all__ = ["FLAG_KINDS", "AuditFlag", "SessionFacts", "TurnFacts", "audit_session"]
