@@ -114,6 +114,7 @@ def write_run_tables(run_dir: RunDir, reader: RunReader | None = None) -> dict[s
     from ray_knowsim.io.outcomes import outcome_tables
     from ray_knowsim.io.sanity import check_run
     from ray_knowsim.io.spend import spend_of_run
+    from ray_knowsim.io.audit import audit_run
 
     reader = reader if reader is not None else RunReader.open(run_dir.root)
     scores = RunScores.load(run_dir.root, reader)
@@ -123,6 +124,7 @@ def write_run_tables(run_dir: RunDir, reader: RunReader | None = None) -> dict[s
     tables.update(cost_tables(reader.sessions, scores.attach if scores.sets else None, spend_of_run(reader)))
     tables.update(outcome_tables(reader.sessions))  # failed sessions by error kind, truncations by role
     tables["sanity"] = sanity_table(check_run(reader, scores.attach if scores.sets else None))
+    tables.update(audit_run(reader).tables())  # the simulator audit: tables/audit, tables/audit_flags
     write_tables(tables, run_dir.tables)
     return tables
 

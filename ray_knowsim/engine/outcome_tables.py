@@ -95,6 +95,14 @@ def print_outcomes(tables: dict[str, Any], console: Any = None) -> None:
                 cells.append(f"{int(r['unattributed']):,}")
             table.add_row(str(r["task"]), str(r["condition"]), *cells)
         console.print(table)
+    audit = tables.get("audit")
+    if audit is not None and not audit.empty:
+        from rich.text import Text
+
+        n, flagged = int(audit["n_sessions"].sum()), int(audit["n_flagged"].sum())
+        console.print(Text(f"simulator audit: {flagged:,} of {n:,} ok sessions flagged ({int(audit['n_learner_flagged'].sum()):,} "
+                           f"learner, {int(audit['n_extractor_flagged'].sum()):,} extractor); per condition and level in "
+                           "tables/audit, each flag with its evidence in tables/audit_flags"))
     sanity = tables.get("sanity")
     if sanity is not None and not sanity.empty:
         from rich.text import Text

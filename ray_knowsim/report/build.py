@@ -25,7 +25,9 @@ from ray_knowsim.report.metrics import Gain, Variant, metric_specs
 from ray_knowsim.report.plots import failure_mode_plot, overview_plot, trajectory_plot
 from ray_knowsim.io.outcomes import READ as OUTCOME_COLUMNS
 from ray_knowsim.io.outcomes import OutcomeCounter, role_totals, truncations_by_role
-from ray_knowsim.io.rundir import RunDirError, open_run
+from ray_knowsim.io.audit import audit_run
+from ray_knowsim.io.rundir import RunDirError, RunReader, open_run
+from ray_knowsim.report.audit import AuditSection, audit_html, audit_markdown
 from ray_knowsim.io.sanity import JUDGE_SCORES, TURN_COLUMNS, SanityReport, checks, read_turns
 from ray_knowsim.report.tables import apply_stars, failure_table, marginal_table, per_level_table
 from ray_knowsim.score.store import RunScores
@@ -147,6 +149,9 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
     if verdicts is not None:  # the ★: a condition that significantly beats every other there
         for section in content.sections:
             apply_stars(section.per_level, section.marginal, specs, verdicts.stars_of(section.task if len(content.sections) > 1 else None))
+    audit_section = simulator_audit(run, scores)  # does the verdict depend on the simulator?
+    content.decisions_html.append(audit_html(audit_section))
+    content.decisions_md += audit_markdown(audit_section)
     if len(scores.sets) > 1:  # re-judged: does the verdict depend on the judge?
         small = run.sessions.read(["session_id", "task", "condition", "status"])
         blocks = judge_blocks(scores.attach(small).to_pandas(), scores.primary, list(scores.sets))
@@ -161,6 +166,28 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
     html_path.write_text(render_html(content), encoding="utf-8")
     md_path.write_text(render_markdown(content), encoding="utf-8")
     return ReportResult(html_path.resolve(), md_path.resolve(), content)
+
+
+def simulator_audit(run: RunReader, scores: RunScores) -> AuditSection:
+    """The run's simulator audit and its verdicts recomputed without the flagged sessions."""
+    from ray_knowsim.audit.sensitivity import changed_lines, verdict_sensitivity
+    from ray_knowsim.compare.paired import CompareOptions
+    from ray_knowsim.compare.pipeline import default_metrics
+    from ray_knowsim.compare.runs import load_runs
+
+    section = AuditSection(audit_run(run))
+    try:
+        loaded = load_runs([run.root], reader=run, scores=scores)[0]
+    except (RunDirError, ValueError, KeyError) as exc:
+        section.why_no_sensitivity = f"Verdicts were not recomputed: compare cannot read this run ({exc})."
+        return section
+    if len(loaded.conditions) < 2 or not len(loaded.sessions):
+        section.why_no_sensitivity = "One condition: there is no verdict to recompute."
+        return section
+    opts = CompareOptions(metrics=default_metrics(loaded.sessions), n_boot=200)
+    section.sensitivity = verdict_sensitivity(loaded.sessions, loaded.conditions, section.audit.flagged_ids(), opts)
+    section.changed = changed_lines(section.sensitivity)
+    return section
 
 
 def _joined(rows: list[dict[str, Any]], scores: RunScores) -> list[dict[str, Any]]:

@@ -438,6 +438,14 @@ class Files:
         return self._per_commit_state(f"results:{','.join(metric_columns)}", run_dir, files,
                                       lambda: task_summaries(batches(), metric_columns))
 
+    def audit(self, run_dir: Path, files: RunFiles) -> Any:
+        """The run's simulator audit (``io.audit.audit_run``: every committed ok session), cached
+        until the committed files change."""
+        from ray_knowsim.io.audit import audit_run
+        from ray_knowsim.io.rundir import RunReader
+
+        return self._per_commit_state("audit", run_dir, files, lambda: audit_run(RunReader.open(self.require(run_dir))))
+
     def session_row(self, run_dir: Path, files: RunFiles, part: int, session_id: str) -> dict[str, Any] | None:
         """Every column of one session (scores joined), read from the file that holds it."""
         one = files.part(part)

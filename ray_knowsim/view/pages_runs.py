@@ -85,7 +85,7 @@ def sanity_banner(sanity: SanityReport | None) -> str:
 
 def overview(info: RunInfo, banner: str | None, counts: dict[str, dict[str, int]], failures: list[dict[str, Any]],
              tables: Sequence[tuple[str, str]], estimate: dict[str, Any] | None, related: Sequence[tuple[str, str, str]],
-             sanity: SanityReport | None = None, results: str = "") -> str:
+             sanity: SanityReport | None = None, results: str = "", audit: Any = None) -> str:
     """The run's front page: what went wrong (banners), its facts, then its results (``results``:
     :func:`ray_knowsim.view.results.results_html`), then the failed sessions, the conversations
     and the raw tables. ``failures``: :func:`ray_knowsim.view.query.failure_counts`; ``tables``:
@@ -126,6 +126,8 @@ def overview(info: RunInfo, banner: str | None, counts: dict[str, dict[str, int]
                             [False, False, False, True, True, False]) + "</section>")
     else:
         body.append('<section id="failures"><h2>Failed sessions by error kind</h2><p class="lead">No session failed.</p></section>')
+    if audit is not None:
+        body.append(audit_section(info, audit))
     if tables:
         parts = "".join(f'<details><summary><h3 id="table-{e(name)}">{e(name)}</h3></summary>{html}</details>' for name, html in tables)
         body.append(f'<section id="tables"><h2>Raw tables</h2><p class="lead">RUN_DIR/tables/ as the run wrote them, every column '
@@ -145,6 +147,52 @@ def overview(info: RunInfo, banner: str | None, counts: dict[str, dict[str, int]
         body.append('<section id="invocations"><h2>Invocations</h2>'
                     + table(["started", "finished", "status", "seconds", "command"], rows, "invocation-table", [False, False, False, True, False]) + "</section>")
     return page(f"{info.name} — {info.status}", "".join(body), crumbs(info), info.entry.label, tabs(info))
+
+
+#: flagged sessions the run page lists (the rest: tables/audit_flags)
+AUDIT_LISTED = 200
+
+
+def audit_section(info: RunInfo, audit: Any) -> str:
+    """The simulator audit (``io.audit.RunAudit``): the share of flagged sessions per condition and
+    level, then each flagged session with its first flag, a link to its conversation."""
+    from ray_knowsim.audit.checks import FLAG_KINDS
+
+    rid = info.entry.id
+    n, flagged = len(audit.sessions), audit.flagged_ids()
+    head = (f"{len(flagged):,} of {n:,} ok sessions flagged" + (f" ({100 * len(flagged) / n:.0f}%)" if n else "")
+            + f": {len(audit.flagged_ids('learner')):,} by a learner check, {len(audit.flagged_ids('extractor')):,} by an extractor check.")
+    lead = ("Deterministic checks of the simulator against its own state (ray_knowsim.audit): the learner claiming or using an IU "
+            "its state holds unaware, revealing the answer, or ending against its state; the extractor labelling an IU the reply "
+            "never touches, ignoring one it covers at length, or labelling alike whatever the reply says. Each flag quotes its evidence.")
+    summary = audit.tables()["audit"]
+    rows = [(e(r["task"]), e(r["condition"]), e(r["knowledge_level"]), e(f"{int(r['n_flagged'])} of {int(r['n_sessions'])}"),
+             e(f"{100 * float(r['flagged_share']):.0f}%"), e(int(r["n_learner_flagged"])), e(int(r["n_extractor_flagged"])))
+            for _, r in summary.iterrows()]
+    shares = table(["task", "condition", "level", "flagged", "share", "learner", "extractor"], rows, "audit-shares",
+                   [False, False, False, True, True, True, True])
+    first: dict[str, Any] = {}
+    for f in audit.flags:
+        first.setdefault(f.session_id, (f, set()))[1].add(f.kind)
+    listed = []
+    for sid, (f, kinds) in list(first.items())[:AUDIT_LISTED]:
+        link = href(f"/run/{rid}/conversation", f"sid={_quote(sid)}")
+        listed.append((f'<a class="audit-link" href="{e(link)}">{e(sid)}</a>', e(f.turn), e(", ".join(sorted(kinds))),
+                       e(f.iu or "–"), e(f.evidence), e(f.why)))
+    flags_table = table(["session", "turn", "kinds", "IU", "evidence (first flag)", "why"], listed, "audit-flags") if listed else ""
+    more = f"<p class=note>{len(first) - AUDIT_LISTED:,} more in tables/audit_flags.</p>" if len(first) > AUDIT_LISTED else ""
+    kinds = ", ".join(f"{k} ({FLAG_KINDS[k][0]})" for k in FLAG_KINDS)
+    return (f'<section id="audit"><h2>Simulator audit</h2><p class="lead">{e(lead)}</p><p id="audit-headline"><b>{e(head)}</b></p>'
+            f'{shares}{flags_table}{more}<p class="note">Kinds: {e(kinds)}.</p></section>')
+
+
+def audit_flags_box(flags: Sequence[Any]) -> str:
+    """The audit's flags on one conversation, above its transcript."""
+    if not flags:
+        return '<div class="note" id="audit-flags-none">The simulator audit flags nothing in this conversation.</div>'
+    rows = [(e(f.turn), e(f.kind), e(f.iu or "–"), e(f.state or f.label or "–"), e(f.evidence), e(f.why)) for f in flags]
+    return ('<div class="problems" id="audit-flags"><b>Simulator audit: ' + e(f"{len(flags)} flag(s)") + "</b>"
+            + table(["turn", "kind", "IU", "state / label", "evidence", "why"], rows, "audit-flag-table") + "</div>")
 
 
 # ----------------------------------------------------------------------------- the list
@@ -227,7 +275,8 @@ def _quote(text: str) -> str:
 
 
 def conversation(info: RunInfo, view: ConversationView, trajectory: str | None, q: SessionQuery,
-                 prev_id: str | None, next_id: str | None, position: int | None, matched: int) -> str:
+                 prev_id: str | None, next_id: str | None, position: int | None, matched: int,
+                 audit_flags: Sequence[Any] | None = None) -> str:
     s = view.session
     sid = str(s.get("session_id") or "")
     back = q.params()
@@ -249,7 +298,8 @@ def conversation(info: RunInfo, view: ConversationView, trajectory: str | None, 
                   f'{" · attempt " + e(s.get("attempt")) if s.get("attempt") else ""}'
                   + (f'<div id="session-error-detail">{e(reason)}</div>' if reason else "") + "</div>")
     judge = f'<p class="note">judge error: {e(s.get("judge_error"))}</p>' if s.get("judge_error") else ""
-    body = (f'<section id="conversation">{stepper}{failed}{judge}{legend()}'
+    flagged = audit_flags_box(audit_flags) if audit_flags is not None else ""
+    body = (f'<section id="conversation">{stepper}{failed}{judge}{flagged}{legend()}'
             f"{conversation_article(view, SPECS, trajectory, 'conv-0')}</section>")
     return page(sid, body, crumbs(info, ("conversations", href(f"/run/{info.entry.id}/sessions", back)), (sid, None)), info.entry.label, tabs(info))
 

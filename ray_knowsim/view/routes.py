@@ -153,9 +153,10 @@ def run_overview(state: ViewState, request: web.Request) -> web.Response:
     estimate = state.files.read_json(info.entry.path / "estimate.json")
     banner = manifest_banner(info.manifest) if info.manifest else None
     summaries = state.files.results(info.entry.path, info.files, METRIC_COLUMNS) if info.files is not None else {}
+    audit = state.files.audit(info.entry.path, info.files) if info.files is not None and table.num_rows else None
     return html(pages_runs.overview(info, banner, counts, failure_counts(table), tables,
                                     estimate if isinstance(estimate, dict) else None, _related_to_run(state, info.entry), info.sanity,
-                                    results_html(summaries)))
+                                    results_html(summaries), audit))
 
 
 def run_sessions(state: ViewState, request: web.Request) -> web.Response:
@@ -177,7 +178,9 @@ def run_conversation(state: ViewState, request: web.Request) -> web.Response:
         raise web.HTTPNotFound(text=f"session {sid!r} is no longer in its file (the run was rewritten); reload the list")
     view = conversation_view(row, state.files.turn_rows(info.files, part, sid))
     prev_id, next_id, position, matched = neighbours(table, q, sid)
-    return html(pages_runs.conversation(info, view, trajectory_plot(view), q, prev_id, next_id, position, matched))
+    audit = state.files.audit(info.entry.path, info.files)
+    flags = [f for f in audit.flags if f.session_id == sid]
+    return html(pages_runs.conversation(info, view, trajectory_plot(view), q, prev_id, next_id, position, matched, flags))
 
 
 # ----------------------------------------------------------------------------- sweeps, comparisons, files
