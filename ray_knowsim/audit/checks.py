@@ -16,7 +16,7 @@ evidence. The kinds (:data:`FLAG_KINDS`):
 * ``learner_stop_contradicts_state`` — it announces that it is done while some IU is unaware or
   struggling, or that it is overwhelmed while no turn of the last three was overloaded;
 * ``extractor_unsupported_label`` — an IU labelled ``well_explained`` that the reply never
-  touches (no word of its concept, under :data:`~.wording.UNTOUCHED_SHARE` of its wording);
+  touches (it does not name it, and carries under :data:`~.wording.UNTOUCHED_SHARE` of its wording);
 * ``extractor_ignores_covered`` — an IU labelled ``not_mentioned`` that the reply covers at
   length (at least :data:`~.wording.AT_LENGTH_SHARE` of its wording, its concept named);
 * ``extractor_constant_labels`` — one label vector for every answer of a session (at least
@@ -74,6 +74,8 @@ FLAG_KINDS: dict[str, tuple[Party, str]] = {
 MIN_CONSTANT_ANSWERS = 3
 #: words in a run shared with the reference solution before it counts as revealed reasoning
 REVEAL_RUN_WORDS = 8
+#: characters a final answer needs before the learner's message is searched for it
+MIN_ANSWER_CHARS = 2
 #: the turns before a learner's "too much" that an overload must be among
 OVERLOAD_LOOKBACK = 3
 
@@ -140,9 +142,9 @@ def normal_math(text: str) -> str:
 def _holds_answer(text: str, answer: str) -> bool:
     if not answer:
         return False
-    norm = normal_math(text)
-    pattern = r"(?<![\w./])" + re.escape(answer) + r"(?![\w/]|\.\d)"
-    return re.search(pattern, norm) is not None
+    norm = re.sub(r"\$|\\left|\\right|\\,|\\!", "", _FRAC.sub(r"\1/\2", text))
+    body = r"\s*".join(re.escape(ch) for ch in answer)  # the text may space what the answer does not
+    return re.search(r"(?<![\w./])" + body + r"(?![\w/]|\.\d)", norm) is not None
 
 
 def audit_session(facts: SessionFacts) -> list[AuditFlag]:
@@ -160,7 +162,7 @@ def audit_session(facts: SessionFacts) -> list[AuditFlag]:
         if before:
             flags += _learner_state_flags(facts.session_id, t, before, ius, problem_words, told[-1] if told else "")
             flags += _stop_flags(facts.session_id, t, before, ius, facts.turns[max(0, k - OVERLOAD_LOOKBACK) : k])
-        flags += _answer_flags(facts.session_id, t, before, boxed, reference_words, facts.problem, told)
+        flags += _answer_flags(facts.session_id, t, before, ius, boxed, reference_words, facts.problem, told)
         if facts.structured and t.signals:
             flags += _label_flags(facts.session_id, t, ius)
         told.append(t.assistant_message)
@@ -193,7 +195,7 @@ def _learner_state_flags(sid: str, t: TurnFacts, before: Mapping[str, int], ius:
         # the words of IUs the learner may know that the sentence names are not evidence about another IU
         own = sw - frozenset(w for k in known if k.named(sw) for w in k.weights)
         for iu in unaware:
-            if iu.id in seen or not iu.touched(own):
+            if iu.id in seen or not (iu.touched(own) or (claims and iu.named(own, full=True))):
                 continue
             seen.add(iu.id)
             kind = "learner_claims_unaware" if claims else "learner_uses_unaware"
@@ -229,8 +231,10 @@ def _stop_flags(sid: str, t: TurnFacts, before: Mapping[str, int], ius: Mapping[
     return out
 
 
-def _answer_flags(sid: str, t: TurnFacts, before: Mapping[str, int], boxed: str, reference_words: Sequence[str],
-                  problem: str, told: Sequence[str]) -> list[AuditFlag]:
+def _answer_flags(sid: str, t: TurnFacts, before: Mapping[str, int], ius: Mapping[str, IUWords], boxed: str,
+                  reference_words: Sequence[str], problem: str, told: Sequence[str]) -> list[AuditFlag]:
+    if len(boxed) < MIN_ANSWER_CHARS:
+        boxed = ""  # a one-character answer ("1") turns up in any message with numbers
     if not (boxed or reference_words):
         return []
     behind = [i for i, s in before.items() if s < PARTIAL]
@@ -239,7 +243,10 @@ def _answer_flags(sid: str, t: TurnFacts, before: Mapping[str, int], boxed: str,
     state_text = f" while {len(behind)} IU(s) are unaware or struggling" if before else ""
     context = " ".join([problem, *told])
     for sentence in sentences(t.user_message):
-        if boxed and _holds_answer(sentence, boxed) and not _holds_answer(context, boxed):
+        # an IU the learner holds at least partly may BE the result ("The remainder is 1"): naming it is no reveal
+        names_known = any(before.get(i, UNAWARE) >= PARTIAL and _holds_answer(iu.concept, boxed)
+                          and iu.named(content_words(sentence), full=True) for i, iu in ius.items())
+        if boxed and not names_known and _holds_answer(sentence, boxed) and not _holds_answer(context, boxed):
             return [AuditFlag(session_id=sid, turn=t.turn, kind="learner_reveals_answer", party="learner", evidence=sentence,
                               why=f"the learner writes the final answer {boxed!r} before any tutor reply held it{state_text}")]
     given = set(shared_ngrams(run_words(t.user_message), reference_words, REVEAL_RUN_WORDS))
@@ -271,8 +278,8 @@ def _label_flags(sid: str, t: TurnFacts, ius: Mapping[str, IUWords]) -> list[Aud
             out.append(AuditFlag(
                 session_id=sid, turn=t.turn, kind="extractor_unsupported_label", party="extractor", iu=iu.id,
                 concept=iu.concept, label=label, evidence=reason or "(no reasoning given)",
-                why=f"{iu.id} ({iu.concept}) is labelled well_explained, but the reply holds no word of its concept "
-                    f"and {round(100 * iu.share(reply))}% of its wording",
+                why=f"{iu.id} ({iu.concept}) is labelled well_explained, but the reply does not name it ({len(iu.concept_words & reply)} "
+                    f"of its concept's {len(iu.concept_words)} words) and carries {round(100 * iu.share(reply))}% of its wording",
             ))  # fmt: skip
         elif label == "not_mentioned" and iu.share(reply) >= AT_LENGTH_SHARE and (iu.named(reply) or not iu.concept_words):
             out.append(AuditFlag(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -20,13 +21,14 @@ from typing import Mapping, Sequence
 from ray_knowsim.schema.graph import IUGraph
 from ray_knowsim.text import content_words as _content_words
 
-#: words of two letters count (numbers such as "54" name an IU's result)
-MIN_WORD_LEN = 2
+_SHORT_NUMBER = re.compile(r"(?<![a-z0-9])[a-z0-9]?[0-9][a-z0-9]?(?![a-z0-9])")
 
 
+@lru_cache(maxsize=1 << 14)
 def content_words(text: str) -> frozenset[str]:
-    """The audit's content words (:func:`ray_knowsim.text.content_words` from two letters on)."""
-    return _content_words(text, MIN_WORD_LEN)
+    """The audit's content words: :func:`ray_knowsim.text.content_words`, plus the one- and
+    two-character tokens that hold a digit ("54", "6w": an IU's result is often a number)."""
+    return _content_words(text) | frozenset(_SHORT_NUMBER.findall(text.lower()))
 
 #: a sentence NAMES an IU when it holds at least this share of the concept's evidence words
 NAME_SHARE = 0.6
@@ -36,8 +38,11 @@ CARRY_SHARE = 0.3
 MIN_CARRIED_WORDS = 3
 #: a reply covers an IU AT LENGTH from this IDF-weighted share of its evidence words
 AT_LENGTH_SHARE = 0.5
-#: a reply NEVER TOUCHES an IU below this share, with no word of its concept
-UNTOUCHED_SHARE = 0.1
+#: a reply gives NO EVIDENCE of an IU when it does not name it (NAME_SHARE of its concept's words)
+#: and carries under this share of its wording (a word or two that every explanation uses, "can",
+#: "step", "equal", is no evidence). Measured on planted labels (docs/audit.md): 0.3 catches 92 % of
+#: planted turns, 0.2 79 %; no offline well_explained label falls under either.
+UNTOUCHED_SHARE = 0.3
 
 _SENTENCE = re.compile(r"(?<=[.!?;:])\s+|\n+")
 #: confusion, hedging, asking: the markers the simulator's rules require when it touches an IU it does not know
@@ -78,6 +83,9 @@ class IUWords:
     concept: str
     weights: Mapping[str, float]
     concept_words: frozenset[str]
+    #: the concept's words with those the problem holds too: a CLAIM to understand an IU may name
+    #: it in the question's words ("I understand the perimeter" on a perimeter problem)
+    full_concept_words: frozenset[str] = frozenset()
 
     @property
     def judgeable(self) -> bool:
@@ -87,8 +95,8 @@ class IUWords:
         total = sum(self.weights.values())
         return sum(w for word, w in self.weights.items() if word in words) / total if total else 0.0
 
-    def named(self, words: frozenset[str]) -> bool:
-        cw = self.concept_words
+    def named(self, words: frozenset[str], full: bool = False) -> bool:
+        cw = self.full_concept_words if full else self.concept_words
         return bool(cw) and len(cw & words) >= math.ceil(NAME_SHARE * len(cw) - 1e-9)
 
     def carried(self, words: frozenset[str]) -> bool:
@@ -99,7 +107,7 @@ class IUWords:
         return self.named(words) or self.carried(words)
 
     def untouched(self, words: frozenset[str]) -> bool:
-        return not (self.concept_words & words) and self.share(words) < UNTOUCHED_SHARE
+        return not self.named(words) and self.share(words) < UNTOUCHED_SHARE
 
 
 def graph_words(graph: IUGraph, problem: str = "") -> dict[str, IUWords]:
@@ -110,7 +118,7 @@ def graph_words(graph: IUGraph, problem: str = "") -> dict[str, IUWords]:
     n = len(bags)
     return {
         node.id: IUWords(node.id, node.concept, {w: math.log(1.0 + n / df[w]) for w in sorted(bags[node.id])},
-                         content_words(node.concept) - given)
+                         content_words(node.concept) - given, content_words(node.concept))
         for node in graph.nodes
     }  # fmt: skip
 
@@ -133,7 +141,7 @@ def shared_ngrams(text_words: Sequence[str], source_words: Sequence[str], n: int
 
 
 __all__ = [
-    "AT_LENGTH_SHARE", "CARRY_SHARE", "CLAIM", "CONFUSION", "IUWords", "MIN_CARRIED_WORDS", "MIN_WORD_LEN", "content_words", "NAME_SHARE", "RESTATE",
+    "AT_LENGTH_SHARE", "CARRY_SHARE", "CLAIM", "CONFUSION", "IUWords", "MIN_CARRIED_WORDS", "content_words", "NAME_SHARE", "RESTATE",
     "STOP_DONE", "STOP_OVERWHELMED", "UNTOUCHED_SHARE", "best_sentence", "graph_words", "mostly_from", "sentences",
     "shared_ngrams",
 ]  # fmt: skip

@@ -16,6 +16,7 @@ SUBCOMMAND_MODULES = (
     "extract_graphs",
     "serve_offline",
     "compare",
+    "agreement",
     "score",
     "view",
     "env",

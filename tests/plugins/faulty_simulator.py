@@ -1,18 +1,20 @@
 """A faulty learner or extractor in front of the offline model: TEST DOUBLE for the simulator audit.
 
-``models.<key>: {backend: faulty, plant: ..., share: 1.0, log: DIR}`` answers every role as the
-offline model does, then plants one kind of simulator error in a ``share`` of the requests
-where it can (chosen by a hash of the request id, so reruns plant the same ones):
+``models.<key>: {backend: faulty, plant: [...], share: 1.0, log: DIR}`` answers every role as the
+offline model does, then plants each listed kind of simulator error in a ``share`` of the
+requests where it can (chosen by a hash of the request id and the kind, so reruns plant the same ones):
 
 * ``learner_claims_unaware`` — the learner's message gains a sentence claiming, or working with,
   an IU its state holds unaware (by the IU's concept name, or by its description's wording
   without the name; several phrasings);
 * ``extractor_labels_untouched`` — one IU that the tutor's reply holds no word of is labelled
   ``well_explained``;
+* ``extractor_labels_unmentioned`` — one IU the offline extractor labelled ``not_mentioned``
+  (whatever the reply holds of it) is labelled ``well_explained``;
 * ``extractor_ignores_covered`` — one IU the offline extractor labelled ``well_explained`` is
   labelled ``not_mentioned``.
 
-Each planted error is logged as one JSON line (request id, session id, turn, IU) to a file in
+Each planted error is logged as one JSON line (kind, request id, session id, turn, IU) to a file in
 ``log`` (one per process), so a test knows which sessions carry one. The audit never reads it.
 """
 
@@ -31,13 +33,13 @@ from pydantic import BaseModel, ConfigDict
 from ray_knowsim.engine.backends import BuildContext, register_backend
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse
 
-Plant = Literal["learner_claims_unaware", "extractor_labels_untouched", "extractor_ignores_covered"]
+Plant = Literal["learner_claims_unaware", "extractor_labels_untouched", "extractor_labels_unmentioned", "extractor_ignores_covered"]
 
 
 class FaultyEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     backend: Literal["faulty"]
-    plant: Plant
+    plant: list[Plant]
     share: float = 1.0
     log: str = ""
 
@@ -69,13 +71,13 @@ class FaultyModel:
         self.inner = OfflineModel(name=name)
         self.inner.register_graphs(dict(graphs))
 
-    def _log(self, request: ChatRequest, iu: str, text: str) -> None:
+    def _log(self, request: ChatRequest, iu: str, text: str, plant: str = "") -> None:
         if not self.entry.log:
             return
         sid, _, rest = request.request_id.partition("#")
         folder = Path(self.entry.log)
         folder.mkdir(parents=True, exist_ok=True)
-        line = {"request_id": request.request_id, "session_id": sid, "turn": int(rest.split(":")[0] or 0), "iu": iu, "text": text}
+        line = {"plant": plant, "request_id": request.request_id, "session_id": sid, "turn": int(rest.split(":")[0] or 0), "iu": iu, "text": text}
         with open(folder / f"planted-{os.getpid()}.jsonl", "a", encoding="utf-8") as fh:
             fh.write(json.dumps(line) + "\n")
 
@@ -85,13 +87,15 @@ class FaultyModel:
         if answer.error is not None or not facts:
             return answer
         template = str(facts.get("template", ""))
-        pick = _chosen(request.request_id, self.entry.share, self.entry.plant)
-        if pick is None:
-            return answer
-        if self.entry.plant == "learner_claims_unaware" and template in ("user_first", "user_turn"):
-            return self._claim(request, answer, facts, pick)
-        if self.entry.plant.startswith("extractor_") and template == "extractor":
-            return self._label(request, answer, facts, pick)
+        taken: set[str] = set()  # IUs a plant already changed in this answer (another plant leaves them)
+        for plant in self.entry.plant:
+            pick = _chosen(request.request_id, self.entry.share, plant)
+            if pick is None:
+                continue
+            if plant == "learner_claims_unaware" and template in ("user_first", "user_turn"):
+                answer = self._claim(request, answer, facts, pick)
+            elif plant.startswith("extractor_") and template == "extractor":
+                answer = self._label(request, answer, facts, pick, plant, taken)
         return answer
 
     def _claim(self, request: ChatRequest, answer: ChatResponse, facts, pick: int) -> ChatResponse:
@@ -107,18 +111,21 @@ class FaultyModel:
             concept=concept, Concept=node.concept, description=first, description_lc=first[:1].lower() + first[1:])
         data = json.loads(answer.text)
         data["message"] = f"{data['message'].rstrip()} {sentence}"
-        self._log(request, node.id, sentence)
+        self._log(request, node.id, sentence, "learner_claims_unaware")
         return replace(answer, text=json.dumps(data))
 
-    def _label(self, request: ChatRequest, answer: ChatResponse, facts, pick: int) -> ChatResponse:
+    def _label(self, request: ChatRequest, answer: ChatResponse, facts, pick: int, plant: str, taken: set[str]) -> ChatResponse:
         data = json.loads(answer.text)
-        entries = data.get("iu_analysis") or []
+        entries = [e for e in data.get("iu_analysis") or [] if e["id"] not in taken]
         graph = self.inner.graph_for(facts.get("task"), facts.get("item_id"))
         reply = _words(str(facts.get("assistant_message", "")))
         concepts = {n.id: _words(n.concept) for n in graph.nodes} if graph is not None else {}
-        if self.entry.plant == "extractor_labels_untouched":
+        if plant == "extractor_labels_untouched":
             candidates = [e for e in entries if e["teaching_quality"] != "well_explained" and not (concepts.get(e["id"], set()) & reply)
                           and _cover(graph, e["id"], reply) < 0.08]
+            new = "well_explained"
+        elif plant == "extractor_labels_unmentioned":
+            candidates = [e for e in entries if e["teaching_quality"] == "not_mentioned"]
             new = "well_explained"
         else:
             candidates = [e for e in entries if e["teaching_quality"] == "well_explained"]
@@ -127,8 +134,9 @@ class FaultyModel:
             return answer
         chosen = candidates[pick % len(candidates)]
         chosen["teaching_quality"] = new
+        taken.add(chosen["id"])
         chosen["teaching_quality_reasoning"] = f"The tutor explains this concept clearly. -> {new}" if new == "well_explained" else "Not discussed."
-        self._log(request, chosen["id"], new)
+        self._log(request, chosen["id"], new, plant)
         return replace(answer, text=json.dumps(data))
 
 

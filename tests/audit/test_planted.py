@@ -1,0 +1,109 @@
+"""Planted simulator errors through the real run path: a faulty learner or extractor
+(tests/plugins/faulty_simulator.py) in front of the offline model. The audit must flag at least
+90 % of the sessions that carry a planted error and at most 5 % of a clean offline run's; the
+run writes the audit tables, and the report shows them with the verdicts recomputed without the
+flagged sessions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ray_knowsim.engine.config import parse_run_config
+from ray_knowsim.engine.runner import run
+from ray_knowsim.io.audit import audit_run
+from ray_knowsim.io.rundir import RunReader
+from tests.engine.conftest import small_config
+
+PLUGIN = "tests.plugins.faulty_simulator"
+TASKS = [{"name": "math", "items": "pkg:demo/math.jsonl", "graphs": "pkg:demo/iu_math.json"},
+         {"name": "expertqa", "items": "pkg:demo/expertqa.jsonl", "graphs": "pkg:demo/iu_expertqa.json"}]
+#: the planted kinds, the role whose model plants them, and the audit kinds that must flag them
+PLANTS = {
+    "learner_claims_unaware": ("user_sim", {"learner_claims_unaware", "learner_uses_unaware"}),
+    "extractor_labels_unmentioned": ("extractor", {"extractor_unsupported_label"}),
+    "extractor_ignores_covered": ("extractor", {"extractor_ignores_covered"}),
+}
+pytestmark = pytest.mark.slow  # two runs of 42 sessions through local Ray (about a minute each on 2 shared cores)
+
+
+def config(planted: bool, log: Path) -> dict:
+    models = {"sim": {"backend": "offline"}}
+    roles = {"user_sim": "sim", "extractor": "sim", "judge": "sim", "assistant": {"model": "sim"}}
+    if planted:  # one faulty learner and one faulty extractor, each planting in half of its answers
+        for role in ("user_sim", "extractor"):
+            kinds = [k for k, (r, _) in PLANTS.items() if r == role]
+            models[f"bad_{role}"] = {"backend": "faulty", "plant": kinds, "share": 0.5, "log": str(log)}
+            roles[role] = f"bad_{role}"
+    return small_config(plugins=[PLUGIN], models=models, roles=roles, tasks=TASKS, max_turns=4,
+                        conditions=[{"strategy": "adaptive"}, {"strategy": "comprehensive"}],
+                        engine={"shard_size": 8, "shard_fn": "ray_knowsim.sim.shard:run_shard"})
+
+
+def planted_sessions(log: Path) -> dict[str, set[str]]:
+    """plant kind -> the sessions that carry one"""
+    out: dict[str, set[str]] = {k: set() for k in PLANTS}
+    for f in log.glob("*.jsonl"):
+        for line in f.read_text().splitlines():
+            row = json.loads(line)
+            out[row["plant"]].add(row["session_id"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(ray_local, tmp_path_factory):
+    root = tmp_path_factory.mktemp("planted")
+    out = {}
+    for name in ("clean", "planted"):
+        outcome = run(parse_run_config(config(name == "planted", root / f"{name}-log")), output=root / name, quiet=True,
+                      print_tables=False, tables=name == "planted")  # (the clean run's tables: test_checks' and the engine's tests)
+        assert outcome.n_failed == 0
+        out[name] = (root / name, planted_sessions(root / f"{name}-log"))
+    return out
+
+
+def test_a_clean_offline_run_is_flagged_at_most_5_percent(runs):
+    path, _ = runs["clean"]
+    audit = audit_run(RunReader.open(path))
+    assert len(audit.sessions) == 42 and audit.answers_checked
+    assert len(audit.flagged_ids()) <= 0.05 * len(audit.sessions), [f.why for f in audit.flags]
+
+
+@pytest.mark.parametrize("plant", list(PLANTS))
+def test_planted_errors_are_flagged_at_90_percent(runs, plant):
+    path, planted_by = runs["planted"]
+    planted = planted_by[plant]
+    audit = audit_run(RunReader.open(path))
+    kinds = PLANTS[plant][1]
+    flagged = {f.session_id for f in audit.flags if f.kind in kinds}
+    assert len(planted) >= 10  # enough planted sessions for the share to mean something
+    assert len(planted & flagged) >= 0.9 * len(planted), sorted(planted - flagged)
+    assert all(f.evidence and f.why for f in audit.flags)
+    # a kind is (nearly) never flagged in sessions where nothing of its kind was planted
+    others = set(audit.sessions["session_id"]) - planted
+    assert len(others & flagged) <= 0.05 * max(1, len(others)) + 1, sorted(others & flagged)
+
+
+def summary_sessions(path: Path) -> list[str]:
+    return RunReader.open(path).sessions.read(["session_id"]).column("session_id").to_pylist()
+
+
+def test_the_run_writes_the_audit_tables_and_the_report_shows_them(runs, tmp_path):
+    from ray_knowsim.report.build import build_report
+
+    path, planted_by = runs["planted"]
+    planted = set().union(*planted_by.values())
+    summary = pd.read_parquet(path / "tables" / "audit.parquet")
+    flags = pd.read_parquet(path / "tables" / "audit_flags.parquet")
+    assert set(summary["condition"]) == {"sim:adaptive", "sim:comprehensive"} and set(summary["knowledge_level"]) == {"novice", "intermediate", "advanced"}
+    assert int(summary["n_sessions"].sum()) == 42 and int(summary["n_flagged"].sum()) == flags["session_id"].nunique()
+    assert set(flags["session_id"]) <= set(summary_sessions(path)) and (flags["evidence"].str.len() > 0).all()
+    assert len(planted & set(flags["session_id"])) >= 0.9 * len(planted)
+    md = build_report(path, tmp_path / "report").markdown_path.read_text()
+    section = md[md.index("## Simulator audit"):]
+    assert f"{flags['session_id'].nunique()} of 42 ok sessions flagged" in section
+    assert "Verdicts without the flagged sessions" in section and "verdicts change" in section
+    assert flags["session_id"].iloc[0].replace("_", "\\_") in section
