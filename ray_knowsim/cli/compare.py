@@ -73,6 +73,8 @@ def main(args: argparse.Namespace) -> int:
           f"significant (sign test over items, Bonferroni over {family}, alpha {args.alpha}); results in {Path(args.out)}")
     for msg in result.too_few:
         print(f"  {msg}")
+    if result.simulator is not None:
+        print(f"  {result.simulator.note}")
     for _, r in paired[paired["significant"] | paired["equivalent"]].iterrows():
         print(f"  {r['task']}: {r['sentence']}")
     for line in sorted(set(result.tables["leaderboard"]["ranked_set"])):

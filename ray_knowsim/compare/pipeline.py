@@ -14,7 +14,7 @@ from ray_knowsim.compare.leaderboard import leaderboard, render_html
 from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse, pick_metrics, too_few_items
 from ray_knowsim.compare.runs import LoadedRun, load_runs, merged_sessions
 
-TABLES = ("paired", "best", "mde", "leaderboard", "failures", "failure_gaps")
+TABLES = ("paired", "best", "mde", "leaderboard", "failures", "failure_gaps", "audit_sensitivity")
 
 
 @dataclass
@@ -25,6 +25,7 @@ class CompareResult:
     warnings: list[str] = field(default_factory=list)  # conditions failing at rates that bias the comparison
     incomplete: list[str] = field(default_factory=list)  # runs ranked although incomplete (allow_incomplete)
     too_few: list[str] = field(default_factory=list)  # per task without any testable comparison: why nothing can be significant
+    simulator: "SimulatorDependence | None" = None  # the verdicts without the audit's flagged sessions
 
 
 def default_metrics(sessions: pd.DataFrame) -> list[str]:
@@ -99,6 +100,8 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
     tables["failures"] = failure_counts(pd.concat([r.outcomes for r in runs], ignore_index=True))
     tables["failure_gaps"] = failure_gaps(tables["failures"], conditions, alpha=alpha)
     warnings = gap_warnings(tables["failure_gaps"])
+    dependence = simulator_dependence(runs, sessions, conditions, opts)
+    tables["audit_sensitivity"] = dependence.table
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name in TABLES:
@@ -117,6 +120,7 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
         f"p < {alpha}, and at least 5 points apart) is compared over different sets of cells: "
         + ("; ".join(warnings) if warnings else "no such pair."),
         *unequal_n_notes(tables["best"]),
+        dependence.note,
     ]
     flags = [f"Incomplete run, ranked with --allow-incomplete (its ranking may differ from the full run's): {line}" for line in incomplete]
     (out / "leaderboard.html").write_text(render_html(tables["leaderboard"], tables["paired"], metrics, "KnowSim leaderboard", notes,
@@ -139,7 +143,40 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
             "too_few_items": [msg for msg in (too_few_items(tables["paired"], t, alpha) for t in sorted(sessions["task"].unique())) if msg],
             "failure_gaps": "Fisher's exact two-sided test on (failed, ok) x (a, b) per (task, level); biased when "
                             f"p < {alpha} and the rates differ by >= 0.05 (p unadjusted)",
-            "warnings": warnings, "incomplete": incomplete}
+            "warnings": warnings, "incomplete": incomplete,
+            "simulator_dependence": {"note": dependence.note, "flagged_sessions": dependence.n_flagged,
+                                     "changed": dependence.changed}}
     too_few = info["too_few_items"]
     (out / "compare.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
-    return CompareResult(out, tables, conditions, warnings=warnings, incomplete=incomplete, too_few=too_few)
+    return CompareResult(out, tables, conditions, warnings=warnings, incomplete=incomplete, too_few=too_few,
+                         simulator=dependence)
+
+
+@dataclass
+class SimulatorDependence:
+    """The verdicts recomputed without the sessions the simulator audit flags (audit.sensitivity)."""
+
+    table: pd.DataFrame
+    n_flagged: int
+    changed: list[str]
+
+    @property
+    def note(self) -> str:
+        if not self.n_flagged:
+            return "Simulator audit: no session flagged, so no verdict rests on a flagged one."
+        k = int(self.table["changed"].sum()) if len(self.table) else 0
+        return (f"Simulator audit: {self.n_flagged} session(s) flagged; without them {k} of {len(self.table)} verdicts change"
+                + (f" ({'; '.join(self.changed[:3])}{' ...' if len(self.changed) > 3 else ''})" if k else "")
+                + " (audit_sensitivity.csv).")
+
+
+def simulator_dependence(runs: Sequence[LoadedRun], sessions: pd.DataFrame, conditions: Sequence[str],
+                         opts: CompareOptions) -> SimulatorDependence:
+    """Each verdict again without the audit's flagged sessions of every run (compare's own verdict procedure)."""
+    from ray_knowsim.audit.sensitivity import changed_lines, verdict_sensitivity
+    from ray_knowsim.io.audit import flagged_keys
+
+    flagged = flagged_keys((r.path, r.label) for r in runs)
+    keyed = sessions.assign(_audit_key=sessions["run"].astype(str) + "\x00" + sessions["session_id"].astype(str))
+    table = verdict_sensitivity(keyed, conditions, flagged, opts, key="_audit_key")
+    return SimulatorDependence(table, len(flagged & set(keyed["_audit_key"])), changed_lines(table))

@@ -148,6 +148,15 @@ def audit_run(run: RunReader, items: Mapping[str, Item] | None = None) -> RunAud
                     meta={"n_sessions": len(facts), "n_flagged": len({f.session_id for f in flags})})
 
 
+def flagged_keys(paths_and_labels: Iterable[tuple[str, str]]) -> set[str]:
+    """``"<run label>\x00<session id>"`` of every session the audit flags in each run (compare
+    merges runs whose session ids may repeat: the key names the run too)."""
+    out: set[str] = set()
+    for path, label in paths_and_labels:
+        out |= {f"{label}\x00{sid}" for sid in audit_run(RunReader.open(path)).flagged_ids()}
+    return out
+
+
 def read_audit(tables_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """A run's written audit tables (summary, flags), or None when the run has none."""
     summary, flags = tables_dir / "audit.parquet", tables_dir / "audit_flags.parquet"
@@ -156,4 +165,4 @@ def read_audit(tables_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     return pd.read_parquet(summary), pd.read_parquet(flags)
 
 
-__all__ = ["FLAG_COLUMNS", "SUMMARY_COLUMNS", "RunAudit", "audit_run", "flags_table", "read_audit", "run_items", "summary_table"]
+__all__ = ["FLAG_COLUMNS", "SUMMARY_COLUMNS", "RunAudit", "audit_run", "flagged_keys", "flags_table", "read_audit", "run_items", "summary_table"]

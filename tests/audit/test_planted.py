@@ -107,3 +107,46 @@ def test_the_run_writes_the_audit_tables_and_the_report_shows_them(runs, tmp_pat
     assert f"{flags['session_id'].nunique()} of 42 ok sessions flagged" in section
     assert "Verdicts without the flagged sessions" in section and "verdicts change" in section
     assert flags["session_id"].iloc[0].replace("_", "\\_") in section
+
+
+def test_agreement_across_two_simulators(runs, tmp_path):
+    """The clean and the planted run are one design under two simulator stand-ins: the command
+    compares them; the faulty extractor's extra well_explained labels show as TNR < 1 against the
+    clean reference on the exchanges both read."""
+    import shutil
+
+    from ray_knowsim.compare.agreement import agreement
+    from ray_knowsim.compare.runs import IncompatibleRuns
+
+    clean, planted = runs["clean"][0], runs["planted"][0]
+    result = agreement([clean, planted], tmp_path / "agree", n_boot=100)
+    rank, item = result.tables["rank_agreement"], result.tables["item_agreement"]
+    assert set(rank["knowledge_level"]) == {"novice", "intermediate", "advanced", "all"} and rank["tau"].between(-1, 1).all()
+    assert item["alpha"].dropna().between(-1, 1).all() and (item["n_runs"] == 2).all()
+    pooled = result.tables["extractor_agreement"].query("iu == 'all'")
+    assert pooled["n_labels"].sum() > 0 and (pooled["tpr"].dropna() == 1.0).all()  # a plant only adds well_explained ...
+    assert pooled["tnr"].mean() < 1.0  # ... where the reference said otherwise
+    audit = result.tables["audit"].set_index("run")["n_flagged"]
+    assert audit.iloc[0] <= 2 and audit.iloc[1] >= 10
+    assert {"verdict@clean", "verdict@planted", "holds_everywhere"} <= set(result.tables["verdicts"].columns)
+    assert (tmp_path / "agree" / "agreement.json").is_file()
+    # anything but the simulator models differing is refused, naming it
+    other = tmp_path / "other"
+    shutil.copytree(clean, other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["config"]["seed"] = 12345
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(IncompatibleRuns, match="seed"):
+        agreement([clean, other], tmp_path / "refused")
+
+
+def test_compare_says_which_verdicts_rest_on_flagged_sessions(runs, tmp_path):
+    from ray_knowsim.compare.pipeline import compare_runs
+
+    result = compare_runs([runs["planted"][0]], tmp_path / "cmp", n_boot=100)
+    table = result.tables["audit_sensitivity"]
+    paired = result.tables["paired"]
+    assert len(table) == len(paired) and {"verdict_all", "verdict_unflagged", "changed"} <= set(table.columns)
+    info = json.loads((tmp_path / "cmp" / "compare.json").read_text())["simulator_dependence"]
+    assert info["flagged_sessions"] >= 10 and "Simulator audit:" in info["note"]
+    assert (tmp_path / "cmp" / "audit_sensitivity.csv").is_file()
