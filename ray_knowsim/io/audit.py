@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from ray_knowsim.audit.checks import FLAG_KINDS, AuditFlag, SessionFacts, TurnFacts, audit_session
 from ray_knowsim.io.rundir import RunReader
+from ray_knowsim.io.sanity import _entries as signal_entries  # the one reader of an extractor answer's entries
 from ray_knowsim.schema.graph import IUGraph
 from ray_knowsim.schema.items import Item, item_key
 
@@ -96,14 +97,6 @@ def run_items(manifest: Mapping[str, Any] | None) -> dict[str, Item]:
     return out
 
 
-def _signals(text: Any) -> list[dict]:
-    try:
-        data = json.loads(text) if isinstance(text, str) else []
-    except ValueError:
-        return []
-    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
-
-
 def audit_run(run: RunReader, items: Mapping[str, Item] | None = None) -> RunAudit:
     """The audit of every committed ok session of ``run`` (``items``: by item key; default: the
     run's recorded config's items)."""
@@ -132,7 +125,7 @@ def audit_run(run: RunReader, items: Mapping[str, Item] | None = None) -> RunAud
             for r in run.turns.only([f]).read(list(TURN_COLUMNS)).to_pylist():
                 if r["session_id"] in facts:
                     turns[r["session_id"]].append(TurnFacts(
-                        int(r["turn"]), r["user_message"] or "", r["assistant_message"] or "", _signals(r.get("signals_json")),
+                        int(r["turn"]), r["user_message"] or "", r["assistant_message"] or "", signal_entries(r.get("signals_json")),
                         list(r.get("states") or []), bool(r.get("overload"))))  # fmt: skip
     flags: list[AuditFlag] = []
     counts: dict[str, int] = {}
