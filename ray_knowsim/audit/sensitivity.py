@@ -21,8 +21,11 @@ COLUMNS = (*KEY, "verdict_all", "verdict_unflagged", "changed", "n_items_all", "
 
 
 def verdict_text(row: pd.Series | dict) -> str:
-    """"<winner> better" for a significant row, else "no verdict"."""
-    return f"{row['better']} better" if bool(row.get("significant")) and row.get("better") else "no verdict"
+    """"<winner> better" for a significant row, "equivalent" for a shown equivalence, else "no verdict"."""
+    if bool(row.get("significant")) and row.get("better"):
+        return f"{row['better']} better"
+    equivalent = row.get("equivalent")
+    return "equivalent" if equivalent is not None and not pd.isna(equivalent) and bool(equivalent) else "no verdict"
 
 
 def verdict_sensitivity(sessions: pd.DataFrame, conditions: Sequence[str], flagged: Iterable[str],
@@ -42,7 +45,8 @@ def verdict_sensitivity(sessions: pd.DataFrame, conditions: Sequence[str], flagg
     merged = every.merge(clean, on=list(KEY), how="left", suffixes=("", "_unflagged"))
     rows = []
     for _, r in merged.iterrows():
-        after = {"significant": r.get("significant_unflagged"), "better": r.get("better_unflagged")}
+        after = {"significant": r.get("significant_unflagged"), "better": r.get("better_unflagged"),
+                 "equivalent": r.get("equivalent_unflagged")}
         before_text, after_text = verdict_text(r), verdict_text(after) if pd.notna(r.get("n_items_unflagged")) else "no items left"
         rows.append({
             **{k: r[k] for k in KEY}, "verdict_all": before_text, "verdict_unflagged": after_text,
