@@ -43,6 +43,7 @@ class RunAudit:
     flags: list[AuditFlag]
     sessions: pd.DataFrame  # one row per audited session: CELL, item_id, session_id, simulator, n_flags
     answers_checked: bool  # whether the items' reference answers were at hand
+    not_audited: list[str] = field(default_factory=list)  # ok sessions without a readable IU graph
     meta: dict[str, Any] = field(default_factory=dict)
 
     def flagged_ids(self, party: str | None = None) -> set[str]:
@@ -107,11 +108,18 @@ def audit_run(run: RunReader, items: Mapping[str, Item] | None = None) -> RunAud
     table = run.sessions.read(list(SESSION_COLUMNS), pc.field("status") == "ok")
     meta = table.drop_columns(["graph_json", "initial_states"]).to_pandas() if table.num_rows else pd.DataFrame(columns=list(SESSION_COLUMNS))
     facts: dict[str, dict[str, Any]] = {}
-    graphs: dict[str, IUGraph] = {}
+    graphs: dict[str, IUGraph | None] = {}
+    unreadable: list[str] = []  # sessions without a readable IU graph: not audited (counted, never dropped silently)
     for row in table.to_pylist():
         text = row["graph_json"]
         if text not in graphs:
-            graphs[text] = IUGraph.model_validate(json.loads(text))
+            try:
+                graphs[text] = IUGraph.model_validate(json.loads(text or "null"))
+            except (ValueError, TypeError):  # (pydantic's ValidationError is a ValueError)
+                graphs[text] = None
+        if graphs[text] is None:
+            unreadable.append(row["session_id"])
+            continue
         try:
             structured = SIMULATORS.get(row["simulator"]).structured
         except RegistryError:  # a plugin simulator not imported here
@@ -136,9 +144,10 @@ def audit_run(run: RunReader, items: Mapping[str, Item] | None = None) -> RunAud
         counts[sid] = len(got)
         flags += got
     if not meta.empty:
+        meta = meta[meta["session_id"].isin(facts)]
         meta = meta.assign(n_flags=meta["session_id"].map(counts).fillna(0).astype(int))
-    return RunAudit(flags, meta, answers_checked=bool(items),
-                    meta={"n_sessions": len(facts), "n_flagged": len({f.session_id for f in flags})})
+    return RunAudit(flags, meta, answers_checked=bool(items), not_audited=unreadable,
+                    meta={"n_sessions": len(facts), "n_flagged": len({f.session_id for f in flags}), "not_audited": len(unreadable)})
 
 
 def flagged_keys(paths_and_labels: Iterable[tuple[str, str]]) -> set[str]:

@@ -50,6 +50,8 @@ def _headline(a: RunAudit) -> str:
     learner, extractor = len(a.flagged_ids("learner")), len(a.flagged_ids("extractor"))
     share = f" ({100 * flagged / n:.0f}%)" if n else ""
     tail = "" if a.answers_checked else " The items' reference answers could not be read: the answer check did not run."
+    if a.not_audited:
+        tail += f" {len(a.not_audited):,} ok session(s) have no readable IU graph and were not audited."
     return (f"{flagged:,} of {n:,} ok sessions flagged{share}: {learner:,} by a learner check, {extractor:,} by an "
             f"extractor check; {len(a.flags):,} flags in all.{tail}")
 

@@ -161,7 +161,8 @@ def audit_section(info: RunInfo, audit: Any) -> str:
     rid = info.entry.id
     n, flagged = len(audit.sessions), audit.flagged_ids()
     head = (f"{len(flagged):,} of {n:,} ok sessions flagged" + (f" ({100 * len(flagged) / n:.0f}%)" if n else "")
-            + f": {len(audit.flagged_ids('learner')):,} by a learner check, {len(audit.flagged_ids('extractor')):,} by an extractor check.")
+            + f": {len(audit.flagged_ids('learner')):,} by a learner check, {len(audit.flagged_ids('extractor')):,} by an extractor check."
+            + (f" {len(audit.not_audited):,} ok session(s) have no readable IU graph and were not audited." if audit.not_audited else ""))
     lead = ("Deterministic checks of the simulator against its own state (ray_knowsim.audit): the learner claiming or using an IU "
             "its state holds unaware, revealing the answer, or ending against its state; the extractor labelling an IU the reply "
             "never touches, ignoring one it covers at length, or labelling alike whatever the reply says. Each flag quotes its evidence.")
