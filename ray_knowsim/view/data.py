@@ -16,6 +16,7 @@ Why one module:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -31,7 +32,7 @@ import pyarrow.parquet as pq
 
 from ray_knowsim.io.commits import COMMITS, SHARDS
 from ray_knowsim.io.rundir import CommittedTable, LiveFile, RunDirError, RunReader, RunStatus, has_commit_markers
-from ray_knowsim.io.sanity import JUDGE_SCORES, MAX_TURN_ROWS, TURN_COLUMNS, SanityReport, check_batches
+from ray_knowsim.io.sanity import JUDGE_SCORES, MAX_TURN_ROWS, TURN_COLUMNS, SanityInputs, SanityReport, SanityWarning, check_batches
 from ray_knowsim.score.store import SCORE_SCHEMA, SCORES, RunScores, ScoreMarker, counted_sessions
 
 #: folders never descended into while looking for outputs (big, or internals of a run)
@@ -411,6 +412,25 @@ class Files:
 
         return self._per_commit_state("sanity", run_dir, files,
                                       lambda: check_batches(turn_batches(), session_batches(), MAX_TURN_ROWS))
+
+    def listed_sanity(self, run_dir: Path, files: RunFiles) -> SanityReport:
+        """The sanity warnings for the run list: the run's own ``tables/sanity`` when it was written
+        after every committed file and score marker (the run's reduction wrote it from the same
+        rows), else :meth:`sanity` (which reads the turn rows: seconds on a large run). The report
+        read from the table carries the warnings only, not the counts behind them."""
+        table_path = self.contained(Path(run_dir) / "tables" / "sanity.parquet")
+        if table_path is not None and table_path.is_file():
+            written = table_path.stat().st_mtime_ns
+            newest = max([sig[1] for sig in files.signature()] + [sig[1] for sig in self._scores_signature(Path(run_dir))], default=0)
+            if written >= newest:
+                try:
+                    rows = pq.read_table(table_path).to_pylist()
+                    fields = {f.name for f in dataclasses.fields(SanityWarning)}
+                    warnings = [SanityWarning(**{k: v for k, v in r.items() if k in fields and v is not None}) for r in rows]
+                    return SanityReport(warnings, SanityInputs())
+                except (OSError, TypeError, ValueError, pa.ArrowException):
+                    pass  # an unreadable or older table: compute the checks
+        return self.sanity(run_dir, files)
 
     def results(self, run_dir: Path, files: RunFiles, metric_columns: Sequence[str]) -> dict[str | None, Any]:
         """Each task's :class:`ray_knowsim.report.aggregate.RunSummary` of the run's counted

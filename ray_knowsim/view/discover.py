@@ -183,11 +183,13 @@ def index_info(files: Files, entry: Entry) -> RunInfo:
     if st is None or run_files.error or run_files.refused:
         return run_info(files, entry)[0]
     conditions = ((manifest or {}).get("plan") or {}).get("conditions") or []
-    return _info(files, entry, manifest, run_files, st.n_committed, st.n_ok, conditions)
+    return _info(files, entry, manifest, run_files, st.n_committed, st.n_ok, conditions, full_sanity=False)
 
 
 def _info(files: Files, entry: Entry, manifest: dict[str, Any] | None, run_files: RunFiles, committed: int, ok: int,
-          conditions: list[str]) -> RunInfo:
+          conditions: list[str], full_sanity: bool = True) -> RunInfo:
+    """``full_sanity``: compute the simulator's checks from the rows (the run page); False: the
+    run's own tables/sanity where it is current (the run list, :meth:`Files.listed_sanity`)."""
     config_hash = manifest.get("config_hash") if manifest else None
     status_of = run_files.status or RunStatus(root=entry.path, layout="plain", config_hash=config_hash, n_committed=committed,
                                               n_ok=ok, n_failed=committed - ok, **manifest_facts(manifest))
@@ -202,7 +204,7 @@ def _info(files: Files, entry: Entry, manifest: dict[str, Any] | None, run_files
         detail += (f"; {len(run_files.refused)} commit marker(s) name files outside the viewer's folders: "
                    "their rows were not read")
     cost = files.run_cost(entry.path, run_files)
-    sanity = files.sanity(entry.path, run_files) if committed and not run_files.error else None
+    sanity = (files.sanity if full_sanity else files.listed_sanity)(entry.path, run_files) if committed and not run_files.error else None
     priced, total_cost = int(cost.get("priced_sessions") or 0), cost.get("cost_usd")
     return RunInfo(
         entry=entry,

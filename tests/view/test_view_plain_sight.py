@@ -127,3 +127,31 @@ def test_in_a_browser_results_lead_and_a_flagged_run_is_not_green(site, tmp_path
         assert badges["failing"][1] == []
     finally:
         driver.quit()
+
+
+def test_the_run_list_reads_the_runs_own_sanity_table_only_while_it_is_current(site, tmp_path):
+    """The list takes a run's warnings from its tables/sanity (written by the run's reduction) when
+    that file is newer than every committed file, and computes them from the rows otherwise."""
+    import os
+    import shutil
+
+    from ray_knowsim.engine.outcome_tables import sanity_table
+    from ray_knowsim.io.sanity import check_run
+    from ray_knowsim.view.data import Files
+
+    _, _, runs = site
+    run = tmp_path / "broken"
+    shutil.copytree(runs["broken"], run)
+    files = Files([tmp_path])
+    rf = files.run_files(run)
+    computed = [(w.check, w.severe, w.short) for w in files.sanity(run, rf).warnings]
+    (run / "tables").mkdir(exist_ok=True)
+    sanity_table(check_run(RunReader.open(run))).to_parquet(run / "tables" / "sanity.parquet", index=False)
+    assert [(w.check, w.severe, w.short) for w in Files([tmp_path]).listed_sanity(run, rf).warnings] == computed
+    # a table that says something else: used while current, ignored once a commit is newer
+    fake = sanity_table(check_run(RunReader.open(run))).iloc[:1].assign(short="FROM THE TABLE")
+    fake.to_parquet(run / "tables" / "sanity.parquet", index=False)
+    assert [w.short for w in Files([tmp_path]).listed_sanity(run, rf).warnings] == ["FROM THE TABLE"]
+    old = min(p.stat().st_mtime_ns for p in rf.sessions) - 10**9
+    os.utime(run / "tables" / "sanity.parquet", ns=(old, old))
+    assert [(w.check, w.severe, w.short) for w in Files([tmp_path]).listed_sanity(run, rf).warnings] == computed
