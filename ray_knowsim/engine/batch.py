@@ -23,7 +23,7 @@ import time
 import traceback
 import warnings
 from collections import deque
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Collection, Iterator, Mapping
@@ -34,7 +34,7 @@ from ray_knowsim.engine.failfast import FailureGuard, Stop
 from ray_knowsim.engine.preflight import check_before_spending
 from ray_knowsim.engine.config import DEFAULT_SHARD_FN, RunConfig
 from ray_knowsim.engine.ray_session import ray_session
-from ray_knowsim.engine.manifest import close_manifest, open_manifest
+from ray_knowsim.engine.manifest import close_manifest, heartbeat, open_manifest
 from ray_knowsim.engine.clients import ModelSet, build_models, model_backends, secret_env_names, shutdown_pools, test_double_roles
 from ray_knowsim.engine.node_loss import retry_on_node_loss
 from ray_knowsim.engine.plan import Plan, largest_graph, shard_name
@@ -182,6 +182,8 @@ def run(
     for finding in checked.warnings:
         display.warn(f"preflight warning: {finding.line()}")
     status = "failed"
+    alive = ExitStack()  # the driver's heartbeat until the manifest records the end (a kill -9 stops it)
+    alive.enter_context(heartbeat(run_dir, invocation))
     try:
         with ray_session(address, **ray_options(cfg), quiet=quiet), _pools() as pools:
             try:
@@ -237,6 +239,7 @@ def run(
         outcome.n_ok, outcome.n_failed = ok, committed - ok
         raise RunInterrupted(run_dir.root, committed, ok, plan.n_sessions) from None
     finally:
+        alive.close()
         outcome.seconds = time.perf_counter() - t0
         manifest["spend"] = spend = run_spend_record(run_dir, config_hash)
         close_manifest(run_dir, manifest, status, {

