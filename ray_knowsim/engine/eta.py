@@ -10,8 +10,11 @@ turn`` of them, and requests complete steadily from the first turn on. So
 
 * expected turns: ``max_turns`` until enough sessions finished to measure it (a run that stops
   early — the rules' stop, a learner that ends it — has shorter sessions);
-* requests per turn: measured (requests done / turns done, repairs included) once a turn is done,
-  else the roles of a structured turn (learner, tutor, extractor);
+* requests per turn: measured once a turn is done, repairs included, as requests done / (turns
+  done + half a turn per live session): the live sessions' requests of the turn they are in are
+  counted, their turn not yet (without that half turn a run of many sessions in their first
+  turns looks half again as long); before any turn, the roles of a structured turn (learner,
+  tutor, extractor);
 * the rate: over the last :data:`WINDOW_S` seconds of observations (start-up, when no request
   completes, is not part of it).
 
@@ -24,8 +27,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-#: seconds of observations the request rate is measured over
-WINDOW_S = 60.0
+#: seconds of observations the request rate is measured over (short enough to follow a run that
+#: speeds up as its workers warm up)
+WINDOW_S = 30.0
 #: requests of one structured turn before any turn is done (learner, tutor, extractor)
 REQUESTS_PER_TURN = 3.0
 #: finished sessions (at least, and at least this share of the sessions to run) before their
@@ -39,11 +43,15 @@ class EtaEstimator:
     max_turns: int
     _samples: deque = field(default_factory=deque)  # (t, requests done), requests increasing
     _last: tuple[int, int, int, int] = (0, 0, 0, 0)  # requests, turns, finished sessions, their turns
+    _live: int = 0
 
-    def observe(self, t: float, *, requests: int, turns: int, finished: int = 0, finished_turns: int = 0) -> None:
+    def observe(self, t: float, *, requests: int, turns: int, finished: int = 0, finished_turns: int = 0,
+                live: int = 0) -> None:
         """Totals so far (of this invocation) at time ``t``: model requests answered, session
-        turns done (by finished and live sessions), finished sessions and their turns."""
+        turns done (by finished and live sessions), finished sessions and their turns, and the
+        sessions running now."""
         self._last = (requests, turns, finished, finished_turns)
+        self._live = live
         if requests <= 0:
             self._samples.clear()  # no request yet: start-up does not count towards the rate
             self._samples.append((t, 0))
@@ -62,7 +70,7 @@ class EtaEstimator:
 
     def requests_per_turn(self) -> float:
         requests, turns, _, _ = self._last
-        return requests / turns if turns > 0 else REQUESTS_PER_TURN
+        return requests / (turns + self._live / 2) if turns > 0 else REQUESTS_PER_TURN
 
     def remaining_requests(self) -> float:
         requests = self._last[0]

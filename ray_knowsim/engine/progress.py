@@ -158,7 +158,7 @@ class Display:
     def update(self, counts: Counts, live_sessions: int) -> None:
         if self.quiet:
             return
-        self.observe(counts, time.monotonic())
+        self.observe(counts, time.monotonic(), live_sessions)
         if self._live is not None:
             self._live.update(self._render(counts, live_sessions))
             return
@@ -167,12 +167,13 @@ class Display:
             self._last_plain = now
             print(self.line(counts), flush=True)
 
-    def observe(self, counts: Counts, now: float) -> None:
+    def observe(self, counts: Counts, now: float, live_sessions: int = 0) -> None:
         """Feed the ETA (engine/eta.py) this invocation's totals at ``now``."""
         if self._eta is None or self._eta.sessions != self.total - self.already:
             self._eta = EtaEstimator(max(0, self.total - self.already), self.max_turns)
         calls = Accounting.from_dict(counts.accounting).total().calls
-        self._eta.observe(now, requests=calls, turns=counts.turns, finished=counts.sessions, finished_turns=counts.ended_turns)
+        self._eta.observe(now, requests=calls, turns=counts.turns, finished=counts.sessions, finished_turns=counts.ended_turns,
+                          live=live_sessions)
 
     def eta_s(self, counts: Counts) -> float | None:
         """Seconds left (engine/eta.py: from the requests the sessions still need and the recent

@@ -151,7 +151,11 @@ SessionRow = create_model(
     "SessionRow",
     __base__=_SessionCore,
     __module__=__name__,
-    **{column: (int, 0) for role in ROLES for column in token_columns(role).values()},
+    # the simulation's roles' counts; the judge's are null here: the judges run as a stage of their
+    # own after the row is committed (ray_knowsim.score), and the scores' join fills them in with
+    # the judge's real counts, so a row never claims the judge spent 0
+    **{column: (int, 0) for role in ROLES if role != "judge" for column in token_columns(role).values()},
+    **{column: (int | None, None) for column in token_columns("judge").values()},
     **{truncation_column(role): (int, 0) for role in TRUNCATION_ROLES},
     cost_usd=(float | None, None),
 )

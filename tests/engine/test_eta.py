@@ -9,8 +9,8 @@ from ray_knowsim.engine.eta import WINDOW_S, EtaEstimator
 
 def pipeline(sessions: int, turns: int, per_turn: int, concurrency: int, request_s: float, startup_s: float):
     """Observations of a run whose sessions run ``concurrency`` at a time, each turn taking
-    ``per_turn`` requests of ``request_s``: (t, requests, turns, finished, finished_turns) every
-    second, and the time it ends."""
+    ``per_turn`` requests of ``request_s``: (t, requests, turns, finished, finished_turns, live)
+    every second, and the time it ends."""
     turn_s = per_turn * request_s
     session_s = turns * turn_s
     waves = -(-sessions // concurrency)
@@ -26,7 +26,7 @@ def pipeline(sessions: int, turns: int, per_turn: int, concurrency: int, request
         live_requests = int(into / request_s)
         requests = finished * turns * per_turn + live * live_requests
         turns_done = finished * turns + live * (live_requests // per_turn)
-        out.append((t, requests, turns_done, finished, finished * turns))
+        out.append((t, requests, turns_done, finished, finished * turns, live if run_t > 0 else 0))
         t += 1.0
     return out, end
 
@@ -37,8 +37,8 @@ def test_eta_is_known_within_the_first_minute_and_close_at_mid_run():
     observations, end = pipeline(168, 15, 3, 16, 0.1, 30.0)
     eta = EtaEstimator(sessions=168, max_turns=15)
     shown_at = None
-    for t, requests, turns, finished, finished_turns in observations:
-        eta.observe(t, requests=requests, turns=turns, finished=finished, finished_turns=finished_turns)
+    for t, requests, turns, finished, finished_turns, live in observations:
+        eta.observe(t, requests=requests, turns=turns, finished=finished, finished_turns=finished_turns, live=live)
         if shown_at is None and eta.eta_s() is not None:
             shown_at = t
         if abs(t - (30.0 + end) / 2) < 0.5:
@@ -73,3 +73,17 @@ def test_eta_learns_shorter_sessions_and_ends_at_zero():
     assert eta.eta_s() == pytest.approx((10 * 6 * 2 - 60) / 6.0)
     eta.observe(20.0, requests=120, turns=60, finished=10, finished_turns=60)
     assert eta.eta_s() == 0.0
+
+
+def test_requests_of_turns_under_way_do_not_inflate_the_work():
+    # 100 sessions of 3 requests a turn, in their first turns: 250 requests answered, 50 turns done,
+    # 100 live; requests / turns (5) would promise two thirds more work than there is, the half
+    # turn per live session gives 2.5
+    eta = EtaEstimator(sessions=100, max_turns=10)
+    eta.observe(0.0, requests=0, turns=0)
+    eta.observe(10.0, requests=250, turns=50, live=100)
+    assert eta.requests_per_turn() == pytest.approx(2.5)
+    naive = EtaEstimator(sessions=100, max_turns=10)
+    naive.observe(0.0, requests=0, turns=0)
+    naive.observe(10.0, requests=250, turns=50)
+    assert naive.requests_per_turn() == pytest.approx(5.0) and eta.eta_s() < 0.6 * naive.eta_s()

@@ -125,5 +125,15 @@ def test_interrupted_then_resumed_run_records_what_the_endpoint_answered(tmp_pat
         assert resumed.n_ok == 24 and not resumed.incomplete
         answered = ep.tally.snapshot()
     got = _check(out, answered)
+    # the judge's tokens: null on the simulation's own rows (it had not run), its real counts once
+    # the scores are joined, never a claimed 0
+    from ray_knowsim.io.rundir import RunReader
+    from ray_knowsim.score.store import RunScores
+
+    reader = RunReader.open(out)
+    raw = reader.sessions.read(["session_id", "prompt_tokens_judge"]).to_pandas()
+    assert raw["prompt_tokens_judge"].isna().all()
+    joined = RunScores.load(out, reader).attach(reader.sessions.read(["session_id", "prompt_tokens_judge"])).to_pandas()
+    assert (joined["prompt_tokens_judge"] > 0).all()
     print(f"{signal.Signals(sig).name}: endpoint answered {answered['requests']} (before the resume {before['requests']}), "
           f"recorded {got['requests']}, unanswered {got['unanswered']}; tokens answered {answered} recorded {got}")
