@@ -1,19 +1,24 @@
-# Sourced by the entry scripts: create or reuse .venv and install the project from its own files.
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Sourced by the entry scripts (and by hand: `source scripts/_venv.sh`): create or reuse .venv and
+# install the project from its own files. It sets no shell options (the caller's `set -e`/`-u`/
+# pipefail stay as they were, so a failing step cannot close an interactive shell): each step
+# that can fail returns 1 instead.
+_rk_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)" || return 1
+ROOT="$_rk_root"
 VENV="${RAY_KNOWSIM_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3.11}"
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 STAMP="$VENV/.ray_knowsim_installed"
 if [ ! -x "$VENV/bin/python" ]; then
-  "$PY" -m venv "$VENV"
+  "$PY" -m venv "$VENV" || { echo "scripts/_venv.sh: could not create $VENV with $PY" >&2; return 1; }
 fi
 # Reinstall only when pyproject changed since the last install.
 if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
-  "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e "$ROOT[dev,training]"  # training: the RL adapters' real libraries, for their tests
+  { "$VENV/bin/python" -m pip install -q --upgrade pip \
+      && "$VENV/bin/python" -m pip install -q -e "$ROOT[dev,training]"; } \
+    || { echo "scripts/_venv.sh: installing the project into $VENV failed" >&2; return 1; }  # training: the RL adapters' real libraries, for their tests
   touch "$STAMP"
 fi
+unset _rk_root
 export PATH="$VENV/bin:$PATH"
 export NUMBA_CACHE_DIR="${NUMBA_CACHE_DIR:-$ROOT/.numba_cache}"
 export RAY_USAGE_STATS_ENABLED=0

