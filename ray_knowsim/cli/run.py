@@ -72,6 +72,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"ray-knowsim run --dry-run: {exc}", file=sys.stderr)
             return 2
         print("\n".join(summary_lines(est)) + f"\nestimate in {path}", flush=True)
+        _warn_what_the_run_will_refuse(cfg)
         return 0
     if args.plan:
         try:
@@ -116,6 +117,17 @@ def main(args: argparse.Namespace) -> int:
     if outcome.incomplete:
         print(f"{len(outcome.incomplete)} shard(s) did not finish; run the same command again to resume", file=sys.stderr)
     return 0 if outcome.status == "ok" else 1
+
+
+def _warn_what_the_run_will_refuse(cfg) -> None:  # noqa: ANN001
+    """The dry run calls nothing, but it can see what the real run would refuse before it starts
+    (a missing or empty API-key variable) and says so, with where it looked."""
+    from ray_knowsim.engine.clients import check_secrets, where_secrets_were_checked
+
+    errors = check_secrets(cfg)
+    if errors:
+        print("warning: the run itself will refuse to start: missing API keys:\n  " + "\n  ".join(errors)
+              + f"\n({where_secrets_were_checked()})", file=sys.stderr, flush=True)
 
 
 def interrupted(args: argparse.Namespace, stop) -> int:  # noqa: ANN001

@@ -21,7 +21,7 @@ from typing import Any
 
 from ray_knowsim.engine.backends import BACKENDS
 from ray_knowsim.engine.config import RunConfig
-from ray_knowsim.engine.clients import check_secrets, used_model_keys
+from ray_knowsim.engine.clients import check_secrets, used_model_keys, where_secrets_were_checked
 from ray_knowsim.engine.plan import Plan, load_inputs
 from ray_knowsim.io.commits import RunDir
 from ray_knowsim.io.decisions import DECISIONS_FILE
@@ -76,7 +76,7 @@ def prepare(cfg: RunConfig, output: str | Path | None = None, overwrite: bool = 
     """Everything before Ray: inputs, plan, run dir checks. Raises RunError with a clear message."""
     errors = check_secrets(cfg)
     if errors:
-        raise RunError("missing API keys:\n  " + "\n  ".join(errors))
+        raise RunError("missing API keys:\n  " + "\n  ".join(errors) + f"\n({where_secrets_were_checked()})")
     try:
         inputs = load_inputs(cfg)
     except ValueError as exc:  # LoadError, GraphError

@@ -100,14 +100,35 @@ def secret_env_names(cfg: RunConfig) -> list[str]:
 
 
 def check_secrets(cfg: RunConfig) -> list[str]:
-    """Errors for API-key variables the used models need but this process lacks."""
+    """Errors for API-key variables the used models need but this process lacks: unset and set
+    but empty (an ``export KEY=`` or a blank secret) are told apart."""
     errors = []
     for key in used_model_keys(cfg):
         m = cfg.models[key]
         for env in _required_env(m):
-            if not os.environ.get(env, "").strip():
+            value = os.environ.get(env)
+            if value is None:
                 errors.append(f"models.{key}: environment variable {env} is not set")
+            elif not value.strip():
+                errors.append(f"models.{key}: environment variable {env} is set but empty")
     return errors
+
+
+def where_secrets_were_checked() -> str:
+    """Where :func:`check_secrets` looked, in words for its message: a ``ray job submit`` job's
+    driver runs on the cluster, in the environment of its nodes, not in the shell that submitted
+    it (Ray's job manager marks the driver's environment with ``RAY_JOB_CONFIG_JSON_ENV_VAR``)."""
+    import socket
+
+    host = socket.gethostname()
+    if "RAY_JOB_CONFIG_JSON_ENV_VAR" in os.environ:
+        return (f"checked on the cluster, in the driver of this `ray job submit` job (node {host}), not in the shell that "
+                "submitted it: set the variable in the environment of the cluster's nodes (where `ray start` runs; "
+                "docs/cluster.md, Secrets), then submit again")
+    if os.environ.get("RAY_ADDRESS"):
+        return (f"checked on this machine ({host}), the driver joining the cluster at RAY_ADDRESS; "
+                "the cluster's worker nodes need the variable in their own environment too (docs/cluster.md, Secrets)")
+    return f"checked in this shell's environment on {host}"
 
 
 def model_backends(cfg: RunConfig) -> dict[str, str]:
@@ -166,4 +187,4 @@ def shutdown_pools(pools: dict[str, Any], keys: Iterable[str] | None = None) -> 
     return reports
 
 
-__all__ = ["ModelSet", "build_models", "check_secrets", "model_backends", "secret_env_names", "shutdown_pools", "test_double_roles", "used_model_keys"]
+__all__ = ["ModelSet", "build_models", "check_secrets", "model_backends", "secret_env_names", "shutdown_pools", "test_double_roles", "used_model_keys", "where_secrets_were_checked"]

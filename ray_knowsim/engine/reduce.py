@@ -320,17 +320,33 @@ def _fmt_ci(row: pd.Series, metric: str) -> str:
     return f"{_fmt(row[metric], digits)} ±{(high - low) / 2:.{digits}f}"
 
 
+#: the width tables render at when the output is not a terminal: wider than any of them
+UNCUT_WIDTH = 1000
+
+
 def print_tables(tables: dict[str, pd.DataFrame], console=None) -> None:
     """Per task: the level-marginal table with the mean rank (over KG, DC, CO, IQ: see
     ray_knowsim.stats.ranks), then the means per level; each mean with the half-width of its
     item-clustered 95 % CI (the bounds, n and items per metric are in tables/*.csv)."""
     from rich.console import Console
-    from rich.table import Table
 
     if console is None:
         console = Console()
-    if not console.is_terminal and console.width < 150:
-        console = Console(width=150)  # logs and pipes: do not squeeze the columns to 80
+    if console.is_terminal:
+        _print_tables(tables, console, console.width)
+        return
+    # logs and pipes: choose the columns for 150 characters (not squeezed to 80), and render where
+    # no line wraps, so no header is cut ("repaired/…") however wide the table is
+    width, console.width = console.width, UNCUT_WIDTH
+    try:
+        _print_tables(tables, console, max(width, 150))
+    finally:
+        console.width = width
+
+
+def _print_tables(tables: dict[str, pd.DataFrame], console, width: int) -> None:  # noqa: ANN001
+    from rich.table import Table
+
     mg, lm, rk = tables["marginal"], tables["level_means"], tables["ranks"]
     heads = {"engagement": "ENG"}
     # as many metric columns as the console fits, a "mean ±h" cell ~15 wide (all of them are in tables/*.csv)
@@ -341,8 +357,8 @@ def print_tables(tables: dict[str, pd.DataFrame], console=None) -> None:
         keep = set(priority[:max(3, room // 15)])
         return tuple(m for m in RANK_METRICS if m in keep)  # in the paper's order
 
-    shown_marginal = fitting(console.width - condition_w - 4 * 11 - 10)  # beside mean rank, ok/failed and drift
-    shown = fitting(console.width - condition_w - len("intermediate") - 20)  # beside level, n and items
+    shown_marginal = fitting(width - condition_w - 4 * 11 - 10)  # beside mean rank, ok/failed and drift
+    shown = fitting(width - condition_w - len("intermediate") - 20)  # beside level, n and items
 
     def add_metric_columns(table: Table, metrics: tuple[str, ...]) -> None:
         for m in metrics:

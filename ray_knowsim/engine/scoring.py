@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import yaml
 from pydantic import ValidationError
 
+from ray_knowsim.io.yamltext import load_yaml
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.config.base import ConfigError, format_errors
 from ray_knowsim.engine.config.model_entries import answer_fields, validate_model_entries
@@ -78,7 +79,10 @@ def resolve_judge(cfg: RunConfig, judge: str | None) -> tuple[RunConfig, str]:
     path = Path(judge)
     if not path.is_file():
         raise ScoreError(f"--judge {judge!r}: neither a model key of the run ({sorted(cfg.models)}) nor a file")
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:
+        raw = load_yaml(path.read_text(encoding="utf-8"), str(path))
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"not valid YAML: {exc}"], str(path)) from None
     key = path.stem
     try:
         entries = validate_model_entries({key: raw})

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ray_knowsim.io.yamltext import load_yaml
 from ray_knowsim.schema.results import SESSION_METRICS
 
 
@@ -172,7 +173,7 @@ def load_sweep_config(path: str | Path, **overrides: Any) -> SweepConfig:
     """Read a YAML sweep config; ``overrides`` replace top-level keys (e.g. ``output``)."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"), str(path))
     except OSError as exc:
         raise SweepConfigError(f"cannot read sweep config {path}: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:

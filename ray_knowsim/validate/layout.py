@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ray_knowsim.io.yamltext import load_yaml
 from ray_knowsim.validate.conditions import ARMS, CONDITION_CODES, TASKS, norm_token
 
 DEFAULT_LAYOUT_FILE = Path(__file__).with_name("knowchat_layout.yaml")
@@ -242,7 +243,7 @@ def _merge(base: dict, over: dict) -> dict:
 
 def _read_yaml(path: Path) -> dict:
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = load_yaml(Path(path).read_text(encoding="utf-8"), str(path))
     except OSError as exc:
         raise LayoutError(f"{path}: cannot read the layout file ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:

@@ -25,8 +25,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-import yaml
-
+from ray_knowsim.io.yamltext import load_yaml
 from ray_knowsim.validate.conditions import CONDITION_CODES, condition_label, norm_token
 
 Triple = tuple[str, str, str]  # (condition, assistant_model, assistant_strategy)
@@ -41,7 +40,7 @@ def load_sim_map(path: Path) -> dict[str, dict[str, list[str]]]:
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     try:
-        raw = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+        raw = json.loads(text) if path.suffix.lower() == ".json" else load_yaml(text, str(path))
     except Exception as exc:
         raise MappingError(f"{path.name}: not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {exc}") from exc
     if not isinstance(raw, dict):

@@ -27,7 +27,7 @@ def test_unknown_keys_are_errors_with_their_path():
     errs = errors_of(data, check_files=False)
     for expected in ("tasks.0.itemz: unknown key", "models.gpt.timeout: unknown key",
                      "engine.shard_sise: unknown key", "roles.extractor.temp: unknown key", "extra: unknown key"):
-        assert expected in errs, errs
+        assert any(e.startswith(expected) for e in errs), errs
 
 
 def test_bad_rule_override_is_named():

@@ -13,6 +13,7 @@ import yaml
 from pydantic import ValidationError
 
 from ray_knowsim.engine.config.base import ConfigError, format_errors
+from ray_knowsim.io.yamltext import load_yaml
 
 if TYPE_CHECKING:
     from ray_knowsim.engine.config.run import RunConfig
@@ -54,7 +55,7 @@ def parse_run_config(data: Any, base_dir: Path | str = ".", source: str = "", ch
 
         cfg = RunConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_errors(exc), source) from None
+        raise ConfigError(format_errors(exc, data, RunConfig), source) from None
     cfg._base_dir = Path(base_dir).resolve()
     if check_files:
         errors = cfg.check_files()
@@ -71,7 +72,7 @@ def apply_overrides(data: Any, assignments: list[str]) -> Any:
         if not sep or not key:
             raise ConfigError([f"--set {text!r}: expected key.path=value"])
         try:
-            value = yaml.safe_load(raw)
+            value = load_yaml(raw, f"--set {key}")
         except yaml.YAMLError as exc:
             raise ConfigError([f"--set {key}: value is not valid YAML ({exc})"]) from None
         node = data
@@ -104,7 +105,7 @@ def load_run_config(path: str | os.PathLike[str], check_files: bool = True, over
     except OSError as exc:
         raise ConfigError([f"cannot read the file: {exc.strerror or exc}"], str(path)) from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, str(path))
     except yaml.YAMLError as exc:
         raise ConfigError([f"not valid YAML: {exc}"], str(path)) from None
     if overrides:

@@ -89,10 +89,11 @@ class Secret:
 
     @classmethod
     def from_env(cls, env_name: str) -> "Secret":
-        value = os.environ.get(env_name, "")
-        if not value.strip():
+        value = os.environ.get(env_name)
+        if value is None or not value.strip():
             raise MissingAPIKeyError(
-                f"environment variable {env_name} (named by api_key_env) is not set or empty"
+                f"environment variable {env_name} (named by api_key_env) is "
+                + ("not set" if value is None else "set but empty")
             )
         return cls(env_name, value.strip())
 
