@@ -7,7 +7,9 @@ skipped, sessions that failed for the infrastructure (transport, engine, limiter
 sessions that failed on the model's answer (unreadable, truncated, empty) stay results unless
 ``--rerun-model-failures`` asks otherwise (each rerun is recorded on its row).
 
-Before the first session, every model entry is checked with one cheap call (its endpoint's models
+An ``http`` entry whose endpoint's models list marks it as ``ray-knowsim serve-offline`` (the
+offline test double) gets ``offline_server: true``, said on the terminal and recorded with the config
+(engine/offline_double.py). Before the first session, every model entry is checked with one cheap call (its endpoint's models
 list, or one tiny request), and the run's largest prompts and token budgets are compared with the
 context each endpoint holds; an entry that cannot be used stops the run before anything is sent
 (``--no-preflight`` skips the checks). A run whose sessions keep failing with one error stops
@@ -81,6 +83,12 @@ def main(args: argparse.Namespace) -> int:
             print(f"ray-knowsim run --plan: {exc}", file=sys.stderr)
             return 2
         return 0
+    if not args.no_preflight:  # an endpoint that is `ray-knowsim serve-offline` gets the facts it answers from
+        from ray_knowsim.engine.offline_double import adopt_offline_doubles
+
+        cfg, adopted = adopt_offline_doubles(cfg)
+        if adopted and not args.quiet:
+            print("\n".join(adopted), flush=True)
     if cfg.adaptive is not None:
         return _adaptive(cfg, args)
     try:

@@ -30,7 +30,7 @@ from typing import Any, AsyncIterator, Iterator
 from aiohttp import web
 
 from ray_knowsim.llm.http.wire import (
-    OFFLINE_FACTS_FIELD, PROMPT_VERSION_HEADER, REQUEST_ID_HEADER, ROLE_HEADER, SCHEMA_NAME_HEADER,
+    OFFLINE_DOUBLE_FIELD, OFFLINE_FACTS_FIELD, PROMPT_VERSION_HEADER, REQUEST_ID_HEADER, ROLE_HEADER, SCHEMA_NAME_HEADER,
 )
 from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.llm.protocol import ChatModel
@@ -49,6 +49,7 @@ class _ServerConfig:
     served_name: str
     delay_s: float
     delay_per_token_s: float = 0.0
+    offline_double: bool = False  # the model answers from the offline facts (the models list says so)
 
 
 class _BadRequest(Exception):
@@ -188,9 +189,10 @@ async def _chat_completions(request: web.Request) -> web.Response:
 
 async def _models(request: web.Request) -> web.Response:
     cfg: _ServerConfig = request.app[CONFIG_KEY]  # type: ignore[assignment]
-    return web.json_response(
-        {"object": "list", "data": [{"id": cfg.served_name, "object": "model", "created": 0, "owned_by": "ray_knowsim"}]}
-    )
+    entry = {"id": cfg.served_name, "object": "model", "created": 0, "owned_by": "ray_knowsim"}
+    if cfg.offline_double:
+        entry[OFFLINE_DOUBLE_FIELD] = True
+    return web.json_response({"object": "list", "data": [entry]})
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -204,7 +206,8 @@ def build_app(model: ChatModel, *, served_name: str | None = None, delay_s: floa
         raise ValueError(f"delay_s and delay_per_token_s must be >= 0, got {delay_s}, {delay_per_token_s}")
     app = web.Application(client_max_size=64 * 2**20)
     app[MODEL_KEY] = model
-    app[CONFIG_KEY] = _ServerConfig(served_name=served_name or model.name, delay_s=delay_s, delay_per_token_s=delay_per_token_s)
+    app[CONFIG_KEY] = _ServerConfig(served_name=served_name or model.name, delay_s=delay_s, delay_per_token_s=delay_per_token_s,
+                                    offline_double=bool(getattr(model, "reads_offline_facts", False)))
     app.router.add_post("/v1/chat/completions", _chat_completions)
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/health", _health)

@@ -25,6 +25,7 @@ def _commands(block: str) -> list[str]:
     out = []
     for line in block.splitlines():
         code = line.split(" #", 1)[0].strip()
+        code = code[:-1].rstrip() if code.endswith(" &") else code  # a server started in the background
         if code:
             out.append(code)
     return out

@@ -57,6 +57,10 @@ _RESPONDERS: tuple[tuple[str, Callable[[Mapping[str, Any], random.Random], Mappi
 class OfflineModel:
     """Deterministic ChatModel for all KnowSim roles (see the module docstring)."""
 
+    #: answers from ``ChatRequest.offline_facts``: served over HTTP, its models list says so
+    #: (llm/server.py), so that a run sends it the facts without a flag (engine/offline_double.py)
+    reads_offline_facts = True
+
     def __init__(
         self,
         name: str = "offline",
@@ -121,7 +125,7 @@ class OfflineModel:
         rng = self._rng(request)
         if ctx is None:
             if request.json_schema is not None:
-                raise OfflineError("offline_unknown_prompt: a structured request without offline facts")
+                raise OfflineError(NO_FACTS)
             return generic_reply(_last(request.messages, "user"))
         template = str(ctx.get("template", ""))
         role = ctx.get("role")
@@ -141,6 +145,14 @@ class OfflineModel:
         if graph is None:
             return generic_reply(latest)
         return teach(vocabulary(graph), ctx.get("offline_reply"), chat, rng)
+
+
+#: the error for a structured request without facts, naming the fix (the offline test double can
+#: only answer the roles from the facts the renderers hand it; it never parses prompt text)
+NO_FACTS = ("offline_unknown_prompt: a structured request without offline facts; this is the offline test double, "
+            "which answers only from the facts ray-knowsim sends with each request. `ray-knowsim run` sends them by "
+            "itself to an endpoint whose models list says it is `ray-knowsim serve-offline` (unless --no-preflight); "
+            "otherwise set `offline_server: true` on the model entry (e.g. --set models.NAME.offline_server=true)")
 
 
 class OfflineError(RuntimeError):
