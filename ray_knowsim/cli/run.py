@@ -104,7 +104,7 @@ def main(args: argparse.Namespace) -> int:
 
     stopped = f" ({outcome.stopped.line()})" if outcome.stopped is not None else ""
     said = "".join(f"; {part}" for part in final_line_parts(outcome.tables))  # failures by kind, a broken simulator
-    line = (f"run {outcome.run_id}: {outcome.status}{stopped}; sessions ok {outcome.n_ok}, failed {outcome.n_failed}, "
+    line = (f"run {outcome.run_id}: {outcome.status_word}{stopped}; sessions ok {outcome.n_ok}, failed {outcome.n_failed}, "
             f"of {outcome.n_sessions}{said}; {outcome.seconds:.1f}s; results in {outcome.run_dir}")
     print(line, flush=True)
     if outcome.llm:

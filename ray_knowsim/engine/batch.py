@@ -42,7 +42,7 @@ from ray_knowsim.engine.progress import Counts, Display, progress_actor
 from ray_knowsim.engine.resume import Attempt, ResumePolicy, Work, plan_work
 from ray_knowsim.engine.worker import CommitPolicy, execute_shard
 from ray_knowsim.io.commits import RunDir, collect_garbage
-from ray_knowsim.io.rundir import RunDirError, RunReader
+from ray_knowsim.io.rundir import STATUS_WORDS, RunDirError, RunReader, status_key
 from ray_knowsim.schema.failures import INFRA, MODEL
 from ray_knowsim.schema.roles import RoleBudgetWarning
 from ray_knowsim.engine.scoring import score_run
@@ -75,6 +75,13 @@ class RunOutcome:
         if self.incomplete:
             return "incomplete"
         return "ok" if self.n_failed == 0 else "ok_with_failed_sessions"
+
+    @property
+    def status_word(self) -> str:
+        """What the terminal says: the word the report and the viewer say for the same run
+        (io.rundir.STATUS_WORDS; :attr:`status` is the manifest's code)."""
+        reason = "stopped_on_failures" if self.stopped is not None else "incomplete" if self.incomplete else None
+        return STATUS_WORDS[status_key(reason, self.n_ok + self.n_failed, self.n_failed)]
 
 
 class RunInterrupted(KeyboardInterrupt):

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from ray_knowsim.schema.price import usd_text
 from ray_knowsim.engine.backends import BACKENDS, TYPICAL_COMPLETION
 from ray_knowsim.engine.config import RunConfig
 from ray_knowsim.engine.plan import Inputs, Plan
@@ -572,11 +573,10 @@ def dry_run(cfg: RunConfig, output: str | Path | None = None, from_run: str | Pa
 
 def summary_lines(est: Estimate) -> list[str]:
     t = est.totals
-    cost = "unknown (a model has no price)" if t.cost_usd is None else f"${t.cost_usd:,.2f}"
-    up = "unknown" if est.upper_bound.cost_usd is None else f"${est.upper_bound.cost_usd:,.2f}"
+    cost, up = usd_text(t.cost_usd, digits=2), usd_text(est.upper_bound.cost_usd, digits=2)
     lines = [f"dry run {est.name}: {est.n_sessions:,} sessions, {t.requests:,} requests, {t.prompt_tokens:,} prompt + "
              f"{t.completion_tokens:,} completion tokens, cost {cost} (completions at full budgets: {up}), ~{t.minutes:,.1f} min"]
     for role, e in est.per_role.items():
-        c = "?" if e.cost_usd is None else f"${e.cost_usd:,.2f}"
+        c = usd_text(e.cost_usd, digits=2)
         lines.append(f"  {role}: {e.requests:,} requests, {e.prompt_tokens:,} prompt / {e.completion_tokens:,} completion tokens, {c}")
     return lines

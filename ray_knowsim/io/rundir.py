@@ -204,6 +204,47 @@ REASON_TEXT: dict[str, str] = {
 }
 
 
+#: THE words for where a run stands, by status key: the run command's final line, the report and
+#: the viewer all say one of these (the key from :func:`status_key`; the manifest keeps its own
+#: codes, ``ok``/``ok_with_failed_sessions``/..., which old run directories carry too)
+STATUS_WORDS: dict[str, str] = {
+    "complete": "complete",
+    "with_failures": "with failures",
+    "all_failed": "all sessions failed",
+    "running": "running?",
+    "interrupted": "interrupted",
+    "stopped_on_failures": "stopped on failures",
+    "failed": "failed",
+    "incomplete": "incomplete",
+    "unknown": "unknown",
+}
+
+
+def status_key(reason: "IncompleteReason | None", committed: int, failed: int, *, errored: bool = False) -> str:
+    """The key of :data:`STATUS_WORDS` for a run: why it is incomplete when it is (see
+    :func:`completeness`), else whether its last invocation stopped with an error, else what its
+    committed sessions say (every one failed, some failed, none failed)."""
+    if reason is not None:
+        return reason
+    if errored:
+        return "failed"
+    if committed and failed == committed:
+        return "all_failed"
+    return "with_failures" if failed else "complete"
+
+
+def status_words(manifest: dict[str, Any] | None, comp: "Completeness", committed: int, failed: int) -> tuple[str, str]:
+    """(word, one line on why) for a run directory, as the report and the viewer show it."""
+    if manifest is None:
+        return STATUS_WORDS["unknown"], "no manifest.json: not written by `ray-knowsim run`, or it was removed"
+    key = status_key(comp.reason, committed, failed, errored=(manifest.get("status") or "") == "failed")
+    detail = {"failed": f"the last invocation stopped with an error after {committed:,} sessions",
+              "all_failed": f"every one of the {committed:,} sessions failed",
+              "with_failures": f"{failed:,} of {committed:,} sessions failed",
+              "complete": f"all {committed:,} planned sessions committed, none failed"}
+    return STATUS_WORDS[key], comp.text if comp.reason is not None else detail[key]
+
+
 @dataclass(frozen=True)
 class Completeness:
     """n of N planned sessions, and why not all (None when complete or when no plan is recorded)."""
@@ -458,5 +499,6 @@ def _check_unique(sessions: CommittedTable) -> None:
             seen[sid] = f.path
 
 
-__all__ = ["BATCH_ROWS", "HEARTBEAT_EVERY_S", "HEARTBEAT_FILE", "HEARTBEAT_STALE_S", "CommittedTable", "Completeness", "LiveFile", "MarkerError", "RunDirError", "RunReader", "RunStatus",
-           "completeness", "has_commit_markers", "last_seen_s_ago", "manifest_facts", "open_run"]
+__all__ = ["BATCH_ROWS", "HEARTBEAT_EVERY_S", "HEARTBEAT_FILE", "HEARTBEAT_STALE_S", "STATUS_WORDS", "CommittedTable", "Completeness",
+           "LiveFile", "MarkerError", "RunDirError", "RunReader", "RunStatus", "completeness", "has_commit_markers",
+           "last_seen_s_ago", "manifest_facts", "open_run", "status_key", "status_words"]

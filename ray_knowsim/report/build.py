@@ -26,7 +26,7 @@ from ray_knowsim.report.plots import failure_mode_plot, overview_plot, trajector
 from ray_knowsim.io.outcomes import READ as OUTCOME_COLUMNS
 from ray_knowsim.io.outcomes import OutcomeCounter, role_totals, truncations_by_role
 from ray_knowsim.io.audit import audit_run
-from ray_knowsim.io.rundir import RunDirError, RunReader, open_run
+from ray_knowsim.io.rundir import RunDirError, RunReader, open_run, status_words
 from ray_knowsim.report.audit import AuditSection, audit_html, audit_markdown
 from ray_knowsim.io.sanity import JUDGE_SCORES, TURN_COLUMNS, SanityReport, checks, read_turns
 from ray_knowsim.report.tables import apply_stars, failure_table, marginal_table, per_level_table
@@ -59,7 +59,8 @@ class ReportResult:
 def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options: ReportOptions | None = None) -> ReportResult:
     opts = options or ReportOptions()
     run = open_run(run_dir)
-    completeness = run.status().completeness()
+    run_status = run.status()
+    completeness = run_status.completeness()
     if completeness.incomplete and not opts.allow_incomplete:
         raise IncompleteRun(f"{run.root}: incomplete run, {completeness.text}. Its ranking may differ from the full run's: "
                             "resume it first, or pass --allow-incomplete to report what is committed (the page says so)")
@@ -123,6 +124,7 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
     )
     content.banner = offline_banner(Path(run.root), run.manifest)
     content.completeness = completeness
+    content.status = status_words(run.manifest, completeness, run_status.n_committed, run_status.n_failed)
     content.failure_kinds = outcomes.failures(("task", "condition"))  # the run's tables count them the same way
     truncations = outcomes.truncations()
     content.truncations = truncations_by_role(truncations)

@@ -41,6 +41,7 @@ class ReportContent:
     # failed sessions per (task, condition, error kind) and truncated answers per (task, condition)
     # and role (ray_knowsim.io.outcomes); the simulator's sanity checks (ray_knowsim.io.sanity)
     completeness: Completeness | None = None
+    status: tuple[str, str] | None = None  # the run's status word and why (io.rundir.status_words: the viewer's word)
     failure_kinds: Any = None  # pandas DataFrame
     truncations: Any = None  # pandas DataFrame
     truncation_totals: dict[str, int] = field(default_factory=dict)  # role -> truncated answers, whole run
@@ -67,7 +68,8 @@ class ReportContent:
             return ", ".join(got[:6]) + (f" (+{len(got) - 6})" if len(got) > 6 else "") if got else "–"
 
         early = sum(s.early_stops.values())
-        return [
+        status = [("status", f"{self.status[0]} ({self.status[1]})")] if self.status else []
+        return status + [
             ("conversations", f"{ok:,} ok" + (f", {failed:,} not ok (excluded)" if failed else "")),
             ("conditions", str(len(s.conditions))),
             ("levels", ", ".join(s.levels)),

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import html
 import logging
-import math
 from pathlib import Path
 
 import pandas as pd
 
+from ray_knowsim.schema.price import NO_PRICE, usd_text
 from ray_knowsim.compare.leaderboard import NOTE as BEATS_NOTE
 from ray_knowsim.compare.leaderboard import beats_html, beats_markdown
 from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse
@@ -149,7 +149,7 @@ def trace_sections(record: DecisionsFile) -> tuple[str, list[str]]:
 
 
 def _usd(x: float) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"${x:,.4f}"
+    return usd_text(x)
 
 
 def _cost_rows(cost: pd.DataFrame) -> list[list[str]]:
@@ -167,7 +167,7 @@ def _cost_html(cost: pd.DataFrame) -> str:
     body = "".join("<tr>" + "".join(f"<td{num if k > 1 else ''}>{e(v)}</td>" for k, v in enumerate(row)) + "</tr>"
                    for row in _cost_rows(cost))
     return ('<section id="cost"><h2>Cost</h2><p class="lead">Tokens the models reported and their price (USD per million '
-            'tokens on each model entry; the offline model is free). "–": a model without a price. '
+            f'tokens on each model entry; the offline model is free). "{NO_PRICE}": a model without a price. '
             '"uncommitted": spent on sessions cut off before their commit (an interrupt, a killed process); '
             '"superseded": on attempts a rerun replaced. The all, all row is the run\'s whole spend over all '
             'its invocations.</p>'

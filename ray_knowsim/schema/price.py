@@ -13,9 +13,14 @@ and the run resumed or re-priced.
 
 from __future__ import annotations
 
+import math
+
 from pydantic import BaseModel, ConfigDict, Field
 
 PER = 1_000_000
+#: THE words for a cost that is not known because a model has no price: every place that shows a
+#: cost (the run's terminal lines, the dry run, the report, the viewer) says this, never "$0.0000"
+NO_PRICE = "no price given"
 
 
 class Price(BaseModel):
@@ -35,4 +40,14 @@ class Price(BaseModel):
         return ((prompt_tokens - cached) * self.input + cached * cached_rate + completion_tokens * self.output) / PER
 
 
-__all__ = ["Price"]
+def usd_text(cost: float | None, priced: int | None = None, of: int | None = None, digits: int = 4) -> str:
+    """A cost in words: ``$1.2345``, or :data:`NO_PRICE` when it is unknown (None or NaN; with
+    ``priced``/``of`` sessions, how many of them were priced)."""
+    if cost is not None and not (isinstance(cost, float) and math.isnan(cost)):
+        return f"${cost:,.{digits}f}"
+    if priced and of:
+        return f"{NO_PRICE} ({priced:,} of {of:,} sessions priced)"
+    return NO_PRICE
+
+
+__all__ = ["NO_PRICE", "Price", "usd_text"]

@@ -18,8 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ray_knowsim.io.outcomes import TRUNCATION_COLUMNS
-from ray_knowsim.io.rundir import Completeness, RunStatus, manifest_facts
+from ray_knowsim.io.rundir import Completeness, RunStatus, manifest_facts, status_words
 from ray_knowsim.io.sanity import SanityReport
+from ray_knowsim.schema.price import usd_text
 from ray_knowsim.view.data import Files, RunFiles
 
 Kind = Literal["run", "sweep", "compare"]
@@ -109,36 +110,17 @@ class RunInfo:
 
     @property
     def cost_text(self) -> str:
-        if self.cost_usd is not None:
-            return f"${self.cost_usd:,.4f}"
-        if self.priced_sessions:
-            return f"unknown: {self.priced_sessions:,} of {self.committed:,} sessions priced"
-        return "no price given"
+        return usd_text(self.cost_usd, self.priced_sessions, self.committed)
 
     @property
     def progress(self) -> str:
         return f"{self.committed:,} of {self.planned:,}" if self.planned is not None else f"{self.committed:,} (no plan recorded)"
 
 
-#: the viewer's label of each reason a run is incomplete (io.rundir.completeness)
-INCOMPLETE_LABELS = {"running": "running?", "interrupted": "interrupted", "stopped_on_failures": "stopped on failures",
-                     "failed": "failed", "incomplete": "incomplete"}
-
-
 def run_status(manifest: dict[str, Any] | None, completeness: Completeness, committed: int, failed: int) -> tuple[str, str]:
-    """(label, one line on why) for a run: an incomplete run by the one rule every reader uses
-    (:meth:`ray_knowsim.io.rundir.RunStatus.completeness`), else what was committed."""
-    if manifest is None:
-        return "unknown", "no manifest.json: not written by `ray-knowsim run`, or it was removed"
-    if completeness.reason is not None:
-        return INCOMPLETE_LABELS[completeness.reason], completeness.text
-    if (manifest.get("status") or "") == "failed":
-        return "failed", f"the last invocation stopped with an error after {committed:,} sessions"
-    if committed and failed == committed:
-        return "all sessions failed", f"every one of the {committed:,} sessions failed"
-    if failed:
-        return "with failures", f"{failed:,} of {committed:,} sessions failed"
-    return "complete", f"all {committed:,} planned sessions committed, none failed"
+    """(label, one line on why) for a run: io.rundir's one word set (:func:`ray_knowsim.io.rundir.status_words`),
+    the same word the run command's final line and the report say."""
+    return status_words(manifest, completeness, committed, failed)
 
 
 def model_names(manifest: dict[str, Any]) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 from urllib.parse import quote as url_quote
 
+from ray_knowsim.io.rundir import STATUS_WORDS
 from ray_knowsim.io.sanity import SanityReport
 from ray_knowsim.schema.failures import error_kind, error_text
 from ray_knowsim.report.conversation_html import conversation_article, legend
@@ -28,7 +29,8 @@ LIST_COLUMNS: tuple[tuple[str, str, bool], ...] = (
 )  # fmt: skip
 LABELS = {"task": "task", "level": "level", "condition": "condition", "item": "item", "status": "status",
           "outcome": "outcome (stop reason)", "error": "error kind"}  # fmt: skip
-INCOMPLETE = ("interrupted", "incomplete", "failed", "running?", "stopped on failures")
+#: the status words (io.rundir.STATUS_WORDS) of a run that did not end as planned
+INCOMPLETE = tuple(STATUS_WORDS[k] for k in ("interrupted", "incomplete", "failed", "running", "stopped_on_failures"))
 
 
 def run_url(entry: Entry, sub: str = "") -> str:

@@ -30,10 +30,22 @@ def test_price_cost_hand_computed():
 def test_session_cost_per_role_model_and_unknown_price():
     usage = {"user_sim": Usage(1000, 100), "assistant": Usage(2000, 500, 1000), "extractor": Usage(0, 0)}
     prices = {"cheap": Price(input=1.0, output=2.0), "big": Price(input=3.0, cached_input=0.3, output=15.0)}
-    got = session_cost(usage, {"user_sim": "cheap", "assistant": "big", "extractor": "nope"}, prices)
+    got = session_cost(usage, {"user_sim": "cheap", "assistant": "big", "extractor": "big"}, prices)
     want = (1000 * 1 + 100 * 2) / 1e6 + (1000 * 3 + 1000 * 0.3 + 500 * 15) / 1e6
     assert got == pytest.approx(want)
-    assert session_cost(usage, {"user_sim": "nope", "assistant": "big"}, prices) is None
+    assert session_cost(usage, {"user_sim": "nope", "assistant": "big", "extractor": "big"}, prices) is None
+    # a called role whose model has no price makes the cost unknown even when its calls reported no
+    # tokens (failed requests): an unpriced all-failed run must not read "$0.0000"
+    assert session_cost(usage, {"user_sim": "cheap", "assistant": "big", "extractor": "nope"}, prices) is None
+    assert session_cost({"extractor": Usage(0, 0)}, {"extractor": "nope"}, prices) is None
+
+
+def test_one_wording_for_no_price():
+    from ray_knowsim.schema.price import NO_PRICE, usd_text
+
+    assert usd_text(0.5) == "$0.5000" and usd_text(0.0) == "$0.0000"  # priced and free
+    assert usd_text(None) == usd_text(float("nan")) == NO_PRICE == "no price given"
+    assert usd_text(float("nan"), 3, 10) == "no price given (3 of 10 sessions priced)"
 
 
 def test_price_in_config_is_optional_and_out_of_the_hash():
