@@ -91,8 +91,9 @@ class SpendJournal:
         u = response.usage
         spent = u.prompt_tokens or u.completion_tokens
         price = self.prices.get(model_key)
-        usd = price.cost(u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens) if price is not None and spent else (
-            0.0 if not spent else None)
+        # a model without a price makes the cost unknown even for an answer that reported no tokens
+        # (the rule of sim/cost.session_cost): an unpriced run never reads "$0.0000"
+        usd = None if price is None else price.cost(u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens) if spent else 0.0
         failed = response.error is not None
         self._write({"s": session_of(request.request_id), "role": request.role, "model": model_key,
                      "calls": int(not response.cached and not failed), "cache_hits": int(bool(response.cached)),
@@ -144,7 +145,7 @@ class Spend:
     cached_prompt_tokens: int = 0
     reasoning_tokens: int = 0
     usd: float = 0.0
-    unpriced: int = 0  # answers that spent tokens on a model without a price (then usd is unknown)
+    unpriced: int = 0  # answers of a model without a price (then usd is unknown)
     sessions: set[str] = field(default_factory=set)
     by_role: dict[str, dict[str, int]] = field(default_factory=dict)  # role -> requests/prompt/completion/cached
 
