@@ -88,11 +88,14 @@ class VLLMModelConfig(BaseModel):
     # Chat template options, passed to apply_chat_template (thinking off for reasoning models).
     chat_template_kwargs: dict[str, Any] = Field(default_factory=lambda: {"enable_thinking": False})
     # Structured decoding, by default exactly a plain `vllm serve`'s (VLLM_SERVE_STRUCTURED): the
-    # same seeds then decode alike as a `vllm` entry and as an `http` entry against a server, which
-    # they did not while this entry forced compact JSON (SmolLM2's extractor answers were cut at
-    # max_tokens in turn 1 here and ended over HTTP). "compact" (no free whitespace between
-    # tokens; xgrammar when the backend is "auto") guards a model that loops on whitespace inside
-    # a JSON grammar; give its server the same setting (serve_flags()).
+    # same seeds then decode alike as a `vllm` entry and as an `http` entry against a server. They
+    # did not while this entry forced compact JSON: the grammar is the one token-level difference
+    # of the two paths, and it changes every answer (SmolLM2, the same 4 seeded requests: the
+    # learner's messages differ, the extractor's answers take 1,426 / 1,336 tokens compact and
+    # 1,777 / 1,429 with whitespace), so one path truncated in turn 1 where the other did not.
+    # "compact" (no free whitespace; xgrammar when the backend is "auto") spends fewer tokens and
+    # guards a model that loops on whitespace inside a JSON grammar: give its server the same
+    # setting (serve_flags()).
     json_whitespace: Literal["compact", "any"] = "any"
     structured_backend: Literal["auto", "xgrammar", "guidance"] = "auto"
     env: dict[str, str] = Field(default_factory=dict)  # set in the actor before vLLM starts
