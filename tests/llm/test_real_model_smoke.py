@@ -37,7 +37,7 @@ def smoke_config(tmp_path, base_url: str, model_dir) -> dict:
     return {
         "name": "smoke",
         "tasks": [{"name": "math", "items": str(tmp_path / "items.jsonl"), "graphs": str(tmp_path / "graphs.json")}],
-        "models": {"smol": {"backend": "http", "base_url": base_url, "model": SERVED_MODEL_NAME, "timeout_s": 900,
+        "models": {"smol": {"backend": "http", "base_url": base_url, "model": SERVED_MODEL_NAME, "timeout_s": 3600,
                             "max_attempts": 2, "max_in_flight": 2, "tokenizer": str(model_dir)},
                    "tutor": {"backend": "offline"}},
         "roles": {"user_sim": {"model": "smol", "max_tokens": 768},
