@@ -95,6 +95,7 @@ class Corrupting:
         return ChatResponse(text=text, usage=response.usage, finish_reason="stop")
 
 
+@pytest.mark.slow  # a whole run through local Ray: ~17 s CPU
 def test_corrupted_extractor_answers_never_reach_signals_or_states(tmp_path):
     from ray_knowsim.llm.offline import OfflineModel
     from ray_knowsim.llm.server import serve_model_in_thread

@@ -16,6 +16,7 @@ import math
 import random
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -201,6 +202,7 @@ def test_irregular_signals_kernel_and_sweep_equal_rules(seed):
     check_case(*irregular_case(seed))
 
 
+@pytest.mark.slow  # the bulk case: ~14 s CPU
 def test_irregular_signals_bulk():
     """Many cases from fixed seeds (reproducible without hypothesis' database; ~5 ms each)."""
     for seed in range(1500):

@@ -262,6 +262,7 @@ def test_kernel_equals_python_hypothesis(seed, n_sessions, max_size):
     assert_matches_python(random_batch(seed, n_sessions, max_size), parallel=False)
 
 
+@pytest.mark.slow  # the bulk case: ~7 s CPU
 def test_kernel_equals_python_bulk_parallel():
     """1,500 random sessions in ONE call through the threaded kernel."""
     assert_matches_python(random_batch(20261129, 1500), parallel=True)

@@ -12,12 +12,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.doubles.peak_memory import CHILD_MAIN, peak_bytes
 from tests.doubles.synthetic import write_synthetic_run
 
 LIMIT_BYTES = 1 << 30
 
 
+@pytest.mark.slow  # 10,000 conversations written and reported: ~20 s CPU
 def test_report_on_10k_conversations_stays_under_1gb(tmp_path):
     t0 = time.perf_counter()
     run = write_synthetic_run(

@@ -187,6 +187,7 @@ def test_an_operational_change_to_the_judge_keeps_its_score_set(finished):
     assert again.scored_shards == 0 and again.skipped_shards == first.scored_shards
 
 
+@pytest.mark.slow  # re-reduces the tables twice: ~18 s CPU
 def test_primary_switches_the_set_the_tables_show(finished, tmp_path, capsys):
     cfg, out, _ = finished
     before = digests(out)
