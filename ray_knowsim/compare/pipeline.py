@@ -77,6 +77,16 @@ class IncompleteRuns(ValueError):
     ranked unless asked (``allow_incomplete``), since its ranking may differ from the full run's."""
 
 
+def adaptive_notes(runs: Sequence[LoadedRun]) -> list[str]:
+    """One line per adaptive run (it has decisions.json): compare's fixed-sample verdicts re-test
+    data collected under a stopping rule, so the run's own sequential verdicts are the valid ones."""
+    from ray_knowsim.io.decisions import DECISIONS_FILE
+
+    return [f"{r.label} ({r.path}) is an adaptive run: it stopped collecting where its own sequential tests decided, so "
+            f"the fixed-sample verdicts here are not at their stated level for it; its own verdicts are in {DECISIONS_FILE} "
+            "(and its report)" for r in runs if (Path(r.path) / DECISIONS_FILE).is_file()]
+
+
 def incomplete_notes(runs: Sequence[LoadedRun]) -> list[str]:
     """One line per incomplete run (io.rundir's completeness rule)."""
     return [f"{r.label} ({r.path}): {r.completeness.text}" for r in runs if r.completeness is not None and r.completeness.incomplete]
@@ -123,6 +133,8 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
         dependence.note,
     ]
     flags = [f"Incomplete run, ranked with --allow-incomplete (its ranking may differ from the full run's): {line}" for line in incomplete]
+    adaptive = adaptive_notes(runs)
+    flags += adaptive
     (out / "leaderboard.html").write_text(render_html(tables["leaderboard"], tables["paired"], metrics, "KnowSim leaderboard", notes,
                                                       alpha, flags=flags), encoding="utf-8")
     info = {"runs": [{"path": r.path, "label": r.label, "conditions": r.conditions} for r in runs],
@@ -143,7 +155,7 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
             "too_few_items": [msg for msg in (too_few_items(tables["paired"], t, alpha) for t in sorted(sessions["task"].unique())) if msg],
             "failure_gaps": "Fisher's exact two-sided test on (failed, ok) x (a, b) per (task, level); biased when "
                             f"p < {alpha} and the rates differ by >= 0.05 (p unadjusted)",
-            "warnings": warnings, "incomplete": incomplete,
+            "warnings": warnings, "incomplete": incomplete, "adaptive_runs": adaptive,
             "simulator_dependence": {"note": dependence.note, "flagged_sessions": dependence.n_flagged,
                                      "changed": dependence.changed}}
     too_few = info["too_few_items"]

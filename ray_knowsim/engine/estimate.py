@@ -1,6 +1,8 @@
 """``ray-knowsim run CONFIG --dry-run``: what a run will ask of its models, before asking anything.
 
 No model is called and no session is written; the only output is ``RUN_DIR/estimate.json``.
+It also says, per task, whether the design's decisions can ever reach a verdict with the items
+the task has, and how many items a given effect needs (``design``: :mod:`ray_knowsim.compare.design`).
 
 How the numbers come about:
 
@@ -129,6 +131,8 @@ class Estimate(BaseModel):
     first_turn: dict[str, FirstTurn]
     assumptions: dict[str, Any]
     largest_prompts: dict[str, LargestPrompt] = {}  # "<role>:<model key>" -> its largest prompt
+    # per task: can the design's decisions ever reach a verdict with its items (compare.design)
+    design: list[dict[str, Any]] = []
 
 
 # ----------------------------------------------------------------------------- token counting
@@ -567,6 +571,9 @@ def dry_run(cfg: RunConfig, output: str | Path | None = None, from_run: str | Pa
     inputs = load_inputs(cfg)
     plan = Plan(cfg, inputs)
     est = estimate(cfg, plan, inputs, from_run)
+    from ray_knowsim.compare.design import as_records, design_checks
+
+    est.design = as_records(design_checks(cfg, {task: len(items) for task, items in inputs.items.items()}))
     run_dir = Path(output) if output is not None else cfg.output_path()
     return est, write_estimate(est, run_dir)
 
@@ -579,4 +586,5 @@ def summary_lines(est: Estimate) -> list[str]:
     for role, e in est.per_role.items():
         c = usd_text(e.cost_usd, digits=2)
         lines.append(f"  {role}: {e.requests:,} requests, {e.prompt_tokens:,} prompt / {e.completion_tokens:,} completion tokens, {c}")
+    lines += [d["line"] for d in est.design]
     return lines

@@ -115,7 +115,10 @@ def test_report_shows_the_trace_and_compare_reads_the_runs(planted, tmp_path):
     md = build_report(adaptive, tmp_path / "report").markdown_path.read_text()
     assert "## Adaptive decisions" in md and "### Rounds" in md
     assert f"{out.record.sessions_run:,} of the fixed design's {out.record.sessions_fixed:,} sessions" in md
-    res = compare_runs([adaptive], tmp_path / "cmp-adaptive", n_boot=200)
+    # the run's own sequential verdicts, never a fixed-sample re-test of the data it stopped collecting
+    assert "## Verdicts of the adaptive run (its own sequential tests)" in md and "## Who beats whom" not in md
+    res = compare_runs([adaptive], tmp_path / "cmp-adaptive")
+    assert "is an adaptive run" in (tmp_path / "cmp-adaptive" / "leaderboard.html").read_text()
     assert len(res.tables["paired"]) and (res.tables["paired"]["n_items"] <= out.record.sessions_run // 6).all()
     # the full fixed run: the planted differences are significant, items as the unit
     p = compare_runs([fixed], tmp_path / "cmp-fixed", n_boot=200).tables["paired"]

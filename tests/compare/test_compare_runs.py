@@ -216,3 +216,13 @@ def test_dry_run_from_a_previous_run(planted, second, tmp_path):
         assert p / 2 <= est.per_role[role].prompt_tokens <= p * 2 and c / 2 <= est.per_role[role].completion_tokens <= c * 2
     want_cost = sum(e.prompt_tokens * 1.0 + e.completion_tokens * 4.0 for e in est.per_role.values()) / 1e6
     assert est.totals.cost_usd == pytest.approx(want_cost)
+
+
+def test_an_adaptive_run_is_flagged_its_own_verdicts_are_the_valid_ones(planted, tmp_path):
+    run = tmp_path / "adaptive-like"
+    shutil.copytree(planted, run, ignore=shutil.ignore_patterns("cache"))
+    (run / "decisions.json").write_text("{}")  # compare only looks whether the run is adaptive
+    compare_runs([run], tmp_path / "cmp")
+    info = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert len(info["adaptive_runs"]) == 1 and "its own verdicts are in decisions.json" in info["adaptive_runs"][0]
+    assert info["quantity"] == "item win rate" and all("sentence" in v for v in info["verdicts"])

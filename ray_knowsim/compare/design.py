@@ -1,0 +1,91 @@
+"""Can a design ever decide? Per task, the decisions a config's run will make -- an adaptive
+run's (its ``adaptive:`` section) or, for a fixed run, ``ray-knowsim compare``'s with its default
+family -- against the items the task has: the fewest items any verdict needs at that family's
+level, and the items needed to detect a given win rate (:func:`ray_knowsim.stats.feasibility.feasibility`,
+the pure function; this module only says which family a config implies). ``run --dry-run``
+prints it before anything is spent.
+
+Families (the Bonferroni-type level every verdict is tested at is alpha / family size):
+
+* adaptive: one decision per (task, level, metric) of ``adaptive.metrics``; the family is every
+  pair of every decision (``k (k - 1) / 2`` pairs for k conditions);
+* fixed, compare's default (``--family run``): every paired row of the comparison: per task, each
+  level and the level-marginal, each of compare's default metrics (KG, NKG, DC, IC, CO, PO,
+  engagement, and IQ with a judge), each pair of conditions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from ray_knowsim.compare.paired import DEFAULT_METRICS
+from ray_knowsim.stats.feasibility import feasibility
+
+#: the effect the dry run prices: a condition better on 65 % of items (ties half); power 0.8
+PLANNING_WIN_RATE = 0.65
+PLANNING_POWER = 0.8
+
+
+@dataclass(frozen=True)
+class DesignCheck:
+    task: str
+    design: str  # "adaptive decide=best" | "compare (default family)"
+    decisions: int  # decisions (adaptive) or paired rows (compare) of this task
+    n_items: int
+    family_size: int
+    alpha: float
+    min_items: int
+    can_decide: bool
+    items_needed: int | None
+    win_rate: float
+    power: float
+    power_at_n: float  # the power these items have for that win rate
+
+    def line(self) -> str:
+        lvl = self.alpha / self.family_size
+        head = (f"design {self.task}: {self.design}, {self.decisions} decision(s), family of {self.family_size} comparisons "
+                f"(each at alpha {self.alpha:g}/{self.family_size} = {lvl:.2g}); {self.n_items} items")
+        need = (f"detecting a win rate of {self.win_rate:.2f} with power {self.power:.1f} needs about {self.items_needed} items"
+                if self.items_needed is not None else f"a win rate of {self.win_rate:.2f} is out of reach")
+        if not self.can_decide:
+            return (f"{head}: CANNOT decide: any verdict needs at least {self.min_items} items that do not tie, and the task has "
+                    f"{self.n_items}; {need}. Add items, or test fewer things (fewer metrics/levels/conditions).")
+        return (f"{head}: can decide (a verdict needs at least {self.min_items} non-tied items); power {self.power_at_n:.2f} "
+                f"for a win rate of {self.win_rate:.2f} at these items; {need}.")
+
+
+def _pairs(k: int) -> int:
+    return k * (k - 1) // 2
+
+
+def design_checks(cfg: Any, items_per_task: Mapping[str, int], win_rate: float = PLANNING_WIN_RATE,
+                  power: float = PLANNING_POWER) -> list[DesignCheck]:
+    """One check per task of ``cfg`` (a RunConfig); ``items_per_task``: task -> items it has."""
+    k = len(cfg.conditions)
+    if k < 2:
+        return []
+    tasks = [t.name for t in cfg.tasks]
+    out = []
+    if cfg.adaptive is not None:
+        ad = cfg.adaptive
+        per_task = len(cfg.levels) * len(ad.metrics)
+        family, alpha, design = per_task * len(tasks) * _pairs(k), ad.alpha, f"adaptive decide={ad.decide}"
+    else:
+        metrics = [m for m in DEFAULT_METRICS if m != "iq" or cfg.roles.judge is not None]
+        per_task = (len(cfg.levels) + 1) * len(metrics)
+        family, alpha, design = per_task * len(tasks) * _pairs(k), 0.05, "compare (default family: every paired row)"
+    for task in tasks:
+        n = int(items_per_task.get(task, 0))
+        f = feasibility(n, alpha, family, win_rate=win_rate, power=power)
+        out.append(DesignCheck(task, design, per_task * _pairs(k), n, family, alpha, int(f.min_items), bool(f.can_decide),
+                               None if f.items_needed is None else int(f.items_needed), win_rate, power,
+                               float(f.power_at_n)))
+    return out
+
+
+def as_records(checks: list[DesignCheck]) -> list[dict[str, Any]]:
+    return [asdict(c) | {"line": c.line()} for c in checks]
+
+
+__all__ = ["DesignCheck", "PLANNING_POWER", "PLANNING_WIN_RATE", "as_records", "design_checks"]
