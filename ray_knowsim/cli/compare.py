@@ -37,8 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--n-boot", type=int, default=2000, help="ignored (P(best), the bootstrap it set, went: issue 28)")
     p.add_argument("--seed", type=int, default=0, help="ignored (as --n-boot)")
     p.add_argument("--effect", type=float, default=None,
-                   help="equivalence margin of the net win rate (wins - losses) / matched items: a pair whose adjusted "
-                        "interval lies inside +-EFFECT is reported as differing by less than it (tied items count)")
+                   help="equivalence margin of the win rate (ties half; the same scale as adaptive.effect): a pair whose "
+                        "adjusted interval lies inside 1/2 +- EFFECT is reported as differing by less than it (tied items count)")
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate per family (default 0.05)")
     p.add_argument("--power", type=float, default=0.8, help="power for the minimum detectable effect (default 0.8)")
     p.add_argument("--family", choices=("run", "level_metric"), default="run",

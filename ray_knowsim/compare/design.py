@@ -7,8 +7,11 @@ prints it before anything is spent.
 
 Families (the Bonferroni-type level every verdict is tested at is alpha / family size):
 
-* adaptive: one decision per (task, level, metric) of ``adaptive.metrics``; the family is every
-  pair of every decision (``k (k - 1) / 2`` pairs for k conditions);
+* adaptive: one decision per (task, level, metric) of ``adaptive.metrics`` over its conditions
+  (``adaptive.conditions``, default all); the family is every pair of every decision
+  (``family: run``, ``k (k - 1) / 2`` pairs each for k conditions) or one decision's pairs
+  (``family: decision``); the first Holm step is at alpha / family, so that is where the
+  minimum number of items is set;
 * fixed, compare's default (``--family run``): every paired row of the comparison: per task, each
   level and the level-marginal, each of compare's default metrics (KG, NKG, DC, IC, CO, PO,
   engagement, and IQ with a judge), each pair of conditions.
@@ -62,15 +65,16 @@ def _pairs(k: int) -> int:
 def design_checks(cfg: Any, items_per_task: Mapping[str, int], win_rate: float = PLANNING_WIN_RATE,
                   power: float = PLANNING_POWER) -> list[DesignCheck]:
     """One check per task of ``cfg`` (a RunConfig); ``items_per_task``: task -> items it has."""
-    k = len(cfg.conditions)
+    ad = cfg.adaptive
+    k = len(ad.conditions) if ad is not None and ad.conditions else len(cfg.conditions)
     if k < 2:
         return []
     tasks = [t.name for t in cfg.tasks]
     out = []
-    if cfg.adaptive is not None:
-        ad = cfg.adaptive
+    if ad is not None:
         per_task = len(cfg.levels) * len(ad.metrics)
-        family, alpha, design = per_task * len(tasks) * _pairs(k), ad.alpha, f"adaptive decide={ad.decide}"
+        family = _pairs(k) if ad.family == "decision" else per_task * len(tasks) * _pairs(k)
+        alpha, design = ad.alpha, f"adaptive decide={ad.decide}, family={ad.family}"
     else:
         metrics = [m for m in DEFAULT_METRICS if m != "iq" or cfg.roles.judge is not None]
         per_task = (len(cfg.levels) + 1) * len(metrics)

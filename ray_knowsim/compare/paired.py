@@ -22,7 +22,7 @@ Output tables (every row validated by a pydantic model below):
   n_pairs matched cells, n_items (matched items), n_pos / n_neg / n_tied items (raw sign of a − b),
   wins / losses / ties (oriented: a win is an item on which a is better), the win rate among
   non-tied items, the net win rate (wins − losses) / n_items over all matched items with its
-  adjusted interval (``equivalent`` when it lies inside ±``effect``), ``zero_width``, ``sentence``, mean_diff = mean(a − b) (the
+  adjusted interval (``equivalent`` when the tie-inclusive win rate lies inside 1/2 ± ``effect``), ``zero_width``, ``sentence``, mean_diff = mean(a − b) (the
   level-marginal: mean over levels of the level mean differences) with a *descriptive* 95 %
   item-clustered interval (``ci_low/ci_high``, no verdict rests on it), win_rate and its adjusted
   interval (``win_low_adj/win_high_adj``), p_value (exact sign test over items), p_adj
@@ -58,7 +58,8 @@ from ray_knowsim.stats import signs as G
 from ray_knowsim.stats.descriptive import clustered_mean
 from ray_knowsim.stats.multiplicity import bonferroni
 from ray_knowsim.compare.sentences import verdict_sentence
-from ray_knowsim.stats.ranks import TIE_DECIMALS, higher_is_better, rank_min
+from ray_knowsim.stats.ranks import higher_is_better, rank_min
+from ray_knowsim.stats.winrate import win_counts
 
 ALL_LEVELS = "all"
 DEFAULT_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "iq")
@@ -77,9 +78,10 @@ class CompareOptions(BaseModel):
     # the family: "run" = every paired row of the comparison (all tasks, levels, metrics and
     # pairs); "level_metric" = one (task, knowledge_level, metric) over its condition pairs
     family: Literal["run", "level_metric"] = "run"
-    # a margin of the net win rate (wins - losses) / matched items: a pair whose adjusted net
-    # interval lies inside +-effect is shown "equivalent" (smaller than the effect); ties count
-    effect: float | None = Field(None, gt=0, lt=1)
+    # a margin of the tie-inclusive win rate (adaptive's ``effect``, same scale): a pair is shown
+    # "equivalent" (smaller than the effect) when its adjusted interval lies inside 1/2 +- effect,
+    # i.e. the net win rate (wins - losses) / matched items inside +-2 effect; ties count
+    effect: float | None = Field(None, gt=0, lt=0.5)
 
 
 class PairedRow(BaseModel):
@@ -120,7 +122,7 @@ class PairedRow(BaseModel):
     significant: bool  # the adjusted win-rate interval excludes 1/2 (<=> p_adj < alpha)
     better: str | None  # the condition that wins (orientation-aware), when significant
     effect: float | None  # the equivalence margin asked for (CompareOptions.effect)
-    equivalent: bool  # the adjusted net win-rate interval lies inside +-effect
+    equivalent: bool  # the adjusted win rate (ties half) lies inside 1/2 +- effect (net inside +-2 effect)
     sentence: str  # the verdict in words, with its counts (compare.sentences.verdict_sentence)
 
 
@@ -241,19 +243,18 @@ def _row(task, level, metric, hib, a, b, counts: np.ndarray, sums: np.ndarray, m
         per_level_item = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
     seen = counts.sum(axis=0) > 0
     item_diffs = np.nanmean(per_level_item[:, seen], axis=0) if seen.any() else np.zeros(0)
-    signs = G.sign_counts(item_diffs, tol=10.0 ** -TIE_DECIMALS)
-    wins, losses = (signs.pos, signs.neg) if hib else (signs.neg, signs.pos)
-    n = signs.n + signs.tied
+    counts_ = win_counts(item_diffs, np.zeros_like(item_diffs), hib)  # THE per-pair count (stats.winrate)
+    wins, losses, ties, n = counts_.wins, counts_.losses, counts_.ties, counts_.n
+    n_pos, n_neg = (wins, losses) if hib else (losses, wins)
     sd = float(np.std(item_diffs, ddof=1)) if item_diffs.size > 1 else math.nan
     lo, hi = _f(cm.ci_low), _f(cm.ci_high)
     return dict(task=task, knowledge_level=level, metric=metric, higher_is_better=hib, condition_a=a, condition_b=b,
-                n_pairs=n_pairs, n_items=int(seen.sum()), n_pos=signs.pos, n_neg=signs.neg, n_tied=signs.tied,
-                wins=wins, losses=losses, ties=signs.tied,
+                n_pairs=n_pairs, n_items=int(seen.sum()), n_pos=n_pos, n_neg=n_neg, n_tied=ties,
+                wins=wins, losses=losses, ties=ties,
                 mean_a=_f(mean_a), mean_b=_f(mean_b), mean_diff=_f(cm.mean), ci_low=lo, ci_high=hi,
                 zero_width=bool(math.isfinite(lo) and lo == hi), sd_item_diff=_f(sd),
-                win_rate=wins / signs.n if signs.n else math.nan,
-                win_rate_ties_half=(wins + signs.tied / 2) / n if n else math.nan,
-                net_win_rate=(wins - losses) / n if n else math.nan, p_value=G.sign_test(signs.pos, signs.neg))
+                win_rate=wins / counts_.decisive if counts_.decisive else math.nan,
+                win_rate_ties_half=counts_.win_rate, net_win_rate=counts_.net, p_value=G.sign_test(wins, losses))
 
 
 def _best(task, metric, hib, part, levels, conds, item_pos) -> list[dict]:
@@ -309,7 +310,7 @@ def _adjust(paired: list[dict], opts: CompareOptions) -> list[dict]:
             n = r["wins"] + r["losses"]
             net_lo, net_hi = G.net_win_rate_interval(r["wins"], r["losses"], r["ties"], 1.0 - level)
             better = (r["condition_a"] if v.direction > 0 else r["condition_b"]) if v.significant else None
-            equivalent = opts.effect is not None and -opts.effect < net_lo and net_hi < opts.effect
+            equivalent = opts.effect is not None and -2 * opts.effect < net_lo and net_hi < 2 * opts.effect
             r.update(win_low_adj=v.ci_low, win_high_adj=v.ci_high, net_low_adj=net_lo, net_high_adj=net_hi,
                      p_adj=float(bonferroni([v.p_value], m)[0]), family_size=m, min_items=need, testable=n >= need,
                      significant=v.significant, better=better, effect=opts.effect, equivalent=bool(equivalent))

@@ -124,7 +124,7 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
         f"Verdicts: exact sign test over items (each item's mean paired difference; tied items counted, not tested), "
         f"Bonferroni over {'the whole comparison' if family == 'run' else 'each (task, level, metric)'} at alpha {alpha}: "
         "a result is significant exactly when its adjusted win-rate interval excludes 1/2"
-        + (f"; a pair is equivalent when its adjusted net win-rate interval lies inside ±{effect:g}." if effect else "."),
+        + (f"; a pair is equivalent when its adjusted win rate (ties half) lies inside 1/2 ± {effect:g}." if effect else "."),
         *sorted(set(tables["leaderboard"]["ranked_set"])),
         "Failure rates per condition and level are in failures.csv; a pair whose rates differ (Fisher's exact test, "
         f"p < {alpha}, and at least 5 points apart) is compared over different sets of cells: "

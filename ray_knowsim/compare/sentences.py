@@ -57,8 +57,8 @@ def verdict_sentence(a: str, b: str, metric: str, level: str, wins: int, losses:
     counts = f"{a} won {wins} of {n} items, lost {losses}, {ties} tied"
     if equivalent and effect is not None:
         net = f"; net win rate {interval_text(*net_interval)}" if net_interval else ""
-        return (f"{a} and {b} differ by less than {effect:g} in net win rate on {_metric(metric)} {scope_text(level)} "
-                f"({counts}{net})")
+        return (f"{a} and {b} differ by less than the effect on {_metric(metric)} {scope_text(level)}: win rate within "
+                f"1/2 ± {effect:g} ({counts}{net})")
     tail = ""
     if min_items is not None and wins + losses < min_items:
         tail = f"; cannot decide at this family size: needs at least {min_items} non-tied items, has {wins + losses}"

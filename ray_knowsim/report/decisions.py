@@ -55,8 +55,9 @@ def decision_sections(run_dir: str | Path, n_boot: int = 1000, scores: RunScores
         md += m
         verdicts = from_record(record)
         h, m = _sentences(verdicts, "Verdicts of the adaptive run (its own sequential tests)")
-        html_parts.append(h)
-        md += m
+        h2, m2 = _board_sections(verdicts, None)
+        html_parts += [h, h2]
+        md += m + m2
     try:
         reader = reader if reader is not None else open_run(run_dir)
         scores = scores if scores is not None else RunScores.load(run_dir, reader)
@@ -79,10 +80,11 @@ def decision_sections(run_dir: str | Path, n_boot: int = 1000, scores: RunScores
                 blocks.append(beats_html(paired, task, level))
                 md_blocks += [f"### {task}, level {level}", "", *beats_markdown(paired, task, level), ""]
         h, m = _sentences(verdicts, "Verdicts")
+        h2, m2 = _board_sections(verdicts, (ALL_LEVELS,))
         html_parts.append('<section id="who-beats-whom"><h2>Who beats whom</h2>'
                           f'<p class="lead">{html.escape(NOTE)}</p>{"".join(blocks)}</section>')
-        html_parts.append(h)
-        md += ["## Who beats whom", "", NOTE, "", *md_blocks, *m]
+        html_parts += [h, h2]
+        md += ["## Who beats whom", "", NOTE, "", *md_blocks, *m, *m2]
     reader = reader if reader is not None else RunReader.open(run_dir)
     if reader.sessions.files:
         scores = scores if scores is not None else RunScores.load(run_dir, reader)
@@ -90,6 +92,31 @@ def decision_sections(run_dir: str | Path, n_boot: int = 1000, scores: RunScores
         html_parts.append(_cost_html(cost))
         md += _cost_md(cost)
     return html_parts, md, verdicts
+
+
+def _board_sections(verdicts: RunVerdicts, levels: tuple[str, ...] | None) -> tuple[str, list[str]]:
+    """Per (task, level, metric) the conditions in leaderboard order on the item win rate (never
+    against a significant verdict; a cycle shares a position), ★ = beats every other."""
+    e = html.escape
+    rows = []
+    for (task, level, metric), b in sorted(verdicts.boards.items()):
+        if levels is not None and level not in levels:
+            continue
+        cells = [f"{b.position[c]}. {c}" + (" ★" if b.star == c else "") for c in b.order]
+        cycle = "; ".join(" > ".join([*cy, cy[0]]) for cy in b.cycles)
+        rows.append((task, level, metric.upper(), " · ".join(cells), f"cycle: {cycle}" if cycle else ""))
+    if not rows:
+        return "", []
+    lead = ("Per metric, the conditions ordered on the item win rate, the quantity the verdicts test: by mean item rank "
+            "(1 + the sum of its losing shares, ties half), never against a significant verdict; a cycle of verdicts shares "
+            "one position. ★ = significantly beats every other condition. (The tables' ranks above are ranks of means.)")
+    body = "".join(f"<tr><td>{e(t)}</td><td>{e(lv)}</td><td>{e(m)}</td><td>{e(o)}</td><td>{e(c)}</td></tr>" for t, lv, m, o, c in rows)
+    h = (f'<section id="win-rate-leaderboard"><h2>Leaderboard on the item win rate</h2><p class="lead">{e(lead)}</p>'
+         f"<table><thead><tr><th>task</th><th>level</th><th>metric</th><th>order</th><th></th></tr></thead><tbody>{body}</tbody></table></section>")
+    esc = lambda x: str(x).replace("|", "\\|")  # noqa: E731
+    md = ["## Leaderboard on the item win rate", "", lead, "", "| task | level | metric | order | |", "|---|---|---|---|---|",
+          *[f"| {esc(t)} | {esc(lv)} | {esc(m)} | {esc(o)} | {esc(c)} |" for t, lv, m, o, c in rows], ""]
+    return h, md
 
 
 def _sentences(verdicts: RunVerdicts, title: str) -> tuple[str, list[str]]:

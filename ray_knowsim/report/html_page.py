@@ -17,6 +17,8 @@ from ray_knowsim.report.conversation_html import CONVERSATION_CSS, conversation_
 from ray_knowsim.report.conversation_html import attrs as _attrs
 from ray_knowsim.compare.sentences import interval_text
 from ray_knowsim.report.metrics import fmt
+from ray_knowsim.report.tables import coverage_note
+from ray_knowsim.stats.coverage import MEASURED as COVERAGE
 from ray_knowsim.report.outcomes import CSS as OUTCOME_CSS
 from ray_knowsim.report.outcomes import failed_html, failed_note_html, flags_html, truncations_html
 from ray_knowsim.report.plots import FM_LABELS, FM_ORDER
@@ -277,6 +279,7 @@ def per_level_html(c: ReportContent) -> str:
         "n = conversations in the cell (a metric's own n is shown when some values are missing). "
         f"Mean rank = mean of the ranks of {_mean_rank_names(c)} (one metric per construct; ranks of means, descriptive). "
         "★ = significantly beats every other condition on that metric in the level.</p>"
+        + (f'<p class="note coverage-note">{e(note)}</p>' if (note := coverage_note(c.per_level)) else "") +
         f'<table class="results" id="per-level-table"><thead><tr><th>Level</th><th>Condition</th><th class="num">n</th>'
         f'{_metric_headers(c, False)}<th class="num">Mean rank</th></tr></thead>{"".join(bodies)}</table></section>'
     )
@@ -337,7 +340,9 @@ def _method(c: ReportContent) -> str:
         "Per-level cells: mean over conversations with its 95% interval clustered by item (item-clustered sandwich "
         "standard error, Student t on items − 1 degrees of freedom; no interval below 2 items; a zero-width interval is "
         "marked as such); a metric missing for a conversation (e.g. state metrics of baseline simulators, IQ without a "
-        "judge) is skipped, not zero. The intervals describe; no verdict rests on them.",
+        "judge) is skipped, not zero. The intervals describe; no verdict rests on them. Their coverage at few items is "
+        "measured on KG-like data (stats/coverage: " + ", ".join(f"{cov:.0%} at {n}" for n, (cov, _) in sorted(COVERAGE.items()))
+        + " items, against 95 %); the per-level section says how far its own intervals fall short.",
         "Level-marginalised value: unweighted mean of the level means (the reference code pooled conversations instead; "
         "the two agree when every level has the same count).",
         "Ranks: per metric, the rank of the mean, 1 = best (CO: lower is better), ties share the best rank (\"min\"); "

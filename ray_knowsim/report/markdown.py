@@ -5,6 +5,7 @@ from __future__ import annotations
 from ray_knowsim.report.content import ReportContent
 from ray_knowsim.compare.sentences import interval_text
 from ray_knowsim.report.metrics import fmt
+from ray_knowsim.report.tables import coverage_note
 from ray_knowsim.report.outcomes import failed_note_markdown, flags_markdown, task_sections_markdown
 from ray_knowsim.report.plots import FM_LABELS, FM_ORDER
 
@@ -91,6 +92,9 @@ def _results(c: ReportContent, deeper: str) -> list[str]:
             cells.append(_bold(fmt(r.mean_rank, 2), r.best_rank) + _partial(r.ranks_used, len(c.specs)))
             out.append(_row(cells))
     out.append("")
+    note = coverage_note(c.per_level)
+    if note:
+        out += [_md(note), ""]
 
     if c.failures:
         out += [f"{deeper}## Failure modes", "", "Share of explained-IU events (%), summed over conversations.", ""]

@@ -19,6 +19,7 @@ from typing import Sequence
 from ray_knowsim.report.aggregate import RunSummary
 from ray_knowsim.report.metrics import MetricSpec
 from ray_knowsim.stats.descriptive import ClusteredMean, Moments
+from ray_knowsim.stats.coverage import interval_coverage
 from ray_knowsim.stats.ranks import best_of, paper_mean_ranks
 
 
@@ -130,6 +131,20 @@ def apply_stars(per_level: list[LevelBlock], marginal: list[MarginalRow], specs:
     for r in marginal:
         for s in specs:
             r.best[s.key] = stars.get(("all", s.column)) == r.condition
+
+
+def coverage_note(per_level: list[LevelBlock]) -> str | None:
+    """How far the intervals of these cells fall short of 95 % at their fewest items, as measured
+    on KG-like data (:func:`ray_knowsim.stats.coverage.interval_coverage`); None when no cell has an
+    interval or the measurement says nothing at that size."""
+    items = [cell.ci.n_items for b in per_level for r in b.rows for cell in r.cells.values()
+             if cell.ci is not None and cell.ci.n_items >= 2]
+    if not items:
+        return None
+    cov = interval_coverage(min(items))
+    if cov.measured is None or cov.shortfall <= 0:
+        return None
+    return f"Coverage at these item counts: {cov.line()}; more items close the gap."
 
 
 @dataclass

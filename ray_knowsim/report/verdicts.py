@@ -17,7 +17,7 @@ import pandas as pd
 
 from ray_knowsim.compare.sentences import verdict_sentence
 from ray_knowsim.schema.decisions import DecisionsFile
-from ray_knowsim.stats.leaderboard import board
+from ray_knowsim.stats.leaderboard import Board, board
 from ray_knowsim.stats.ranks import higher_is_better
 
 
@@ -41,6 +41,7 @@ class RunVerdicts:
     method: str  # what is computed, for the report's Method list
     pairs: list[PairView] = field(default_factory=list)
     stars: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (task, level, metric) -> condition
+    boards: dict[tuple[str, str, str], Board] = field(default_factory=dict)  # (task, level, metric) -> its leaderboard
 
     def stars_of(self, task: str | None) -> dict[tuple[str, str], str]:
         """(level, metric) -> starred condition for one task (all tasks when None and there is one)."""
@@ -50,16 +51,20 @@ class RunVerdicts:
         return [p for p in self.pairs if p.better is not None]
 
 
-def _stars(pairs: list[PairView], conditions: dict[tuple[str, str, str], list[str]]) -> dict[tuple[str, str, str], str]:
+def _boards(pairs: list[PairView], conditions: dict[tuple[str, str, str], list[str]]) -> dict[tuple[str, str, str], Board]:
+    """Per (task, level, metric) the leaderboard of :func:`ray_knowsim.stats.leaderboard.board`."""
     out = {}
     for key, conds in conditions.items():
         mine = [p for p in pairs if (p.task, p.level, p.metric) == key]
         theta = {(p.a, p.b): (p.wins + (p.ties or 0) / 2) / n for p in mine if (n := p.wins + p.losses + (p.ties or 0))}
         beats = [(p.better, p.b if p.better == p.a else p.a) for p in mine if p.better is not None]
-        star = board(conds, theta, beats).star
-        if star is not None:
-            out[key] = star
+        out[key] = board(conds, theta, beats)
     return out
+
+
+def _verdicts(source, method, pairs, conds) -> RunVerdicts:
+    boards = _boards(pairs, conds)
+    return RunVerdicts(source, method, pairs, {k: b.star for k, b in boards.items() if b.star is not None}, boards)
 
 
 def from_compare(paired: pd.DataFrame, alpha: float, family: str) -> RunVerdicts:
@@ -75,7 +80,7 @@ def from_compare(paired: pd.DataFrame, alpha: float, family: str) -> RunVerdicts
               f"win-rate interval, Bonferroni over {family} at alpha {alpha:g} (a result is significant exactly when the "
               "adjusted interval excludes 1/2). ★ = the condition that significantly beats every other condition on "
               "that metric and level.")
-    return RunVerdicts("fixed", method, pairs, _stars(pairs, conds))
+    return _verdicts("fixed", method, pairs, conds)
 
 
 def _pair_counts(p, metric: str) -> tuple[int, int, int | None]:
@@ -111,7 +116,7 @@ def from_record(record: DecisionsFile) -> RunVerdicts:
               "decided them round by round; they are not re-tested with a fixed-sample test (the run stopped collecting "
               "where its own test decided, which a fixed-sample test would not account for). ★ = the condition that "
               "significantly beats every other condition of that decision.")
-    return RunVerdicts("adaptive", method, pairs, _stars(pairs, conds))
+    return _verdicts("adaptive", method, pairs, conds)
 
 
 __all__ = ["PairView", "RunVerdicts", "from_compare", "from_record"]

@@ -28,6 +28,7 @@ def test_adaptive_verdicts_come_from_the_record_with_their_counts():
     assert first.sentence == ("A teaches more (KG) than B on novices: 14 of 20 items won, 2 lost, 4 tied; "
                               "sequential test over items, decided after round 3")
     assert v.stars == {("math", "novice", "kg"): "A"}  # A beats both others
+    assert v.boards[("math", "novice", "kg")].order[0] == "A"
     assert [p.a + p.b for p in v.significant()] == ["AB", "AC"]
 
 
@@ -45,3 +46,26 @@ def test_older_records_without_ties_say_so_and_are_oriented():
     assert (p.wins, p.losses, p.ties) == (1, 15, None)
     assert p.sentence.startswith("B overloads less (CO) than A on novices: 15 of 16 items won, 1 lost")
     assert "ties not recorded" in p.sentence
+
+
+def test_the_report_says_how_far_few_items_intervals_fall_short():
+    from ray_knowsim.report.tables import Cell, LevelBlock, LevelRow, coverage_note
+    from ray_knowsim.stats.descriptive import ClusteredMean, Moments
+
+    ci = ClusteredMean(1.0, 0.5, 5, 5, 1, 0.0, 2.0)
+    block = LevelBlock("novice", [LevelRow("A", 5, {"kg": Cell(Moments(5, 1.0, 1.0), ci)})])
+    note = coverage_note([block])
+    assert note is not None and "with 5 items the 95 % interval covers about 81%" in note and "14% short" in note
+    many = ClusteredMean(1.0, 0.5, 500, 500, 1, 0.0, 2.0)
+    assert coverage_note([LevelBlock("novice", [LevelRow("A", 500, {"kg": Cell(Moments(500, 1.0, 1.0), many)})])]) is None
+
+
+def test_the_report_leaderboard_follows_the_verdicts():
+    from ray_knowsim.report.decisions import _board_sections
+
+    # B has the better mean item rank against C, but C significantly beats B: C is above B
+    rec = record([pair("A", "B", "A", matched=20, wins=14, losses=2, ties=4),
+                  pair("A", "C", "A", matched=20, wins=15, losses=1, ties=4),
+                  pair("B", "C", "C", matched=20, wins=0, losses=9, ties=11)])
+    h, md = _board_sections(from_record(rec), None)
+    assert "1. A ★ · 2. C · 3. B" in h and any("1. A ★ · 2. C · 3. B" in line for line in md)
