@@ -6,7 +6,7 @@ one. The unit of work here is the model request: a session needs about ``turns x
 turn`` of them, and requests complete steadily from the first turn on. So
 
     remaining = (sessions to run x expected turns x requests per turn) - requests done
-    ETA       = remaining / recent request rate
+    ETA       = remaining / (requests per live session per second x sessions live now)
 
 * expected turns: ``max_turns`` until enough sessions finished to measure it (a run that stops
   early — the rules' stop, a learner that ends it — has shorter sessions);
@@ -15,8 +15,9 @@ turn`` of them, and requests complete steadily from the first turn on. So
   counted, their turn not yet (without that half turn a run of many sessions in their first
   turns looks half again as long); before any turn, the roles of a structured turn (learner,
   tutor, extractor);
-* the rate: over the last :data:`WINDOW_S` seconds of observations (start-up, when no request
-  completes, is not part of it).
+* the rate: per live session (each runs on its own clock), over the last :data:`WINDOW_S` seconds
+  of observations (start-up, when no request completes, is not part of it), times the sessions
+  live now — a run whose workers come up one by one speeds up as they do, and the estimate with it.
 
 The caller feeds :meth:`EtaEstimator.observe` with its totals and its own clock, so a test feeds
 synthetic completion times.
@@ -41,7 +42,7 @@ MIN_FINISHED, MIN_FINISHED_SHARE = 3, 0.1
 class EtaEstimator:
     sessions: int  # sessions this invocation runs
     max_turns: int
-    _samples: deque = field(default_factory=deque)  # (t, requests done), requests increasing
+    _samples: deque = field(default_factory=deque)  # (t, requests done, live sessions), requests increasing
     _last: tuple[int, int, int, int] = (0, 0, 0, 0)  # requests, turns, finished sessions, their turns
     _live: int = 0
 
@@ -54,11 +55,11 @@ class EtaEstimator:
         self._live = live
         if requests <= 0:
             self._samples.clear()  # no request yet: start-up does not count towards the rate
-            self._samples.append((t, 0))
+            self._samples.append((t, 0, live))
             return
         if self._samples and requests < self._samples[-1][1]:
             self._samples.clear()  # a total that went down (a shard's snapshot replaced): measure afresh
-        self._samples.append((t, requests))
+        self._samples.append((t, requests, live))
         while len(self._samples) > 2 and t - self._samples[1][0] >= WINDOW_S:
             self._samples.popleft()
 
@@ -77,13 +78,18 @@ class EtaEstimator:
         return max(0.0, self.sessions * self.expected_turns() * self.requests_per_turn() - requests)
 
     def rate(self) -> float | None:
-        """Requests per second over the window (None before two observations with progress)."""
+        """Requests per second now: per live session over the window, times the sessions live now
+        (None before two observations with progress). Without live counts: the window's rate."""
         if len(self._samples) < 2:
             return None
-        (t0, r0), (t1, r1) = self._samples[0], self._samples[-1]
+        t0, r0, _ = self._samples[0]
+        t1, r1, live_now = self._samples[-1]
         if t1 <= t0 or r1 <= r0:
             return None
-        return (r1 - r0) / (t1 - t0)
+        session_seconds = sum((b[0] - a[0]) * (a[2] + b[2]) / 2 for a, b in zip(self._samples, list(self._samples)[1:]))
+        if session_seconds <= 0 or live_now <= 0:
+            return (r1 - r0) / (t1 - t0)
+        return (r1 - r0) / session_seconds * live_now
 
     def eta_s(self) -> float | None:
         """Seconds left, or None while no request rate is known."""

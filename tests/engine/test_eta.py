@@ -44,7 +44,7 @@ def test_eta_is_known_within_the_first_minute_and_close_at_mid_run():
         if abs(t - (30.0 + end) / 2) < 0.5:
             actual = end - t
             assert eta.eta_s() == pytest.approx(actual, rel=0.5), (t, eta.eta_s(), actual)
-            assert eta.eta_s() == pytest.approx(actual, rel=0.1)  # a steady pipeline: close
+            assert eta.eta_s() == pytest.approx(actual, rel=0.2)  # a steady pipeline: close
     assert shown_at is not None and shown_at <= 32.0  # a second or two after the first answers
 
 
@@ -87,3 +87,16 @@ def test_requests_of_turns_under_way_do_not_inflate_the_work():
     naive.observe(0.0, requests=0, turns=0)
     naive.observe(10.0, requests=250, turns=50)
     assert naive.requests_per_turn() == pytest.approx(5.0) and eta.eta_s() < 0.6 * naive.eta_s()
+
+
+def test_a_run_that_speeds_up_as_its_workers_come_up():
+    # live sessions rise 16 -> 64 over 20 s, each session answering 1 request/s: the rate now is
+    # 64/s although the window's average is far lower
+    eta = EtaEstimator(sessions=1000, max_turns=10)
+    eta.observe(0.0, requests=0, turns=0, live=0)
+    requests = 0.0
+    for t in range(1, 21):
+        live = 16 + (64 - 16) * t // 20
+        requests += live
+        eta.observe(float(t), requests=int(requests), turns=int(requests) // 3, live=live)
+    assert eta.rate() == pytest.approx(64.0, rel=0.1)
