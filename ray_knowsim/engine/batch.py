@@ -277,7 +277,7 @@ def journal_checks(root: Path, config_hash: str, invocation: int, checked: Any, 
     try:
         for key, s in spent.items():
             journal.spent(role="preflight", model_key=key, requests=s["requests"], prompt=s["prompt_tokens"],
-                          completion=s["completion_tokens"])
+                          completion=s["completion_tokens"], cached=s.get("cached_prompt_tokens", 0))
     finally:
         journal.close()
 

@@ -85,6 +85,7 @@ class Capacity:
     chat_requests: int = 0  # of them, chat completions (the tiny request, the speed probe)
     chat_prompt_tokens: int = 0  # what the chat requests above spent (their usage), for the run's spend journal
     chat_completion_tokens: int = 0
+    chat_cached_prompt_tokens: int = 0  # of chat_prompt_tokens, served from the provider's prompt cache
     tokens_per_s: float | None = None  # per request, measured by the speed probe (None: not measured)
     speed: str = ""  # how the speed was measured, or why not
 
@@ -133,7 +134,8 @@ class Preflight:
     def chat_spend(self) -> dict[str, dict[str, int]]:
         """What the checks' chat requests (the tiny request, the speed probe) spent, per model key:
         the run's spend journal records it apart (io/spend.py: ``checks``)."""
-        return {k: {"requests": c.chat_requests, "prompt_tokens": c.chat_prompt_tokens, "completion_tokens": c.chat_completion_tokens}
+        return {k: {"requests": c.chat_requests, "prompt_tokens": c.chat_prompt_tokens, "completion_tokens": c.chat_completion_tokens,
+                    "cached_prompt_tokens": c.chat_cached_prompt_tokens}
                 for k, c in self.capacities.items() if c.chat_requests}
 
     def to_manifest(self) -> dict[str, Any]:
@@ -337,6 +339,7 @@ class Speed:
     requests: int = 0
     prompt_tokens: int = 0  # what the probes spent (their usage)
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
 
     def source(self) -> str:
         if self.tokens_per_s is None:
@@ -373,8 +376,8 @@ async def probe_speed(entry: Any, concurrency: int = 1) -> Speed:
                 elapsed = time.perf_counter() - t0
                 if resp.status != 200:
                     return f"HTTP {resp.status}"
-                prompt, completion = _usage(raw)
-                return elapsed, completion, prompt
+                prompt, completion, cached = _usage(raw)
+                return elapsed, completion, prompt, cached
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, AttributeError) as exc:
             return type(exc).__name__
 
@@ -382,22 +385,25 @@ async def probe_speed(entry: Any, concurrency: int = 1) -> Speed:
         got = await asyncio.gather(*(one(session) for _ in range(concurrency)))
     timed = [g for g in got if not isinstance(g, str)]
     refused = sorted({g for g in got if isinstance(g, str)})
-    spent = {"requests": concurrency, "prompt_tokens": sum(g[2] for g in timed), "completion_tokens": sum(g[1] for g in timed)}
+    spent = {"requests": concurrency, "prompt_tokens": sum(g[2] for g in timed), "completion_tokens": sum(g[1] for g in timed),
+             "cached_prompt_tokens": sum(g[3] for g in timed)}
     if refused and not timed:
         return Speed(None, concurrency, note=f"the speed probe got no answer ({', '.join(refused)})", **spent)
-    elapsed, tokens, _ = max(timed)  # the slowest copy
+    elapsed, tokens, _, _ = max(timed)  # the slowest copy
     if tokens < SPEED_MIN_TOKENS or elapsed <= 0:
         return Speed(None, concurrency, note=f"the speed probe's answer was too short to time ({tokens} tokens)", **spent)
     return Speed(tokens / elapsed, concurrency, elapsed, tokens, **spent)
 
 
-def _usage(raw: bytes) -> tuple[int, int]:
-    """(prompt, completion) tokens of a chat completion's ``usage`` (0, 0 when it has none)."""
+def _usage(raw: bytes) -> tuple[int, int, int]:
+    """(prompt, completion, cached prompt) tokens of a chat completion's ``usage`` (zeros when it has none)."""
     try:
         usage = json.loads(raw).get("usage") or {}
-        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        details = usage.get("prompt_tokens_details")
+        cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), cached
     except (ValueError, AttributeError, TypeError):
-        return 0, 0
+        return 0, 0, 0
 
 
 def measure_speeds(cfg: Any, plan: Any, capacities: dict[str, Capacity]) -> dict[str, Speed]:
@@ -412,6 +418,7 @@ def measure_speeds(cfg: Any, plan: Any, capacities: dict[str, Capacity]) -> dict
         cap.chat_requests += sp.requests
         cap.chat_prompt_tokens += sp.prompt_tokens
         cap.chat_completion_tokens += sp.completion_tokens
+        cap.chat_cached_prompt_tokens += sp.cached_prompt_tokens
         cap.tokens_per_s = None if sp.tokens_per_s is None else round(sp.tokens_per_s, 2)
         cap.speed = sp.source() or sp.note
     return speeds
@@ -555,9 +562,10 @@ async def probe_http(entry: Any, key: str) -> Capacity:
                         entry.max_tokens_field: TINY_MAX_TOKENS, **entry.extra_body}
                 status, raw = await send("POST", "/chat/completions", body)
                 if status == 200:
-                    prompt, completion = _usage(raw)
+                    prompt, completion, cached = _usage(raw)
                     cap.chat_prompt_tokens += prompt
                     cap.chat_completion_tokens += completion
+                    cap.chat_cached_prompt_tokens += cached
                 if status in (401, 403):
                     cap.error = refused_key(status, raw)
                 elif status == 429:

@@ -101,13 +101,13 @@ class SpendJournal:
                      "prompt": u.prompt_tokens, "completion": u.completion_tokens,
                      "cached_prompt": u.cached_prompt_tokens, "reasoning": u.reasoning_tokens, "usd": usd})
 
-    def spent(self, *, role: str, model_key: str, requests: int, prompt: int, completion: int) -> None:
+    def spent(self, *, role: str, model_key: str, requests: int, prompt: int, completion: int, cached: int = 0) -> None:
         """Requests of no session (the checks before spending: their probes), answered."""
         price = self.prices.get(model_key)
-        usd = price.cost(prompt, completion, 0) if price is not None and (prompt or completion) else (
+        usd = price.cost(prompt, completion, cached) if price is not None and (prompt or completion) else (
             0.0 if not (prompt or completion) else None)
         self._write({"s": "", "role": role, "model": model_key, "calls": requests, "cache_hits": 0, "errors": 0,
-                     "attempts": requests, "prompt": prompt, "completion": completion, "cached_prompt": 0, "reasoning": 0,
+                     "attempts": requests, "prompt": prompt, "completion": completion, "cached_prompt": cached, "reasoning": 0,
                      "usd": usd})
 
     def committed(self, session_ids: Iterable[str]) -> None:
