@@ -86,10 +86,10 @@ def test_ctrl_c_stops_the_script_and_nothing_after_it_runs(tmp_path):
     proc = subprocess.Popen(["bash", "scripts/test.sh", "--full"], cwd=root, env=_env(tmp_path, STUB_WAIT=str(waiting)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while not waiting.exists() and time.monotonic() < deadline:
+        deadline = time.monotonic() + 240  # generous: seen slow to start at a load average of ~100
+        while not waiting.exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
-        assert waiting.exists(), "the stand-in pytest never started"
+        assert waiting.exists(), f"the stand-in pytest never started (exit {proc.poll()}): {proc.stderr.read() if proc.poll() is not None else ''}"
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
         _, err = proc.communicate(timeout=30)
     finally:
