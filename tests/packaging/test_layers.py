@@ -54,6 +54,8 @@ PEERS = {
     ("compare", "engine"),  # run identity: the config's operational fields and role defaults
     ("report", "compare"),  # the report's who-beats-whom matrix is compare's analysis
     ("view", "report"),  # the viewer draws conversations with the report's renderer
+    ("view", "compare"),  # the comparison page words verdicts with compare's one sentence function
+    ("view", "engine"),  # the run list words sanity warnings as the run's own final line does (engine.outcome_tables)
     ("adaptive", "engine"),  # each round goes through engine.runner.run
     ("adaptive", "compare"),  # the run reader compare uses
     ("training", "engine"),  # the environment's models, inputs and context come from a run config (engine.build/clients/plan)
