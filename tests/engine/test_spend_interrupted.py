@@ -80,7 +80,7 @@ def _interrupted_run(path: Path, out: Path, sig: int) -> None:
             pass
 
 
-def _check(out: Path, answered: dict[str, int]) -> dict[str, int]:
+def _check(out: Path, answered: dict[str, int], cut_off: bool) -> dict[str, int]:
     cost = pd.read_csv(out / "tables" / "cost.csv").set_index(["task", "condition"])
     whole = cost.loc[("all", "all")]
     recorded = {k: int(whole[k]) for k in KINDS}
@@ -89,8 +89,10 @@ def _check(out: Path, answered: dict[str, int]) -> dict[str, int]:
     if recorded["requests"] == answered["requests"]:
         assert recorded == answered, (recorded, answered)
     assert answered["cached_prompt_tokens"] > 0 and recorded["cached_prompt_tokens"] > 0  # the cached column is carried
-    assert ("all", "uncommitted") in cost.index, cost  # what the cut-off sessions spent, apart
-    assert cost.loc[("all", "uncommitted"), "requests"] > 0
+    if cut_off:  # what the cut-off sessions spent, apart (after a kill -9 the orphaned workers may
+        # still finish and commit the sessions they were running before they go: then none is cut off)
+        assert ("all", "uncommitted") in cost.index, cost
+        assert cost.loc[("all", "uncommitted"), "requests"] > 0
     conditions = cost[cost.index.get_level_values("task") != "all"]
     apart = cost[(cost.index.get_level_values("task") == "all") & (cost.index.get_level_values("condition") != "all")]
     for k in KINDS:  # the rows of the conditions and the rows apart add up to the whole
@@ -124,7 +126,7 @@ def test_interrupted_then_resumed_run_records_what_the_endpoint_answered(tmp_pat
         print(f"interrupted run {t1 - t0:.0f}s, resume {time.monotonic() - t1:.0f}s")
         assert resumed.n_ok == 24 and not resumed.incomplete
         answered = ep.tally.snapshot()
-    got = _check(out, answered)
+    got = _check(out, answered, cut_off=sig == signal.SIGINT)
     # the judge's tokens: null on the simulation's own rows (it had not run), its real counts once
     # the scores are joined, never a claimed 0
     from ray_knowsim.io.rundir import RunReader
