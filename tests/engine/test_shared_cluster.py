@@ -45,6 +45,7 @@ def counting_server():
 
     from aiohttp import web
 
+    from ray_knowsim.llm.http.wire import OFFLINE_FACTS_FIELD
     from ray_knowsim.llm.offline import OfflineModel
     from ray_knowsim.llm.server import build_app
 
@@ -62,13 +63,17 @@ def counting_server():
     async def count(request, handler):
         if request.path != "/v1/chat/completions":
             return await handler(request)
-        run = (await request.json()).get(RUN_FIELD, "?")  # aiohttp keeps the body for the handler
+        body = await request.json()  # aiohttp keeps the body for the handler
+        if OFFLINE_FACTS_FIELD not in body:  # the pre-flight's probe (sent before the run, not under its limiter)
+            return await handler(request)
+        run = body.get(RUN_FIELD, "?")
         first = run not in state["seen"]
         state["seen"].add(run)
         state["in_flight"] += 1
         state["runs"][run] += 1
         state["requests"] += 1
         state["peak"] = max(state["peak"], state["in_flight"])
+        state[f"peak_{run}"] = max(state.get(f"peak_{run}", 0), state["runs"][run])  # one run alone, to tell where a breach is
         if all(state["runs"].values()):
             state["both_in_flight"] += 1
         try:
