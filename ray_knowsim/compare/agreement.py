@@ -17,7 +17,7 @@ Written to ``--out DIR`` (Parquet + CSV each, and ``agreement.json``):
   learner message and tutor reply are the SAME text in both runs (only there did both extractors
   read one exchange; with another learner model that is usually the first turn alone, and the
   table says how many turns it rests on).
-* ``audit`` — per run: the simulator audit's flagged share (:mod:`ray_knowsim.io.audit`).
+* ``audit`` — per run: the simulator audit's flagged share (:mod:`ray_knowsim.audit.run`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import pandas as pd
 
 from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse, pick_metrics
 from ray_knowsim.compare.runs import IncompatibleRuns, LoadedRun, first_difference, load_runs
-from ray_knowsim.audit.sensitivity import KEY, verdict_text
+from ray_knowsim.compare.sensitivity import KEY, verdict_text
 from ray_knowsim.io.rundir import open_run
 from ray_knowsim.schema.states import level_order
 from ray_knowsim.stats.agreement import cohen_kappa, kendall_tau, krippendorff_alpha, rates
@@ -205,7 +205,7 @@ def extractor_table(paths: dict[str, str], reference: str, sessions: pd.DataFram
 
 def agreement(paths: Sequence[str | Path], out_dir: str | Path, *, reference: str | Path | None = None,
               metrics: Sequence[str] | None = None, n_boot: int = 200, alpha: float = 0.05) -> AgreementResult:
-    from ray_knowsim.io.audit import audit_run
+    from ray_knowsim.audit.run import audit_run
 
     paths = [str(p) for p in paths]
     if len(paths) < 2:

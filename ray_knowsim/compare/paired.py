@@ -53,6 +53,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from ray_knowsim.schema.states import level_order
+from ray_knowsim.schema.results import COMPARE_METRICS
 from ray_knowsim.stats import bootstrap as B
 from ray_knowsim.stats import signs as G
 from ray_knowsim.stats.descriptive import clustered_mean
@@ -62,7 +63,7 @@ from ray_knowsim.stats.ranks import higher_is_better, rank_min
 from ray_knowsim.stats.winrate import win_counts
 
 ALL_LEVELS = "all"
-DEFAULT_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "iq")
+DEFAULT_METRICS: tuple[str, ...] = COMPARE_METRICS
 CELL_KEYS = ("task", "item_id", "knowledge_level", "trial", "match")
 
 

@@ -166,7 +166,7 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
 
 @dataclass
 class SimulatorDependence:
-    """The verdicts recomputed without the sessions the simulator audit flags (audit.sensitivity)."""
+    """The verdicts recomputed without the sessions the simulator audit flags (compare.sensitivity)."""
 
     table: pd.DataFrame
     n_flagged: int
@@ -185,8 +185,8 @@ class SimulatorDependence:
 def simulator_dependence(runs: Sequence[LoadedRun], sessions: pd.DataFrame, conditions: Sequence[str],
                          opts: CompareOptions) -> SimulatorDependence:
     """Each verdict again without the audit's flagged sessions of every run (compare's own verdict procedure)."""
-    from ray_knowsim.audit.sensitivity import changed_lines, verdict_sensitivity
-    from ray_knowsim.io.audit import flagged_keys
+    from ray_knowsim.compare.sensitivity import changed_lines, verdict_sensitivity
+    from ray_knowsim.audit.run import flagged_keys
 
     flagged = flagged_keys((r.path, r.label) for r in runs)
     keyed = sessions.assign(_audit_key=sessions["run"].astype(str) + "\x00" + sessions["session_id"].astype(str))

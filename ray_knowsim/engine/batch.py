@@ -120,8 +120,8 @@ def write_run_tables(run_dir: RunDir, reader: RunReader | None = None) -> dict[s
     from ray_knowsim.io.cost import cost_tables
     from ray_knowsim.io.outcomes import outcome_tables
     from ray_knowsim.io.sanity import check_run
-    from ray_knowsim.io.spend import spend_of_run
-    from ray_knowsim.io.audit import audit_run
+    from ray_knowsim.score.spend import spend_of_run
+    from ray_knowsim.audit.run import audit_run
 
     reader = reader if reader is not None else RunReader.open(run_dir.root)
     scores = RunScores.load(run_dir.root, reader)
@@ -286,7 +286,7 @@ def run_spend_record(run_dir: RunDir, config_hash: str) -> dict[str, Any]:
     """The run's whole spend over all its invocations, from its spend journals (io/spend.py),
     for the manifest: what the rows hold, what is apart (cut off, superseded), per invocation.
     Empty when it cannot be read (the manifest is still closed: nothing else is lost)."""
-    from ray_knowsim.io.spend import spend_of_run
+    from ray_knowsim.score.spend import spend_of_run
 
     try:
         spend = spend_of_run(RunReader.open(run_dir.root, config_hash))

@@ -2,7 +2,7 @@
 
 No model is called and no session is written; the only output is ``RUN_DIR/estimate.json``.
 It also says, per task, whether the design's decisions can ever reach a verdict with the items
-the task has, and how many items a given effect needs (``design``: :mod:`ray_knowsim.compare.design`).
+the task has, and how many items a given effect needs (``design``: :mod:`ray_knowsim.engine.design`).
 
 How the numbers come about:
 
@@ -131,7 +131,7 @@ class Estimate(BaseModel):
     first_turn: dict[str, FirstTurn]
     assumptions: dict[str, Any]
     largest_prompts: dict[str, LargestPrompt] = {}  # "<role>:<model key>" -> its largest prompt
-    # per task: can the design's decisions ever reach a verdict with its items (compare.design)
+    # per task: can the design's decisions ever reach a verdict with its items (engine.design)
     design: list[dict[str, Any]] = []
 
 
@@ -571,7 +571,7 @@ def dry_run(cfg: RunConfig, output: str | Path | None = None, from_run: str | Pa
     inputs = load_inputs(cfg)
     plan = Plan(cfg, inputs)
     est = estimate(cfg, plan, inputs, from_run)
-    from ray_knowsim.compare.design import as_records, design_checks
+    from ray_knowsim.engine.design import as_records, design_checks
 
     est.design = as_records(design_checks(cfg, {task: len(items) for task, items in inputs.items.items()}))
     run_dir = Path(output) if output is not None else cfg.output_path()

@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ray_knowsim.io.rundir import CommittedTable, RunReader
-from ray_knowsim.io.spend import RunSpend, Spend, spend_of_run
+from ray_knowsim.io.spend import RunSpend, Spend
 from ray_knowsim.schema.results import ROLES
 
 TOKEN_COLUMNS: tuple[str, ...] = tuple(f"{kind}_{role}" for role in ROLES for kind in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens"))
@@ -125,10 +125,12 @@ def cost_table(sessions: pd.DataFrame, spend: RunSpend | None = None) -> pd.Data
     return table
 
 
-def run_cost_table(reader: RunReader, attach: Callable[[pa.Table], pa.Table] | None = None) -> pd.DataFrame:
+def run_cost_table(reader: RunReader, attach: Callable[[pa.Table], pa.Table] | None = None,
+                   spend: RunSpend | None = None) -> pd.DataFrame:
     """THE cost table of a run (every reader shows this one): its counted rows (``attach``: the
-    run's ``RunScores.attach``, joining the judge's spend) and its spend journals."""
-    return cost_table(read_cost_columns(reader.sessions, attach), spend_of_run(reader))
+    run's ``RunScores.attach``, joining the judge's spend) and its spend journals (``spend``:
+    score.spend.spend_of_run, which reads the score markers this layer may not)."""
+    return cost_table(read_cost_columns(reader.sessions, attach), spend)
 
 
 def cost_tables(sessions: CommittedTable, attach: Callable[[pa.Table], pa.Table] | None = None,

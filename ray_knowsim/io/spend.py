@@ -299,7 +299,7 @@ def run_spend(journals: list[Journal], counted_journal: Mapping[tuple[str, str],
     """Split ``journals`` by whether the tables' rows hold their spend. ``counted_journal``:
     (kind, session id) -> the token of the journal the counted row of the session was spent in
     (kind "shard" for the simulation's rows, "score" for the primary score set's, ``primary``;
-    see :func:`counted_journals`)."""
+    see score.spend.counted_journals)."""
     out = RunSpend(journals=len(journals))
     for j in journals:
         kind = j.kind
@@ -321,42 +321,5 @@ def run_spend(journals: list[Journal], counted_journal: Mapping[tuple[str, str],
     return out
 
 
-def counted_journals(reader: Any, primary: str | None) -> dict[tuple[str, str], str]:
-    """(kind, session id) -> the journal token of the session's counted row, from a run's
-    reader (io/rundir.py) and its ``primary`` score set."""
-    from ray_knowsim.score.store import ScoreDir
-
-    out: dict[tuple[str, str], str] = {}
-    if reader.index is None:
-        return out
-    best = reader.index.counting_commits()
-    for sid, commit in best.items():
-        token = (commit.summary or {}).get(JOURNAL_KEY)
-        if isinstance(token, str):
-            out[("shard", sid)] = token
-    if primary is not None:
-        markers = ScoreDir(reader.root, primary).markers()
-        for sid, commit in best.items():
-            marker = markers.get(commit.name)
-            tokens = (marker.summary or {}).get(JOURNAL_KEY) if marker is not None else None
-            if isinstance(tokens, dict) and isinstance(tokens.get(sid), str):
-                out[("score", sid)] = tokens[sid]
-    return out
-
-
-def spend_of_run(reader: Any) -> RunSpend | None:
-    """The run's :class:`RunSpend` from its reader, or None when it has no journals (a run of
-    an earlier release, or a plain layout): then only its rows tell what it spent."""
-    if reader.index is None:
-        return None
-    from ray_knowsim.score.store import primary_name
-
-    journals = read_journals(reader.root, reader.config_hash)
-    if not journals:
-        return None
-    primary = primary_name(reader.root)
-    return run_spend(journals, counted_journals(reader, primary), primary)
-
-
 __all__ = ["APART", "JOURNAL_FORMAT", "JOURNAL_KEY", "Journal", "RunSpend", "SPEND", "Spend", "SpendJournal",
-           "counted_journals", "read_journal", "read_journals", "run_spend", "session_of", "spend_of_run"]
+           "read_journal", "read_journals", "run_spend", "session_of"]

@@ -1,8 +1,8 @@
 """The report's simulator audit: how many sessions the audit flags per condition and level, which
 ones and why, and which verdicts change without them.
 
-Nothing is computed here but the rendering: the flags are :func:`ray_knowsim.io.audit.audit_run`
-(the run's ``tables/audit*`` hold the same), the verdicts :mod:`ray_knowsim.audit.sensitivity`
+Nothing is computed here but the rendering: the flags are :func:`ray_knowsim.audit.run.audit_run`
+(the run's ``tables/audit*`` hold the same), the verdicts :mod:`ray_knowsim.compare.sensitivity`
 (compare's verdict procedure, run twice). The viewer's run page lists the same flagged sessions,
 each a link to its conversation.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ray_knowsim.audit.checks import FLAG_KINDS
-from ray_knowsim.io.audit import RunAudit
+from ray_knowsim.audit.run import RunAudit
 
 #: flagged sessions listed with their evidence (the tables and the viewer hold every one)
 LISTED = 40
@@ -30,7 +30,7 @@ NOTE = ("Deterministic checks of the simulator against its own state (ray_knowsi
 @dataclass
 class AuditSection:
     audit: RunAudit
-    sensitivity: pd.DataFrame | None = None  # audit.sensitivity.verdict_sensitivity's table
+    sensitivity: pd.DataFrame | None = None  # compare.sensitivity.verdict_sensitivity's table
     why_no_sensitivity: str = ""
     changed: list[str] = field(default_factory=list)
 

@@ -25,7 +25,7 @@ from ray_knowsim.report.metrics import Gain, Variant, metric_specs
 from ray_knowsim.report.plots import failure_mode_plot, overview_plot, trajectory_plot
 from ray_knowsim.io.outcomes import READ as OUTCOME_COLUMNS
 from ray_knowsim.io.outcomes import OutcomeCounter, role_totals, truncations_by_role
-from ray_knowsim.io.audit import audit_run
+from ray_knowsim.audit.run import audit_run
 from ray_knowsim.io.rundir import RunDirError, RunReader, open_run, status_words
 from ray_knowsim.report.audit import AuditSection, audit_html, audit_markdown
 from ray_knowsim.io.sanity import JUDGE_SCORES, TURN_COLUMNS, SanityReport, checks, read_turns
@@ -172,7 +172,7 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
 
 def simulator_audit(run: RunReader, scores: RunScores) -> AuditSection:
     """The run's simulator audit and its verdicts recomputed without the flagged sessions."""
-    from ray_knowsim.audit.sensitivity import changed_lines, verdict_sensitivity
+    from ray_knowsim.compare.sensitivity import changed_lines, verdict_sensitivity
     from ray_knowsim.compare.paired import CompareOptions
     from ray_knowsim.compare.pipeline import default_metrics
     from ray_knowsim.compare.runs import load_runs

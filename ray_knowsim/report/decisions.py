@@ -20,6 +20,7 @@ from ray_knowsim.schema.states import level_order
 from ray_knowsim.compare.pipeline import default_metrics
 from ray_knowsim.compare.runs import load_runs
 from ray_knowsim.io.cost import run_cost_table
+from ray_knowsim.score.spend import spend_of_run
 from ray_knowsim.io.decisions import DecisionsFormatError, read_decisions
 from ray_knowsim.io.rundir import RunReader, open_run
 from ray_knowsim.schema.decisions import DecisionsFile
@@ -88,7 +89,7 @@ def decision_sections(run_dir: str | Path, n_boot: int = 1000, scores: RunScores
     reader = reader if reader is not None else RunReader.open(run_dir)
     if reader.sessions.files:
         scores = scores if scores is not None else RunScores.load(run_dir, reader)
-        cost = run_cost_table(reader, scores.attach if scores.sets else None)
+        cost = run_cost_table(reader, scores.attach if scores.sets else None, spend_of_run(reader))
         html_parts.append(_cost_html(cost))
         md += _cost_md(cost)
     return html_parts, md, verdicts

@@ -24,6 +24,9 @@ SESSION_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engage
 RUN_METRICS: tuple[str, ...] = (*SESSION_METRICS, "iq", *(f"{m}_es" for m in SESSION_METRICS))
 #: token counters kept per role as ``<kind>_<role>`` columns: the total, then prompt / completion /
 #: cached-prompt tokens (new spend; hits of the run's own response cache are free)
+#: the metrics `ray-knowsim compare` (and a fixed run's design check) tests by default
+COMPARE_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "iq")
+
 TOKEN_KINDS: tuple[str, ...] = ("tokens", "prompt_tokens", "completion_tokens", "cached_prompt_tokens")
 #: per-session counts of how the judges drifted (score columns, ray_knowsim.score.store): repairs
 #: made to read accepted answers, refused answers, and warnings on accepted ones

@@ -380,7 +380,7 @@ class Files:
             return {"cost_usd": float("nan"), "priced_sessions": 0, "n_sessions": 0}
 
         def compute() -> dict[str, Any]:
-            from ray_knowsim.io.spend import spend_of_run
+            from ray_knowsim.score.spend import spend_of_run
 
             scores = self.scores(run_dir, files)
             frame = read_cost_columns(files.session_table, scores.attach if scores.sets else None)
@@ -459,9 +459,9 @@ class Files:
                                       lambda: task_summaries(batches(), metric_columns))
 
     def audit(self, run_dir: Path, files: RunFiles) -> Any:
-        """The run's simulator audit (``io.audit.audit_run``: every committed ok session), cached
+        """The run's simulator audit (``audit.run.audit_run``: every committed ok session), cached
         until the committed files change."""
-        from ray_knowsim.io.audit import audit_run
+        from ray_knowsim.audit.run import audit_run
         from ray_knowsim.io.rundir import RunReader
 
         return self._per_commit_state("audit", run_dir, files, lambda: audit_run(RunReader.open(self.require(run_dir))))

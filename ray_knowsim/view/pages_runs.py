@@ -156,7 +156,7 @@ AUDIT_LISTED = 200
 
 
 def audit_section(info: RunInfo, audit: Any) -> str:
-    """The simulator audit (``io.audit.RunAudit``): the share of flagged sessions per condition and
+    """The simulator audit (``audit.run.RunAudit``): the share of flagged sessions per condition and
     level, then each flagged session with its first flag, a link to its conversation."""
     from ray_knowsim.audit.checks import FLAG_KINDS
 

@@ -14,7 +14,7 @@ import pytest
 
 from ray_knowsim.engine.config import parse_run_config
 from ray_knowsim.engine.runner import run
-from ray_knowsim.io.audit import audit_run
+from ray_knowsim.audit.run import audit_run
 from ray_knowsim.io.rundir import RunReader
 from tests.engine.conftest import small_config
 

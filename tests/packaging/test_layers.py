@@ -1,7 +1,7 @@
 """The layers hold: imports (every one, parsed with ast, function-level ones included) go down the
 layer order only, subpackages form no import cycle, and Ray is imported only by the orchestration.
 
-    schema -> (rules | io | demo | stats) -> kernels -> (prompts | llm) -> (strategies | simulators) -> sim
+    schema -> (rules | io | demo | stats) -> kernels -> (prompts | llm) -> (strategies | simulators) -> (sim | audit)
           -> (score | graphs) -> (engine | sweep | validate | report | compare | view | adaptive | training) -> cli
 
 The tutor strategies and learner simulators, with their registries, sit on the prompts layer
@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "strategies": 5,
     "simulators": 5,
     "sim": 6,
+    "audit": 6,  # the simulator audit: pure checks over a run's rows and graphs, and the run reader that feeds them
     "score": 7,
     "graphs": 7,  # IU-graph extraction for new items (asks a model through the loop's ask)
     "engine": 8,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 import re
 
-from ray_knowsim.io.audit import audit_run
+from ray_knowsim.audit.run import audit_run
 from ray_knowsim.io.rundir import RunReader
 from tests.view.test_view_http import get, ids
 

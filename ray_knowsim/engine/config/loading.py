@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,29 +11,13 @@ import yaml
 from pydantic import ValidationError
 
 from ray_knowsim.engine.config.base import ConfigError, format_errors
+from ray_knowsim.io.paths import resolve_path
 from ray_knowsim.io.yamltext import load_yaml
 
 if TYPE_CHECKING:
     from ray_knowsim.engine.config.run import RunConfig
 
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
-
-
-def resolve_path(raw: str, base_dir: Path) -> Path:
-    """``${VAR}`` expanded (unset: ValueError), ``pkg:`` inside the package, else relative to base."""
-
-    def env(match: re.Match) -> str:
-        value = os.environ.get(match.group(1))
-        if not value:
-            raise ValueError(f"environment variable {match.group(1)} (used in {raw!r}) is not set")
-        return value
-
-    text = _ENV.sub(env, raw)
-    if text.startswith("pkg:"):
-        return Path(str(resources.files("ray_knowsim").joinpath(text[4:])))
-    path = Path(text).expanduser()
-    return path if path.is_absolute() else (base_dir / path).resolve()
 
 
 def file_digest(path: Path) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ray_knowsim.cli.main import main as cli_main
-from ray_knowsim.compare.design import design_checks
+from ray_knowsim.engine.design import design_checks
 from ray_knowsim.engine.config import load_run_config
 
 ROOT = Path(__file__).resolve().parents[2]

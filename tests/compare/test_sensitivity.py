@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ray_knowsim.audit.sensitivity import changed_lines, verdict_sensitivity
+from ray_knowsim.compare.sensitivity import changed_lines, verdict_sensitivity
 from ray_knowsim.compare.paired import CompareOptions
 
 

@@ -82,7 +82,7 @@ def flags_table(sessions: pd.DataFrame, flags: Iterable[AuditFlag]) -> pd.DataFr
 
 def run_items(manifest: Mapping[str, Any] | None) -> dict[str, Item]:
     """The items of a run's recorded config by item key ({} when they cannot be read)."""
-    from ray_knowsim.engine.config.loading import resolve_path
+    from ray_knowsim.io.paths import resolve_path
     from ray_knowsim.io.loaders import load_items
 
     manifest = manifest or {}

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from ray_knowsim.compare.paired import DEFAULT_METRICS
+from ray_knowsim.schema.results import COMPARE_METRICS as DEFAULT_METRICS
 from ray_knowsim.stats.feasibility import feasibility
 
 #: the effect the dry run prices: a condition better on 65 % of items (ties half); power 0.8
