@@ -127,22 +127,38 @@ def audit_run(run: RunReader, items: Mapping[str, Item] | None = None) -> RunAud
         item = items.get(item_key(row["task"], row["item_id"]))
         facts[row["session_id"]] = {"graph": graphs[text], "initial": list(row["initial_states"] or []), "structured": structured,
                                     "problem": item.question if item else "", "answer": item.reference_answer if item else ""}
-    turns: dict[str, list[TurnFacts]] = defaultdict(list)
-    if run.turns is not None and facts:
-        for f in run.turns.files:
-            for r in run.turns.only([f]).read(list(TURN_COLUMNS)).to_pylist():
-                if r["session_id"] in facts:
-                    turns[r["session_id"]].append(TurnFacts(
-                        int(r["turn"]), r["user_message"] or "", r["assistant_message"] or "", signal_entries(r.get("signals_json")),
-                        list(r.get("states") or []), bool(r.get("overload"))))  # fmt: skip
     flags: list[AuditFlag] = []
     counts: dict[str, int] = {}
-    for sid, fx in facts.items():
-        session = SessionFacts(sid, fx["graph"], fx["initial"], fx["structured"], fx["problem"], fx["answer"],
-                               tuple(sorted(turns.get(sid, []), key=lambda t: t.turn)))
-        got = audit_session(session)
+
+    def audit(sid: str, session_turns: list[TurnFacts]) -> None:
+        fx = facts[sid]
+        got = audit_session(SessionFacts(sid, fx["graph"], fx["initial"], fx["structured"], fx["problem"], fx["answer"],
+                                         tuple(sorted(session_turns, key=lambda t: t.turn))))
         counts[sid] = len(got)
-        flags += got
+        flags.extend(got)
+
+    # Streamed a turns file at a time: a session is audited once the last file holding its turns
+    # is read, and its messages are let go (a 10k-session run's turns are ~0.5 GB of text).
+    files = list(run.turns.files) if run.turns is not None and facts else []
+    last_file: dict[str, int] = {}
+    for i, f in enumerate(files):
+        for sid in set(run.turns.only([f]).read(["session_id"]).column("session_id").to_pylist()):
+            if sid in facts:
+                last_file[sid] = i
+    turns: dict[str, list[TurnFacts]] = defaultdict(list)
+    for i, f in enumerate(files):
+        for r in run.turns.only([f]).read(list(TURN_COLUMNS)).to_pylist():
+            if r["session_id"] in facts:
+                turns[r["session_id"]].append(TurnFacts(
+                    int(r["turn"]), r["user_message"] or "", r["assistant_message"] or "", signal_entries(r.get("signals_json")),
+                    list(r.get("states") or []), bool(r.get("overload"))))  # fmt: skip
+        for sid in [s for s, last in last_file.items() if last == i]:
+            audit(sid, turns.pop(sid, []))
+    for sid in facts:
+        if sid not in last_file:  # no turn rows: audited on its session row alone
+            audit(sid, [])
+    order = {sid: i for i, sid in enumerate(facts)}
+    flags.sort(key=lambda fl: order[fl.session_id])  # in the sessions' order, as one pass would give them (stable)
     if not meta.empty:
         meta = meta[meta["session_id"].isin(facts)]
         meta = meta.assign(n_flags=meta["session_id"].map(counts).fillna(0).astype(int))
