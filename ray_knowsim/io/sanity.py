@@ -37,7 +37,7 @@ learner side, "SIMULATOR" on the final line), ``simulator`` (states frozen in ev
 ``tutor``.
 
 Cost: at most :data:`MAX_TURN_ROWS` turn rows are read (the first in the run's file order; a page
-says when the cap cut the read); every session row is scanned, a few columns of it (the judges'
+says when the cap cut the read), and the tutor's replies of the first :data:`MAX_TUTOR_REPLIES`; every session row is scanned, a few columns of it (the judges'
 scores of all, the condition of those whose turns were read).
 """
 
@@ -64,6 +64,9 @@ JUDGE_MIN_SCORED = 8
 JUDGE_SEVERE_SCORED = 12
 #: turn rows read at most (bounds the cost of the checks on very large runs)
 MAX_TURN_ROWS = 50_000
+#: of those, the tutor replies read for degenerate_tutor (a reply's text costs ~100x its signals: a
+#: 10k-session report read 50k replies at ~0.5 GB; an empty, echoing or constant tutor shows in far fewer)
+MAX_TUTOR_REPLIES = 10_000
 #: the judges' scores checked for a constant value (score columns, ray_knowsim.score.store)
 JUDGE_SCORES: dict[str, str] = {
     "iq": "IQ", "judge_information_calibration": "information calibration",
@@ -155,14 +158,18 @@ class SanityInputs:
     turn_rows: int = 0
     capped: bool = False  # MAX_TURN_ROWS stopped the read of the turns
     tutor: dict[str, TutorReplies] = field(default_factory=dict)  # session id -> its tutor's replies
+    tutor_rows: int = 0  # tutor replies read (at most MAX_TUTOR_REPLIES)
 
     def add_turns(self, batch: pa.RecordBatch | pa.Table) -> None:
         names = set(batch.schema.names)
-        if "assistant_message" in names:
-            users = batch.column("user_message").to_pylist() if "user_message" in names else [None] * batch.num_rows
-            turns = batch.column("turn").to_pylist() if "turn" in names else [None] * batch.num_rows
-            for sid, turn, user, reply in zip(batch.column("session_id").to_pylist(), turns, users,
-                                              batch.column("assistant_message").to_pylist()):
+        room = MAX_TUTOR_REPLIES - self.tutor_rows
+        if "assistant_message" in names and room > 0:
+            part = batch.slice(0, room) if batch.num_rows > room else batch
+            self.tutor_rows += part.num_rows
+            users = part.column("user_message").to_pylist() if "user_message" in names else [None] * part.num_rows
+            turns = part.column("turn").to_pylist() if "turn" in names else [None] * part.num_rows
+            for sid, turn, user, reply in zip(part.column("session_id").to_pylist(), turns, users,
+                                              part.column("assistant_message").to_pylist()):
                 item = "/".join(str(sid).split("/")[:2])  # task/item of "task/item/level/condition/trial"
                 self.tutor.setdefault(str(sid), TutorReplies()).add(user, reply, (item, turn))
         if "signals_json" not in names:
@@ -371,6 +378,6 @@ def check_run(run: RunReader, attach: Callable[[pa.Table], pa.Table] | None = No
 
 __all__ = [
     "COMPONENT_HEADING", "JUDGE_MIN_SCORED", "JUDGE_SCORES", "JUDGE_SEVERE_SCORED", "MAX_TURN_ROWS", "MIN_ANSWERS",
-    "SHARE_MIN_ANSWERS", "UNIFORM_SEVERE_SHARE", "UNIFORM_WARN_SHARE", "SanityInputs", "TutorReplies", "warnings_heading", "SanityReport", "SanityWarning", "check_batches", "check_run", "checks",
+    "MAX_TUTOR_REPLIES", "SHARE_MIN_ANSWERS", "UNIFORM_SEVERE_SHARE", "UNIFORM_WARN_SHARE", "SanityInputs", "TutorReplies", "warnings_heading", "SanityReport", "SanityWarning", "check_batches", "check_run", "checks",
     "read_turns", "uniform_label",
 ]  # fmt: skip
