@@ -76,12 +76,13 @@ def facts(info: RunInfo) -> str:
 
 
 def sanity_banner(sanity: SanityReport | None) -> str:
-    """The simulator's sanity warnings (io.sanity), when there are any."""
+    """The run's sanity warnings (io.sanity), when there are any, under the heading that names the
+    component their evidence points at (the simulator, the tutor, or both), as the report's banner does."""
     if sanity is None or not sanity.warnings:
         return ""
     items = "".join(f'<li data-check="{e(w.check)}" data-severe="{str(w.severe).lower()}"><b>{"severe" if w.severe else "warning"}</b> '
                     f"({e(w.check)}): {e(w.text)}</li>" for w in sanity.warnings)
-    return ('<div class="banner" id="sanity-warnings" role="alert"><b>The simulator may not be working.</b> These checks read the '
+    return (f'<div class="banner" id="sanity-warnings" role="alert"><b>{e(sanity.heading())}</b> These checks read the '
             f"rows themselves (ray_knowsim.io.sanity; thresholds there).<ul>{items}</ul></div>")
 
 

@@ -44,6 +44,7 @@ def test_sanity_warnings_on_the_run_page(site):
     _, _, body = get(f"{base}run/{ids['broken']}")
     box = re.search(r'<div class="banner" id="sanity-warnings"[^>]*>(.*?)</div>', body).group(1)
     assert set(re.findall(r'data-check="(\w+)" data-severe="true"', box)) == {"uniform_labels", "frozen_states", "constant_judge"}
+    assert box.startswith("<b>The simulator may not be working.</b>")
     _, _, body = get(f"{base}run/{ids['failing']}")
     assert 'id="sanity-warnings"' not in body
 
@@ -155,3 +156,14 @@ def test_the_run_list_reads_the_runs_own_sanity_table_only_while_it_is_current(s
     old = min(p.stat().st_mtime_ns for p in rf.sessions) - 10**9
     os.utime(run / "tables" / "sanity.parquet", ns=(old, old))
     assert [(w.check, w.severe, w.short) for w in Files([tmp_path]).listed_sanity(run, rf).warnings] == computed
+
+
+def test_the_banner_names_the_component_the_evidence_points_at():
+    from ray_knowsim.io.sanity import SanityInputs, SanityReport, SanityWarning
+    from ray_knowsim.view.pages_runs import sanity_banner
+
+    tutor = SanityWarning("degenerate_tutor", True, "echo", "every reply echoes the learner", component="tutor")
+    learner = SanityWarning("frozen_states", True, "run", "no state ever moves")
+    assert "<b>The tutor may not be working.</b>" in sanity_banner(SanityReport([tutor], SanityInputs()))
+    assert "<b>The simulator may not be working.</b>" in sanity_banner(SanityReport([learner], SanityInputs()))
+    assert "<b>The simulator or the tutor may not be working.</b>" in sanity_banner(SanityReport([learner, tutor], SanityInputs()))
