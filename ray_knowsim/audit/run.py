@@ -147,11 +147,12 @@ def audit_run(run: RunReader, items: Mapping[str, Item] | None = None) -> RunAud
                 last_file[sid] = i
     turns: dict[str, list[TurnFacts]] = defaultdict(list)
     for i, f in enumerate(files):
-        for r in run.turns.only([f]).read(list(TURN_COLUMNS)).to_pylist():
-            if r["session_id"] in facts:
-                turns[r["session_id"]].append(TurnFacts(
-                    int(r["turn"]), r["user_message"] or "", r["assistant_message"] or "", signal_entries(r.get("signals_json")),
-                    list(r.get("states") or []), bool(r.get("overload"))))  # fmt: skip
+        for batch in run.turns.only([f]).scan(list(TURN_COLUMNS)):  # a batch at a time: rows as dicts are ~3x their text
+            for r in batch.to_pylist():
+                if r["session_id"] in facts:
+                    turns[r["session_id"]].append(TurnFacts(
+                        int(r["turn"]), r["user_message"] or "", r["assistant_message"] or "", signal_entries(r.get("signals_json")),
+                        list(r.get("states") or []), bool(r.get("overload"))))  # fmt: skip
         for sid in [s for s, last in last_file.items() if last == i]:
             audit(sid, turns.pop(sid, []))
     for sid in facts:
