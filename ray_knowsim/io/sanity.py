@@ -362,11 +362,32 @@ def read_turns(turns: Iterable[pa.RecordBatch | pa.Table], max_turn_rows: int = 
     return inputs
 
 
+def scan_turns(turns: Any) -> Iterator[pa.RecordBatch]:
+    """The turn batches the checks read from a committed turns table: with the messages for the
+    first :data:`MAX_TUTOR_REPLIES` rows, then the same scan on without them (the message columns
+    are most of a turns file: reading them for every row put a 10k-session report near 1 GiB)."""
+    seen = 0
+    for batch in turns.scan(TURN_COLUMNS):
+        yield batch
+        seen += batch.num_rows
+        if seen >= MAX_TUTOR_REPLIES:
+            break
+    else:
+        return
+    lean = [c for c in TURN_COLUMNS if c not in ("user_message", "assistant_message")]
+    for batch in turns.scan(lean):
+        if seen >= batch.num_rows:
+            seen -= batch.num_rows
+            continue
+        yield batch.slice(seen) if seen else batch
+        seen = 0
+
+
 def check_run(run: RunReader, attach: Callable[[pa.Table], pa.Table] | None = None,
               max_turn_rows: int = MAX_TURN_ROWS) -> SanityReport:
     """The checks of a run directory's counted rows; ``attach``: the run's ``RunScores.attach``
     (the judges' scores live in scores/)."""
-    turns = run.turns.scan(TURN_COLUMNS) if run.turns is not None else iter(())
+    turns = scan_turns(run.turns) if run.turns is not None else iter(())
 
     def sessions() -> Iterator[pa.Table]:
         for batch in run.sessions.scan(["session_id", "condition", *JUDGE_SCORES]):  # (rows may carry the scores themselves)
@@ -379,5 +400,5 @@ def check_run(run: RunReader, attach: Callable[[pa.Table], pa.Table] | None = No
 __all__ = [
     "COMPONENT_HEADING", "JUDGE_MIN_SCORED", "JUDGE_SCORES", "JUDGE_SEVERE_SCORED", "MAX_TURN_ROWS", "MIN_ANSWERS",
     "MAX_TUTOR_REPLIES", "SHARE_MIN_ANSWERS", "UNIFORM_SEVERE_SHARE", "UNIFORM_WARN_SHARE", "SanityInputs", "TutorReplies", "warnings_heading", "SanityReport", "SanityWarning", "check_batches", "check_run", "checks",
-    "read_turns", "uniform_label",
+    "read_turns", "scan_turns", "uniform_label",
 ]  # fmt: skip

@@ -28,7 +28,7 @@ from ray_knowsim.io.outcomes import OutcomeCounter, role_totals, truncations_by_
 from ray_knowsim.audit.run import audit_run
 from ray_knowsim.io.rundir import RunDirError, RunReader, open_run, status_words
 from ray_knowsim.report.audit import AuditSection, audit_html, audit_markdown
-from ray_knowsim.io.sanity import JUDGE_SCORES, TURN_COLUMNS, SanityReport, checks, read_turns
+from ray_knowsim.io.sanity import JUDGE_SCORES, SanityReport, checks, read_turns, scan_turns
 from ray_knowsim.report.tables import apply_stars, failure_table, marginal_table, per_level_table
 from ray_knowsim.score.store import RunScores
 
@@ -69,7 +69,7 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
 
     # ONE pass over the session rows: the run's summary, each task's, the outcome counts (failures,
     # truncations) and the sanity checks' session inputs (their turn rows are read first)
-    sanity = read_turns(run.turns.scan(TURN_COLUMNS) if run.turns is not None else ())
+    sanity = read_turns(scan_turns(run.turns) if run.turns is not None else ())
     outcomes = OutcomeCounter()
 
     def new_summary(sample: int) -> RunSummary:
