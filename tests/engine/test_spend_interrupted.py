@@ -91,8 +91,10 @@ def _check(out: Path, answered: dict[str, int], cut_off: bool) -> dict[str, int]
     assert answered["cached_prompt_tokens"] > 0 and recorded["cached_prompt_tokens"] > 0  # the cached column is carried
     if cut_off:  # what the cut-off sessions spent, apart (after a kill -9 the orphaned workers may
         # still finish and commit the sessions they were running before they go: then none is cut off)
-        assert ("all", "uncommitted") in cost.index, cost
-        assert cost.loc[("all", "uncommitted"), "requests"] > 0
+        # on a quiet machine the sessions in flight at the Ctrl-C may still commit before the
+        # driver goes: then nothing is cut off, and the equality above is the whole check
+        if ("all", "uncommitted") in cost.index:
+            assert cost.loc[("all", "uncommitted"), "requests"] > 0
     conditions = cost[cost.index.get_level_values("task") != "all"]
     apart = cost[(cost.index.get_level_values("task") == "all") & (cost.index.get_level_values("condition") != "all")]
     for k in KINDS:  # the rows of the conditions and the rows apart add up to the whole
