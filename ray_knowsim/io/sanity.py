@@ -18,10 +18,13 @@ no model, no Ray), so the report, the viewer and the run's final line all run th
 * **frozen_states** — a condition whose structured sessions gave at least :data:`SHARE_MIN_ANSWERS`
   extractor answers and whose knowledge states never moved (no upward transition in any turn). One
   such condition may be a tutor that teaches nothing (a warning per condition); when EVERY condition
-  with answers is frozen it is the simulator (one severe warning for the run).
+  with answers is frozen it is the simulator (one severe warning for the run). A run too small for
+  that (no condition with :data:`SHARE_MIN_ANSWERS`) is warned, not severely, when two or more
+  conditions with at least :data:`MIN_ANSWERS` answers each are all frozen.
 * **constant_judge** — a judge score (IQ and the judge's other scores) that takes one value over
   at least :data:`JUDGE_MIN_SCORED` judged conversations; severe from
-  :data:`JUDGE_SEVERE_SCORED`.
+  :data:`JUDGE_SEVERE_SCORED`. On fewer, from :data:`JUDGE_SMALL_SCORED`, when EVERY one of the
+  judge's scales (two or more) takes one value: a warning that names how little it rests on.
 * **degenerate_tutor** — a condition whose tutor replies (at least :data:`MIN_ANSWERS`) are all
   empty, all echoes of the learner's message, or all one and the same text over at least two
   items or turns (a deterministic tutor gives one item's first turn the same reply in every
@@ -62,6 +65,9 @@ UNIFORM_SEVERE_SHARE = 0.9
 #: judged conversations before a constant score is warned about, and from which that is severe
 JUDGE_MIN_SCORED = 8
 JUDGE_SEVERE_SCORED = 12
+#: below JUDGE_MIN_SCORED: judged conversations from which one value on EVERY judge scale (two or
+#: more scales) is warned about (a working judge may repeat one score, rarely all of them)
+JUDGE_SMALL_SCORED = 3
 #: turn rows read at most (bounds the cost of the checks on very large runs)
 MAX_TURN_ROWS = 50_000
 #: of those, the tutor replies read for degenerate_tutor (a reply's text costs ~100x its signals: a
@@ -272,7 +278,14 @@ def checks(inputs: SanityInputs) -> list[SanityWarning]:
             f"the extractor gave one label to every IU in {uniform:,} of {answers:,} answers{read} ({top}){evidence}{why}",
             f"extractor: one label for every IU in {uniform:,} of {answers:,} answers", "tutor" if nothing_taught else "extractor",
         ))  # fmt: skip
-    conditions = {c: s for c, s in inputs.by_condition().items() if s.answers >= SHARE_MIN_ANSWERS}
+    by_condition = inputs.by_condition()
+    conditions = {c: s for c, s in by_condition.items() if s.answers >= SHARE_MIN_ANSWERS}
+    few = ""
+    if not conditions:  # a small run: frozen in EVERY condition (two or more) still speaks, as evidence
+        conditions = {c: s for c, s in by_condition.items() if s.answers >= MIN_ANSWERS}
+        if len(conditions) < 2 or any(s.upward for s in conditions.values()):
+            conditions = {}  # one condition that moved nothing may be its tutor: too little to say more
+        few = f" (only {sum(s.answers for s in conditions.values())} answers: little evidence, but all of them)"
     frozen = sorted(c for c, s in conditions.items() if s.upward == 0)
     every = bool(conditions) and len(frozen) == len(conditions)
     blame_tutor = tutor_fault and all(c in bad_tutors for c in frozen)
@@ -281,8 +294,8 @@ def checks(inputs: SanityInputs) -> list[SanityWarning]:
         who = ("the tutors, not the simulator: every condition's tutor replies were degenerate" if blame_tutor else
                "the simulator, not the tutors")
         out.append(SanityWarning(
-            "frozen_states", True, "run",
-            f"no knowledge state moved in any of the {len(frozen)} conditions (extractor answers: {answers_of}){read}: {who}",
+            "frozen_states", not few, "run",
+            f"no knowledge state moved in any of the {len(frozen)} conditions (extractor answers: {answers_of}){read}{few}: {who}",
             f"no state moved in any of {len(frozen)} conditions", "tutor" if blame_tutor else "simulator",
         ))  # fmt: skip
     else:
@@ -292,7 +305,19 @@ def checks(inputs: SanityInputs) -> list[SanityWarning]:
                 + (" (its tutor's replies were degenerate)" if c in bad_tutors else ""),
                 f"no state moved in {c}", "tutor" if c in bad_tutors else "simulator",
             ))  # fmt: skip
-    for column, values in inputs.judge.items():
+    judged = {column: values for column, values in inputs.judge.items() if values}
+    few_judged = max((sum(v.values()) for v in judged.values()), default=0) < JUDGE_MIN_SCORED
+    if few_judged and len(judged) >= 2 and all(len(v) == 1 and sum(v.values()) >= JUDGE_SMALL_SCORED for v in judged.values()):
+        # a small run: one value on EVERY one of the judge's scales is evidence a working judge rarely gives
+        n = min(sum(v.values()) for v in judged.values())
+        said = ", ".join(f"{JUDGE_SCORES[c]} {next(iter(v)):g}" for c, v in judged.items())
+        out.append(SanityWarning(
+            "constant_judge", False, "run",
+            f"the judge gave one value on every scale to every one of {n:,} judged conversations ({said}) "
+            f"(only {n} conversations: little evidence, but all of them)",
+            f"judge: one value on every scale for all {n:,}", "tutor" if tutor_fault else "judge",
+        ))  # fmt: skip
+    for column, values in judged.items():
         n = sum(values.values())
         if n >= JUDGE_MIN_SCORED and len(values) == 1:
             value = next(iter(values))
@@ -398,7 +423,7 @@ def check_run(run: RunReader, attach: Callable[[pa.Table], pa.Table] | None = No
 
 
 __all__ = [
-    "COMPONENT_HEADING", "JUDGE_MIN_SCORED", "JUDGE_SCORES", "JUDGE_SEVERE_SCORED", "MAX_TURN_ROWS", "MIN_ANSWERS",
+    "COMPONENT_HEADING", "JUDGE_MIN_SCORED", "JUDGE_SCORES", "JUDGE_SEVERE_SCORED", "JUDGE_SMALL_SCORED", "MAX_TURN_ROWS", "MIN_ANSWERS",
     "MAX_TUTOR_REPLIES", "SHARE_MIN_ANSWERS", "UNIFORM_SEVERE_SHARE", "UNIFORM_WARN_SHARE", "SanityInputs", "TutorReplies", "warnings_heading", "SanityReport", "SanityWarning", "check_batches", "check_run", "checks",
     "read_turns", "scan_turns", "uniform_label",
 ]  # fmt: skip

@@ -92,6 +92,32 @@ def test_a_small_run_is_warned_with_the_evidence_it_has():
     assert [w.severe for w in checks(_inputs({"a": (sanity.SHARE_MIN_ANSWERS, sanity.SHARE_MIN_ANSWERS, 3)}))] == [True]
 
 
+def test_a_small_run_with_every_condition_frozen_or_a_judge_constant_on_every_scale_is_warned():
+    m = sanity.MIN_ANSWERS
+    # two conditions, a few answers each, no state moved in either: the simulator, said with its evidence
+    [got] = checks(_inputs({"a": (m, 0, 0), "b": (m + 1, 0, 0)}))
+    assert (got.check, got.severe, got.scope, got.component) == ("frozen_states", False, "run", "simulator")
+    assert f"only {2 * m + 1} answers" in got.text
+    # one small condition, or one that moved: too little to blame anyone
+    assert checks(_inputs({"a": (m, 0, 0)})) == []
+    assert checks(_inputs({"a": (m, 0, 0), "b": (m, 0, 1)})) == []
+    assert checks(_inputs({"a": (m - 1, 0, 0), "b": (m, 0, 0)})) == []
+    # a judge: one value on every scale over JUDGE_SMALL_SCORED conversations warns; one scale alone does not
+    k = sanity.JUDGE_SMALL_SCORED
+    moving = {"a": (m, 0, 1)}
+    inputs = _inputs(moving, {1.0: k})
+    inputs.judge["judge_perceived_overload"] = Counter({0.5: k})
+    [got] = checks(inputs)
+    assert (got.check, got.severe, got.component) == ("constant_judge", False, "judge")
+    assert f"every one of {k} judged" in got.text and "IQ 1" in got.text and "perceived overload 0.5" in got.text
+    assert checks(_inputs(moving, {1.0: k})) == []
+    inputs.judge["judge_perceived_overload"] = Counter({0.5: k - 1, 0.7: 1})
+    assert checks(inputs) == []
+    fewer = _inputs(moving, {1.0: k - 1})
+    fewer.judge["judge_perceived_overload"] = Counter({0.5: k - 1})
+    assert checks(fewer) == []
+
+
 def _echo_tutor(sessions, turns):
     """The tutor replies with the learner's own message in every turn (the recipe's echo stand-in)."""
     users = turns.column("user_message").to_pylist()
