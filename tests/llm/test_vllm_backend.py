@@ -116,3 +116,32 @@ def test_a_vllm_entry_decodes_json_as_a_plain_vllm_server(smollm2_dir):
     served = StructuredOutputsConfig()
     assert {"backend": served.backend, "disable_any_whitespace": served.disable_any_whitespace} == VLLM_SERVE_STRUCTURED
     assert VLLMModelConfig(model=str(smollm2_dir)).engine_args()["structured_outputs_config"] == VLLM_SERVE_STRUCTURED
+
+
+@pytest.mark.llm_cpu
+@pytest.mark.slow
+def test_the_same_seeded_requests_decode_alike_as_a_vllm_entry_and_over_http(vllm_server, vllm_cpu_config, vllm_cpu_pool):
+    """Issue 29: the same seeds truncated in turn 1 on the `vllm` entry and passed over HTTP. Both
+    paths now get the same grammar and sampling defaults, so a seeded request gives the same
+    answer, the same token count and the same finish reason (a cut answer is cut on both)."""
+    from ray_knowsim.llm.http.client import OpenAICompatibleModel
+    from ray_knowsim.llm.http.config import HTTPModelConfig
+
+    over_http = OpenAICompatibleModel(HTTPModelConfig(base_url=vllm_server, model=SERVED_MODEL_NAME,
+                                                      timeout_s=600, max_attempts=1))
+    as_entry = VLLMActorModel(vllm_cpu_config, actors=vllm_cpu_pool)
+    system = {"role": "system", "content": "Answer in JSON with fields answer and confidence."}
+    reqs = [ChatRequest(messages=(system, {"role": "user", "content": q}), max_tokens=cap, json_schema=ANSWER_SCHEMA,
+                        schema_name="answer", seed=seed, temperature=temperature, request_id=f"p{i}#0:extractor")
+            for i, (q, cap, seed, temperature) in enumerate([
+                (QUESTIONS[0], 64, 0, 0.0),  # greedy, room to finish
+                (QUESTIONS[1], 64, 7, 0.8),  # sampled: the seed decides, on both paths alike
+                (QUESTIONS[2], 6, 3, 0.8),   # cut by max_tokens: truncated on both paths
+            ])]
+    http_out = asyncio.run(generate_all(over_http, reqs))
+    entry_out = asyncio.run(generate_all(as_entry, reqs))
+    for req, h, e in zip(reqs, http_out, entry_out):
+        assert h.error is None and e.error is None, (h.error, e.error)
+        assert (h.text, h.finish_reason, h.usage.completion_tokens) == (e.text, e.finish_reason, e.usage.completion_tokens), req.request_id
+        assert h.usage.prompt_tokens == e.usage.prompt_tokens  # the same chat template
+    assert http_out[2].finish_reason == "length"
