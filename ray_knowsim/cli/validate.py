@@ -17,7 +17,10 @@ def register(subparsers) -> None:
             "one-sided exact binomial test; Spearman rho of z-scored cell means; concept-coverage Jaccard. "
             "The human data is read in the layout of the KnowChat dataset card (ray_knowsim/validate/knowchat_layout.yaml, "
             "documented there); --layout FILE renames sheets, columns, fields and condition codes. "
-            "--inspect only loads the human data and says what was read (no --sim needed)."
+            "--inspect only loads the human data and says what was read (no --sim needed). "
+            "--extractor-agreement compares the extractor with people's per-IU labels (sheet 'iu labels'): the run's "
+            "extractor (or --extractor) labels each labelled tutor reply, and Cohen's kappa and TPR/TNR per label are "
+            "reported; resumable (its answers are kept in the output folder) and costed."
         ),
     )
     p.add_argument("--human", required=True, type=Path, help="folder with the KnowChat JSONL files and XLSX workbooks")
@@ -32,6 +35,12 @@ def register(subparsers) -> None:
     p.add_argument("--simulator", action="append", default=None, help="only this simulator (repeatable; default: each simulator in the run)")
     p.add_argument("--no-coverage", action="store_true", help="skip the concept-coverage Jaccard (no turns read)")
     p.add_argument("--tagger", default=None, help="IU tagger 'module:callable' (default: the lexical tagger)")
+    p.add_argument("--extractor-agreement", action="store_true",
+                   help="only compare the extractor with the human per-IU labels (needs --sim RUN_DIR or --config FILE)")
+    p.add_argument("--config", type=Path, default=None,
+                   help="with --extractor-agreement: the run config whose items, graphs and extractor to use (default: --sim's recorded config)")
+    p.add_argument("--extractor", default=None,
+                   help="with --extractor-agreement: a model key of the config, or a YAML file with one model entry (default: roles.extractor)")
     p.set_defaults(func=run)
 
 
@@ -66,9 +75,102 @@ def inspect(args: argparse.Namespace) -> int:
     return 2 if result.problems else 0
 
 
+def extractor_agreement(args: argparse.Namespace) -> int:
+    """The extractor against people's per-IU labels: load, ask (resumed), compare, write."""
+    from ray_knowsim.engine.config import ConfigError
+    from ray_knowsim.engine.scoring import ScoreError
+    from ray_knowsim.validate.conditions import LevelCuts
+    from ray_knowsim.validate.knowchat import KnowChatFormatError, load_knowchat
+    from ray_knowsim.validate.layout import LayoutError, load_layout
+    from ray_knowsim.validate.tables import format_extractor_agreement, write_tables
+
+    if args.sim is None and args.config is None:
+        print("validate: --extractor-agreement needs --sim RUN_DIR or --config FILE (the items, graphs and extractor)", file=sys.stderr)
+        return 2
+    out = args.out or (args.sim / "validation" if args.sim else None)
+    if out is None:
+        print("validate: --extractor-agreement with --config needs --out DIR", file=sys.stderr)
+        return 2
+    try:
+        human = load_knowchat(args.human, LevelCuts.parse(args.level_cuts), load_layout(args.layout))
+        result, params = _ask_extractor(human, args, out)
+    except (KnowChatFormatError, LayoutError, ConfigError, ScoreError, ValueError, OSError) as exc:
+        print(f"validate: {exc}", file=sys.stderr)
+        return 2
+    tables = {"extractor_human_agreement": result.agreement, "extractor_human_labels": result.labels}
+    write_tables(tables, out, params, result.notes)
+    for note in result.notes:
+        print(f"# {note}")
+    print(format_extractor_agreement(result))
+    print(f"tables written to {out}")
+    return 0
+
+
+def _ask_extractor(human, args: argparse.Namespace, out: Path):  # noqa: ANN001
+    """Build the extractor from the config and ask it (Ray only for a backend that starts actors)."""
+    import contextlib
+    import random
+
+    from ray_knowsim.engine.clients import build_models
+    from ray_knowsim.engine.config import load_run_config, parse_run_config
+    from ray_knowsim.engine.manifest import read_manifest
+    from ray_knowsim.engine.plan import derive_seed, load_inputs
+    from ray_knowsim.engine.runner import ray_options, ray_session
+    from ray_knowsim.engine.scoring import ScoreError, _entry_json, resolve_judge
+    from ray_knowsim.io.commits import RunDir
+    from ray_knowsim.llm.accounting import Accounting
+    from ray_knowsim.rules.init_state import initial_state_for
+    from ray_knowsim.schema.graph import build_index
+    from ray_knowsim.schema.items import item_key
+    from ray_knowsim.validate.extractor_labels import label_replies, model_identity
+
+    if args.config is not None:
+        cfg = load_run_config(args.config)
+    else:
+        manifest = read_manifest(RunDir(args.sim))
+        if manifest is None:
+            raise ScoreError(f"{args.sim} has no manifest.json (is it a run directory?); give --config FILE")
+        from ray_knowsim.cli.score import _base_dir
+
+        cfg = parse_run_config(manifest["config"], base_dir=_base_dir(manifest, RunDir(args.sim)))
+    key = args.extractor or cfg.roles.extractor.model
+    if not key:
+        raise ScoreError("the config names no extractor (roles.extractor); give --extractor MODEL_KEY_OR_FILE")
+    cfg, key = resolve_judge(cfg, key, flag="--extractor")
+    inputs = load_inputs(cfg)
+    items = {item_key(task, it.id): it for task, its in inputs.items.items() for it in its}
+    entry = cfg.models[key]
+    rules = cfg.rule_config
+
+    def initial(item, graph, level):  # noqa: ANN001, ANN202 - the state trial 0 of the run would start from
+        rng = random.Random(derive_seed(cfg.seed, f"init/{item.task}/{item.id}/{level}/0"))
+        return initial_state_for(item, level, build_index(graph, item.id), rules, rng, inputs.init_caches.get(item.task))
+
+    levels = {(s.arm, s.task, s.prolific_id, str(s.session)): s.level for s in human.sessions}
+    needs_ray = entry.backend == "vllm"
+    pools: dict = {}
+    with (ray_session(getattr(args, "address", None), **ray_options(cfg), quiet=True) if needs_ray else contextlib.nullcontext()):
+        try:
+            models = build_models(cfg, inputs.graphs, None, keys=[key], pools=pools)
+            model = models.model(key, Accounting(), unit="validate-extractor")
+            result = label_replies(human, items=items, graphs=inputs.graphs, initial_state=initial, levels=levels, model=model,
+                                   model_key=key, model_identity=model_identity(entry.backend, _entry_json(entry)),
+                                   settings=cfg.roles.settings("extractor"), out_dir=out, price=getattr(entry, "price", None),
+                                   prompts=cfg.prompts.version)
+        finally:
+            from ray_knowsim.engine.clients import shutdown_pools
+
+            shutdown_pools(pools)
+    params = dict(human=str(args.human), config=str(args.config or args.sim), extractor=key, backend=entry.backend,
+                  asked=result.asked, layout=args.layout and str(args.layout))
+    return result, params
+
+
 def run(args: argparse.Namespace) -> int:
     if args.inspect:
         return inspect(args)
+    if args.extractor_agreement:
+        return extractor_agreement(args)
     if args.sim is None:
         print("validate: --sim RUN_DIR is required (or --inspect to check the human data alone)", file=sys.stderr)
         return 2

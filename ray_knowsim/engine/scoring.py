@@ -66,10 +66,11 @@ class ScoreOutcome:
         return sum(m.n_errors for m in self.committed)
 
 
-def resolve_judge(cfg: RunConfig, judge: str | None) -> tuple[RunConfig, str]:
+def resolve_judge(cfg: RunConfig, judge: str | None, *, flag: str = "--judge") -> tuple[RunConfig, str]:
     """(config holding the judge model, its key). ``judge``: a model key of the run's config, a
     YAML/JSON file holding ONE model entry (``{backend: ..., ...}``; its key is the file stem), or
-    None for the config's own ``roles.judge``."""
+    None for the config's own ``roles.judge``. ``flag``: the option named in errors (the same
+    resolution serves ``validate --extractor``)."""
     if judge is None:
         if cfg.roles.judge is None or not cfg.roles.judge.model:
             raise ScoreError("the run config has no judge (roles.judge); name one with --judge MODEL_KEY_OR_FILE")
@@ -78,7 +79,7 @@ def resolve_judge(cfg: RunConfig, judge: str | None) -> tuple[RunConfig, str]:
         return cfg, judge
     path = Path(judge)
     if not path.is_file():
-        raise ScoreError(f"--judge {judge!r}: neither a model key of the run ({sorted(cfg.models)}) nor a file")
+        raise ScoreError(f"{flag} {judge!r}: neither a model key of the run ({sorted(cfg.models)}) nor a file")
     try:
         raw = load_yaml(path.read_text(encoding="utf-8"), str(path))
     except yaml.YAMLError as exc:
@@ -89,7 +90,7 @@ def resolve_judge(cfg: RunConfig, judge: str | None) -> tuple[RunConfig, str]:
     except ValidationError as exc:
         raise ConfigError(format_errors(exc), str(path)) from exc
     if key in cfg.models and _entry_json(cfg.models[key]) != _entry_json(entries[key]):
-        raise ScoreError(f"--judge {judge}: the file's name {key!r} is a model key of the run with another entry; "
+        raise ScoreError(f"{flag} {judge}: the file's name {key!r} is a model key of the run with another entry; "
                          "rename the file")
     merged = cfg.model_copy(update={"models": {**cfg.models, key: entries[key]}})
     return merged, key

@@ -105,4 +105,23 @@ def rates(labels: Sequence[Hashable], reference: Sequence[Hashable], positive: H
     return Rates(len(ref), p, q, tp / p if p else math.nan, tn / q if q else math.nan)
 
 
-__all__ = ["Distance", "Rates", "cohen_kappa", "kendall_tau", "krippendorff_alpha", "rates"]
+def label_agreement(labels: Sequence[Hashable], reference: Sequence[Hashable], categories: Sequence[Hashable]) -> dict[str, float | int]:
+    """One labeling against a reference over a fixed set of ``categories``: ``n``, raw
+    ``agreement``, Cohen's ``kappa`` over the categories, and per category (one against the rest)
+    ``n_ref_<c>`` / ``n_<c>`` (how often the reference / the labeling uses it) and ``tpr_<c>`` /
+    ``tnr_<c>`` (:func:`rates`). Exact match alone hides what kappa and the rates show: a labeler
+    that calls everything ``not_mentioned`` matches often where most IUs go untouched."""
+    if len(labels) != len(reference):
+        raise ValueError(f"label_agreement: {len(labels)} labels and {len(reference)} reference labels")
+    n = len(labels)
+    out: dict[str, float | int] = {
+        "n": n, "agreement": sum(a == b for a, b in zip(labels, reference)) / n if n else math.nan,
+        "kappa": cohen_kappa(labels, reference),
+    }
+    for c in categories:
+        r = rates(labels, reference, c)
+        out |= {f"n_ref_{c}": r.positives, f"n_{c}": sum(x == c for x in labels), f"tpr_{c}": r.tpr, f"tnr_{c}": r.tnr}
+    return out
+
+
+__all__ = ["Distance", "Rates", "cohen_kappa", "kendall_tau", "krippendorff_alpha", "label_agreement", "rates"]

@@ -81,6 +81,8 @@ def _pair_lines(r: PairReport, jsonl: Path, xlsx: Path) -> list[str]:
     lines.append("  ratings     " + "; ".join(f"{m} from {where}" for m, where in r.ratings.items()))
     lines.append(f"  tests       {r.tests}" if r.tests else "  tests       none (not a math workbook)")
     lines.append(f"  questions   {r.questions}")
+    if r.iu_labels is not None:
+        lines.append(f"  iu labels   {r.iu_labels}")
     lines += [f"  note        {n}" for n in r.notes]
     return lines
 

@@ -54,7 +54,8 @@ from pathlib import Path
 from ray_knowsim.validate.conditions import CONDITION_CODES, LEVELS, LevelCuts, condition_order, math_kg
 from ray_knowsim.validate.knowchat_files import discover_files
 from ray_knowsim.validate.knowchat_jsonl import read_conversations
-from ray_knowsim.validate.knowchat_models import HumanConversation, HumanDataset, HumanSession, PairReport, LoadContext
+from ray_knowsim.validate.knowchat_labels import read_iu_labels
+from ray_knowsim.validate.knowchat_models import HumanConversation, HumanDataset, HumanIULabel, HumanSession, PairReport, LoadContext
 from ray_knowsim.validate.knowchat_workbook import (
     Prescreening, QuestionBank, sheet_participants, rating_value, rating_columns, ScoreSheet, SessionRows,
 )
@@ -72,20 +73,24 @@ def load_knowchat(folder: Path, cuts: LevelCuts | None = None, layout: KnowChatL
     sessions: list[HumanSession] = []
     conversations: list[HumanConversation] = []
     reports: list[PairReport] = []
+    labels: list[HumanIULabel] = []
     for (arm, task), (jsonl, xlsx) in pairs.items():
-        s, c, r = load_pair(arm, task, jsonl, xlsx, cuts, layout)
+        s, c, r, lab = load_pair(arm, task, jsonl, xlsx, cuts, layout, with_labels=True)
         sessions += s
         conversations += c
         reports.append(r)
+        labels += lab
     if len({type(x.session) for x in sessions}) > 1:  # numbers in one file, ids in another: one type
-        for x in [*sessions, *conversations]:
+        for x in [*sessions, *conversations, *labels]:
             x.session = str(x.session)
-    return HumanDataset(sessions=sessions, conversations=conversations, reports=reports, ignored=ignored)
+    return HumanDataset(sessions=sessions, conversations=conversations, reports=reports, ignored=ignored, iu_labels=labels)
 
 
 
-def load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts, layout: KnowChatLayout | None = None):
-    """(sessions, conversations, PairReport) of one JSONL file + workbook."""
+def load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts, layout: KnowChatLayout | None = None,
+              with_labels: bool = False):
+    """(sessions, conversations, PairReport) of one JSONL file + workbook; with ``with_labels``,
+    also the per-IU labels of its ``iu labels`` sheet (empty without one)."""
     layout = layout or default_layout()
     ctx = LoadContext(arm, task, layout)
     wanted = {k: s.names for k, s in layout.sheets.items()}
@@ -101,7 +106,7 @@ def load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts, lay
             f"(the {task} workbook needs {', '.join(repr(s.names[0]) for s in layout.sheets.values() if task in s.tasks)}; "
             f"workbook has: {', '.join(repr(s) for s in all_sheets)})"
         )
-    for k in ("background", "prescreening", "main", "survey", "pretest", "posttest"):
+    for k in ("background", "prescreening", "main", "survey", "pretest", "posttest", "iu_labels"):
         if k in sh and not sh[k].columns:
             raise KnowChatFormatError(f"{sh[k].where()}: the sheet is empty (no header row)")
 
@@ -178,6 +183,7 @@ def load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts, lay
             HumanConversation(
                 arm=arm, task=task, prolific_id=rec.prolific_id, session=rec.session, item_ids=items,
                 texts=[msg.content for msg in rec.messages if msg.role != "system"],
+                roles=[msg.role for msg in rec.messages if msg.role != "system"],
             )
         )
     main.check_all_taken(jsonl.name)  # main and the JSONL hold the same conversations
@@ -190,6 +196,8 @@ def load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts, lay
                     + (", ..." if len(extra) > 5 else "") + ")"
                 )
 
+    labels = (read_iu_labels(sh["iu_labels"], ctx, records, {(c.prolific_id, c.session): c.item_ids for c in conversations})
+              if "iu_labels" in sh else [])
     pids = sorted({s.prolific_id for s in sessions})
     lv = prescreen.participant_levels(pids)
     report = PairReport(
@@ -212,9 +220,11 @@ def load_pair(arm: str, task: str, jsonl: Path, xlsx: Path, cuts: LevelCuts, lay
             for metric, (sheet, cols) in rating_cols.items()
         },
         questions=q_desc,
+        iu_labels=(f"{len(labels)} per-IU labels of {len({(x.prolific_id, x.session, x.turn) for x in labels})} tutor replies "
+                   f"in {len({(x.prolific_id, x.session) for x in labels})} sessions" if "iu_labels" in sh else None),
         notes=ctx.notes + prescreen.scores.notes + ([*pre_scores.notes, *post_scores.notes] if pre_scores and post_scores else []),
     )
-    return sessions, conversations, report
+    return (sessions, conversations, report, labels) if with_labels else (sessions, conversations, report)
 
 
 def _labels(arm: str) -> list[str]:

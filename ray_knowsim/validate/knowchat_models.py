@@ -17,7 +17,7 @@ from ray_knowsim.validate.layout import KnowChatLayout
 from ray_knowsim.validate.xlsx import as_number, as_text, blank
 
 __all__ = [
-    "Message", "ConversationRecord", "HumanSession", "HumanConversation", "PairReport", "HumanDataset",
+    "Message", "ConversationRecord", "HumanSession", "HumanConversation", "HumanIULabel", "PairReport", "HumanDataset",
     "LoadContext", "SessionKey", "canon_session", "ref_text",
 ]
 
@@ -72,6 +72,35 @@ class HumanConversation(BaseModel):
     session: int | str
     item_ids: list[str]
     texts: list[str]  # user and assistant message contents, in order
+    roles: list[str] = Field(default_factory=list)  # the speaker of each text ("user" / "assistant")
+
+    def exchange(self, turn: int) -> tuple[list[list[str]], str, str]:
+        """(the conversation before it as [speaker, text] pairs, the learner's message, the tutor's
+        reply) of tutor reply ``turn`` (1-based over the assistant messages). The learner's message
+        is every user message since the previous reply, joined (empty before an opening greeting)."""
+        pairs = [[r, t] for r, t in zip(self.roles, self.texts)]
+        replies = [k for k, (r, _) in enumerate(pairs) if r == "assistant"]
+        if not 1 <= turn <= len(replies):
+            raise ValueError(f"reply {turn} of a conversation with {len(replies)} tutor replies")
+        at = replies[turn - 1]
+        start = replies[turn - 2] + 1 if turn > 1 else 0
+        user = "\n\n".join(t for r, t in pairs[start:at] if r == "user")
+        return pairs[:start], user, pairs[at][1]
+
+
+class HumanIULabel(BaseModel):
+    """A person's label of one IU in one tutor reply (sheet ``iu labels``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    arm: str
+    task: str
+    prolific_id: str
+    session: int | str
+    turn: int = Field(ge=1)  # the tutor reply, counted from 1
+    item_id: str
+    iu: str
+    label: Literal["well_explained", "shallow", "not_mentioned"]
+    where: str  # file, sheet and row, for messages
 
 
 class PairReport(BaseModel):
@@ -93,6 +122,7 @@ class PairReport(BaseModel):
     tests: str | None  # math: how pre/post tests were read and KG counts
     ratings: dict[str, str]  # metric -> where read and how many values
     questions: str
+    iu_labels: str | None = None  # how many per-IU labels were read, over how many sessions (None: no sheet)
     notes: list[str] = Field(default_factory=list)
 
 
@@ -102,6 +132,7 @@ class HumanDataset(BaseModel):
     conversations: list[HumanConversation]
     reports: list[PairReport] = Field(default_factory=list)
     ignored: list[str] = Field(default_factory=list)
+    iu_labels: list[HumanIULabel] = Field(default_factory=list)
 
     def frame(self) -> pd.DataFrame:
         """One row per session (columns of HumanSession)."""

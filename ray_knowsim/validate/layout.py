@@ -23,8 +23,9 @@ DEFAULT_LAYOUT_FILE = Path(__file__).with_name("knowchat_layout.yaml")
 
 #: logical record fields / columns / sheets the loader asks for
 RECORD_FIELDS = ("prolific_id", "session", "condition", "topic", "questions", "messages")
-COLUMN_KEYS = ("prolific_id", "session", "condition", "topic", "score", "max_score", "question_id", "item_id", "dc", "co", "iq")
-SHEET_KEYS = ("summary", "background", "prescreening", "pretest", "posttest", "main", "survey", "questions")
+COLUMN_KEYS = ("prolific_id", "session", "condition", "topic", "score", "max_score", "question_id", "item_id", "dc", "co", "iq",
+               "turn", "iu", "label")
+SHEET_KEYS = ("summary", "background", "prescreening", "pretest", "posttest", "main", "survey", "questions", "iu_labels")
 ROLES = ("user", "assistant", "system")
 
 

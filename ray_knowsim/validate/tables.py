@@ -8,6 +8,8 @@ Files in the output folder, each as ``<name>.parquet`` and ``<name>.csv``:
   ``spearman``         rho of the z-scored cell means per grouping
   ``coverage``         per-cell concept-coverage Jaccard (Figure 4 data), ``coverage_summary``
   ``human_sessions``   the loaded human sessions with level and metrics (for audits)
+  ``extractor_human_agreement`` / ``extractor_human_labels`` (``--extractor-agreement``): kappa and
+                       TPR/TNR per label of the extractor against people's per-IU labels, and each label
 plus ``validation.json``: parameters, notes and the file list.
 """
 
@@ -66,4 +68,27 @@ def format_report(tables: dict[str, pd.DataFrame], threshold: float) -> str:
                     f"{r.mean_pairwise_jaccard:.3f} (mean pairwise), {r.n_cells} cells"
                 )
         lines.append("")
+    return "\n".join(lines)
+
+
+def format_extractor_agreement(result) -> str:  # noqa: ANN001 - extractor_labels.ExtractorAgreement
+    """The printed extractor-vs-people table: per task (all items), n, kappa, TPR/TNR per label, cost."""
+    from ray_knowsim.validate.knowchat_labels import LABELS
+
+    def f(v: float) -> str:
+        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+
+    rep = result.replies
+    cost = rep["cost_usd"].dropna()
+    lines = [
+        f"extractor vs people's per-IU labels: {len(rep)} replies ({result.asked} asked now, {len(rep) - result.asked} resumed), "
+        f"{int(rep['calls'].sum())} calls, {int(rep['prompt_tokens'].sum() + rep['completion_tokens'].sum())} tokens"
+        + (f", ${cost.sum():.4f}" if len(cost) else ", no price"),
+        "task       items   replies  labels  agree  kappa  " + "  ".join(f"TPR/TNR {c}" for c in LABELS),
+    ]
+    for r in result.agreement.itertuples(index=False):
+        if r.item_id != "all":
+            continue
+        rates = "  ".join(f"{f(getattr(r, f'tpr_{c}'))}/{f(getattr(r, f'tnr_{c}'))}".ljust(len(f"TPR/TNR {c}")) for c in LABELS)
+        lines.append(f"{r.task:<10} {'all':<7} {r.n_replies:>7}  {r.n:>6}  {f(r.agreement)}  {f(r.kappa)}  {rates}")
     return "\n".join(lines)
