@@ -24,7 +24,7 @@ import pandas as pd
 from ray_knowsim.compare.paired import ALL_LEVELS, beats_matrix, too_few_items
 from ray_knowsim.compare.sentences import interval_text
 from ray_knowsim.stats.leaderboard import board
-from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, paper_mean_ranks
+from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, PAPER_MEAN_RANK_LABEL, PAPER_MEAN_RANK_NOTE, paper_mean_ranks
 
 UNRANKED = frozenset({"cost_usd", "turns"})
 COLUMNS = ["task", "metric", "condition", "run", "position", "star", "mean_item_rank", "beats", "cycle", "mean", "ci_low",
@@ -136,9 +136,9 @@ def render_html(board_: pd.DataFrame, paired: pd.DataFrame, metrics: Sequence[st
             out.append("<h3>Verdicts</h3><ul class='verdicts'>" + "".join(f"<li>{e(s)}</li>" for s in sentences) + "</ul>")
         paper = _paper_rows(part)
         names = ", ".join(m.upper() for m in MEAN_RANK_METRICS)
-        out.append(f"<h3>The paper's mean rank ({e(names)})</h3><p class='note'>Mean of the per-metric ranks of the means "
-                   "(paper Table 4): descriptive, no test, not the leaderboard's order.</p>"
-                   "<table><thead><tr><th>condition</th><th>mean rank</th><th>its run's own mean rank</th></tr></thead><tbody>"
+        out.append(f"<h3 class='paper-rank'>{e(PAPER_MEAN_RANK_LABEL[0].upper() + PAPER_MEAN_RANK_LABEL[1:])} ({e(names)})</h3>"
+                   f"<p class='note'>{e(PAPER_MEAN_RANK_NOTE)}</p>"
+                   f"<table class='paper-rank'><thead><tr><th>condition</th><th>{e(PAPER_MEAN_RANK_LABEL)}</th><th>its run's own</th></tr></thead><tbody>"
                    + "".join(f"<tr><td>{e(str(r['condition']))}</td><td class='num'>{_f(r['mean_rank'], 2)}</td>"
                              f"<td class='num'>{_f(r['mean_rank_in_run'], 2)}</td></tr>" for _, r in paper.iterrows())
                    + "</tbody></table>")

@@ -370,12 +370,14 @@ def _print_tables(tables: dict[str, pd.DataFrame], console, width: int) -> None:
                             "95 % CI, items as the unit", title_justify="left")
         table.add_column("condition", no_wrap=True)
         add_metric_columns(table, shown_marginal)
-        table.add_column("mean rank (" + ", ".join(m.upper() for m in MEAN_RANK_METRICS) + ")", justify="right")
+        # the paper's figure, labelled as such; rows stay in condition order (no verdict is computed here, so no order is claimed)
+        table.add_column("paper's mean rank (" + ", ".join(m.upper() for m in MEAN_RANK_METRICS) + "; ranks of means, descriptive)",
+                         justify="right")
         table.add_column("ok/failed", justify="right")
         table.add_column("extractor repaired/refused", justify="right")
         table.add_column("judge repaired/refused/warned", justify="right")
         rows = mg[mg["task"] == task].set_index("condition")
-        for cond in (ranks_here.index.tolist() or rows.index.tolist()):
+        for cond in rows.index.tolist():
             r = rows.loc[cond]
             table.add_row(cond, *[_fmt_ci(r, m) for m in shown_marginal],
                           _fmt(ranks_here.loc[cond, "mean_rank"], 2) if cond in ranks_here.index else "-",

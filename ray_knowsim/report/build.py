@@ -29,7 +29,7 @@ from ray_knowsim.audit.run import audit_run
 from ray_knowsim.io.rundir import RunDirError, RunReader, open_run, status_words
 from ray_knowsim.report.audit import AuditSection, audit_html, audit_markdown
 from ray_knowsim.io.sanity import JUDGE_SCORES, SanityReport, checks, read_turns, scan_turns
-from ray_knowsim.report.tables import apply_stars, failure_table, marginal_table, per_level_table
+from ray_knowsim.report.tables import apply_verdicts, failure_table, marginal_table, per_level_table
 from ray_knowsim.score.store import RunScores
 
 
@@ -148,9 +148,9 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
 
     content.decisions_html, content.decisions_md, verdicts = decision_sections(run.root, scores=scores, reader=run)
     content.verdicts = verdicts
-    if verdicts is not None:  # the ★: a condition that significantly beats every other there
+    if verdicts is not None:  # positions and ★ from the verdicts' leaderboards (item win rate), never from the means
         for section in content.sections:
-            apply_stars(section.per_level, section.marginal, specs, verdicts.stars_of(section.task if len(content.sections) > 1 else None))
+            apply_verdicts(section.per_level, section.marginal, specs, verdicts.boards_of(section.task if len(content.sections) > 1 else None))
     audit_section = simulator_audit(run, scores)  # does the verdict depend on the simulator?
     content.decisions_html.append(audit_html(audit_section))
     content.decisions_md += audit_markdown(audit_section)

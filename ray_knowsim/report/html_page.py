@@ -17,7 +17,8 @@ from ray_knowsim.report.conversation_html import CONVERSATION_CSS, conversation_
 from ray_knowsim.report.conversation_html import attrs as _attrs
 from ray_knowsim.compare.sentences import interval_text
 from ray_knowsim.report.metrics import fmt
-from ray_knowsim.report.tables import coverage_note
+from ray_knowsim.report.tables import ALL_LEVELS_SCOPE, NO_POSITION_LEAD, POSITION_LEAD, coverage_note, has_positions, paper_rank_rows
+from ray_knowsim.stats.ranks import PAPER_MEAN_RANK_LABEL, PAPER_MEAN_RANK_NOTE
 from ray_knowsim.stats.coverage import MEASURED as COVERAGE
 from ray_knowsim.report.outcomes import CSS as OUTCOME_CSS
 from ray_knowsim.report.outcomes import failed_html, failed_note_html, flags_html, truncations_html
@@ -31,7 +32,7 @@ td.num .ci { display:block; color:var(--muted); font-size:11px; white-space:norm
 td.num .rank, td.rank { color:var(--muted); font-size:11px; }
 td.best { background:var(--best, #e3f4e8); font-weight:700; }
 td.best .mean::after { content:" ★"; color:#2e9e5b; font-size:11px; }
-td.lowest { font-weight:700; }
+td.num .pos { color:var(--muted); font-size:11px; }
 ul.verdicts li { margin:2px 0; }
 tbody.level-block th.level { background:#f7f9fb; text-transform:capitalize; border-right:1px solid var(--line); }
 tbody.level-block tr:first-child td, tbody.level-block tr:first-child th { border-top:2px solid #c6d0da; }
@@ -116,14 +117,14 @@ def render_html(c: ReportContent) -> str:
     return "\n".join(parts)
 
 
-_SECTION_IDS = ("glance", "marginal", "per-level", "failure-modes", "overview-plot", "marginal-table",
-                "per-level-table", "failure-mode-plot", "failed-sessions", "failed-table", "truncations", "truncation-table")
+_SECTION_IDS = ("glance", "marginal", "per-level", "paper-rank", "failure-modes", "overview-plot", "marginal-table",
+                "per-level-table", "paper-rank-table", "failure-mode-plot", "failed-sessions", "failed-table", "truncations", "truncation-table")
 
 
 def _nav(c: ReportContent) -> str:
     if len(c.sections) <= 1:
         return ('<nav><a href="#glance">At a glance</a><a href="#marginal">Marginal table</a><a href="#per-level">Per level</a>'
-                '<a href="#failure-modes">Failure modes</a><a href="#failed-sessions">Failed sessions</a><a href="#conversations">Conversations</a><a href="#method">Method</a></nav>')
+                '<a href="#paper-rank">Paper\'s mean rank</a><a href="#failure-modes">Failure modes</a><a href="#failed-sessions">Failed sessions</a><a href="#conversations">Conversations</a><a href="#method">Method</a></nav>')
     tasks = "".join(f'<a href="#task-{e(t.task)}">Task: {e(t.task)}</a>' for t in c.sections)
     return f'<nav>{tasks}<a href="#conversations">Conversations</a><a href="#method">Method</a></nav>'
 
@@ -138,10 +139,11 @@ def _task_sections(c: ReportContent) -> list[str]:
     sections = c.sections or [c]
     if len(sections) == 1:
         s = sections[0]
-        return [_glance(s), marginal_html(s), per_level_html(s), failure_modes_html(s), failed_html(s), truncations_html(s)]
+        return [_glance(s), marginal_html(s), per_level_html(s), paper_rank_html(s), failure_modes_html(s), failed_html(s), truncations_html(s)]
     out = []
     for s in sections:
-        body = "".join((_glance(s), marginal_html(s), per_level_html(s), failure_modes_html(s), failed_html(s), truncations_html(s)))
+        body = "".join((_glance(s), marginal_html(s), per_level_html(s), paper_rank_html(s), failure_modes_html(s), failed_html(s),
+                        truncations_html(s)))
         for ident in _SECTION_IDS:
             body = body.replace(f'id="{ident}"', f'id="{ident}-{e(s.task)}"')
         out.append(f'<div class="task" id="task-{e(s.task)}"><h2 class="task-title">Task: {e(s.task)}</h2>{body}</div>')
@@ -165,9 +167,6 @@ def _glance(c: ReportContent) -> str:
             callouts.append((f"beats every other on {s.label} (all levels)", ", ".join(w)))
     if not callouts:
         callouts.append(("best", "no condition significantly beats every other on any metric (see Verdicts)"))
-    winners = [r.condition for r in c.marginal if r.best_rank]
-    if winners:
-        callouts.append(("smallest mean rank (the paper's figure, descriptive: no test)", ", ".join(winners)))
     box = "".join(f'<div class="callout"><span class="k">{e(k)}</span>{e(v)}</div>' for k, v in callouts)
     fig = c.figures.get("overview")
     img = (
@@ -179,12 +178,12 @@ def _glance(c: ReportContent) -> str:
     return f'<section id="glance"><h2>At a glance</h2><div class="callouts">{box}</div>{img}</section>'
 
 
-def _metric_headers(c: ReportContent, with_rank_col: bool) -> str:
+def _metric_headers(c: ReportContent, with_position_col: bool) -> str:
     out = []
     for s in c.specs:
         out.append(f'<th class="num" title="{e(s.description)}">{e(s.label)} {s.arrow}</th>')
-        if with_rank_col:
-            out.append(f'<th class="num">{e(s.label)} rank</th>')
+        if with_position_col:
+            out.append(f'<th class="num" title="position on the item win rate (the verdicts\' leaderboard)">{e(s.label)} position</th>')
     return "".join(out)
 
 
@@ -210,10 +209,12 @@ def _partial(used: int, total: int) -> str:
 
 
 def marginal_html(c: ReportContent) -> str:
-    """The level-marginalised table: per condition (by mean rank) each metric's mean, its 95 % item-clustered
-    interval, its rank; n with the failed sessions beside it; the mean rank."""
+    """The level-marginalised table: per condition (in the run's order) each metric's mean, its 95 %
+    item-clustered interval and (with verdicts) its position on the item win rate and ★; n with the
+    failed sessions beside it. No rank of the mean here: it has its own table (:func:`paper_rank_html`)."""
+    positions = has_positions(c.per_level, c.marginal)
     rows = []
-    for pos, r in enumerate(c.marginal, start=1):
+    for r in c.marginal:
         missing = r.missing_levels(c.summary.levels)
         dagger = f' <span class="note" title="no data for: {e(", ".join(missing))}">†</span>' if missing else ""
         cells = []
@@ -224,29 +225,27 @@ def marginal_html(c: ReportContent) -> str:
                 f'<td class="{cls}"{_attrs(data_metric=s.key, data_condition=r.condition, data_value=repr(float(v)) if v is not None else "")}>'
                 f'<span class="mean">{fmt(v, s.decimals)}</span>{_ci_html(r.intervals.get(s.key), s.decimals)}</td>'
             )
-            rk = r.ranks[s.key]
-            cells.append(f'<td class="rank num"{_attrs(data_rank=s.key, data_condition=r.condition)}>{rk if rk is not None else "–"}</td>')
-        mr_cls = "num lowest" if r.best_rank else "num"
+            if positions:
+                pos = r.positions.get(s.key)
+                cells.append(f'<td class="rank num"{_attrs(data_position=s.key, data_condition=r.condition)}>{pos if pos is not None else "–"}</td>')
         rows.append(
-            f'<tr><td class="num">{pos}</td><td class="cond">{e(r.condition)}{dagger}</td><td class="num n">{r.n:,}{failed_note_html(c, r.condition)}</td>{"".join(cells)}'
-            f'<td class="{mr_cls}"{_attrs(data_metric="mean_rank", data_condition=r.condition)}><span class="mean">{fmt(r.mean_rank, 2)}</span>'
-            f"{_partial(r.ranks_used, len(c.specs))}</td></tr>"
+            f'<tr><td class="cond">{e(r.condition)}{dagger}</td><td class="num n">{r.n:,}{failed_note_html(c, r.condition)}</td>{"".join(cells)}</tr>'
         )
     return (
         '<section id="marginal"><h2>Level-marginalised results</h2>'
         '<p class="lead">Per condition, the unweighted mean of its level means (each level counts equally, '
-        'whatever its number of conversations), below it its 95% interval clustered by item; ranks per metric with ties sharing the best rank; '
-        f"rows sorted by the paper\'s mean rank (over {_mean_rank_names(c)}, as in tables/ranks and the terminal: ranks of means, "
-        "descriptive, no test). ★ = significantly beats every other condition on that metric (item win rate, see Verdicts); "
-        "a rank of 1 on the mean is not a verdict.</p>"
-        f'<table class="results" id="marginal-table"><thead><tr><th class="num">#</th><th>Condition</th><th class="num">n</th>'
-        f'{_metric_headers(c, True)}<th class="num">Mean rank</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        'whatever its number of conversations), below it its 95% interval clustered by item. '
+        f"{POSITION_LEAD if positions else NO_POSITION_LEAD}</p>"
+        f'<table class="results" id="marginal-table"><thead><tr><th>Condition</th><th class="num">n</th>'
+        f'{_metric_headers(c, positions)}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
         '<p class="note">† a level without data for this condition: its marginal averages the levels it has.</p></section>'
     )
 
 
 def per_level_html(c: ReportContent) -> str:
-    """One block per knowledge level: mean, 95 % item-clustered interval and rank per metric; n; mean rank."""
+    """One block per knowledge level: mean, 95 % item-clustered interval and (with verdicts) the
+    position on the item win rate (#) and ★ per metric; n."""
+    positions = has_positions(c.per_level, c.marginal)
     bodies = []
     for block in c.per_level:
         trs = []
@@ -258,30 +257,49 @@ def per_level_html(c: ReportContent) -> str:
                 m = cell.moments
                 ci_txt = _ci_html(cell.ci, s.decimals)
                 n_txt = f" n={m.n}" if m.n != r.n and m.n else ""
-                rank_txt = f'<span class="rank">#{cell.rank}{n_txt}</span>' if cell.rank is not None else ""
+                pos_txt = f"#{cell.position}" if cell.position is not None else ""
+                extra = f'<span class="pos">{pos_txt}{n_txt}</span>' if pos_txt or n_txt else ""
                 cells.append(
                     f'<td class="{"num best" if cell.best else "num"}"'
-                    f'{_attrs(data_metric=s.key, data_condition=r.condition, data_level=block.level, data_value=repr(float(m.value)) if m.value is not None else "", data_n=m.n)}>'
-                    f'<span class="mean">{fmt(m.value, s.decimals)}</span>{ci_txt}{rank_txt}</td>'
+                    f'{_attrs(data_metric=s.key, data_condition=r.condition, data_level=block.level, data_value=repr(float(m.value)) if m.value is not None else "", data_n=m.n, data_position=cell.position)}>'
+                    f'<span class="mean">{fmt(m.value, s.decimals)}</span>{ci_txt}{extra}</td>'
                 )
             trs.append(
                 f"<tr>{head}<td class=\"cond\">{e(r.condition)}</td>"
-                f'<td class="num n" title="{_status_title(c, r.condition, block.level)}">{r.n:,}{failed_note_html(c, r.condition, block.level)}</td>{"".join(cells)}'
-                f'<td class="{"num lowest" if r.best_rank else "num"}"{_attrs(data_metric="mean_rank", data_condition=r.condition, data_level=block.level)}>'
-                f'<span class="mean">{fmt(r.mean_rank, 2)}</span>{_partial(r.ranks_used, len(c.specs))}</td></tr>'
+                f'<td class="num n" title="{_status_title(c, r.condition, block.level)}">{r.n:,}{failed_note_html(c, r.condition, block.level)}</td>{"".join(cells)}</tr>'
             )
         bodies.append(f'<tbody class="level-block"{_attrs(data_level=block.level)}>{"".join(trs)}</tbody>')
     return (
         '<section id="per-level"><h2>Results per knowledge level</h2>'
         '<p class="lead">Mean over conversations with status ok, below it its 95% interval clustered by item (item-clustered '
         'standard error, Student t on items − 1 degrees of freedom: items, not conversations, are the sampled unit; no '
-        'interval below 2 items), rank within the level (#). '
+        'interval below 2 items). '
         "n = conversations in the cell (a metric's own n is shown when some values are missing). "
-        f"Mean rank = mean of the ranks of {_mean_rank_names(c)} (one metric per construct; ranks of means, descriptive). "
-        "★ = significantly beats every other condition on that metric in the level.</p>"
+        + (POSITION_LEAD.replace("Position", "# = position within the level", 1) if positions else NO_POSITION_LEAD) + "</p>"
         + (f'<p class="note coverage-note">{e(note)}</p>' if (note := coverage_note(c.per_level)) else "") +
         f'<table class="results" id="per-level-table"><thead><tr><th>Level</th><th>Condition</th><th class="num">n</th>'
-        f'{_metric_headers(c, False)}<th class="num">Mean rank</th></tr></thead>{"".join(bodies)}</table></section>'
+        f'{_metric_headers(c, False)}</tr></thead>{"".join(bodies)}</table></section>'
+    )
+
+
+def paper_rank_html(c: ReportContent) -> str:
+    """The paper's mean rank, in its own labelled table (ranks of the means; descriptive): over all
+    levels, then per level, rows by mean rank within each."""
+    rows = paper_rank_rows(c.per_level, c.marginal, c.specs)
+    trs = []
+    for r in rows:
+        level = None if r.scope == ALL_LEVELS_SCOPE else r.scope
+        ranks = "".join(f'<td class="num"{_attrs(data_rank=s.key, data_condition=r.condition, data_level=level)}>'
+                        f'{r.ranks[s.key] if r.ranks[s.key] is not None else "–"}</td>' for s in c.specs)
+        trs.append(f'<tr><td>{e(r.scope)}</td><td class="cond">{e(r.condition)}</td>{ranks}'
+                   f'<td class="num"{_attrs(data_paper_mean_rank=r.condition, data_level=level)}>{fmt(r.mean_rank, 2)}'
+                   f"{_partial(r.ranks_used, len(c.specs))}</td></tr>")
+    heads = "".join(f'<th class="num">{e(s.label)}: rank of the mean</th>' for s in c.specs)
+    return (
+        f'<section id="paper-rank"><h2>{e(PAPER_MEAN_RANK_LABEL[0].upper() + PAPER_MEAN_RANK_LABEL[1:])}</h2>'
+        f'<p class="lead">{e(PAPER_MEAN_RANK_NOTE)} Over {e(_mean_rank_names(c))}, as in tables/ranks and the terminal.</p>'
+        f'<table class="results" id="paper-rank-table"><thead><tr><th>Levels</th><th>Condition</th>{heads}'
+        f'<th class="num">{e(PAPER_MEAN_RANK_LABEL)}</th></tr></thead><tbody>{"".join(trs)}</tbody></table></section>'
     )
 
 
@@ -345,8 +363,10 @@ def _method(c: ReportContent) -> str:
         + " items, against 95 %); the per-level section says how far its own intervals fall short.",
         "Level-marginalised value: unweighted mean of the level means (the reference code pooled conversations instead; "
         "the two agree when every level has the same count).",
-        "Ranks: per metric, the rank of the mean, 1 = best (CO: lower is better), ties share the best rank (\"min\"); "
-        "the mean rank (the paper's Table 4 figure) averages them over the available metrics: descriptive, no test.",
+        "Positions and ★ in the results tables: per metric and level, the leaderboard on the item win rate "
+        "(stats.leaderboard: mean item rank, never against a significant verdict; ★ = significantly beats every other), "
+        "from the verdicts below; nothing in those tables is ordered by a mean.",
+        e(PAPER_MEAN_RANK_NOTE) + " (Its own table; CO: lower is better; ties share the best rank.)",
         e(c.verdicts.method) if c.verdicts is not None else "Verdicts: none (fewer than two conditions).",
         "Failure modes are summed from the session rows' fm_* counts; the conversation viewer re-derives each IU's "
         "class from the recorded states and signals and flags any turn whose derived counts differ from the recorded ones.",

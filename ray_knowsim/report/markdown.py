@@ -5,7 +5,8 @@ from __future__ import annotations
 from ray_knowsim.report.content import ReportContent
 from ray_knowsim.compare.sentences import interval_text
 from ray_knowsim.report.metrics import fmt
-from ray_knowsim.report.tables import coverage_note
+from ray_knowsim.report.tables import NO_POSITION_LEAD, POSITION_LEAD, coverage_note, has_positions, paper_rank_rows
+from ray_knowsim.stats.ranks import PAPER_MEAN_RANK_LABEL, PAPER_MEAN_RANK_NOTE
 from ray_knowsim.report.outcomes import failed_note_markdown, flags_markdown, task_sections_markdown
 from ray_knowsim.report.plots import FM_LABELS, FM_ORDER
 
@@ -16,10 +17,6 @@ def _md(text: object) -> str:
     for ch in ("\\", "|", "*", "_", "`", "<", ">", "[", "]"):
         s = s.replace(ch, "\\" + ch)
     return s.replace("\n", " ")
-
-
-def _bold(text: str, on: bool) -> str:
-    return f"**{text}**" if on and text != "–" else text
 
 
 def _star(text: str, on: bool) -> str:
@@ -61,22 +58,23 @@ def render_markdown(c: ReportContent) -> str:
 def _results(c: ReportContent, deeper: str) -> list[str]:
     """One task's tables (``deeper`` adds a heading level under a task heading)."""
     out: list[str] = []
-    out += [f"{deeper}## Level-marginalised results", "", "Unweighted mean of the level means; rank of the mean in parentheses (ties share the best rank; descriptive, no test); "
-            "**bold** ★ = significantly beats every other condition on that metric (see Verdicts); mean rank: the paper's figure.", ""]
-    heads = ["#", "Condition", "n"] + [f"{s.label} {s.arrow}" for s in c.specs] + ["Mean rank"]
-    out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
-    for pos, r in enumerate(c.marginal, start=1):
-        cells = [str(pos), _md(r.condition) + (" †" if r.missing_levels(c.summary.levels) else ""), f"{r.n:,}{failed_note_markdown(c, r.condition)}"]
+    positions = has_positions(c.per_level, c.marginal)
+    lead = POSITION_LEAD if positions else NO_POSITION_LEAD
+    out += [f"{deeper}## Level-marginalised results", "", "Unweighted mean of the level means"
+            + ("; the position on the item win rate in parentheses. " if positions else ". ") + _md(lead), ""]
+    heads = ["Condition", "n"] + [f"{s.label} {s.arrow}" for s in c.specs]
+    out += [_row(heads), _row(["---"] + ["---:"] * (len(heads) - 1))]
+    for r in c.marginal:
+        cells = [_md(r.condition) + (" †" if r.missing_levels(c.summary.levels) else ""), f"{r.n:,}{failed_note_markdown(c, r.condition)}"]
         for s in c.specs:
-            rk = r.ranks[s.key]
-            cells.append(_star(fmt(r.values[s.key], s.decimals), r.best[s.key]) + (f" ({rk})" if rk is not None else ""))
-        cells.append(_bold(fmt(r.mean_rank, 2), r.best_rank) + _partial(r.ranks_used, len(c.specs)))
+            pos = r.positions.get(s.key)
+            cells.append(_star(fmt(r.values[s.key], s.decimals), r.best[s.key]) + (f" (#{pos})" if pos is not None else ""))
         out.append(_row(cells))
     out += ["", "† no data for at least one level: the marginal averages the levels present.", ""]
 
-    out += [f"{deeper}## Results per knowledge level", "", "Mean [95% interval clustered by item: item-clustered SE, Student t on items − 1 df] (rank within the level); "
-            "**bold** ★ = significantly beats every other condition on that metric in the level. Mean rank (descriptive): over " + ", ".join(s.label for s in c.specs) + ".", ""]
-    heads = ["Level", "Condition", "n"] + [f"{s.label} {s.arrow}" for s in c.specs] + ["Mean rank"]
+    out += [f"{deeper}## Results per knowledge level", "", "Mean [95% interval clustered by item: item-clustered SE, Student t on items − 1 df]"
+            + (" (#position within the level on the item win rate). " if positions else ". ") + _md(lead), ""]
+    heads = ["Level", "Condition", "n"] + [f"{s.label} {s.arrow}" for s in c.specs]
     out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
     for block in c.per_level:
         for i, r in enumerate(block.rows):
@@ -86,16 +84,16 @@ def _results(c: ReportContent, deeper: str) -> list[str]:
                 txt = _star(fmt(cell.value, s.decimals), cell.best)
                 if cell.ci is not None and cell.ci.ci_low == cell.ci.ci_low:  # an interval needs 2 items
                     txt += " " + _md(interval_text(cell.ci.ci_low, cell.ci.ci_high, s.decimals, "every item has the same mean"))
-                if cell.rank is not None:
-                    txt += f" ({cell.rank})"
+                if cell.position is not None:
+                    txt += f" (#{cell.position})"
                 cells.append(txt)
-            cells.append(_bold(fmt(r.mean_rank, 2), r.best_rank) + _partial(r.ranks_used, len(c.specs)))
             out.append(_row(cells))
     out.append("")
     note = coverage_note(c.per_level)
     if note:
         out += [_md(note), ""]
 
+    out += paper_rank_markdown(c, deeper)
     if c.failures:
         out += [f"{deeper}## Failure modes", "", "Share of explained-IU events (%), summed over conversations.", ""]
         heads = ["Level", "Condition"] + [FM_LABELS[m] for m in FM_ORDER] + ["events"]
@@ -107,3 +105,15 @@ def _results(c: ReportContent, deeper: str) -> list[str]:
             out.append(_row(cells))
         out.append("")
     return out
+
+
+def paper_rank_markdown(c: ReportContent, deeper: str = "") -> list[str]:
+    """The paper's mean rank in its own labelled table (ranks of the means; descriptive)."""
+    title = PAPER_MEAN_RANK_LABEL[0].upper() + PAPER_MEAN_RANK_LABEL[1:]
+    out = [f"{deeper}## {_md(title)}", "", _md(PAPER_MEAN_RANK_NOTE) + " Over " + ", ".join(s.label for s in c.specs) + ".", ""]
+    heads = ["Levels", "Condition"] + [f"{s.label}: rank of the mean" for s in c.specs] + [_md(PAPER_MEAN_RANK_LABEL)]
+    out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
+    for r in paper_rank_rows(c.per_level, c.marginal, c.specs):
+        out.append(_row([_md(r.scope), _md(r.condition), *[str(r.ranks[s.key]) if r.ranks[s.key] is not None else "–" for s in c.specs],
+                         fmt(r.mean_rank, 2) + _partial(r.ranks_used, len(c.specs))]))
+    return out + [""]

@@ -1,6 +1,8 @@
 """Which session columns the report's tables show: the metric choice made explicit.
 
-The paper's tables read KG, CO, DC and IQ; the session table carries each state metric twice,
+The paper's tables read KG, DC, CO and IQ -- the mean rank's metrics, in its order
+(:data:`ray_knowsim.stats.ranks.MEAN_RANK_METRICS`), the ONE column order of the report, the
+viewer and the terminal; the session table carries each state metric twice,
 final (turn T) and at the virtual early stop (``*_es``), and KG also normalised (NKG). The report
 never guesses: the choice is an option, printed on the page and in the Markdown.
 """
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ray_knowsim.schema.results import LOWER_IS_BETTER
+from ray_knowsim.stats.ranks import MEAN_RANK_METRICS
 
 Variant = Literal["final", "es"]
 Gain = Literal["kg", "nkg"]
@@ -31,7 +34,7 @@ class MetricSpec:
 
 
 def metric_specs(variant: Variant = "final", gain: Gain = "kg") -> tuple[MetricSpec, ...]:
-    """KG (or NKG), CO, DC, IQ for the chosen variant. IQ is a judge score of the whole
+    """KG (or NKG), DC, CO, IQ for the chosen variant (the mean rank's order, asserted below). IQ is a judge score of the whole
     conversation and has no early-stop variant, so it reads ``iq`` either way."""
     if variant not in ("final", "es"):
         raise ValueError(f"metric variant must be 'final' or 'es', got {variant!r}")
@@ -45,10 +48,12 @@ def metric_specs(variant: Variant = "final", gain: Gain = "kg") -> tuple[MetricS
     )
     specs = (
         MetricSpec("kg", gain_label, f"{gain}{sfx}", False, 3, f"{gain_desc}, {at}"),
-        MetricSpec("co", "CO", f"co{sfx}", True, 3, f"cognitive overload: mean min(1, load/τ) over turns, {at}; lower is better"),
         MetricSpec("dc", "DC", f"dc{sfx}", False, 3, f"delivery calibration: F1 of absorbed explained IUs vs the ZPD, {at}"),
+        MetricSpec("co", "CO", f"co{sfx}", True, 3, f"cognitive overload: mean min(1, load/τ) over turns, {at}; lower is better"),
         MetricSpec("iq", "IQ", "iq", False, 2, "interaction quality: LLM judge score 1-10 of the whole conversation"),
     )
+    if tuple(s.key for s in specs) != tuple(m.split("_")[0] for m in MEAN_RANK_METRICS):
+        raise RuntimeError("the report's metric order must be the mean rank's (stats.ranks.MEAN_RANK_METRICS)")
     for s in specs:
         if s.lower_is_better != (s.column in LOWER_IS_BETTER):  # keep the contract's direction
             raise RuntimeError(f"metric {s.column}: direction disagrees with model.results.LOWER_IS_BETTER")

@@ -2,13 +2,17 @@
 
 Rules (spec §11, recommendation): means per (condition, level) first; the level-marginal value
 is the unweighted mean of a condition's level means (so unequal survivor counts per level do not
-tilt it). Ranks, the mean rank and "best" come from :mod:`ray_knowsim.stats.ranks` and the
-intervals from :mod:`ray_knowsim.stats.descriptive` (item-clustered), the same functions the
-run's ``tables/`` use: the report's mean rank over its four metrics (KG or NKG, DC, CO, IQ) is
-the tables' ``mean_rank`` (``mean_rank_es`` for the early-stop variant), both from
-:func:`ray_knowsim.stats.ranks.paper_mean_ranks`. The ★ of a metric's cell is not rank 1 on the
-mean: it marks a condition that significantly beats every other condition on the item win rate
-there (:func:`apply_stars`, from compare's verdicts or an adaptive run's own).
+tilt it). The intervals come from :mod:`ray_knowsim.stats.descriptive` (item-clustered), the
+same functions the run's ``tables/`` use.
+
+What orders conditions here is the verdicts' quantity, never the means (issue 28: a decision
+never contradicts the table beside it): a cell's ``position`` and ★ come from the run's verdicts
+(:func:`apply_verdicts`: the leaderboard of :func:`ray_knowsim.stats.leaderboard.board` on the
+item win rate, from compare's verdicts or an adaptive run's own); without verdicts a cell has no
+position. Rows are in the run's condition order. The paper's mean rank (ranks of the MEANS,
+:func:`ray_knowsim.stats.ranks.paper_mean_ranks`, the tables' ``mean_rank``) is kept on each row
+(``rank_of_mean``, ``mean_rank``) for its own, labelled table (:func:`paper_rank_rows`), not for
+the results tables.
 """
 
 from __future__ import annotations
@@ -20,15 +24,20 @@ from ray_knowsim.report.aggregate import RunSummary
 from ray_knowsim.report.metrics import MetricSpec
 from ray_knowsim.stats.descriptive import ClusteredMean, Moments
 from ray_knowsim.stats.coverage import interval_coverage
-from ray_knowsim.stats.ranks import best_of, paper_mean_ranks
+from ray_knowsim.stats.leaderboard import Board
+from ray_knowsim.stats.ranks import paper_mean_ranks
+
+
+ALL_LEVELS_SCOPE = "all levels"
 
 
 @dataclass
 class Cell:
     moments: Moments
     ci: ClusteredMean | None = None  # the item-clustered 95 % interval
-    rank: int | None = None
-    best: bool = False
+    rank_of_mean: int | None = None  # the paper's figure: shown only in its own table
+    position: int | None = None  # on the item win rate (apply_verdicts); None without verdicts
+    best: bool = False  # ★: significantly beats every other condition (apply_verdicts)
 
     @property
     def value(self) -> float | None:
@@ -40,8 +49,7 @@ class LevelRow:
     condition: str
     n: int  # sessions with status ok in this cell
     cells: dict[str, Cell]  # metric key -> cell
-    mean_rank: float | None = None
-    best_rank: bool = False
+    mean_rank: float | None = None  # the paper's mean rank (its own table only)
     ranks_used: int = 0  # metrics with a rank (mean rank averages these)
 
 
@@ -52,7 +60,7 @@ class LevelBlock:
 
 
 def per_level_table(summary: RunSummary, specs: Sequence[MetricSpec]) -> list[LevelBlock]:
-    """One block per level; rows in condition order; ranks and best marks within the level."""
+    """One block per level; rows in condition order; the paper's ranks of means within the level."""
     blocks = []
     for level in summary.levels:
         conds = [c for c in summary.conditions if summary.status.get((c, level))]
@@ -71,12 +79,12 @@ class MarginalRow:
     condition: str
     n: int
     values: dict[str, float | None]
-    ranks: dict[str, int | None]
+    ranks_of_mean: dict[str, int | None]  # the paper's figure: shown only in its own table
     intervals: dict[str, ClusteredMean]  # metric key -> the item-clustered mean and 95 % CI
     levels_used: dict[str, list[str]]  # metric key -> levels that had a value
-    mean_rank: float | None = None
-    best: dict[str, bool] = field(default_factory=dict)
-    best_rank: bool = False
+    mean_rank: float | None = None  # the paper's mean rank (its own table only)
+    positions: dict[str, int | None] = field(default_factory=dict)  # on the item win rate (apply_verdicts)
+    best: dict[str, bool] = field(default_factory=dict)  # ★ (apply_verdicts)
     ranks_used: int = 0
 
     def missing_levels(self, all_levels: Sequence[str]) -> list[str]:
@@ -85,7 +93,8 @@ class MarginalRow:
 
 
 def marginal_table(summary: RunSummary, specs: Sequence[MetricSpec]) -> list[MarginalRow]:
-    """Level-marginalised means, per-metric ranks, mean rank; sorted by mean rank (then name)."""
+    """Level-marginalised means and intervals, in the run's condition order (no order on the means:
+    positions come from the verdicts, :func:`apply_verdicts`); the paper's ranks kept for its table."""
     rows = []
     for c in summary.conditions:
         values, used, intervals = {}, {}, {}
@@ -98,13 +107,9 @@ def marginal_table(summary: RunSummary, specs: Sequence[MetricSpec]) -> list[Mar
     ranks, means = paper_mean_ranks({s.column: {r.condition: r.values[s.key] for r in rows} for s in specs})
     for r in rows:
         for s in specs:
-            r.ranks[s.key] = ranks[s.column][r.condition]
-            r.best[s.key] = False  # the star: apply_stars (a condition that beats every other), not rank 1
+            r.ranks_of_mean[s.key] = ranks[s.column][r.condition]
+            r.positions[s.key], r.best[s.key] = None, False  # from the verdicts (apply_verdicts), never from the means
         r.mean_rank, r.ranks_used = means[r.condition].value, means[r.condition].used
-    top = best_of({r.condition: r.mean_rank for r in rows})
-    for r in rows:
-        r.best_rank = r.condition in top
-    rows.sort(key=lambda r: (r.mean_rank is None, r.mean_rank if r.mean_rank is not None else 0.0, r.condition))
     return rows
 
 
@@ -112,25 +117,67 @@ def _rank_rows(rows: list[LevelRow], specs: Sequence[MetricSpec]) -> None:
     ranks, means = paper_mean_ranks({s.column: {r.condition: r.cells[s.key].value for r in rows} for s in specs})
     for r in rows:
         for s in specs:
-            r.cells[s.key].rank = ranks[s.column][r.condition]
-            r.cells[s.key].best = False  # set from the verdicts (apply_stars)
+            r.cells[s.key].rank_of_mean = ranks[s.column][r.condition]
+            r.cells[s.key].position, r.cells[s.key].best = None, False  # from the verdicts (apply_verdicts)
         r.mean_rank, r.ranks_used = means[r.condition].value, means[r.condition].used
-    top = best_of({r.condition: r.mean_rank for r in rows})
-    for r in rows:
-        r.best_rank = r.condition in top
 
 
-def apply_stars(per_level: list[LevelBlock], marginal: list[MarginalRow], specs: Sequence[MetricSpec],
-                stars: dict[tuple[str, str], str]) -> None:
-    """Mark the ★ cells: ``stars[(scope, metric column)]`` = the condition that significantly
-    beats every other there (scope: a level, or "all" for the marginal); no entry, no star."""
+def apply_verdicts(per_level: list[LevelBlock], marginal: list[MarginalRow], specs: Sequence[MetricSpec],
+                   boards: dict[tuple[str, str], Board]) -> None:
+    """Positions and ★ from the verdicts' leaderboards: ``boards[(scope, metric column)]`` (scope:
+    a level, or "all" for the marginal) is that metric's board on the item win rate; a cell gets
+    the condition's position on it, and the ★ when the board's star is that condition (it
+    significantly beats every other there). No board, no position and no star."""
+    def mark(scope: str, column: str, condition: str) -> tuple[int | None, bool]:
+        b = boards.get((scope, column))
+        if b is None or condition not in b.position:
+            return None, False
+        return b.position[condition], b.star == condition
+
     for block in per_level:
         for r in block.rows:
             for s in specs:
-                r.cells[s.key].best = stars.get((block.level, s.column)) == r.condition
+                r.cells[s.key].position, r.cells[s.key].best = mark(block.level, s.column, r.condition)
     for r in marginal:
         for s in specs:
-            r.best[s.key] = stars.get(("all", s.column)) == r.condition
+            r.positions[s.key], r.best[s.key] = mark("all", s.column, r.condition)
+
+
+def has_positions(per_level: list[LevelBlock], marginal: list[MarginalRow]) -> bool:
+    """Positions exist only where verdicts do (:func:`apply_verdicts`)."""
+    return any(p is not None for r in marginal for p in r.positions.values()) or any(
+        cell.position is not None for b in per_level for r in b.rows for cell in r.cells.values())
+
+
+POSITION_LEAD = ("Position = the condition's place on that metric's leaderboard on the item win rate, the quantity the verdicts "
+                 "test (mean item rank, never against a significant verdict; a cycle of verdicts shares one position); "
+                 "★ = significantly beats every other condition on that metric (see Verdicts). Rows are in the run's "
+                 "condition order; the means and intervals describe and order nothing.")
+NO_POSITION_LEAD = ("No positions or ★ here: they come from verdicts on the item win rate, and none were computed for this "
+                    "page; the means and intervals describe and order nothing. Rows are in the run's condition order.")
+
+
+@dataclass(frozen=True)
+class PaperRankRow:
+    scope: str  # "all levels" or a level
+    condition: str
+    ranks: dict[str, int | None]  # metric key -> rank of the mean
+    mean_rank: float | None
+    ranks_used: int
+
+
+def paper_rank_rows(per_level: list[LevelBlock], marginal: list[MarginalRow], specs: Sequence[MetricSpec]) -> list[PaperRankRow]:
+    """The paper's mean rank table (level-marginal first, then each level), rows by mean rank within
+    a scope: the one place the report shows ranks of means, always under
+    :data:`ray_knowsim.stats.ranks.PAPER_MEAN_RANK_NOTE`."""
+    def ordered(rows: list[PaperRankRow]) -> list[PaperRankRow]:
+        return sorted(rows, key=lambda r: (r.mean_rank is None, r.mean_rank or 0.0, r.condition))
+
+    out = ordered([PaperRankRow(ALL_LEVELS_SCOPE, r.condition, dict(r.ranks_of_mean), r.mean_rank, r.ranks_used) for r in marginal])
+    for block in per_level:
+        out += ordered([PaperRankRow(block.level, r.condition, {s.key: r.cells[s.key].rank_of_mean for s in specs}, r.mean_rank,
+                                     r.ranks_used) for r in block.rows])
+    return out
 
 
 def coverage_note(per_level: list[LevelBlock]) -> str | None:

@@ -43,9 +43,10 @@ class RunVerdicts:
     stars: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (task, level, metric) -> condition
     boards: dict[tuple[str, str, str], Board] = field(default_factory=dict)  # (task, level, metric) -> its leaderboard
 
-    def stars_of(self, task: str | None) -> dict[tuple[str, str], str]:
-        """(level, metric) -> starred condition for one task (all tasks when None and there is one)."""
-        return {(lv, m): c for (t, lv, m), c in self.stars.items() if task is None or t == task}
+    def boards_of(self, task: str | None) -> dict[tuple[str, str], Board]:
+        """(level, metric) -> its leaderboard for one task (all tasks when None and there is one):
+        what the results tables take their positions and ★ from."""
+        return {(lv, m): b for (t, lv, m), b in self.boards.items() if task is None or t == task}
 
     def significant(self) -> list[PairView]:
         return [p for p in self.pairs if p.better is not None]

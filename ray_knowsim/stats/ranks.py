@@ -34,6 +34,14 @@ MEAN_RANK_METRICS: tuple[str, ...] = ("kg", "dc", "co", "iq")
 MEAN_RANK_METRICS_ES: tuple[str, ...] = ("kg_es", "dc_es", "co_es", "iq")
 #: beyond the rules' LOWER_IS_BETTER: money is also better spent less
 EXTRA_LOWER_IS_BETTER = frozenset({"cost_usd"})
+#: what every surface calls the figure of :func:`paper_mean_ranks` (never just "rank" or "best")
+PAPER_MEAN_RANK_LABEL = "the paper's mean rank (ranks of means, descriptive)"
+#: said wherever it is shown: what it is and why it is not the verdict
+PAPER_MEAN_RANK_NOTE = ("The paper's mean rank (its Table 4 figure): per metric the rank of the condition's MEAN (1 = best, "
+                        "ties share the best rank), averaged over the metrics. Descriptive: it carries no uncertainty, "
+                        "no test and no verdict, and it is not the leaderboard's order. Verdicts, positions and the ★ are on "
+                        "the item win rate; where the two disagree (a condition that wins most items while losing on the mean), "
+                        "the verdicts decide.")
 
 
 def higher_is_better(metric: str) -> bool:
@@ -104,14 +112,6 @@ def mean_item_ranks(conditions: Sequence[str], win_rate: Mapping[tuple[str, str]
     return {i: 1.0 + sum(1.0 - theta(i, j) for j in conditions if j != i) for i in conditions}
 
 
-def best_of(mean_ranks: Mapping[str, float | None]) -> set[str]:
-    """The conditions with the smallest mean rank (ties share it)."""
-    got = {k: round(v, TIE_DECIMALS) for k, v in mean_ranks.items() if _present(v)}
-    if not got:
-        return set()
-    top = min(got.values())
-    return {k for k, v in got.items() if v == top}
 
-
-__all__ = ["EXTRA_LOWER_IS_BETTER", "MEAN_RANK_METRICS", "MEAN_RANK_METRICS_ES", "MeanRank", "TIE_DECIMALS", "best_of",
+__all__ = ["EXTRA_LOWER_IS_BETTER", "MEAN_RANK_METRICS", "MEAN_RANK_METRICS_ES", "MeanRank", "PAPER_MEAN_RANK_LABEL", "PAPER_MEAN_RANK_NOTE", "TIE_DECIMALS",
            "higher_is_better", "mean_item_ranks", "mean_rank", "mean_rank_metrics", "paper_mean_ranks", "rank_min"]

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from ray_knowsim.compare.paired import ALL_LEVELS
 from ray_knowsim.compare.sentences import interval_text
-from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, higher_is_better
+from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, PAPER_MEAN_RANK_LABEL, PAPER_MEAN_RANK_NOTE, higher_is_better
 from ray_knowsim.view.discover import Entry, RunInfo
 from ray_knowsim.view.html import attrs, e, fmt_value, href, page, status_badge, table
 from ray_knowsim.view.verdicts import Board, BoardCell, Verdict
@@ -103,20 +103,28 @@ def _board_cell(cell: BoardCell | None, metric: str) -> str:
 
 
 def _board(b: Board) -> str:
+    """The leaderboard (positions on the item win rate per metric, rows in name order), then the
+    paper's mean rank in its own labelled table, never as a column beside the positions."""
     several_runs = len(set(b.runs.values())) > 1
     heads = "".join(f'<th class="num">{e(METRIC_LABELS.get(m, m.upper()))} {"↑" if higher_is_better(m) else "↓"}</th>' for m in b.metrics)
     rows = []
     for c in b.conditions:
         cells = "".join(_board_cell(b.cells.get((c, m)), m) for m in b.metrics)
-        own = f'<td class="num">{e(fmt_value(b.mean_rank_in_run.get(c), 2))}</td>' if several_runs else ""
         run = f"<td>{e(b.runs.get(c))}</td>" if several_runs else ""
-        rows.append(f'<tr data-condition="{e(c)}"><td class="cond">{e(c)}</td>{run}{cells}'
-                    f'<td class="num">{e(fmt_value(b.mean_rank.get(c), 2))}</td>{own}</tr>')
+        rows.append(f'<tr data-condition="{e(c)}"><td class="cond">{e(c)}</td>{run}{cells}</tr>')
     mr = ", ".join(m.upper() for m in MEAN_RANK_METRICS)
+    paper = sorted(b.conditions, key=lambda c: (b.mean_rank.get(c) is None, b.mean_rank.get(c) or 0.0, c))
+    paper_rows = "".join(f'<tr data-condition="{e(c)}"><td class="cond">{e(c)}</td>'
+                         f'<td class="num" data-paper-mean-rank="{e(c)}">{e(fmt_value(b.mean_rank.get(c), 2))}</td>'
+                         + (f'<td class="num">{e(fmt_value(b.mean_rank_in_run.get(c), 2))}</td>' if several_runs else "") + "</tr>"
+                         for c in paper)
     return (f'<table class="results board" data-task="{e(b.task)}"><thead><tr><th>Condition</th>{"<th>run</th>" if several_runs else ""}'
-            f'{heads}<th class="num" title="the paper\'s mean rank over {e(mr)}: ranks of means, descriptive">mean rank</th>'
-            f'{"<th class=num>its run&#x27;s own mean rank</th>" if several_runs else ""}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-            + (f'<p class="note ranked-set">The leaderboard {e(b.ranked_set)}.</p>' if b.ranked_set else ""))
+            f'{heads}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            + (f'<p class="note ranked-set">The leaderboard {e(b.ranked_set)}.</p>' if b.ranked_set else "")
+            + f'<details class="paper-rank" data-task="{e(b.task)}"><summary>{e(PAPER_MEAN_RANK_LABEL)} over {e(mr)}</summary>'
+            f'<p class="note">{e(PAPER_MEAN_RANK_NOTE)}</p><table class="results paper-rank-table"><thead><tr><th>Condition</th>'
+            f'<th class="num">{e(PAPER_MEAN_RANK_LABEL)}</th>{"<th class=num>its run&#x27;s own</th>" if several_runs else ""}</tr></thead>'
+            f"<tbody>{paper_rows}</tbody></table></details>")
 
 
 def compare(entry: Entry, info: dict[str, Any], related: Sequence[tuple[str, str]], tables: Sequence[tuple[str, str]], has_html: bool,
@@ -156,8 +164,9 @@ def compare(entry: Entry, info: dict[str, Any], related: Sequence[tuple[str, str
         parts = "".join((f'<h3 class="task-title">Task: {e(b.task)}</h3>' if len(boards) > 1 or b.task else "") + _board(b) for b in boards)
         body.append('<section id="compare-leaderboard"><h2>Leaderboard (level-marginal)</h2><p class="lead">Per metric, each '
                     "condition's position on the item win rate (the verdicts' quantity: never against a significant verdict; "
-                    "★ = significantly beats every other condition), then its mean and 95% item-clustered interval (description); "
-                    "rows by the paper's mean rank.</p>" + parts + "</section>")
+                    "★ = significantly beats every other condition), then its mean and 95% item-clustered interval (description). "
+                    "Rows are in name order: each metric has its own positions. The paper's mean rank (ranks of means) is "
+                    "apart, below each board.</p>" + parts + "</section>")
     body.append(f'<section id="compare-summary"><h2>Comparison {e(entry.label)}</h2><ul>{runs}</ul>{_links(related)}'
                 f'<p class="note">{e(info.get("test") or "")}</p>{extra}</section>')
     raw = "".join(f'<details id="compare-{e(name)}"><summary><h3>{e(name)}</h3></summary><p><a href="{e(file_url(entry, name + ".csv"))}">'

@@ -51,7 +51,8 @@ class BoardCell:
 
 @dataclass
 class Board:
-    """One task's leaderboard: conditions (by the paper's mean rank) x metrics."""
+    """One task's leaderboard: conditions (in name order: each metric has its own positions on the
+    item win rate, so no one row order is claimed) x metrics, and the paper's mean rank apart."""
 
     task: str
     metrics: list[str]
@@ -120,7 +121,8 @@ def _long(board: pd.DataFrame) -> pd.DataFrame:
 
 
 def boards(leaderboard: pd.DataFrame | None) -> list[Board]:
-    """Per task, the leaderboard's conditions by the paper's mean rank and its cells per metric."""
+    """Per task, the leaderboard's conditions (name order, never the paper's mean rank: that
+    orders means, not the verdicts' quantity) and its cells per metric."""
     if leaderboard is None or leaderboard.empty:
         return []
     df = _long(leaderboard)
@@ -130,7 +132,7 @@ def boards(leaderboard: pd.DataFrame | None) -> list[Board]:
         metrics = [m for m in METRIC_ORDER if m in present] + [m for m in present if m not in METRIC_ORDER]
         per = g.drop_duplicates("condition").set_index("condition")
         mean_rank = {c: _num(per.loc[c].get("mean_rank")) for c in per.index}
-        conditions = sorted(per.index, key=lambda c: (mean_rank[c] is None, mean_rank[c] or 0.0, c))
+        conditions = sorted(per.index)
         cells = {(r["condition"], r["metric"]): BoardCell(_num(r.get("position")), bool(r.get("star")), _num(r.get("mean")),
                                                          _num(r.get("ci_low")), _num(r.get("ci_high")),
                                                          int(r["n"]) if _num(r.get("n")) is not None else None,

@@ -129,7 +129,7 @@ def test_the_terminal_shows_each_mean_with_its_item_clustered_half_width_and_the
     lm = t["level_means"].set_index(["condition", "knowledge_level"])
     half = (lm.loc[("b", "advanced"), "kg_ci_high"] - lm.loc[("b", "advanced"), "kg_ci_low"]) / 2
     assert f"{lm.loc[('b', 'advanced'), 'kg']:.3f} ±{half:.3f}" in out
-    assert "mean rank (KG," in out and "DC, CO, IQ)" in out  # the header names the mean rank's metrics (wrapped)
+    assert "mean rank (KG," in out and "DC, CO, IQ;" in out and "descriptive)" in out  # the paper's figure, named (wrapped)
     rk = t["ranks"].query("scope == 'marginal'").set_index("condition")
     assert rk.loc["b", "mean_rank"] < rk.loc["a", "mean_rank"]
     first = next(line for line in out.splitlines() if line.startswith("│ b "))  # the marginal table's row of b

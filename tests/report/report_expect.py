@@ -50,8 +50,8 @@ def page_cells(html_text: str) -> dict:
                 self.table = a.get("id")
             elif tag == "td" and "data-metric" in a:
                 self.cell = (self.table, a["data-metric"], a["data-condition"], a.get("data-level"))
-            elif tag == "td" and "data-rank" in a:
-                self.cell = (self.table, "rank:" + a["data-rank"], a["data-condition"], None)
+            elif tag == "td" and "data-rank" in a:  # the paper's mean rank table: ranks of the means
+                self.cell = (self.table, "rank:" + a["data-rank"], a["data-condition"], a.get("data-level"))
                 self.grab = True
                 self.out[self.cell] = ""
             elif tag == "span" and self.cell and "mean" in (a.get("class") or "").split():

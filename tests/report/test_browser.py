@@ -55,7 +55,7 @@ def test_page_loads_clean_and_tables_hold_the_runs_numbers(browser, small_run, s
     for (cond, key), value in exp["marginal"].items():
         assert cells[("marginal-table", key, cond, None)] == formatted(value, key), (cond, key)
         rank = exp["rank"][(cond, key)]
-        assert cells[("marginal-table", f"rank:{key}", cond, None)] == ("–" if rank is None else str(rank))
+        assert cells[("paper-rank-table", f"rank:{key}", cond, None)] == ("–" if rank is None else str(rank))
 
 
 def test_viewer_switches_conversations_and_filters_turns(browser, small_report):

@@ -22,7 +22,7 @@ def _check_tables(page: str, run_dir: Path, variant: str) -> int:
     for (cond, key), value in exp["marginal"].items():
         assert cells[("marginal-table", key, cond, None)] == formatted(value, key), (cond, key)
         rank = exp["rank"][(cond, key)]
-        assert cells[("marginal-table", f"rank:{key}", cond, None)] == ("–" if rank is None else str(rank))
+        assert cells[("paper-rank-table", f"rank:{key}", cond, None)] == ("–" if rank is None else str(rank))
         checked += 2
     return checked
 

@@ -12,7 +12,8 @@ import pytest
 
 from ray_knowsim.report.aggregate import RunSummary, pick_sample
 from ray_knowsim.report.metrics import fmt, metric_specs
-from ray_knowsim.report.tables import failure_table, marginal_table, per_level_table
+from ray_knowsim.stats.ranks import MEAN_RANK_METRICS
+from ray_knowsim.report.tables import failure_table, marginal_table, paper_rank_rows, per_level_table
 
 
 def test_marginal_is_the_unweighted_mean_of_level_means_with_an_item_clustered_interval():
@@ -71,10 +72,11 @@ def test_tables_on_a_hand_computed_run():
     assert nov["A"].cells["iq"].moments.n == 2 and nov["A"].cells["iq"].value == pytest.approx(7.0)
     assert nov["B"].cells["kg"].value == pytest.approx(2.0)  # the failed 9.0 is not counted
     # novice: kg tie A=B=2.0 -> both rank 1; CO A 0.4 vs B 0.2 (lower better) -> B 1, A 2
-    assert (nov["A"].cells["kg"].rank, nov["B"].cells["kg"].rank) == (1, 1)
-    assert (nov["A"].cells["co"].rank, nov["B"].cells["co"].rank) == (2, 1)
-    assert nov["A"].cells["dc"].rank == 2 and nov["B"].cells["dc"].rank == 1  # 0.4 vs 0.5
-    assert nov["A"].cells["iq"].rank == 1 and nov["B"].cells["iq"].rank == 2  # 7.0 vs 6.5
+    assert (nov["A"].cells["kg"].rank_of_mean, nov["B"].cells["kg"].rank_of_mean) == (1, 1)
+    assert (nov["A"].cells["co"].rank_of_mean, nov["B"].cells["co"].rank_of_mean) == (2, 1)
+    assert nov["A"].cells["dc"].rank_of_mean == 2 and nov["B"].cells["dc"].rank_of_mean == 1  # 0.4 vs 0.5
+    assert nov["A"].cells["iq"].rank_of_mean == 1 and nov["B"].cells["iq"].rank_of_mean == 2  # 7.0 vs 6.5
+    assert all(c.position is None and not c.best for c in nov["A"].cells.values())  # no verdicts, no position, no star
     assert nov["A"].mean_rank == pytest.approx((1 + 2 + 2 + 1) / 4)
 
     marg = {r.condition: r for r in marginal_table(s, specs)}
@@ -84,10 +86,12 @@ def test_tables_on_a_hand_computed_run():
     assert marg["A"].values["co"] == pytest.approx((0.4 + 0.1) / 2)
     assert marg["A"].values["iq"] == pytest.approx((7.0 + 9.0) / 2)
     assert marg["B"].values["co"] == pytest.approx((0.2 + 0.1) / 2)
-    assert marg["A"].ranks == {"kg": 1, "co": 2, "dc": 2, "iq": 1}
-    assert marg["B"].ranks == {"kg": 2, "co": 1, "dc": 1, "iq": 2}
+    assert marg["A"].ranks_of_mean == {"kg": 1, "co": 2, "dc": 2, "iq": 1}
+    assert marg["B"].ranks_of_mean == {"kg": 2, "co": 1, "dc": 1, "iq": 2}
     assert marg["A"].mean_rank == marg["B"].mean_rank == 1.5
-    assert marg["A"].best_rank and marg["B"].best_rank  # tied mean rank: both marked
+    assert [r.condition for r in marginal_table(s, specs)] == ["A", "B"]  # the run's order, not an order of means
+    paper = [(r.scope, r.condition, r.mean_rank) for r in paper_rank_rows(list(blocks.values()), list(marg.values()), specs)]
+    assert paper[:2] == [("all levels", "A", 1.5), ("all levels", "B", 1.5)] and ("novice", "A", 1.5) in paper
     assert marg["A"].n == 4 and marg["B"].n == 2
 
     fm = {(r.level, r.condition): r for r in failure_table(s)}
@@ -129,9 +133,9 @@ def test_sample_is_spread_over_cells_and_independent_of_batching():
 def test_metric_choice_is_explicit():
     final = [s.column for s in metric_specs("final", "kg")]
     es = [s.column for s in metric_specs("es", "nkg")]
-    assert final == ["kg", "co", "dc", "iq"]
-    assert es == ["nkg_es", "co_es", "dc_es", "iq"]
-    assert [s.lower_is_better for s in metric_specs()] == [False, True, False, False]
+    assert final == ["kg", "dc", "co", "iq"] == list(MEAN_RANK_METRICS)  # one column order: the mean rank's (issue 28)
+    assert es == ["nkg_es", "dc_es", "co_es", "iq"]
+    assert [s.lower_is_better for s in metric_specs()] == [False, False, True, False]
     with pytest.raises(ValueError):
         metric_specs("middle")
     assert fmt(None, 3) == "–" and fmt(math.nan, 2) == "–" and fmt(0.12345, 3) == "0.123"

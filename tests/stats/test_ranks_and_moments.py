@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from ray_knowsim.stats.descriptive import Moments
-from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, best_of, higher_is_better, mean_rank, mean_rank_metrics, rank_min
+from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, higher_is_better, mean_rank, mean_rank_metrics, rank_min
 
 
 def test_rank_min_ties_share_the_best_rank_and_skip_missing():
@@ -26,10 +26,9 @@ def test_rank_min_matches_pandas_min_method():
     assert rank_min(vals, lower_is_better=False) == ref
 
 
-def test_mean_rank_skips_missing_and_best_shares_ties():
+def test_mean_rank_skips_missing():
     assert mean_rank([1, 3, None, 2]) == 2.0 and mean_rank([1.0, float("nan")]) == 1.0
     assert mean_rank([None, None]) is None
-    assert best_of({"a": 1.5, "b": 1.5, "c": 2.0, "d": None}) == {"a", "b"}
 
 
 def test_the_mean_rank_metrics_are_one_per_construct():
