@@ -294,12 +294,13 @@ def paper_rank_html(c: ReportContent) -> str:
         trs.append(f'<tr><td>{e(r.scope)}</td><td class="cond">{e(r.condition)}</td>{ranks}'
                    f'<td class="num"{_attrs(data_paper_mean_rank=r.condition, data_level=level)}>{fmt(r.mean_rank, 2)}'
                    f"{_partial(r.ranks_used, len(c.specs))}</td></tr>")
-    heads = "".join(f'<th class="num">{e(s.label)}: rank of the mean</th>' for s in c.specs)
+    heads = "".join(f'<th class="num" title="{e(s.label)}: rank of the mean">{e(s.label)}</th>' for s in c.specs)
     return (
         f'<section id="paper-rank"><h2>{e(PAPER_MEAN_RANK_LABEL[0].upper() + PAPER_MEAN_RANK_LABEL[1:])}</h2>'
-        f'<p class="lead">{e(PAPER_MEAN_RANK_NOTE)} Over {e(_mean_rank_names(c))}, as in tables/ranks and the terminal.</p>'
+        f'<p class="lead">{e(PAPER_MEAN_RANK_NOTE)} Columns: each metric\'s rank of the mean, then their mean, over '
+        f'{e(_mean_rank_names(c))}, as in tables/ranks and the terminal.</p>'
         f'<table class="results" id="paper-rank-table"><thead><tr><th>Levels</th><th>Condition</th>{heads}'
-        f'<th class="num">{e(PAPER_MEAN_RANK_LABEL)}</th></tr></thead><tbody>{"".join(trs)}</tbody></table></section>'
+        f'<th class="num" title="{e(PAPER_MEAN_RANK_LABEL)}">mean rank</th></tr></thead><tbody>{"".join(trs)}</tbody></table></section>'
     )
 
 
