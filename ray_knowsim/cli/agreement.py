@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--reference", default=None, help="the run the others are measured against (default: the first)")
     p.add_argument("--metrics", default=None, help="comma-separated metric columns (default: those with data)")
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate of compare's verdicts (default 0.05)")
-    p.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates of compare's descriptive intervals (default 200)")
+    p.add_argument("--n-boot", type=int, default=None, help="deprecated, no effect: compare runs no bootstrap (a warning says so)")
     p.set_defaults(func=main)
 
 
@@ -42,9 +42,12 @@ def main(args: argparse.Namespace) -> int:
     from ray_knowsim.compare.runs import IncompatibleRuns
     from ray_knowsim.io.rundir import RunDirError
 
+    from ray_knowsim.cli.compare import deprecated_flags
+
+    deprecated_flags("agreement", args, {"n_boot": "--n-boot"})
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     try:
-        result = agreement(args.runs, args.out, reference=args.reference, metrics=metrics, n_boot=args.n_boot, alpha=args.alpha)
+        result = agreement(args.runs, args.out, reference=args.reference, metrics=metrics, alpha=args.alpha)
     except (IncompatibleRuns, RunDirError, ValueError) as exc:
         print(f"ray-knowsim agreement: {exc}", file=sys.stderr)
         return 2

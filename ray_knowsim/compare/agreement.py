@@ -204,7 +204,7 @@ def extractor_table(paths: dict[str, str], reference: str, sessions: pd.DataFram
 
 
 def agreement(paths: Sequence[str | Path], out_dir: str | Path, *, reference: str | Path | None = None,
-              metrics: Sequence[str] | None = None, n_boot: int = 200, alpha: float = 0.05) -> AgreementResult:
+              metrics: Sequence[str] | None = None, alpha: float = 0.05) -> AgreementResult:
     from ray_knowsim.audit.run import audit_run
 
     paths = [str(p) for p in paths]
@@ -220,7 +220,7 @@ def agreement(paths: Sequence[str | Path], out_dir: str | Path, *, reference: st
     runs = {label: run.sessions for label, run in zip(labels, loaded)}
     conditions = loaded[0].conditions
     metrics = list(metrics) if metrics else pick_metrics(runs[ref_label], None)
-    opts = CompareOptions(metrics=metrics, n_boot=n_boot, alpha=alpha)
+    opts = CompareOptions(metrics=metrics, alpha=alpha)
     rank, item = rank_and_item_tables(runs, ref_label, conditions, metrics)
     tables = {"rank_agreement": rank, "item_agreement": item, "verdicts": verdict_table(runs, conditions, opts),
               "extractor_agreement": extractor_table(dict(zip(labels, paths)), ref_label, runs[ref_label])}

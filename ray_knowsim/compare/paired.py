@@ -54,9 +54,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ray_knowsim.schema.states import level_order
 from ray_knowsim.schema.results import COMPARE_METRICS
-from ray_knowsim.stats import bootstrap as B
 from ray_knowsim.stats import signs as G
-from ray_knowsim.stats.descriptive import clustered_mean
+from ray_knowsim.stats.descriptive import clustered_mean, item_sums
 from ray_knowsim.stats.multiplicity import bonferroni
 from ray_knowsim.compare.sentences import verdict_sentence
 from ray_knowsim.stats.ranks import higher_is_better, rank_min
@@ -70,10 +69,6 @@ CELL_KEYS = ("task", "item_id", "knowledge_level", "trial", "match")
 class CompareOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     metrics: list[str] | None = None  # None: DEFAULT_METRICS present with data
-    # accepted and ignored: they set the bootstrap of P(best), which went (issue 28: a share of
-    # replicates on means is not a probability, nor the quantity verdicts test); kept so old scripts run
-    n_boot: int = Field(2000, ge=100)
-    seed: int = 0
     alpha: float = Field(0.05, gt=0, lt=1)
     power: float = Field(0.8, gt=0, lt=1)
     # the family: "run" = every paired row of the comparison (all tasks, levels, metrics and
@@ -205,9 +200,8 @@ def _frame(rows: list[dict], model: type[BaseModel]) -> pd.DataFrame:
 
 
 def _per_item(idx: np.ndarray, values: np.ndarray, n_items: int) -> tuple[np.ndarray, np.ndarray]:
-    """(counts, sums) per item of the non-NaN ``values``: :func:`ray_knowsim.stats.bootstrap.cluster_sums`."""
-    sums, counts = B.cluster_sums(idx, values, n_items)
-    return counts, sums
+    """(counts, sums) per item of the non-NaN ``values``: :func:`ray_knowsim.stats.descriptive.item_sums`."""
+    return item_sums(idx, values, n_items)
 
 
 def _pairs(task, metric, hib, wide, levels, conds, item_pos) -> list[dict]:

@@ -93,7 +93,7 @@ def incomplete_notes(runs: Sequence[LoadedRun]) -> list[str]:
 
 
 def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: Sequence[str] | None = None,
-                 n_boot: int = 2000, seed: int = 0, alpha: float = 0.05, power: float = 0.8,
+                 alpha: float = 0.05, power: float = 0.8,
                  family: str = "run", allow_incomplete: bool = False, effect: float | None = None) -> CompareResult:
     runs = load_runs(paths, metrics or ())
     incomplete = incomplete_notes(runs)
@@ -102,7 +102,7 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
                              + ". Resume them first, or pass --allow-incomplete to rank what is committed (the page says so)")
     sessions, conditions = merged_sessions(runs)
     metrics = list(metrics) if metrics else default_metrics(sessions)
-    opts = CompareOptions(metrics=metrics, n_boot=n_boot, seed=seed, alpha=alpha, power=power, family=family,  # type: ignore[arg-type]
+    opts = CompareOptions(metrics=metrics, alpha=alpha, power=power, family=family,  # type: ignore[arg-type]
                           effect=effect)
     tables = analyse(sessions, conditions, opts)
     runs_of = {c: r.label for r in runs for c in r.conditions}

@@ -186,7 +186,7 @@ def simulator_audit(run: RunReader, scores: RunScores) -> AuditSection:
     if len(loaded.conditions) < 2 or not len(loaded.sessions):
         section.why_no_sensitivity = "One condition: there is no verdict to recompute."
         return section
-    opts = CompareOptions(metrics=default_metrics(loaded.sessions), n_boot=200)
+    opts = CompareOptions(metrics=default_metrics(loaded.sessions))
     section.sensitivity = verdict_sensitivity(loaded.sessions, loaded.conditions, section.audit.flagged_ids(), opts)
     section.changed = changed_lines(section.sensitivity)
     return section

@@ -33,12 +33,11 @@ NOTE = (BEATS_NOTE + " The family is every comparison of the run (alpha 0.05); C
 ALPHA = 0.05
 
 
-def decision_sections(run_dir: str | Path, n_boot: int = 1000, scores: RunScores | None = None,
+def decision_sections(run_dir: str | Path, scores: RunScores | None = None,
                       reader: RunReader | None = None) -> tuple[list[str], list[str], RunVerdicts | None]:
     """(HTML sections, Markdown lines, the verdicts behind them); empty when there is nothing to
     compare or cost. An adaptive run shows its own sequential verdicts (decisions.json); a fixed
-    run compare's verdicts. ``scores`` / ``reader``: the run's when the caller already has them;
-    ``n_boot`` is accepted and ignored (P(best) went)."""
+    run compare's verdicts. ``scores`` / ``reader``: the run's when the caller already has them."""
     html_parts: list[str] = []
     md: list[str] = []
     verdicts: RunVerdicts | None = None

@@ -12,8 +12,6 @@ scipy; no Ray, no I/O).
   (``paper_mean_ranks``) and the mean item rank (the Borda count of the item win rates);
 * :mod:`.leaderboard` — one metric's leaderboard from its verdicts: order (never against a
   significant verdict, cycles named), positions, and the ★ (beats every other condition);
-* :mod:`.bootstrap` — per-item sums and the cluster bootstrap over items (no verdict and no
-  table rests on it);
 * :mod:`.signs` — the fixed-design paired verdict: exact sign test over items with its
   Clopper–Pearson interval for the win rate (one verdict by construction), minimum items and
   minimum detectable effects;

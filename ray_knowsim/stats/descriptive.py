@@ -4,7 +4,7 @@ A condition's mean at one level (a cell of the tables) averages sessions that cl
 trials of an item share its graph and question, and a benchmark samples items, not sessions.
 The interval therefore treats items as the unit, with the **item-clustered (sandwich) standard
 error** and a Student-t quantile on (items - 1) degrees of freedom. Why this and not a cluster
-bootstrap: it is computed from per-(cell, item) sums, which the
+bootstrap (there is none in ray_knowsim: it went with P(best), issue 28): it is computed from per-(cell, item) sums, which the
 Ray Data reduction already produces (no resampling pass over sessions, no seed), and with few
 items the t quantile widens the interval honestly while bootstrap percentiles stay too narrow
 (one item: zero width). With one session per item it is the ordinary t-interval over items.
@@ -79,6 +79,17 @@ class ClusteredMean:
     ci_high: float
 
 
+def item_sums(item_index, values, n_items: int) -> tuple[np.ndarray, np.ndarray]:
+    """(counts, sums) per item of the non-NaN ``values`` (cell -> item via ``item_index``): the
+    input of :func:`clustered_mean` for cells given one value at a time (compare's paired differences)."""
+    idx = np.asarray(item_index, dtype=np.int64)
+    v = np.asarray(values, dtype=float)
+    keep = ~np.isnan(v)
+    sums = np.bincount(idx[keep], weights=v[keep], minlength=n_items).astype(float)
+    counts = np.bincount(idx[keep], minlength=n_items).astype(float)
+    return counts, sums
+
+
 def clustered_mean(counts: np.ndarray, sums: np.ndarray, level: float = CI_LEVEL) -> ClusteredMean:
     """The unweighted mean over levels of the level means, with its item-clustered interval.
 
@@ -112,4 +123,4 @@ def sample_sd(n: int, s1: float, s2: float) -> float:
     return math.sqrt(max(0.0, (s2 - n * mean * mean) / (n - 1)))
 
 
-__all__ = ["CI_LEVEL", "ClusteredMean", "Moments", "clustered_mean", "sample_sd"]
+__all__ = ["CI_LEVEL", "ClusteredMean", "Moments", "clustered_mean", "item_sums", "sample_sd"]

@@ -121,7 +121,7 @@ def test_report_shows_the_trace_and_compare_reads_the_runs(planted, tmp_path):
     assert "is an adaptive run" in (tmp_path / "cmp-adaptive" / "leaderboard.html").read_text()
     assert len(res.tables["paired"]) and (res.tables["paired"]["n_items"] <= out.record.sessions_run // 6).all()
     # the full fixed run: the planted differences are significant, items as the unit
-    p = compare_runs([fixed], tmp_path / "cmp-fixed", n_boot=200).tables["paired"]
+    p = compare_runs([fixed], tmp_path / "cmp-fixed").tables["paired"]
     for level in ("novice", "intermediate", "advanced", "all"):
         kg = p[(p.metric == "kg") & (p.knowledge_level == level)].iloc[0]
         co = p[(p.metric == "co") & (p.knowledge_level == level)].iloc[0]

@@ -119,7 +119,7 @@ def test_agreement_across_two_simulators(runs, tmp_path):
     from ray_knowsim.compare.runs import IncompatibleRuns
 
     clean, planted = runs["clean"][0], runs["planted"][0]
-    result = agreement([clean, planted], tmp_path / "agree", n_boot=100)
+    result = agreement([clean, planted], tmp_path / "agree")
     rank, item = result.tables["rank_agreement"], result.tables["item_agreement"]
     assert set(rank["knowledge_level"]) == {"novice", "intermediate", "advanced", "all"} and rank["tau"].dropna().between(-1, 1).all()
     assert item["alpha"].dropna().between(-1, 1).all() and (item["n_runs"] == 2).all()
@@ -144,7 +144,7 @@ def test_agreement_across_two_simulators(runs, tmp_path):
 def test_compare_says_which_verdicts_rest_on_flagged_sessions(runs, tmp_path):
     from ray_knowsim.compare.pipeline import compare_runs
 
-    result = compare_runs([runs["planted"][0]], tmp_path / "cmp", n_boot=100)
+    result = compare_runs([runs["planted"][0]], tmp_path / "cmp")
     table = result.tables["audit_sensitivity"]
     paired = result.tables["paired"]
     assert len(table) == len(paired) and {"verdict_all", "verdict_unflagged", "changed"} <= set(table.columns)

@@ -20,14 +20,14 @@ def runs(tmp_path_factory):
 
 def test_an_incomplete_run_is_not_ranked_unless_told(runs, tmp_path, capsys):
     with pytest.raises(IncompleteRuns, match=r"stopped .*12 of 24 planned sessions committed: stopped by engine.fail_fast"):
-        compare_runs([runs["full"], runs["stopped"]], tmp_path / "no", n_boot=100)
+        compare_runs([runs["full"], runs["stopped"]], tmp_path / "no")
     assert not (tmp_path / "no").exists()
-    assert main(["compare", str(runs["stopped"]), "--out", str(tmp_path / "cli"), "--n-boot", "100"]) == 2
+    assert main(["compare", str(runs["stopped"]), "--out", str(tmp_path / "cli")]) == 2
     assert "--allow-incomplete" in capsys.readouterr().err
-    result = compare_runs([runs["stopped"]], tmp_path / "yes", n_boot=100, allow_incomplete=True)
+    result = compare_runs([runs["stopped"]], tmp_path / "yes", allow_incomplete=True)
     assert len(result.incomplete) == 1 and result.incomplete[0].startswith("stopped (") and not result.tables["leaderboard"].empty
     page = (tmp_path / "yes" / "leaderboard.html").read_text()
     assert "id='incomplete-runs'" in page and "12 of 24 planned sessions" in page
     assert json.loads((tmp_path / "yes" / "compare.json").read_text())["incomplete"] == result.incomplete
-    complete = compare_runs([runs["full"]], tmp_path / "full", n_boot=100)
+    complete = compare_runs([runs["full"]], tmp_path / "full")
     assert complete.incomplete == [] and "incomplete-runs" not in (tmp_path / "full" / "leaderboard.html").read_text()

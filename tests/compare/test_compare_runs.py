@@ -55,7 +55,7 @@ def second(tmp_path_factory):
 def test_too_few_items_say_so_and_the_aa_pair_is_never_flagged(planted, tmp_path):
     # 4 demo items x 2 levels x 4 trials: the 32 matched cells per pair are 4 items, and a family of
     # 72 comparisons needs 12 items before anything can be significant
-    res = compare_runs([planted], tmp_path / "cmp", n_boot=1000)
+    res = compare_runs([planted], tmp_path / "cmp")
     p = res.tables["paired"]
     assert set(p["family_size"]) == {len(p)} == {72}  # one family: the whole comparison
     assert (p["n_items"] <= 4).all() and (p["min_items"] == 12).all() and not p["testable"].any()
@@ -109,7 +109,7 @@ def test_one_number_per_thing_on_every_surface(planted, tmp_path):
 
 
 def test_two_runs_merge_and_pair_across_runs(planted, second, tmp_path):
-    res = compare_runs([planted, second], tmp_path / "cmp", n_boot=500)
+    res = compare_runs([planted, second], tmp_path / "cmp")
     assert res.conditions == ["planted/tutor-a", "planted/tutor-b", "planted/weak", "second/comp"]
     p = res.tables["paired"]
     cross = p[(p.condition_a == "planted/tutor-a") & (p.condition_b == "second/comp") & (p.knowledge_level == "novice")]
@@ -133,7 +133,7 @@ def test_incompatible_run_is_refused_naming_the_difference(planted, tmp_path, ca
     manifest = json.loads((other / "manifest.json").read_text())
     manifest["config"]["rules"]["overrides"] = {"dropoff_softening": 1.0}
     (other / "manifest.json").write_text(json.dumps(manifest))
-    code = cli_main(["compare", str(planted), str(other), "--out", str(tmp_path / "cmp"), "--n-boot", "200"])
+    code = cli_main(["compare", str(planted), str(other), "--out", str(tmp_path / "cmp")])
     assert code == 2
     err = capsys.readouterr().err
     assert f"{other}: rules.dropoff_softening 1.0 != 1.3 in {planted}" in err

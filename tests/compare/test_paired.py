@@ -25,7 +25,7 @@ def test_hand_computed_pair_and_marginal_with_items_as_the_unit():
          ("i1", "advanced", 0): 1.0, ("i2", "advanced", 0): 1.0, ("i3", "advanced", 0): 0.0}
     b = {("i1", "novice", 0): 1.0, ("i1", "novice", 1): 2.0, ("i2", "novice", 0): 2.0, ("i3", "novice", 0): 1.0,
          ("i1", "advanced", 0): 0.0, ("i2", "advanced", 0): 2.0}  # i3/advanced missing for b
-    t = analyse(rows({"A": a, "B": b}), options=CompareOptions(n_boot=500))
+    t = analyse(rows({"A": a, "B": b}), options=CompareOptions())
     p = t["paired"].set_index("knowledge_level")
     nov = p.loc["novice"]
     assert nov["condition_a"] == "A" and nov["n_pairs"] == 4 and nov["n_items"] == 3
@@ -53,7 +53,7 @@ def test_the_verdict_is_the_adjusted_win_rate_interval_and_counts_items_not_cell
     base = {c: float(rng.normal()) for c in cells}
     vals = {"A": base, "B": {c: v + float(rng.normal(0, 0.5)) for c, v in base.items()},
             "C": {c: v + 2.0 for c, v in base.items()}}
-    t = analyse(rows(vals), options=CompareOptions(n_boot=400, family="level_metric"))
+    t = analyse(rows(vals), options=CompareOptions(family="level_metric"))
     p = t["paired"][t["paired"].knowledge_level == "novice"]
     assert len(p) == 3 and (p["family_size"] == 3).all() and (p["min_items"] == 7).all()
     ac = p[(p.condition_a == "A") & (p.condition_b == "C")].iloc[0]
@@ -71,7 +71,7 @@ def test_the_verdict_is_the_adjusted_win_rate_interval_and_counts_items_not_cell
 def test_lower_is_better_orientation():
     cells = [(f"i{k}", "novice", 0) for k in range(10)]
     vals = {"A": {c: 0.1 for c in cells}, "B": {c: 0.6 for c in cells}}
-    t = analyse(rows(vals, "co"), options=CompareOptions(n_boot=200, metrics=["co"]))
+    t = analyse(rows(vals, "co"), options=CompareOptions(metrics=["co"]))
     r = t["paired"].iloc[0]
     assert not r["higher_is_better"] and r["mean_diff"] == pytest.approx(-0.5) and r["better"] == "A"
     b = t["best"][t["best"].knowledge_level == "novice"].set_index("condition")
@@ -85,7 +85,7 @@ def test_one_item_with_many_trials_never_makes_a_result():
     cells = [("i1", lvl, t) for lvl in ("novice", "intermediate", "advanced") for t in range(12)]
     vals = {"A": {c: 10.0 + c[2] for c in cells}, "B": {c: 0.0 for c in cells}, "C": {c: 5.0 for c in cells}}
     for family in ("run", "level_metric"):
-        t = analyse(rows(vals), options=CompareOptions(n_boot=200, family=family))
+        t = analyse(rows(vals), options=CompareOptions(family=family))
         p = t["paired"]
         assert not p["significant"].any() and not p["testable"].any() and p["better"].isna().all()
         assert (p["n_items"] == 1).all() and (p["p_value"] == 1.0).all()
@@ -99,7 +99,7 @@ def test_aa_noise_is_not_flagged_and_mde_reported():
     for rep in range(20):
         cells = [(f"i{k}", lvl, 0) for k in range(30) for lvl in ("novice", "intermediate", "advanced")]
         vals = {"A": {c: float(rng.normal()) for c in cells}, "A2": {c: float(rng.normal()) for c in cells}}
-        t = analyse(rows(vals), options=CompareOptions(n_boot=200, seed=rep))
+        t = analyse(rows(vals), options=CompareOptions())
         assert t["paired"]["testable"].all()  # 30 items: a family of 4 can be decided
         flagged += int(t["paired"]["significant"].any())
     assert flagged <= 3
@@ -119,7 +119,7 @@ def test_run_family_spans_levels_metrics_and_pairs():
         for (item, level, trial) in cells:
             out.append({"task": "math", "item_id": item, "knowledge_level": level, "trial": trial, "match": "s",
                         "condition": cond, "kg": float(rng.normal()), "co": float(rng.random())})
-    p = analyse(pd.DataFrame(out), options=CompareOptions(n_boot=200))["paired"]
+    p = analyse(pd.DataFrame(out), options=CompareOptions())["paired"]
     assert len(p) == 3 * 3 * 2 and (p["family_size"] == 18).all()
     assert (p["p_adj"] == np.minimum(1.0, 18 * p["p_value"])).all()
     assert (p["min_items"] == 10).all() and not p["testable"].any()  # 8 items cannot decide a family of 18

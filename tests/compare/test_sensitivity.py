@@ -18,7 +18,7 @@ def sessions(n_items: int = 14) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-OPTS = CompareOptions(metrics=["kg"], n_boot=100)
+OPTS = CompareOptions(metrics=["kg"])
 
 
 def test_a_verdict_resting_on_flagged_sessions_changes():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -47,3 +49,12 @@ def test_moments_merge_equals_whole():
     assert parts.m2 == pytest.approx(((xs - xs.mean()) ** 2).sum(), rel=1e-9)
     assert parts.sd == pytest.approx(xs.std(ddof=1), rel=1e-9) and parts.sum == pytest.approx(xs.sum())
     assert Moments.of([None, float("nan")]).n == 0 and Moments.of([1.0]).sd is None
+
+
+def test_item_sums_count_and_sum_each_items_values_skipping_nan():
+    from ray_knowsim.stats.descriptive import clustered_mean, item_sums
+
+    counts, sums = item_sums([0, 0, 1, 2, 2, 2], [1.0, 3.0, 5.0, math.nan, 2.0, 4.0], 4)
+    assert counts.tolist() == [2.0, 1.0, 2.0, 0.0] and sums.tolist() == [4.0, 5.0, 6.0, 0.0]
+    cm = clustered_mean(counts, sums)  # cell-weighted mean of the items with values: (4 + 5 + 6) / 5
+    assert cm.mean == pytest.approx(3.0) and cm.n_items == 3

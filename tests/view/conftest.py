@@ -92,7 +92,7 @@ def _sweep(run: Path, out: Path) -> None:
 def _compare(run: Path, out: Path) -> None:
     from ray_knowsim.compare.pipeline import compare_runs
 
-    compare_runs([run], out, n_boot=200)
+    compare_runs([run], out)
 
 
 @pytest.fixture(scope="session")
