@@ -16,7 +16,9 @@ def register(sub: Any) -> None:
         help="judge (or re-judge) a run's finished transcripts into scores/<name>/ without re-simulating",
         description="Apply the judges (Interaction Quality rater, baseline termination judge) to the committed "
         "transcripts of RUN_DIR. Results go to RUN_DIR/scores/<name>/ (sessions and turns stay untouched); "
-        "re-running resumes: committed shards are skipped.",
+        "re-running resumes: committed shards are skipped. The optional LLM review of the simulator: "
+        "--judges simulator_review --name review (its findings per session, and its agreement with the "
+        "simulator audit in RUN_DIR/tables/review_agreement).",
     )
     p.add_argument("run_dir")
     p.add_argument("--judge", default=None, help="a model key of the run's config, or a YAML file with one model entry "
@@ -60,12 +62,20 @@ def main(args: argparse.Namespace) -> int:
             if args.primary:
                 ScoreDir(rd.root, out.name).make_primary()
                 write_run_tables(rd, RunReader.open(rd.root, config_hash))
+        review = None
+        if "simulator_review" in args.judges.split(","):  # its agreement with the deterministic audit
+            from ray_knowsim.score.review import run_review_agreement
+
+            table = run_review_agreement(rd.root, out.name, RunReader.open(rd.root, config_hash))
+            review = {r.kind: {"sessions": r.n_sessions, "audit": r.n_audit, "review": r.n_review, "both": r.n_both,
+                               "kappa": None if r.kappa != r.kappa else round(r.kappa, 3)}
+                      for r in table.itertuples(index=False) if r.shared and (r.n_audit or r.n_review)}
     except (ConfigError, ScoreError, PluginImportError, CodeMismatch) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"name": out.name, "judge_model": out.judge_model, "scored_shards": out.scored_shards,
                       "skipped_shards": out.skipped_shards, "sessions": out.n_sessions, "judge_errors": out.n_errors,
-                      "primary": bool(args.primary),
+                      "primary": bool(args.primary), **({"review_agreement": review} if review is not None else {}),
                       "seconds": round(out.seconds, 2)}))
     return 0
 

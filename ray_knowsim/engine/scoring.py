@@ -36,7 +36,9 @@ from ray_knowsim.llm.accounting import Accounting
 from ray_knowsim.score.judges import DEFAULT_JUDGES, JUDGES
 from ray_knowsim.score.stage import judge_transcripts
 from ray_knowsim.score.store import ScoreDir, ScoreMarker
-from ray_knowsim.score.transcripts import SESSION_COLUMNS, TURN_COLUMNS, transcripts_from_tables
+from ray_knowsim.score.transcripts import (
+    RECORD_SESSION_COLUMNS, RECORD_TURN_COLUMNS, SESSION_COLUMNS, TURN_COLUMNS, transcripts_from_tables,
+)
 from ray_knowsim.sim.types import RoleSettings, item_key
 
 
@@ -195,11 +197,15 @@ def score_run(
     settings = judge_settings(cfg)
 
     gate = asyncio.Semaphore(max(1, shard_concurrency))
+    # a judge of the simulator's own record (the review) reads its states and labels too
+    record = any(JUDGES.get(j).reads_record for j in judges)
+    session_cols = SESSION_COLUMNS + (RECORD_SESSION_COLUMNS if record else [])
+    turn_cols = TURN_COLUMNS + (RECORD_TURN_COLUMNS if record else [])
 
     async def judge_shard(marker: Commit) -> None:
         async with gate:
             sessions, turns = read_commit_tables(rd.root, marker, reader.index.superseded[marker.name],
-                                                 SESSION_COLUMNS, TURN_COLUMNS)
+                                                 session_cols, turn_cols)
             transcripts = transcripts_from_tables(sessions, turns, items)
             kept = store.kept_rows(marker.name, done.get(marker.name))
             started = time.perf_counter()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 import pyarrow as pa
 
@@ -21,6 +21,13 @@ class Transcript:
     seed: int
     item: Item
     messages: list[list[str]]  # [speaker, text] in order, as the simulation held them
+    #: the simulator's own record, read only for a judge that asks for it (``Judge.reads_record``):
+    #: the IU graph as recorded, the initial states, and per turn the post-turn states and the
+    #: extractor's entries (JSON text); empty otherwise
+    graph_json: str = ""
+    initial_states: tuple[int, ...] = ()
+    turn_states: tuple[tuple[int, ...], ...] = ()
+    turn_signals: tuple[str, ...] = ()
 
     @property
     def structured(self) -> bool:
@@ -35,6 +42,9 @@ class Transcript:
 #: the columns :func:`transcripts_from_tables` reads (a scoring pass reads only these)
 SESSION_COLUMNS = ["session_id", "task", "item_id", "knowledge_level", "simulator", "seed", "status", "final_user_message"]
 TURN_COLUMNS = ["session_id", "turn", "user_message", "assistant_message"]
+#: what a judge of the simulator's record reads besides (:attr:`Transcript.graph_json` & co.)
+RECORD_SESSION_COLUMNS = ["graph_json", "initial_states"]
+RECORD_TURN_COLUMNS = ["states", "signals_json"]
 
 
 def transcripts_from_tables(sessions: pa.Table, turns: pa.Table, items: Mapping[str, Item]) -> list[Transcript]:
@@ -43,23 +53,29 @@ def transcripts_from_tables(sessions: pa.Table, turns: pa.Table, items: Mapping[
     ``items`` is keyed by :func:`ray_knowsim.schema.items.item_key`. A learner's closing message that got no reply (a
     baseline learner ending the conversation) is the session row's ``final_user_message``.
     """
-    by_session: dict[str, list[tuple[int, str, str]]] = {}
-    for sid, turn, user, assistant in zip(
+    record = all(c in turns.column_names for c in RECORD_TURN_COLUMNS) and all(c in sessions.column_names for c in RECORD_SESSION_COLUMNS)
+    n = turns.num_rows
+    states = turns.column("states").to_pylist() if record else [None] * n
+    signals = turns.column("signals_json").to_pylist() if record else [None] * n
+    by_session: dict[str, list[tuple[int, str, str, Any, Any]]] = {}
+    for sid, turn, user, assistant, st, sig in zip(
         turns.column("session_id").to_pylist(),
         turns.column("turn").to_pylist(),
         turns.column("user_message").to_pylist(),
         turns.column("assistant_message").to_pylist(),
+        states, signals,
     ):
-        by_session.setdefault(sid, []).append((turn, user, assistant))
+        by_session.setdefault(sid, []).append((turn, user, assistant, st, sig))
     out = []
-    for row in sessions.select(SESSION_COLUMNS).to_pylist():
+    for row in sessions.select(SESSION_COLUMNS + (RECORD_SESSION_COLUMNS if record else [])).to_pylist():
         if row["status"] != "ok":
             continue
         key = item_key(row["task"], row["item_id"])
         if key not in items:
             raise KeyError(f"session {row['session_id']}: item {key} is not among the run's inputs")
         messages: list[list[str]] = []
-        for _, user, assistant in sorted(by_session.get(row["session_id"], [])):
+        rows = sorted(by_session.get(row["session_id"], []), key=lambda r: r[0])
+        for _, user, assistant, _, _ in rows:
             messages += [["user", user], ["assistant", assistant]]
         if row["final_user_message"]:
             messages.append(["user", row["final_user_message"]])
@@ -68,9 +84,12 @@ def transcripts_from_tables(sessions: pa.Table, turns: pa.Table, items: Mapping[
                 session_id=row["session_id"], task=row["task"], item_id=row["item_id"],
                 knowledge_level=row["knowledge_level"], simulator=row["simulator"], seed=int(row["seed"]),
                 item=items[key], messages=messages,
+                **({"graph_json": row["graph_json"] or "", "initial_states": tuple(row["initial_states"] or ()),
+                    "turn_states": tuple(tuple(r[3] or ()) for r in rows), "turn_signals": tuple(r[4] or "[]" for r in rows)}
+                   if record else {}),
             )
         )  # fmt: skip
     return out
 
 
-__all__ = ["Transcript", "transcripts_from_tables"]
+__all__ = ["RECORD_SESSION_COLUMNS", "RECORD_TURN_COLUMNS", "Transcript", "transcripts_from_tables"]

@@ -11,10 +11,11 @@ from ray_knowsim.prompts import templates as T
 EXPECTED = {
     "user_first", "user_turn", "extractor", "assistant_minimal", "assistant_socratic", "assistant_adaptive",
     "assistant_comprehensive", "graph_math", "graph_open", "rater", "termination_judge", "baseline_zero_shot",
-    "baseline_zero_shot_cot", "baseline_cot_profile", "repair", "assistant_simple", "common",
+    "baseline_zero_shot_cot", "baseline_cot_profile", "repair", "assistant_simple", "common", "simulator_review",
 }
 #: placeholders a system message may hold: static per role and task, never per session
-STATIC_PLACEHOLDERS = {"terminate_rule", "reasons", "task_noun", "opening_rule", "goal"}
+STATIC_PLACEHOLDERS = {"terminate_rule", "reasons", "task_noun", "opening_rule", "goal",
+                       "kinds", "severities"}  # the simulator review's error vocabulary (schema/review.py)
 
 
 def test_manifest_pins_every_shipped_template_and_matches_the_files():

@@ -16,6 +16,8 @@ its pattern tests are wiring checks, not evidence about real tutors). One module
 * signal extractor (:mod:`.extractor`): labels each IU from how much of the IU's wording (IDF-weighted word overlap)
   the tutor's reply carries, and the learner's attempt from markers in the sentences touching it.
 * judges and graph extraction (:mod:`.judges`), baseline learners (:mod:`.learner`): simple functions of the transcript or text.
+* the simulator review (:mod:`.review`): word-overlap checks of the learner's messages against its
+  states and of the extractor's labels against the replies.
 
 The assistant's prompt names only the item (a tutor does not see the IU graph), so the offline
 assistant looks the graph up in its registry: the demo graphs by default, plus any registered
@@ -37,6 +39,7 @@ from ray_knowsim.llm.offline.extractor import _extract
 from ray_knowsim.llm.offline.graphs import GraphVocabulary, vocabulary
 from ray_knowsim.llm.offline.judges import _extract_graph, _rate, _terminate
 from ray_knowsim.llm.offline.learner import _baseline_turn, _user_turn
+from ray_knowsim.llm.offline.review import _review
 from ray_knowsim.llm.offline.words import ntokens, sentences, words
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.schema.graph import IUGraph, parse_graph
@@ -50,6 +53,7 @@ _RESPONDERS: tuple[tuple[str, Callable[[Mapping[str, Any], random.Random], Mappi
     ("extractor", lambda ctx, rng: _extract(ctx)),
     ("rater", lambda ctx, rng: _rate(ctx)),
     ("termination_judge", lambda ctx, rng: _terminate(ctx)),
+    ("simulator_review", lambda ctx, rng: _review(ctx)),
     ("graph_", lambda ctx, rng: _extract_graph(ctx)),
 )
 
