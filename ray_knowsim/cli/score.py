@@ -67,8 +67,13 @@ def main(args: argparse.Namespace) -> int:
             from ray_knowsim.score.review import run_review_agreement
 
             table = run_review_agreement(rd.root, out.name, RunReader.open(rd.root, config_hash))
-            review = {r.kind: {"sessions": r.n_sessions, "audit": r.n_audit, "review": r.n_review, "both": r.n_both,
-                               "kappa": None if r.kappa != r.kappa else round(r.kappa, 3)}
+            import pandas as pd
+
+            def num(v):  # noqa: ANN001, ANN202 - a count or a statistic as JSON (None where undefined)
+                return None if pd.isna(v) else (int(v) if float(v).is_integer() and not isinstance(v, float) else round(float(v), 3))
+
+            review = {r.kind: {"sessions": num(r.n_sessions), "audit": num(r.n_audit), "review": num(r.n_review),
+                               "both": num(r.n_both), "kappa": num(r.kappa)}
                       for r in table.itertuples(index=False) if r.shared and (r.n_audit or r.n_review)}
     except (ConfigError, ScoreError, PluginImportError, CodeMismatch) as exc:
         print(f"error: {exc}", file=sys.stderr)

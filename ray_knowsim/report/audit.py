@@ -33,6 +33,7 @@ class AuditSection:
     sensitivity: pd.DataFrame | None = None  # compare.sensitivity.verdict_sensitivity's table
     why_no_sensitivity: str = ""
     changed: list[str] = field(default_factory=list)
+    review: pd.DataFrame | None = None  # score.review's agreement of the LLM review with the audit (None: no review)
 
 
 def _share_rows(summary: pd.DataFrame) -> list[list[str]]:
@@ -94,6 +95,31 @@ def _sensitivity_text(s: AuditSection) -> str:
             + (":" if k else "; every verdict holds without them."))
 
 
+REVIEW_HEAD = ["score set", "kind", "sessions", "audit flags", "review finds", "both", "agreement", "kappa", "review TPR", "review TNR"]
+REVIEW_NOTE = ("The optional LLM review of the simulator (ray-knowsim score RUN_DIR --judges simulator_review --name review) "
+               "against this audit, session by session: per kind, how many sessions each side flags, both, Cohen's kappa and "
+               "the review's TPR/TNR with the audit as the reference. The review's findings, with severity and quoted "
+               "evidence, are in its score set's rows.")
+
+
+def _num(v: object, fmt: str = "{:.2f}") -> str:
+    return "-" if v is None or pd.isna(v) else fmt.format(v)
+
+
+def _review_rows(review: pd.DataFrame) -> list[list[str]]:
+    shared = review[review["shared"].astype(bool)]
+    return [[str(r["score_set"]), str(r["kind"]), _num(r["n_sessions"], "{:.0f}"), _num(r["n_audit"], "{:.0f}"),
+             _num(r["n_review"], "{:.0f}"), _num(r["n_both"], "{:.0f}"), _num(r["agreement"]), _num(r["kappa"]),
+             _num(r["review_tpr"]), _num(r["review_tnr"])] for _, r in shared.iterrows()]
+
+
+def _review_only(review: pd.DataFrame) -> str:
+    rest = review[~review["shared"].astype(bool) & (review["n_review"].fillna(0) > 0)]
+    if rest.empty:
+        return ""
+    return "Kinds only the review knows: " + ", ".join(f"{r['kind']} ({int(r['n_review'])} sessions, {r['score_set']})" for _, r in rest.iterrows()) + "."
+
+
 def audit_html(s: AuditSection) -> str:
     a = s.audit
     parts = [f'<section id="simulator-audit"><h2>Simulator audit</h2><p class="lead">{html.escape(NOTE)}</p>',
@@ -110,6 +136,11 @@ def audit_html(s: AuditSection) -> str:
         more = len({(f.session_id, f.kind) for f in a.flags}) - len(listed)
         parts.append(f"<h3>Flagged sessions</h3><p>First flag of each (session, kind){f'; {more} more in tables/audit_flags' if more > 0 else ''}.</p>")
         parts.append(_table_html(FLAG_HEAD, listed, "audit-flags"))
+    if s.review is not None and not s.review.empty:
+        parts.append(f'<h3 id="review-agreement">LLM review vs the audit</h3><p>{html.escape(REVIEW_NOTE)}</p>')
+        parts.append(_table_html(REVIEW_HEAD, _review_rows(s.review), "review-agreement"))
+        if _review_only(s.review):
+            parts.append(f"<p>{html.escape(_review_only(s.review))}</p>")
     parts.append("</section>")
     return "".join(parts)
 
@@ -124,6 +155,10 @@ def audit_markdown(s: AuditSection) -> list[str]:
     listed = _listed(a)
     if listed:
         out += ["### Flagged sessions", "", *_table_md(FLAG_HEAD, listed), ""]
+    if s.review is not None and not s.review.empty:
+        out += ["### LLM review vs the audit", "", REVIEW_NOTE, "", *_table_md(REVIEW_HEAD, _review_rows(s.review)), ""]
+        if _review_only(s.review):
+            out += [_review_only(s.review), ""]
     return out
 
 

@@ -177,7 +177,9 @@ def simulator_audit(run: RunReader, scores: RunScores) -> AuditSection:
     from ray_knowsim.compare.pipeline import default_metrics
     from ray_knowsim.compare.runs import load_runs
 
-    section = AuditSection(audit_run(run))
+    from ray_knowsim.score.review import read_review_agreement
+
+    section = AuditSection(audit_run(run), review=read_review_agreement(run.root))
     try:
         loaded = load_runs([run.root], reader=run, scores=scores)[0]
     except (RunDirError, ValueError, KeyError) as exc:

@@ -107,4 +107,10 @@ def run_review_agreement(run_root: str | Path, score_set: str, reader: Any = Non
     return table
 
 
-__all__ = ["COLUMNS", "agreement_table", "review_findings", "run_review_agreement"]
+def read_review_agreement(run_root: str | Path) -> pd.DataFrame | None:
+    """The run's written review agreement (every score set's), or None when no review was compared."""
+    path = Path(run_root) / "tables" / "review_agreement.parquet"
+    return pd.read_parquet(path) if path.is_file() else None
+
+
+__all__ = ["COLUMNS", "agreement_table", "read_review_agreement", "review_findings", "run_review_agreement"]

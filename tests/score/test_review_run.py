@@ -118,4 +118,10 @@ def test_review_agreement_with_the_audit_on_the_planted_run(planted, capsys):
         agree = sum((s in flagged[kind]) == (s in by_review) for s in ids) / 12
         assert row.agreement == pytest.approx(agree)
     assert printed["review_agreement"]["any"]["sessions"] == 12
-    print(table[["n_sessions", "n_audit", "n_review", "n_both", "agreement", "kappa", "review_tpr", "review_tnr"]].to_string())
+    # the report's audit section shows it
+    from ray_knowsim.report.build import build_report
+
+    md = build_report(out, out / "report").markdown_path.read_text()
+    section = md[md.index("### LLM review vs the audit"):]
+    claims = table.loc["learner_claims_unaware"]
+    assert f"| review | learner\\_claims\\_unaware | 12 | {claims.n_audit} | {claims.n_review} | {claims.n_both} |" in section, section[:800]
