@@ -23,7 +23,8 @@ def register(sub: Any) -> None:
     p.add_argument("run_dir")
     p.add_argument("--judge", default=None, help="a model key of the run's config, or a YAML file with one model entry "
                    "({backend: ..., ...}; its key is the file name); default: the run's roles.judge")
-    p.add_argument("--name", default=None, help="name of the score set (default: the judge's model key)")
+    p.add_argument("--name", default=None, help="name of the score set (default: the judge's model key; "
+                   "'review' for --judges simulator_review alone)")
     p.add_argument("--judges", default=",".join(DEFAULT_JUDGES), help="comma-separated registered judges to apply")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import this module first (it registers judges or backends); repeatable")
@@ -57,8 +58,11 @@ def main(args: argparse.Namespace) -> int:
         config_hash = cfg.config_hash()
         with ray_session(args.address, **ray_options(cfg), quiet=True):
             require_same_code(lambda line: print(line, file=sys.stderr))  # the judges' reduction runs on workers
-            out = score_run(cfg, rd.root, judge=args.judge, name=args.name, config_hash=config_hash,
-                            judges=[j for j in args.judges.split(",") if j], shard_concurrency=args.shard_concurrency)
+            judges = [j for j in args.judges.split(",") if j]
+            # a review-only pass is its own set, "review", unless named (the judge's key names the run's primary set)
+            name = args.name or ("review" if judges == ["simulator_review"] else None)
+            out = score_run(cfg, rd.root, judge=args.judge, name=name, config_hash=config_hash,
+                            judges=judges, shard_concurrency=args.shard_concurrency)
             if args.primary:
                 ScoreDir(rd.root, out.name).make_primary()
                 write_run_tables(rd, RunReader.open(rd.root, config_hash))

@@ -466,6 +466,31 @@ class Files:
 
         return self._per_commit_state("audit", run_dir, files, lambda: audit_run(RunReader.open(self.require(run_dir))))
 
+    def review_findings(self, run_dir: Path, files: RunFiles) -> dict[str, list[tuple[str, list[dict[str, Any]]]]]:
+        """Session id -> [(score set, the LLM review's findings)] over every score set that holds a
+        simulator review (score/judges.py), cached until the committed files or score sets change."""
+        def compute() -> dict[str, list[tuple[str, list[dict[str, Any]]]]]:
+            import json
+
+            from ray_knowsim.io.rundir import RunReader
+            from ray_knowsim.score.store import ScoreDir, counted_sessions, score_names
+
+            root = self.require(run_dir)
+            sets = [n for n in score_names(root) if "simulator_review" in (ScoreDir(root, n).info().get("judges") or [])]
+            out: dict[str, list[tuple[str, list[dict[str, Any]]]]] = {}
+            if not sets:
+                return out
+            counted = counted_sessions(RunReader.open(root))
+            for name in sets:
+                table = ScoreDir(root, name).read(counted).select(["session_id", "extra_json"])
+                for sid, extra in zip(table.column("session_id").to_pylist(), table.column("extra_json").to_pylist()):
+                    found = json.loads(extra).get("review_findings") if extra else None
+                    if found is not None:
+                        out.setdefault(sid, []).append((name, found))
+            return out
+
+        return self._per_commit_state("review", run_dir, files, compute)
+
     def session_row(self, run_dir: Path, files: RunFiles, part: int, session_id: str) -> dict[str, Any] | None:
         """Every column of one session (scores joined), read from the file that holds it."""
         one = files.part(part)

@@ -199,6 +199,21 @@ def audit_flags_box(flags: Sequence[Any]) -> str:
             + table(["turn", "kind", "IU", "state / label", "evidence", "why"], rows, "audit-flag-table") + "</div>")
 
 
+def review_box(review: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> str:
+    """The LLM review's findings on one conversation (one table per score set holding a review)."""
+    parts = []
+    for name, found in review:
+        if not found:
+            parts.append(f'<div class="note review-findings">LLM review ({e(name)}): no simulator error found.</div>')
+            continue
+        rows = [(e(f.get("turn")), e(f.get("party")), e(f.get("kind")), e(f.get("iu") or "–"), e(f.get("severity")),
+                 e(f.get("evidence")) + ("" if f.get("quoted", True) else " <i>(not found verbatim in the turn)</i>"),
+                 e(f.get("explanation") or "")) for f in found]
+        parts.append(f'<div class="problems review-findings"><b>LLM review ({e(name)}): {e(len(found))} finding(s)</b>'
+                     + table(["turn", "party", "kind", "IU", "severity", "evidence", "why"], rows, "review-table") + "</div>")
+    return f'<div id="review-findings">{"".join(parts)}</div>' if parts else ""
+
+
 # ----------------------------------------------------------------------------- the list
 
 
@@ -280,7 +295,8 @@ def _quote(text: str) -> str:
 
 def conversation(info: RunInfo, view: ConversationView, trajectory: str | None, q: SessionQuery,
                  prev_id: str | None, next_id: str | None, position: int | None, matched: int,
-                 audit_flags: Sequence[Any] | None = None) -> str:
+                 audit_flags: Sequence[Any] | None = None,
+                 review: Sequence[tuple[str, Sequence[dict[str, Any]]]] = ()) -> str:
     s = view.session
     sid = str(s.get("session_id") or "")
     back = q.params()
@@ -302,7 +318,7 @@ def conversation(info: RunInfo, view: ConversationView, trajectory: str | None, 
                   f'{" · attempt " + e(s.get("attempt")) if s.get("attempt") else ""}'
                   + (f'<div id="session-error-detail">{e(reason)}</div>' if reason else "") + "</div>")
     judge = f'<p class="note">judge error: {e(s.get("judge_error"))}</p>' if s.get("judge_error") else ""
-    flagged = audit_flags_box(audit_flags) if audit_flags is not None else ""
+    flagged = (audit_flags_box(audit_flags) if audit_flags is not None else "") + review_box(review)
     body = (f'<section id="conversation">{stepper}{failed}{judge}{flagged}{legend()}'
             f"{conversation_article(view, SPECS, trajectory, 'conv-0')}</section>")
     return page(sid, body, crumbs(info, ("conversations", href(f"/run/{info.entry.id}/sessions", back)), (sid, None)), info.entry.label, tabs(info))

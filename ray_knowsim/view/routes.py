@@ -180,7 +180,8 @@ def run_conversation(state: ViewState, request: web.Request) -> web.Response:
     prev_id, next_id, position, matched = neighbours(table, q, sid)
     audit = state.files.audit(info.entry.path, info.files)
     flags = [f for f in audit.flags if f.session_id == sid]
-    return html(pages_runs.conversation(info, view, trajectory_plot(view), q, prev_id, next_id, position, matched, flags))
+    review = state.files.review_findings(info.entry.path, info.files).get(sid, [])
+    return html(pages_runs.conversation(info, view, trajectory_plot(view), q, prev_id, next_id, position, matched, flags, review))
 
 
 # ----------------------------------------------------------------------------- sweeps, comparisons, files

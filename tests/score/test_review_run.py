@@ -96,7 +96,7 @@ def test_review_is_resumable_costed_and_leaves_the_run_alone(planted):
 def test_review_agreement_with_the_audit_on_the_planted_run(planted, capsys):
     cfg, out, plants = planted
     assert plants["learner_claims_unaware"] and plants["extractor_labels_unmentioned"]
-    assert main(["score", str(out), "--judge", "reviewer", "--name", "review", "--judges", "simulator_review"]) == 0
+    assert main(["score", str(out), "--judge", "reviewer", "--judges", "simulator_review"]) == 0  # the set: "review"
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     findings = findings_of(ScoreDir(out, "review"))
     # the review finds the planted learner claims (evidence quoted from the transcript)
@@ -125,3 +125,37 @@ def test_review_agreement_with_the_audit_on_the_planted_run(planted, capsys):
     section = md[md.index("### LLM review vs the audit"):]
     claims = table.loc["learner_claims_unaware"]
     assert f"| review | learner\\_claims\\_unaware | 12 | {claims.n_audit} | {claims.n_review} | {claims.n_both} |" in section, section[:800]
+
+
+def test_the_viewer_shows_a_conversations_review_findings(planted):
+    import html
+    import re
+    import threading
+
+    from ray_knowsim.view.data import Files
+    from ray_knowsim.view.routes import ViewState
+    from ray_knowsim.view.server import serve
+    from tests.view.test_view_http import get
+
+    cfg, out, _ = planted
+    if not ScoreDir(out, "review").markers():
+        score_run(cfg, out, judge="reviewer", name="review", judges=["simulator_review"])
+    findings = findings_of(ScoreDir(out, "review"))
+    ready, started, stop = [], threading.Event(), threading.Event()
+    thread = threading.Thread(target=serve, args=(ViewState(Files([out.parent])), "127.0.0.1", 0,
+                                                  lambda url: (ready.append(url), started.set()), stop), daemon=True)
+    thread.start()
+    assert started.wait(30)
+    try:
+        base = ready[0]
+        _, _, index = get(base)
+        run_path = re.search(r'href="(/run/[0-9a-f]+)"', index).group(1)
+        _, _, body = get(base + run_path.lstrip("/"))
+        links = {html.unescape(sid): html.unescape(link) for link, sid in re.findall(r'class="audit-link" href="([^"]+)">([^<]+)<', body)}
+        sid = next(s for s in links if findings.get(s))
+        status, _, page = get(base + links[sid].lstrip("/"))
+        assert status == 200 and 'id="review-findings"' in page and "LLM review (review)" in page
+        assert findings[sid][0]["evidence"] in html.unescape(page)
+    finally:
+        stop.set()
+        thread.join(10)
