@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from ray_knowsim.adaptive.observe import pair_counts
-from ray_knowsim.adaptive.rounds import Schedule, drive, failure_gap_records, procedure_for, record, select, spec_of
+from ray_knowsim.adaptive.rounds import Schedule, decision_records, drive, failure_gap_records, procedure_for, record, select, spec_of
 from ray_knowsim.engine.config.adaptive import AdaptiveConfig
 from ray_knowsim.schema.states import level_order
 
@@ -60,7 +60,10 @@ def replay(rows: pd.DataFrame, spec: Mapping[str, Any] | None = None, *, seed: i
     out["fixed_design"] = {
         "decided": sum(d.decided for d in fixed.decisions),
         "decisions": [{"task": d.task, "knowledge_level": d.level, "metric": d.metric, "decided": d.decided,
-                       "winner": d.winner, "order": d.order, "cycle": d.cycle} for d in fixed.decisions],
+                       "winner": d.winner, "order": d.order, "cycle": d.cycle,
+                       "pairs": [{"condition_a": p.condition_a, "condition_b": p.condition_b, "matched": p.matched, "wins": p.wins,
+                                  "losses": p.losses, "ties": p.ties, "verdict": p.verdict, "level": p.level} for p in rec.pairs]}
+                      for d, rec in zip(fixed.decisions, decision_records(fixed))],
     }
     return out
 

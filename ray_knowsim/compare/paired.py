@@ -22,7 +22,10 @@ Output tables (every row validated by a pydantic model below):
   n_pairs matched cells, n_items (matched items), n_pos / n_neg / n_tied items (raw sign of a − b),
   wins / losses / ties (oriented: a win is an item on which a is better), the win rate among
   non-tied items, the net win rate (wins − losses) / n_items over all matched items with its
-  adjusted interval (``equivalent`` when the tie-inclusive win rate lies inside 1/2 ± ``effect``), ``zero_width``, ``sentence``, mean_diff = mean(a − b) (the
+  adjusted interval (the equivalence test's, :func:`ray_knowsim.stats.sequential.equivalence_interval`;
+  ``equivalent`` when the tie-inclusive win rate is shown inside 1/2 ± ``effect`` by
+  :func:`ray_knowsim.stats.sequential.equivalent`, the one equivalence test an adaptive run's
+  ``pairs`` decisions use too), ``zero_width``, ``sentence``, mean_diff = mean(a − b) (the
   level-marginal: mean over levels of the level mean differences) with a *descriptive* 95 %
   item-clustered interval (``ci_low/ci_high``, no verdict rests on it), win_rate and its adjusted
   interval (``win_low_adj/win_high_adj``), p_value (exact sign test over items), p_adj
@@ -57,6 +60,8 @@ from ray_knowsim.schema.results import COMPARE_METRICS
 from ray_knowsim.stats import signs as G
 from ray_knowsim.stats.descriptive import clustered_mean, item_sums
 from ray_knowsim.stats.multiplicity import bonferroni
+from ray_knowsim.stats.sequential import equivalence_interval
+from ray_knowsim.stats.sequential import equivalent as equivalent_test
 from ray_knowsim.compare.sentences import verdict_sentence
 from ray_knowsim.stats.ranks import higher_is_better, rank_min
 from ray_knowsim.stats.winrate import win_counts
@@ -75,7 +80,7 @@ class CompareOptions(BaseModel):
     # pairs); "level_metric" = one (task, knowledge_level, metric) over its condition pairs
     family: Literal["run", "level_metric"] = "run"
     # a margin of the tie-inclusive win rate (adaptive's ``effect``, same scale): a pair is shown
-    # "equivalent" (smaller than the effect) when its adjusted interval lies inside 1/2 +- effect,
+    # "equivalent" (smaller than the effect) when stats.sequential.equivalent shows it inside 1/2 +- effect,
     # i.e. the net win rate (wins - losses) / matched items inside +-2 effect; ties count
     effect: float | None = Field(None, gt=0, lt=0.5)
 
@@ -108,7 +113,7 @@ class PairedRow(BaseModel):
     win_high_adj: float
     win_rate_ties_half: float  # (wins + ties / 2) / n_items: the leaderboard's theta (mean item rank)
     net_win_rate: float  # (wins - losses) / n_items over ALL matched items
-    net_low_adj: float  # its interval at 1 - alpha / family_size (stats.signs.net_win_rate_interval)
+    net_low_adj: float  # the equivalence test's interval at alpha / family_size (stats.sequential.equivalence_interval, net scale)
     net_high_adj: float
     p_value: float  # exact two-sided sign test over items
     p_adj: float  # Bonferroni: min(1, family_size * p_value)
@@ -303,9 +308,10 @@ def _adjust(paired: list[dict], opts: CompareOptions) -> list[dict]:
         for r in rows:
             v = G.verdict(G.SignCounts(r["wins"], r["losses"], r["ties"]), level)  # direction +1: a is better
             n = r["wins"] + r["losses"]
-            net_lo, net_hi = G.net_win_rate_interval(r["wins"], r["losses"], r["ties"], 1.0 - level)
+            theta_lo, theta_hi = equivalence_interval(r["wins"], r["ties"], r["losses"], level)  # THE equivalence test's
+            net_lo, net_hi = 2.0 * theta_lo - 1.0, 2.0 * theta_hi - 1.0  # net win rate = 2 x tie-inclusive win rate - 1
             better = (r["condition_a"] if v.direction > 0 else r["condition_b"]) if v.significant else None
-            equivalent = opts.effect is not None and -2 * opts.effect < net_lo and net_hi < 2 * opts.effect
+            equivalent = opts.effect is not None and equivalent_test(r["wins"], r["ties"], r["losses"], opts.effect, level)
             r.update(win_low_adj=v.ci_low, win_high_adj=v.ci_high, net_low_adj=net_lo, net_high_adj=net_hi,
                      p_adj=float(bonferroni([v.p_value], m)[0]), family_size=m, min_items=need, testable=n >= need,
                      significant=v.significant, better=better, effect=opts.effect, equivalent=bool(equivalent))

@@ -16,8 +16,9 @@ when neither condition wins more items than the other.
   items.
 * :func:`win_rate_interval` — Clopper–Pearson for ``q``: exactly the set of win rates the central
   binomial test does not reject, so "significant" <=> "the interval excludes 1/2".
-* :func:`net_win_rate_interval` — the net win rate (wins - losses) / n over ALL matched items
-  (ties included, as evidence of no difference): what "smaller than the effect" is about.
+* "smaller than the effect" (equivalence, ties counted) is not here: ONE test answers it in every
+  design, fixed or sequential -- :func:`ray_knowsim.stats.sequential.equivalent` and its interval
+  :func:`ray_knowsim.stats.sequential.equivalence_interval`.
 * :func:`min_items` — below this many non-tied items no outcome can be significant at the level.
 * :func:`mde_win_rate` / :func:`shift_effect` — the minimum detectable win rate at the run's n
   (exact binomial power), and the same in the metric's units under a normal location shift.
@@ -98,36 +99,6 @@ def verdict(counts: SignCounts, alpha_adj: float) -> Verdict:
     return Verdict(p, lo, hi, direction != 0, direction)
 
 
-def tie_share_interval(ties: int, n: int, level: float) -> tuple[float, float]:
-    """Clopper–Pearson interval for the share of matched items that tie ((0, 1) when n = 0)."""
-    if n == 0:
-        return 0.0, 1.0
-    tail = (1.0 - level) / 2.0
-    lo = 0.0 if ties == 0 else float(_sp.betaincinv(ties, n - ties + 1, tail))
-    hi = 1.0 if ties == n else float(_sp.betaincinv(ties + 1, n - ties, 1.0 - tail))
-    return lo, hi
-
-
-def net_win_rate_interval(wins: int, losses: int, ties: int, level: float) -> tuple[float, float]:
-    """An interval for the **net win rate** ``P(win) - P(loss)`` over ALL matched items, ties
-    included: ``(1 - tie share) * (2 q - 1)`` with ``q`` the win rate among non-tied items. Each
-    factor gets its exact Clopper–Pearson interval at ``1 - (1 - level) / 2`` and the product's
-    range is taken (Bonferroni over the two: coverage >= ``level``). Ties are the strongest
-    evidence of no difference: 20 tied items of 20 give about [-0.20, 0.20] at 95 %, so a pair
-    can be shown smaller than an effect of 0.2 although no non-tied item was seen."""
-    n = wins + losses + ties
-    if n == 0:
-        return -1.0, 1.0
-    each = 1.0 - (1.0 - level) / 2.0
-    t_lo, t_hi = tie_share_interval(ties, n, each)
-    s_lo, s_hi = 1.0 - t_hi, 1.0 - t_lo  # the non-tied share
-    q_lo, q_hi = win_rate_interval(wins, losses, each)
-    d_lo, d_hi = 2.0 * q_lo - 1.0, 2.0 * q_hi - 1.0
-    lo = s_hi * d_lo if d_lo < 0 else s_lo * d_lo
-    hi = s_hi * d_hi if d_hi > 0 else s_lo * d_hi
-    return float(lo), float(hi)
-
-
 def min_items(alpha_adj: float) -> int:
     """Fewest non-tied items at which the most lopsided outcome (all one way) is significant."""
     # 2 * 0.5**n < alpha_adj  <=>  n > log2(2 / alpha_adj)
@@ -155,5 +126,5 @@ def shift_effect(win_rate: float, sd_item_diff: float) -> float:
     return float(sd_item_diff * _st.norm.ppf(win_rate))
 
 
-__all__ = ["SignCounts", "Verdict", "item_means", "mde_win_rate", "min_items", "net_win_rate_interval", "shift_effect",
-           "sign_counts", "sign_test", "tie_share_interval", "verdict", "win_rate_interval"]
+__all__ = ["SignCounts", "Verdict", "item_means", "mde_win_rate", "min_items", "shift_effect",
+           "sign_counts", "sign_test", "verdict", "win_rate_interval"]
