@@ -232,3 +232,19 @@ def test_no_labels_is_a_clear_error(tmp_path):
     assert human.iu_labels == [] and human.reports[0].iu_labels is None
     with pytest.raises(KnowChatFormatError, match="no per-IU labels"):
         run_labels(human, tmp_path / "out", Counting())
+
+
+def test_cli_reads_the_extractor_from_the_runs_recorded_config(tmp_path, capsys):
+    """--sim RUN_DIR: the run's manifest names the config (items, graphs, extractor); output in RUN_DIR/validation."""
+    from ray_knowsim.cli.main import main
+    from tests.engine.conftest import small_config
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "manifest.json").write_text(json.dumps({"config": small_config(), "base_dir": str(tmp_path)}))
+    human = write_folder(tmp_path / "h")
+    assert main(["validate", "--human", str(human), "--extractor-agreement", "--sim", str(run_dir)]) == 0
+    table = pd.read_parquet(run_dir / "validation" / "extractor_human_agreement.parquet").set_index("item_id")
+    assert table.loc["all"].kappa == pytest.approx(23 / 35)
+    assert main(["validate", "--human", str(human), "--extractor-agreement", "--sim", str(run_dir), "--extractor", "nope"]) == 2
+    assert "--extractor 'nope': neither a model key of the run" in capsys.readouterr().err
