@@ -157,3 +157,27 @@ def test_every_audit_kind_is_a_review_kind_of_the_same_party():
     from ray_knowsim.audit.checks import FLAG_KINDS
 
     assert {k: p for k, (p, _) in FLAG_KINDS.items()} == {k: REVIEW_KINDS[k][0] for k in FLAG_KINDS}
+
+
+def test_the_review_over_the_real_http_path():
+    """The same request through the OpenAI-compatible client to the offline model served on a socket
+    (its facts as the body extension): the answer, its parse and its token counts arrive intact."""
+    from ray_knowsim.llm.http.client import OpenAICompatibleModel
+    from ray_knowsim.llm.http.config import HTTPModelConfig
+    from ray_knowsim.llm.server import serve_model_in_thread
+
+    t = transcript()
+    req = JUDGE.request(t, seed=1, request_id="s1#2:judge")
+    direct = OfflineModel().respond(req)
+
+    async def ask(base_url: str):
+        model = OpenAICompatibleModel(HTTPModelConfig(base_url=base_url, model="offline", offline_server=True, max_attempts=1))
+        try:
+            return await model.generate(req)
+        finally:
+            await model.aclose()
+
+    with serve_model_in_thread(OfflineModel()) as server:
+        got = asyncio.run(ask(server.base_url))
+    assert got.error is None and got.text == direct.text and got.usage.prompt_tokens == direct.usage.prompt_tokens
+    assert JUDGE.parse(got.text, t).ok
