@@ -78,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
 
             review = {r.kind: {"sessions": num(r.n_sessions), "audit": num(r.n_audit), "review": num(r.n_review),
                                "both": num(r.n_both), "kappa": num(r.kappa)}
-                      for r in table.itertuples(index=False) if r.shared and (r.n_audit or r.n_review)}
+                      for r in table.itertuples(index=False) if r.shared and (r.n_audit or r.n_review or r.kind.startswith("any"))}
     except (ConfigError, ScoreError, PluginImportError, CodeMismatch) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
