@@ -14,8 +14,8 @@ fi
 # Reinstall only when pyproject changed since the last install.
 if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
   { "$VENV/bin/python" -m pip install -q --upgrade pip \
-      && "$VENV/bin/python" -m pip install -q -e "$ROOT[dev,training]"; } \
-    || { echo "scripts/_venv.sh: installing the project into $VENV failed" >&2; return 1; }  # training: the RL adapters' real libraries, for their tests
+      && "$VENV/bin/python" -m pip install -q -e "$ROOT[dev,training,verifiers]"; } \
+    || { echo "scripts/_venv.sh: installing the project into $VENV failed" >&2; return 1; }  # training, verifiers: the RL adapters' real libraries, for their tests
   touch "$STAMP"
 fi
 unset _rk_root

@@ -37,6 +37,16 @@ def load_config(config: EnvironmentConfig) -> Any:
     return load_run_config(config.run_config, overrides=list(config.overrides))
 
 
+def item_keys(config: EnvironmentConfig) -> list[str]:
+    """The environment's items, ``"<task>/<item_id>"``, in the run config's order (what a taskset
+    of episodes is drawn from)."""
+    from ray_knowsim.engine.plan import load_inputs
+    from ray_knowsim.schema.items import item_key
+
+    inputs = load_inputs(load_config(config))
+    return [item_key(task, it.id) for task, its in inputs.items.items() for it in its]
+
+
 def build_parts(config: EnvironmentConfig) -> tuple[Any, dict, dict, Any, Any]:
     """(shard context, items by key, graphs by key, learner model, extractor model)."""
     from ray_knowsim.engine.build import make_context
@@ -59,4 +69,4 @@ def build_parts(config: EnvironmentConfig) -> tuple[Any, dict, dict, Any, Any]:
     return ctx, items, dict(inputs.graphs), user_sim, extractor
 
 
-__all__ = ["DEMO_RUN", "build_parts", "load_config"]
+__all__ = ["DEMO_RUN", "build_parts", "item_keys", "load_config"]
