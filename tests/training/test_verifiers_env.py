@@ -36,16 +36,19 @@ class ScriptedTutor:
 
     PER_TURN = 2
 
-    def __init__(self) -> None:
+    def __init__(self, silent_from: int | None = None) -> None:
         from ray_knowsim.training import EnvironmentConfig
         from ray_knowsim.training.build import build_parts
 
         _, items, graphs, _, _ = build_parts(EnvironmentConfig())
         self.lessons = {items[k].question: [f"{n.concept}: {n.description}" for n in graphs[k].nodes] for k in items}
         self.requests: list[list[tuple[str, str]]] = []
+        self.silent_from = silent_from  # from this turn on the reply is empty (a policy that says nothing)
         self._lock = threading.Lock()
 
     def reply(self, opening: str, turn: int) -> str:
+        if self.silent_from is not None and turn >= self.silent_from:
+            return ""
         [lesson] = [ius for question, ius in self.lessons.items() if question in opening]
         part = lesson[(turn - 1) * self.PER_TURN: turn * self.PER_TURN] or lesson[-1:]
         return " ".join(part)
@@ -106,14 +109,22 @@ class ExtractorDiesAfter:
         return await self.inner.generate(request)
 
 
-@pytest.fixture(scope="module")
-def tutor():
+def serve_tutor(scripted: ScriptedTutor):
     from ray_knowsim.llm.server import serve_app_in_thread
 
-    scripted = ScriptedTutor()
     with serve_app_in_thread(scripted.app()) as server:
         scripted.base_url = server.base_url
         yield scripted
+
+
+@pytest.fixture(scope="module")
+def tutor():
+    yield from serve_tutor(ScriptedTutor())
+
+
+@pytest.fixture
+def silent_tutor():
+    yield from serve_tutor(ScriptedTutor(silent_from=2))
 
 
 def run_verifiers(tutor, tmp_path, env_fields: dict, taskset: dict):
@@ -207,3 +218,17 @@ def test_an_episode_whose_extractor_dies_is_recorded_unscored_and_failed(tutor, 
     assert trace.info["knowsim"]["error"].startswith("extractor_") and not trace.info["knowsim"]["scored"]
     assert "gain_turn_1" in trace.metrics and "gain_turn_2" not in trace.metrics  # the scored turn is kept
     assert not episode.ok and "unscored" in episode.errors[-1].message
+
+
+def test_a_tutor_that_falls_silent_is_scored_on_the_turns_it_took(silent_tutor, tmp_path):
+    fields = {"max_turns": 3, "early_stop": "virtual"}
+    [episode] = run_verifiers(silent_tutor, tmp_path, fields,
+                              {"items": ["math/demo_math_01"], "levels": ["novice"], "seeds": [3]})
+    (trace,) = episode.traces
+    outcome = trace.info["knowsim"]
+    assert episode.ok and outcome["ended_by"] == "invalid_action" and "empty" in outcome["ended_detail"]
+    first = trace.assistant_messages[0].content
+    obs = replay({"task": "math", "item_id": "demo_math_01", "level": "novice", "seed": 3}, [first], **fields)
+    # the episode as the benchmark would score a session cut after its first turn: KG = that turn's gain
+    assert trace.rewards["kg"].score == obs[1].rewards.turn.gain == trace.metrics["gain_turn_1"] > 0
+    assert trace.metrics["turns"] == 1.0 and "gain_turn_2" not in trace.metrics
