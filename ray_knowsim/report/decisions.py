@@ -109,7 +109,8 @@ def _board_sections(verdicts: RunVerdicts, levels: tuple[str, ...] | None) -> tu
         return "", []
     lead = ("Per metric, the conditions ordered on the item win rate, the quantity the verdicts test: by mean item rank "
             "(1 + the sum of its losing shares, ties half), never against a significant verdict; a cycle of verdicts shares "
-            "one position. ★ = significantly beats every other condition. (The tables' ranks above are ranks of means.)")
+            "one position. ★ = significantly beats every other condition. (The results tables' positions and ★ come from these "
+            "same boards; the paper's mean rank, ranks of means, is apart in its own table.)")
     body = "".join(f"<tr><td>{e(t)}</td><td>{e(lv)}</td><td>{e(m)}</td><td>{e(o)}</td><td>{e(c)}</td></tr>" for t, lv, m, o, c in rows)
     h = (f'<section id="win-rate-leaderboard"><h2>Leaderboard on the item win rate</h2><p class="lead">{e(lead)}</p>'
          f"<table><thead><tr><th>task</th><th>level</th><th>metric</th><th>order</th><th></th></tr></thead><tbody>{body}</tbody></table></section>")

@@ -17,7 +17,7 @@ from ray_knowsim.report.conversation_html import CONVERSATION_CSS, conversation_
 from ray_knowsim.report.conversation_html import attrs as _attrs
 from ray_knowsim.compare.sentences import interval_text
 from ray_knowsim.report.metrics import fmt
-from ray_knowsim.report.tables import ALL_LEVELS_SCOPE, NO_POSITION_LEAD, POSITION_LEAD, coverage_note, has_positions, paper_rank_rows
+from ray_knowsim.report.tables import ALL_LEVELS_SCOPE, coverage_note, has_positions, paper_rank_rows, position_lead
 from ray_knowsim.stats.ranks import PAPER_MEAN_RANK_LABEL, PAPER_MEAN_RANK_NOTE
 from ray_knowsim.stats.coverage import MEASURED as COVERAGE
 from ray_knowsim.report.outcomes import CSS as OUTCOME_CSS
@@ -212,7 +212,7 @@ def marginal_html(c: ReportContent) -> str:
     """The level-marginalised table: per condition (in the run's order) each metric's mean, its 95 %
     item-clustered interval and (with verdicts) its position on the item win rate and ★; n with the
     failed sessions beside it. No rank of the mean here: it has its own table (:func:`paper_rank_html`)."""
-    positions = has_positions(c.per_level, c.marginal)
+    positions, in_levels = has_positions(c.per_level, c.marginal)
     rows = []
     for r in c.marginal:
         missing = r.missing_levels(c.summary.levels)
@@ -235,7 +235,7 @@ def marginal_html(c: ReportContent) -> str:
         '<section id="marginal"><h2>Level-marginalised results</h2>'
         '<p class="lead">Per condition, the unweighted mean of its level means (each level counts equally, '
         'whatever its number of conversations), below it its 95% interval clustered by item. '
-        f"{POSITION_LEAD if positions else NO_POSITION_LEAD}</p>"
+        f"{position_lead(positions, in_levels)}</p>"
         f'<table class="results" id="marginal-table"><thead><tr><th>Condition</th><th class="num">n</th>'
         f'{_metric_headers(c, positions)}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
         '<p class="note">† a level without data for this condition: its marginal averages the levels it has.</p></section>'
@@ -245,7 +245,7 @@ def marginal_html(c: ReportContent) -> str:
 def per_level_html(c: ReportContent) -> str:
     """One block per knowledge level: mean, 95 % item-clustered interval and (with verdicts) the
     position on the item win rate (#) and ★ per metric; n."""
-    positions = has_positions(c.per_level, c.marginal)
+    in_marginal, positions = has_positions(c.per_level, c.marginal)
     bodies = []
     for block in c.per_level:
         trs = []
@@ -275,7 +275,7 @@ def per_level_html(c: ReportContent) -> str:
         'standard error, Student t on items − 1 degrees of freedom: items, not conversations, are the sampled unit; no '
         'interval below 2 items). '
         "n = conversations in the cell (a metric's own n is shown when some values are missing). "
-        + (POSITION_LEAD.replace("Position", "# = position within the level", 1) if positions else NO_POSITION_LEAD) + "</p>"
+        + position_lead(positions, in_marginal).replace("Position", "# = position within the level", 1) + "</p>"
         + (f'<p class="note coverage-note">{e(note)}</p>' if (note := coverage_note(c.per_level)) else "") +
         f'<table class="results" id="per-level-table"><thead><tr><th>Level</th><th>Condition</th><th class="num">n</th>'
         f'{_metric_headers(c, False)}</tr></thead>{"".join(bodies)}</table></section>'

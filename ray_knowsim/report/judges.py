@@ -18,8 +18,9 @@ from scipy import stats
 
 METRIC = "iq"
 NOTE = ("Interaction Quality (1-10) of the same conversations under each judge. rho: Spearman over the sessions both "
-        "judged; tau: Kendall over the condition means; best: whether both judges rank the same condition first (–: a tie "
-        "or no scores). "
+        "judged; tau: Kendall over the condition means; highest mean: whether both judges give the same condition the "
+        "highest mean IQ (–: a tie or no scores) -- a description of means, not a verdict (the verdicts are on the item "
+        "win rate, above). "
         "A low tau means the ranking of conditions depends on the judge.")
 
 
@@ -109,7 +110,7 @@ def _rows(block: JudgeBlock) -> tuple[list[str], list[list[str]]]:
 
 def _agreement_line(block: JudgeBlock, a: Agreement) -> str:
     return (f"{a.score_set} vs {block.sets[0]}: rho {_num(a.rho)} over {a.n_sessions} sessions, "
-            f"tau {_num(a.tau)} over conditions, best condition {_same(a.same_best)}")
+            f"tau {_num(a.tau)} over conditions, highest mean IQ {_same(a.same_best)}")
 
 
 def judges_html(blocks: list[JudgeBlock]) -> list[str]:

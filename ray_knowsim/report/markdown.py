@@ -5,7 +5,7 @@ from __future__ import annotations
 from ray_knowsim.report.content import ReportContent
 from ray_knowsim.compare.sentences import interval_text
 from ray_knowsim.report.metrics import fmt
-from ray_knowsim.report.tables import NO_POSITION_LEAD, POSITION_LEAD, coverage_note, has_positions, paper_rank_rows
+from ray_knowsim.report.tables import coverage_note, has_positions, paper_rank_rows, position_lead
 from ray_knowsim.stats.ranks import PAPER_MEAN_RANK_LABEL, PAPER_MEAN_RANK_NOTE
 from ray_knowsim.report.outcomes import failed_note_markdown, flags_markdown, task_sections_markdown
 from ray_knowsim.report.plots import FM_LABELS, FM_ORDER
@@ -58,10 +58,9 @@ def render_markdown(c: ReportContent) -> str:
 def _results(c: ReportContent, deeper: str) -> list[str]:
     """One task's tables (``deeper`` adds a heading level under a task heading)."""
     out: list[str] = []
-    positions = has_positions(c.per_level, c.marginal)
-    lead = POSITION_LEAD if positions else NO_POSITION_LEAD
+    positions, in_levels = has_positions(c.per_level, c.marginal)
     out += [f"{deeper}## Level-marginalised results", "", "Unweighted mean of the level means"
-            + ("; the position on the item win rate in parentheses. " if positions else ". ") + _md(lead), ""]
+            + ("; the position on the item win rate in parentheses. " if positions else ". ") + _md(position_lead(positions, in_levels)), ""]
     heads = ["Condition", "n"] + [f"{s.label} {s.arrow}" for s in c.specs]
     out += [_row(heads), _row(["---"] + ["---:"] * (len(heads) - 1))]
     for r in c.marginal:
@@ -73,7 +72,7 @@ def _results(c: ReportContent, deeper: str) -> list[str]:
     out += ["", "† no data for at least one level: the marginal averages the levels present.", ""]
 
     out += [f"{deeper}## Results per knowledge level", "", "Mean [95% interval clustered by item: item-clustered SE, Student t on items − 1 df]"
-            + (" (#position within the level on the item win rate). " if positions else ". ") + _md(lead), ""]
+            + (" (#position within the level on the item win rate). " if in_levels else ". ") + _md(position_lead(in_levels, positions)), ""]
     heads = ["Level", "Condition", "n"] + [f"{s.label} {s.arrow}" for s in c.specs]
     out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
     for block in c.per_level:

@@ -143,16 +143,26 @@ def apply_verdicts(per_level: list[LevelBlock], marginal: list[MarginalRow], spe
             r.positions[s.key], r.best[s.key] = mark("all", s.column, r.condition)
 
 
-def has_positions(per_level: list[LevelBlock], marginal: list[MarginalRow]) -> bool:
-    """Positions exist only where verdicts do (:func:`apply_verdicts`)."""
-    return any(p is not None for r in marginal for p in r.positions.values()) or any(
-        cell.position is not None for b in per_level for r in b.rows for cell in r.cells.values())
+def has_positions(per_level: list[LevelBlock], marginal: list[MarginalRow]) -> tuple[bool, bool]:
+    """(the marginal table has positions, the per-level table has): positions exist only where
+    verdicts do (:func:`apply_verdicts`); an adaptive run decides per level, so its marginal has none."""
+    return (any(p is not None for r in marginal for p in r.positions.values()),
+            any(cell.position is not None for b in per_level for r in b.rows for cell in r.cells.values()))
+
+
+def position_lead(here: bool, elsewhere: bool) -> str:
+    """What a results table says about its positions: they are there, they are in the other table
+    (verdicts only per level, or only over all levels), or there are none on this page."""
+    return POSITION_LEAD if here else OTHER_TABLE_LEAD if elsewhere else NO_POSITION_LEAD
 
 
 POSITION_LEAD = ("Position = the condition's place on that metric's leaderboard on the item win rate, the quantity the verdicts "
                  "test (mean item rank, never against a significant verdict; a cycle of verdicts shares one position); "
                  "★ = significantly beats every other condition on that metric (see Verdicts). Rows are in the run's "
                  "condition order; the means and intervals describe and order nothing.")
+OTHER_TABLE_LEAD = ("No positions or ★ in this table: the run's verdicts are at the other table's scope (an adaptive run decides "
+                    "per level and metric), and the means and intervals here describe and order nothing. Rows are in the "
+                    "run's condition order.")
 NO_POSITION_LEAD = ("No positions or ★ here: they come from verdicts on the item win rate, and none were computed for this "
                     "page; the means and intervals describe and order nothing. Rows are in the run's condition order.")
 

@@ -48,7 +48,7 @@ def test_rendered_in_both_formats_and_absent_with_one_judge():
     blocks = judge_blocks(sessions(), "sim", ["sim", "j2"])
     md = "\n".join(judges_markdown(blocks))
     assert "## Judges" in md and "| A | 8.50 (n=2) | 7.50 (n=2) |" in md
-    assert "j2 vs sim: rho -0.44 over 6 sessions, tau -0.33 over conditions, best condition differs" in md
+    assert "j2 vs sim: rho -0.44 over 6 sessions, tau -0.33 over conditions, highest mean IQ differs" in md
     page = "".join(judges_html(blocks))
     assert 'id="judges"' in page and "<td>C</td>" in page
     assert judge_blocks(sessions(), "sim", ["sim"]) == []
@@ -63,4 +63,4 @@ def test_a_judge_that_gives_everyone_the_same_score_has_no_rank_agreement(recwar
     assert math.isnan(a.rho) and math.isnan(a.tau) and a.n_sessions == 7  # the failed session is left out
     assert a.same_best is None  # every condition ties for first
     assert not [w for w in recwarn if "constant" in str(w.message).lower()]
-    assert "rho – over 7 sessions, tau – over conditions, best condition –" in "\n".join(judges_markdown([block]))
+    assert "rho – over 7 sessions, tau – over conditions, highest mean IQ –" in "\n".join(judges_markdown([block]))

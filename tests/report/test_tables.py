@@ -139,3 +139,24 @@ def test_metric_choice_is_explicit():
     with pytest.raises(ValueError):
         metric_specs("middle")
     assert fmt(None, 3) == "–" and fmt(math.nan, 2) == "–" and fmt(0.12345, 3) == "0.123"
+
+
+def test_positions_and_stars_come_from_the_verdicts_boards_only():
+    """An adaptive run's verdicts are per level: its boards give the per-level cells positions and
+    the ★, the marginal none, and each table says where its positions are (or that there are none)."""
+    from ray_knowsim.report.tables import NO_POSITION_LEAD, OTHER_TABLE_LEAD, POSITION_LEAD, apply_verdicts, has_positions, position_lead
+    from ray_knowsim.stats.leaderboard import board
+
+    s = _summary_from(HAND_ROWS)
+    specs = metric_specs()
+    blocks, marg = per_level_table(s, specs), marginal_table(s, specs)
+    assert has_positions(blocks, marg) == (False, False) and position_lead(False, False) == NO_POSITION_LEAD
+    # B beats A on novices' KG although their KG means tie there (2.0 and 2.0): the position follows the verdict
+    apply_verdicts(blocks, marg, specs, {("novice", "kg"): board(["A", "B"], {("A", "B"): 0.2}, [("B", "A")])})
+    nov = {r.condition: r for r in next(b for b in blocks if b.level == "novice").rows}
+    assert (nov["B"].cells["kg"].position, nov["A"].cells["kg"].position) == (1, 2)
+    assert nov["B"].cells["kg"].best and not nov["A"].cells["kg"].best
+    assert nov["A"].cells["co"].position is None and not any(c.best for c in nov["B"].cells.values() if c is not nov["B"].cells["kg"])
+    assert all(p is None for r in marg for p in r.positions.values()) and not any(b for r in marg for b in r.best.values())
+    assert has_positions(blocks, marg) == (False, True)
+    assert position_lead(False, True) == OTHER_TABLE_LEAD and position_lead(True, True) == POSITION_LEAD
