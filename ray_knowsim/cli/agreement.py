@@ -7,7 +7,8 @@ different learner / extractor models, e.g. from one config with ``--set``:
     ray-knowsim run cfg.yaml --out runs/sim_b --set roles.user_sim.model=other --set roles.extractor.model=other
 
 Anything else that differs is refused, naming the difference. Writes to DIR: rank_agreement
-(Kendall tau of the condition means per task, level, metric, against the reference run),
+(Kendall tau of the conditions' mean item ranks -- the leaderboard's, on the verdicts' item win
+rate -- per task, level, metric, against the reference run, and the top of each),
 item_agreement (Krippendorff's alpha over item x condition cells), verdicts (compare's verdict
 under each simulator; holds_everywhere), extractor_agreement (Cohen's kappa, TPR/TNR of
 well_explained per IU, over exchanges that are the same text in both runs), audit (each run's
@@ -56,7 +57,7 @@ def main(args: argparse.Namespace) -> int:
     marg = rank[rank["knowledge_level"] == "all"] if len(rank) else rank
     for _, r in marg.iterrows():
         print(f"  {r['task']} {r['metric']}: tau {_f(r['tau'])} over {r['n_conditions']} conditions "
-              f"({r['run']}); best {r['best_run'] or 'tied'} vs {r['best_reference'] or 'tied'}")
+              f"({r['run']}, mean item ranks); top on the item win rate {r['top_run'] or 'tied'} vs {r['top_reference'] or 'tied'}")
     item = result.tables["item_agreement"]
     for _, r in (item[item["knowledge_level"] == "all"] if len(item) else item).iterrows():
         print(f"  {r['task']} {r['metric']}: Krippendorff alpha {_f(r['alpha'])} over {r['n_units']} item x condition cells")

@@ -4,9 +4,13 @@ levels, conditions, tutors, rules, seeds) that differ only in the learner and ex
 Written to ``--out DIR`` (Parquet + CSV each, and ``agreement.json``):
 
 * ``rank_agreement`` — per (task, level or "all", metric) and run: Kendall's tau-b between the
-  run's condition means and the reference run's, and whether both put the same condition first.
-  A condition's mean is the mean over items of its item means (level-marginal: of the item's
-  level means), over the items every run holds.
+  run's **mean item ranks** and the reference run's, and whether both put the same condition on top
+  (``top_run`` / ``top_reference`` / ``same_top``: the unique smallest mean item rank; descriptive,
+  no test). The mean item rank is the leaderboard's, on the quantity the verdicts test (issue 28:
+  one quantity; :func:`ray_knowsim.stats.ranks.mean_item_ranks` of the pairwise item win rates,
+  :func:`ray_knowsim.stats.winrate.win_counts`), over the item means (level-marginal: the mean of
+  the item's level means) of the items every run holds -- not condition means, which can order two
+  conditions against their verdict.
 * ``item_agreement`` — per (task, level, metric): Krippendorff's alpha (interval) with the runs
   as raters and (item, condition) cells as units, valued by the item mean.
 * ``verdicts`` — per paired row, compare's verdict (:func:`ray_knowsim.compare.paired.analyse`,
@@ -37,7 +41,8 @@ from ray_knowsim.compare.sensitivity import KEY, verdict_text
 from ray_knowsim.io.rundir import open_run
 from ray_knowsim.schema.states import level_order
 from ray_knowsim.stats.agreement import cohen_kappa, kendall_tau, krippendorff_alpha, rates
-from ray_knowsim.stats.ranks import higher_is_better
+from ray_knowsim.stats.ranks import TIE_DECIMALS, higher_is_better, mean_item_ranks
+from ray_knowsim.stats.winrate import win_counts
 
 TABLES = ("rank_agreement", "item_agreement", "verdicts", "extractor_agreement", "audit")
 POSITIVE = "well_explained"
@@ -100,7 +105,6 @@ def rank_and_item_tables(runs: dict[str, pd.DataFrame], reference: str, conditio
         means = {label: item_means(s, metric) for label, s in runs.items() if metric in s.columns}
         if reference not in means:
             continue
-        sign = 1.0 if higher_is_better(metric) else -1.0
         for task in sorted(ref["task"].unique()):
             for level in _scopes(ref, task):
                 wide = {label: m[(m["task"] == task) & (m["knowledge_level"] == level)].pivot(index="item_id", columns="condition", values=metric)
@@ -108,17 +112,17 @@ def rank_and_item_tables(runs: dict[str, pd.DataFrame], reference: str, conditio
                 common = sorted(set.intersection(*(set(w.index) for w in wide.values())))
                 if not common:
                     continue
-                cond_means = {label: w.reindex(index=common, columns=list(conditions)).mean(axis=0) for label, w in wide.items()}
-                r = cond_means[reference]
-                best_ref = _best(r, sign)
-                for label, c in cond_means.items():
+                ranked = {label: _mean_item_ranks(w.reindex(index=common, columns=list(conditions)), metric) for label, w in wide.items()}
+                r = ranked[reference]
+                top_ref = _top(r)
+                for label, c in ranked.items():
                     if label == reference:
                         continue
                     ranks.append({"task": task, "knowledge_level": level, "metric": metric, "run": label, "reference": reference,
                                   "n_items": len(common), "n_conditions": int(c.notna().sum()),
                                   "tau": kendall_tau(list(r.values), list(c.values)),
-                                  "best_reference": best_ref, "best_run": _best(c, sign),
-                                  "same_best": best_ref is not None and best_ref == _best(c, sign)})
+                                  "top_reference": top_ref, "top_run": _top(c),
+                                  "same_top": top_ref is not None and top_ref == _top(c)})
                 units = [w.reindex(index=common, columns=list(conditions)).to_numpy(dtype=float).ravel() for w in wide.values()]
                 items.append({"task": task, "knowledge_level": level, "metric": metric, "n_runs": len(units),
                               "n_units": int(np.isfinite(np.vstack(units)).any(axis=0).sum()),
@@ -126,11 +130,23 @@ def rank_and_item_tables(runs: dict[str, pd.DataFrame], reference: str, conditio
     return pd.DataFrame(ranks), pd.DataFrame(items)
 
 
-def _best(means: pd.Series, sign: float) -> str | None:
-    m = (means * sign).dropna()
+def _mean_item_ranks(wide: pd.DataFrame, metric: str) -> pd.Series:
+    """Per condition (a column of item means) its mean item rank among the conditions with data
+    (NaN for one without): the leaderboard's Borda count of the pairwise item win rates."""
+    present = [c for c in wide.columns if wide[c].notna().any()]
+    hib = higher_is_better(metric)
+    theta = {(a, b): win_counts(wide[a].to_numpy(dtype=float), wide[b].to_numpy(dtype=float), hib).win_rate
+             for k, a in enumerate(present) for b in present[k + 1:]}
+    mir = mean_item_ranks(present, theta)
+    return pd.Series({c: mir.get(c, np.nan) for c in wide.columns}, dtype=float)
+
+
+def _top(mir: pd.Series) -> str | None:
+    """The condition with the smallest mean item rank; None when there is none or the top is tied."""
+    m = mir.dropna().round(TIE_DECIMALS)
     if m.empty:
         return None
-    top = m[m == m.max()]
+    top = m[m == m.min()]
     return str(top.index[0]) if len(top) == 1 else None
 
 
