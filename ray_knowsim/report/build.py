@@ -177,9 +177,10 @@ def simulator_audit(run: RunReader, scores: RunScores) -> AuditSection:
     from ray_knowsim.compare.pipeline import default_metrics
     from ray_knowsim.compare.runs import load_runs
 
-    from ray_knowsim.score.review import read_review_agreement
+    from ray_knowsim.score.review import review_agreement
 
-    section = AuditSection(audit_run(run), review=read_review_agreement(run.root))
+    audit = audit_run(run)
+    section = AuditSection(audit, review=review_agreement(run, audit))  # computed now: the run may have grown since `score`
     try:
         loaded = load_runs([run.root], reader=run, scores=scores)[0]
     except (RunDirError, ValueError, KeyError) as exc:

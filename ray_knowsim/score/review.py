@@ -10,8 +10,9 @@ one implementation). Kinds only the review knows are counted, with no agreement 
 sessions the review judged without an error and the audit audited are compared; the rest are
 counted in ``n_not_compared``.
 
-Written to ``RUN_DIR/tables/review_agreement.{parquet,csv}`` (a ``score_set`` column; a set's
-rows are replaced when it is compared again).
+Written to ``RUN_DIR/tables/review_agreement.{parquet,csv}`` by ``score`` (a ``score_set`` column; a
+set's rows are replaced when it is compared again); the report computes it afresh
+(:func:`review_agreement`), so a run extended since its review is compared as it is now.
 """
 
 from __future__ import annotations
@@ -81,22 +82,43 @@ def review_findings(scores: pd.DataFrame) -> tuple[dict[str, list[dict[str, Any]
     return out, failed
 
 
+def review_sets(run_root: str | Path) -> list[str]:
+    """The run's score sets that hold a simulator review (their judge.json lists it)."""
+    from ray_knowsim.score.store import ScoreDir, score_names
+
+    return [n for n in score_names(run_root) if "simulator_review" in (ScoreDir(run_root, n).info().get("judges") or [])]
+
+
+def set_agreement(reader: Any, audit: Any, score_set: str) -> pd.DataFrame:
+    """Score set ``score_set``'s review against ``audit`` (audit.run.RunAudit of the same reader),
+    over the sessions the run counts now."""
+    from ray_knowsim.score.store import ScoreDir, counted_sessions
+
+    scores = ScoreDir(reader.root, score_set).read(counted_sessions(reader)).to_pandas()
+    findings, failed = review_findings(scores)
+    audited = set(audit.sessions["session_id"]) if not audit.sessions.empty else set()
+    ids = [s for s in findings if s in audited]
+    not_compared = len(failed) + len(set(findings) - audited) + len(audited - set(findings) - set(failed))
+    return agreement_table(ids, audit.flags, findings, score_set=score_set, not_compared=not_compared)
+
+
+def review_agreement(reader: Any, audit: Any) -> pd.DataFrame | None:
+    """Every review score set of the run against ``audit``, computed now (None: no review)."""
+    sets = review_sets(reader.root)
+    if not sets:
+        return None
+    return pd.concat([set_agreement(reader, audit, n) for n in sets], ignore_index=True)
+
+
 def run_review_agreement(run_root: str | Path, score_set: str, reader: Any = None) -> pd.DataFrame:
     """The agreement of score set ``score_set``'s review with the run's audit, written to
     ``tables/review_agreement``; returns this set's rows."""
     from ray_knowsim.audit.run import audit_run
     from ray_knowsim.io.rundir import RunReader
-    from ray_knowsim.score.store import ScoreDir, counted_sessions
 
     root = Path(run_root)
     reader = reader or RunReader.open(root)
-    audit = audit_run(reader)
-    scores = ScoreDir(root, score_set).read(counted_sessions(reader)).to_pandas()
-    findings, failed = review_findings(scores)
-    audited = set(audit.sessions["session_id"]) if not audit.sessions.empty else set()
-    ids = [s for s in findings if s in audited]
-    table = agreement_table(ids, audit.flags, findings, score_set=score_set,
-                            not_compared=len(failed) + len(set(findings) - audited) + len(audited - set(findings) - set(failed)))
+    table = set_agreement(reader, audit_run(reader), score_set)
     tables = root / "tables"
     tables.mkdir(parents=True, exist_ok=True)
     path = tables / "review_agreement.parquet"
@@ -107,10 +129,5 @@ def run_review_agreement(run_root: str | Path, score_set: str, reader: Any = Non
     return table
 
 
-def read_review_agreement(run_root: str | Path) -> pd.DataFrame | None:
-    """The run's written review agreement (every score set's), or None when no review was compared."""
-    path = Path(run_root) / "tables" / "review_agreement.parquet"
-    return pd.read_parquet(path) if path.is_file() else None
-
-
-__all__ = ["COLUMNS", "agreement_table", "read_review_agreement", "review_findings", "run_review_agreement"]
+__all__ = ["COLUMNS", "agreement_table", "review_agreement", "review_findings", "review_sets",
+           "run_review_agreement", "set_agreement"]

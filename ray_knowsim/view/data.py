@@ -473,10 +473,11 @@ class Files:
             import json
 
             from ray_knowsim.io.rundir import RunReader
-            from ray_knowsim.score.store import ScoreDir, counted_sessions, score_names
+            from ray_knowsim.score.review import review_sets
+            from ray_knowsim.score.store import ScoreDir, counted_sessions
 
             root = self.require(run_dir)
-            sets = [n for n in score_names(root) if "simulator_review" in (ScoreDir(root, n).info().get("judges") or [])]
+            sets = review_sets(root)
             out: dict[str, list[tuple[str, list[dict[str, Any]]]]] = {}
             if not sets:
                 return out
