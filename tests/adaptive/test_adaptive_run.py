@@ -117,6 +117,25 @@ def test_report_shows_the_trace_and_compare_reads_the_runs(planted, tmp_path):
     assert f"{out.record.sessions_run:,} of the fixed design's {out.record.sessions_fixed:,} sessions" in md
     # the run's own sequential verdicts, never a fixed-sample re-test of the data it stopped collecting
     assert "## Verdicts of the adaptive run (its own sequential tests)" in md and "## Who beats whom" not in md
+    # the results tables' positions and ★ are the run's own decisions, per level (the marginal has none and says so)
+    from ray_knowsim.report.tables import OTHER_TABLE_LEAD
+
+    assert OTHER_TABLE_LEAD in md
+    winners = {(d.knowledge_level, d.metric): d.winner for d in out.record.decisions if d.decided and d.winner}
+    assert winners
+    column = {"kg": 0, "dc": 1, "co": 2, "iq": 3}  # the report's metric order
+    level, checked = None, 0
+    for line in md[md.index("## Results per knowledge level"): md.index("## The paper's mean rank")].splitlines():
+        if not line.startswith("| ") or line.startswith(("| Level", "| ---")):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        level, cond = cells[0] or level, cells[1]
+        for (lv, metric), winner in winners.items():
+            if lv == level:
+                cell = cells[3 + column[metric]]
+                assert ("★" in cell) == (cond == winner) and cell.endswith("(#1)" if cond == winner else "(#2)"), (lv, metric, line)
+                checked += 1
+    assert checked == 2 * len(winners)
     res = compare_runs([adaptive], tmp_path / "cmp-adaptive")
     assert "is an adaptive run" in (tmp_path / "cmp-adaptive" / "leaderboard.html").read_text()
     assert len(res.tables["paired"]) and (res.tables["paired"]["n_items"] <= out.record.sessions_run // 6).all()
