@@ -7,17 +7,27 @@ ROOT="$_rk_root"
 VENV="${RAY_KNOWSIM_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3.11}"
 command -v "$PY" >/dev/null 2>&1 || PY=python3
-STAMP="$VENV/.ray_knowsim_installed"
+STAMP="$VENV/.ray_knowsim_installed"  # holds the extras installed (comma-separated)
+# The extras the caller needs: RAY_KNOWSIM_EXTRAS (set by the entry scripts: demo.sh none, test.sh
+# the test tools and the RL adapters' real libraries); by hand, unset: the test tools.
+_rk_want="${RAY_KNOWSIM_EXTRAS-dev}"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV" || { echo "scripts/_venv.sh: could not create $VENV with $PY" >&2; return 1; }
 fi
-# Reinstall only when pyproject changed since the last install.
-if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
+# Reinstall only when pyproject changed since the last install or an extra asked for is missing;
+# what was installed before stays (the union is installed), so demo.sh after test.sh installs nothing.
+_rk_have="$(cat "$STAMP" 2>/dev/null || true)"
+_rk_all="$_rk_have"
+for _rk_e in ${_rk_want//,/ }; do
+  case ",$_rk_all," in *",$_rk_e,"*) ;; *) _rk_all="${_rk_all:+$_rk_all,}$_rk_e" ;; esac
+done
+if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ] || [ "$_rk_all" != "$_rk_have" ]; then
   { "$VENV/bin/python" -m pip install -q --upgrade pip \
-      && "$VENV/bin/python" -m pip install -q -e "$ROOT[dev,training,verifiers]"; } \
-    || { echo "scripts/_venv.sh: installing the project into $VENV failed" >&2; return 1; }  # training, verifiers: the RL adapters' real libraries, for their tests
-  touch "$STAMP"
+      && "$VENV/bin/python" -m pip install -q -e "$ROOT${_rk_all:+[$_rk_all]}"; } \
+    || { echo "scripts/_venv.sh: installing the project into $VENV failed" >&2; return 1; }
+  printf '%s\n' "$_rk_all" > "$STAMP"
 fi
+unset _rk_want _rk_have _rk_all _rk_e
 unset _rk_root
 export PATH="$VENV/bin:$PATH"
 export NUMBA_CACHE_DIR="${NUMBA_CACHE_DIR:-$ROOT/.numba_cache}"

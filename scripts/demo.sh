@@ -6,5 +6,6 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+RAY_KNOWSIM_EXTRAS="${RAY_KNOWSIM_EXTRAS-}"  # the demo needs the package alone
 source scripts/_venv.sh
 exec ray-knowsim run configs/demo.yaml "$@"

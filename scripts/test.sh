@@ -14,6 +14,8 @@ set -euo pipefail
 trap 'echo "scripts/test.sh: interrupted; nothing after this step ran" >&2; exit 130' INT
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+# the test tools, and the RL adapters' real libraries (openenv-core, verifiers) their tests drive
+RAY_KNOWSIM_EXTRAS="${RAY_KNOWSIM_EXTRAS-dev,training,verifiers}"
 source scripts/_venv.sh
 
 # Tests only the full suite runs: a separate Ray cluster, a built or installed wheel, a real model,

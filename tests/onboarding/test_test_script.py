@@ -109,7 +109,7 @@ def test_sourcing_venv_leaves_the_callers_shell_options_as_they_were(tmp_path):
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to(shutil.which("python3") or "/usr/bin/python3")
-    (venv / ".ray_knowsim_installed").touch()  # newer than pyproject.toml: nothing to install
+    (venv / ".ray_knowsim_installed").write_text("dev\n")  # the extras asked for, newer than pyproject.toml: nothing to install
     os.utime(venv / ".ray_knowsim_installed", (time.time() + 60, time.time() + 60))
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["same-options", "still-here"], done.stdout + done.stderr
