@@ -16,10 +16,13 @@ from ray_knowsim.schema.failures import error_kind, error_text
 from ray_knowsim.report.conversation_html import conversation_article, legend
 from ray_knowsim.report.explain import ConversationView
 from ray_knowsim.report.metrics import metric_specs
+from ray_knowsim.stats.ranks import PAPER_MEAN_RANK_LABEL
 from ray_knowsim.view.discover import Entry, RunInfo
 from ray_knowsim.view.html import e, fmt_value, href, page, status_badge, table
 from ray_knowsim.view.query import EQUALS, RANGES, SORTABLE, Page, SessionQuery
 
+#: what a raw table is, where its name alone could read as a verdict (tables/ranks orders conditions by means)
+RAW_TABLE_NOTES = {"ranks": f": {PAPER_MEAN_RANK_LABEL}, per metric and its mean; not a verdict"}
 SPECS = metric_specs("final", "kg")
 #: the list's columns: (header, row key, numeric)
 LIST_COLUMNS: tuple[tuple[str, str, bool], ...] = (
@@ -132,7 +135,8 @@ def overview(info: RunInfo, banner: str | None, counts: dict[str, dict[str, int]
     if audit is not None:
         body.append(audit_section(info, audit))
     if tables:
-        parts = "".join(f'<details><summary><h3 id="table-{e(name)}">{e(name)}</h3></summary>{html}</details>' for name, html in tables)
+        parts = "".join(f'<details><summary><h3 id="table-{e(name)}">{e(name)}{e(RAW_TABLE_NOTES.get(name, ""))}</h3></summary>{html}</details>'
+                        for name, html in tables)
         body.append(f'<section id="tables"><h2>Raw tables</h2><p class="lead">RUN_DIR/tables/ as the run wrote them, every column '
                     f"(bounds, n and items per metric, the early-stop variants, cost); each opens on a click.</p>{parts}</section>")
     if estimate:

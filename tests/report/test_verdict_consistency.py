@@ -70,6 +70,9 @@ def outputs(tmp_path_factory):
     run = committed_run(root / "runs", "planted", n_sessions=N_ITEMS * 6, max_turns=2, seed=3, edit=planted,
                         conditions={A: (2.5, 0.75, 0.8), B: (2.5, 0.75, 0.8)})
     report = build_report(run, root / "report", ReportOptions(sample=0))
+    (run / "tables").mkdir()  # the run's tables/ranks as the reduction writes it: the paper's mean rank, B first
+    pd.DataFrame({"task": ["math"] * 2, "scope": ["marginal"] * 2, "condition": [B, A], "rank_kg": [1.0, 2.0],
+                  "mean_rank": [1.0, 1.25]}).to_parquet(run / "tables" / "ranks.parquet", index=False)
     compare_runs([run], root / "cmp")
     state = ViewState(Files([root]))
     ready, started, stop = [], threading.Event(), threading.Event()
@@ -192,3 +195,5 @@ def test_the_viewer_pages_never_order_or_star_against_the_verdict(outputs):
     assert "num best" not in shown and "data-position" not in shown
     assert all(o == [A, B] for o in _row_orders(shown))
     assert html.escape(PAPER_MEAN_RANK_NOTE, quote=True) in run_page
+    raw = re.search(r'<h3 id="table-ranks">(.*?)</h3>', run_page).group(1)  # the raw tables/ranks, folded, named for what it is
+    assert html.escape(PAPER_MEAN_RANK_LABEL, quote=True) in raw and "not a verdict" in raw
