@@ -22,9 +22,10 @@ from typing import Any
 import pandas as pd
 
 from ray_knowsim.adaptive.observe import ROW_KEYS, scheduled
-from ray_knowsim.adaptive.rounds import (Schedule, drive, failure_gap_records, procedure_for, record, select, spec_changes,
-                                         spec_of)
+from ray_knowsim.adaptive.rounds import (Schedule, drive, failure_gap_records, keep_recorded_design, procedure_for, record,
+                                         select, spec_changes, spec_of)
 from ray_knowsim.engine.config import RunConfig
+from ray_knowsim.engine.config.adaptive import AdaptiveConfig
 from ray_knowsim.engine.plan import session_id
 from ray_knowsim.engine.runner import RunError, prepare, ray_options, ray_session, run, write_run_tables
 from ray_knowsim.io.decisions import read_decisions, write_decisions
@@ -102,6 +103,17 @@ def _outcomes(run_dir: Path, config_hash: str) -> pd.DataFrame:
     return table.to_pandas()
 
 
+def recorded_design(run_dir: Path, ad: AdaptiveConfig) -> AdaptiveConfig:
+    """On resume, the design recorded in decisions.json for what the config leaves to defaults
+    (:func:`ray_knowsim.adaptive.rounds.keep_recorded_design`); unchanged for a fresh run or an
+    unreadable record (which :func:`locked_spec` refuses with the reason)."""
+    try:
+        old = read_decisions(run_dir)
+    except ValueError:
+        return ad
+    return ad if old is None else keep_recorded_design(ad, old.spec)
+
+
 def locked_spec(run_dir: Path, spec: dict) -> None:
     """Refuse to resume (or replay into) a run directory whose decisions.json was decided with
     another spec: a changed alpha, metric or rule after seeing results would void the error control."""
@@ -155,6 +167,7 @@ def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Pa
         raise RunError(f"adaptive.conditions: {unknown} are not conditions of the config ({all_conditions})")
     tasks = list(inputs.items)
     trials = ad.round.trials or cfg.trials
+    ad = recorded_design(run_dir.root, ad)
     spec = spec_of(ad, conditions, trials)
     locked_spec(run_dir.root, spec)
     schedule = Schedule.of({t: [it.id for it in inputs.items[t]] for t in tasks}, cfg.seed, ad.round.items,

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ray_knowsim.adaptive.observe import ROW_KEYS, pair_counts
 from ray_knowsim.adaptive.schedule import item_order, round_items
-from ray_knowsim.engine.config.adaptive import AdaptiveConfig
+from ray_knowsim.engine.config.adaptive import AdaptiveConfig, DesignConfig
 from ray_knowsim.schema.decisions import DecisionRecord, DecisionsFile, FailureGap, PairRecord, RoundRecord, Spend
 from ray_knowsim.stats.adaptive import Design, Procedure
 from ray_knowsim.stats.group_sequential import Spending
@@ -36,6 +36,18 @@ def spec_of(ad: AdaptiveConfig, conditions: Sequence[str], trials: int) -> dict[
     return spec
 
 
+def keep_recorded_design(ad: AdaptiveConfig, recorded: dict[str, Any] | None) -> AdaptiveConfig:
+    """The section a resume decides with: the ``design`` fields the config leaves to their defaults
+    take the values recorded at round 1, so a run started under an older default keeps its design
+    (a field the config names and that differs is still refused, by :func:`spec_changes`)."""
+    rec = (recorded or {}).get("design")
+    if not isinstance(rec, dict):
+        return ad
+    named = ad.design.model_fields_set if "design" in ad.model_fields_set else set()
+    design = DesignConfig.model_validate({**rec, **ad.design.model_dump(mode="json", include=set(named))})
+    return ad.model_copy(update={"design": design})
+
+
 def spec_changes(locked: dict[str, Any], now: dict[str, Any], prefix: str = "") -> list[str]:
     """Dotted names of the fields that differ between two specs."""
     out = []
@@ -50,7 +62,7 @@ def spec_changes(locked: dict[str, Any], now: dict[str, Any], prefix: str = "") 
 
 
 def procedure_for(ad: AdaptiveConfig, tasks: Sequence[str], levels: Sequence[str], conditions: Sequence[str]) -> Procedure:
-    design = Design(ad.design.kind, Spending(ad.design.spending, ad.design.gamma))
+    design = Design(ad.design.kind, Spending(ad.design.spending, ad.design.gamma), ad.design.in_play)
     return Procedure.build(tasks, levels, list(ad.metrics), conditions, ad.decide, ad.alpha, ad.effect, design, ad.family)
 
 
@@ -181,5 +193,6 @@ def select(rows: pd.DataFrame, wanted: set[Session]) -> pd.DataFrame:
     return rows[mask]
 
 
-__all__ = ["Schedule", "Session", "decision_records", "drive", "failure_gap_records", "procedure_for", "record", "select",
+__all__ = ["Schedule", "Session", "decision_records", "drive", "failure_gap_records", "keep_recorded_design", "procedure_for",
+           "record", "select",
            "spec_changes", "spec_of"]

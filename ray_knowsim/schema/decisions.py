@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
+
+#: design fields added after format 2 was first written, with the value every record before them
+#: ran under: a run keeps replaying and resuming with the design it recorded
+RECORDED_DESIGN_DEFAULTS: dict[str, Any] = {"in_play": "candidates"}
 
 
 class Spend(BaseModel):
@@ -99,5 +103,16 @@ class DecisionsFile(BaseModel):
     rounds: list[RoundRecord]
     failure_gaps: list[FailureGap] = []  # pairs whose failure rates differ (their verdicts may be biased)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_design(cls, data: Any) -> Any:
+        """A spec recorded before a design field existed ran under that field's old value."""
+        if isinstance(data, dict) and isinstance(data.get("spec"), dict) and isinstance(data["spec"].get("design"), dict):
+            design = data["spec"]["design"]
+            missing = {k: v for k, v in RECORDED_DESIGN_DEFAULTS.items() if k not in design}
+            if missing:
+                data = {**data, "spec": {**data["spec"], "design": {**design, **missing}}}
+        return data
 
-__all__ = ["DecisionRecord", "DecisionsFile", "FailureGap", "PairRecord", "RoundRecord", "Spend"]
+
+__all__ = ["RECORDED_DESIGN_DEFAULTS", "DecisionRecord", "DecisionsFile", "FailureGap", "PairRecord", "RoundRecord", "Spend"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Mapping, Sequence
 
-from ray_knowsim.stats.decide import Decision, Kind, Pair, PairVerdict, family_size
+from ray_knowsim.stats.decide import DEFAULT_PLAY, Decision, Kind, Pair, PairVerdict, PlayRule, family_size
 from ray_knowsim.stats.group_sequential import PairSequence, Spending
 from ray_knowsim.stats.multiplicity import ClosedResult, holm_closure
 from ray_knowsim.stats.ranks import higher_is_better
@@ -39,6 +39,7 @@ FamilyKind = Literal["run", "decision"]
 class Design:
     kind: DesignKind = "group_sequential"
     spending: Spending = field(default_factory=Spending)
+    in_play: PlayRule = DEFAULT_PLAY  # best: which conditions keep running (stats.decide)
 
     def sequence(self) -> PairSequence | AnytimeSequence:
         return PairSequence(self.spending) if self.kind == "group_sequential" else AnytimeSequence()
@@ -52,8 +53,10 @@ class Design:
                     "boundaries)")
         else:
             test = "anytime-valid Beta(1/2, 1/2) mixture (Krichevsky-Trofimov) confidence sequence"
+        play = ("every condition with an unresolved pair stays in play" if self.in_play == "open_pairs"
+                else "the candidates and the conditions with an open pair with one stay in play")
         return (f"per pair, the item win rate (wins vs losses over matched items, ties counted); {test}; {fam}, "
-                f"alpha {alpha:g}; decided pairs stay decided")
+                f"alpha {alpha:g}; decided pairs stay decided; {play}")
 
 
 @dataclass
@@ -75,9 +78,10 @@ class Procedure:
     def build(cls, tasks: Sequence[str], levels: Sequence[str], metrics: Sequence[str], conditions: Sequence[str],
               kind: Kind, alpha: float, effect: float | None = None, design: Design | None = None,
               family: FamilyKind = "run") -> "Procedure":
-        decisions = [Decision(t, lv, m, kind, list(conditions), higher_is_better(m), effect)
+        design = design or Design()
+        decisions = [Decision(t, lv, m, kind, list(conditions), higher_is_better(m), effect, play=design.in_play)
                      for t in tasks for lv in levels for m in metrics]
-        return cls(decisions, alpha, design or Design(), family)
+        return cls(decisions, alpha, design, family)
 
     @property
     def family_size(self) -> int:
@@ -153,9 +157,9 @@ class Procedure:
         """What the fixed design decides from the whole pool's counts with the same decision rule
         and family: one look at t = 1 (the exact sign test), Holm over the family (or Bonferroni,
         compare's adjustment). Returns a new procedure; this one is left as it is."""
-        out = Procedure([Decision(d.task, d.level, d.metric, d.kind, list(d.conditions), d.higher_is_better, d.effect)
-                         for d in self.decisions], self.alpha, Design("group_sequential", self.design.spending),
-                        self.family, multiplicity)
+        out = Procedure([Decision(d.task, d.level, d.metric, d.kind, list(d.conditions), d.higher_is_better, d.effect,
+                                  play=d.play) for d in self.decisions], self.alpha,
+                        Design("group_sequential", self.design.spending, self.design.in_play), self.family, multiplicity)
         out.look(counts, {d.task: 1.0 for d in out.decisions}, 1)
         return out
 

@@ -8,8 +8,13 @@ better; -1: the second; 0: undecided) and whether it was shown within 1/2 +- ``e
 * ``best`` -- decided with a **winner** when one condition significantly beats EVERY other
   condition directly; decided with **no winner** when every condition is beaten by some other
   (then the beats contain a cycle, which the decision names: a winner by transitivity would be a
-  claim no test made). A condition stays in play while it can still win (no one beats it) or
-  while its comparison with a condition that can still win is unresolved.
+  claim no test made). Which conditions keep running (``play``, :data:`PlayRule`):
+  ``open_pairs`` (default): while the decision is open, every condition with an unresolved pair
+  -- under Holm's closure every rejection passes its alpha on, so a pair among beaten conditions
+  still helps decide the winner's pairs; a condition leaves play once all its pairs are resolved;
+  ``candidates`` (the design before): a condition that can still win (no one beats it), or whose
+  comparison with one is unresolved -- cheaper, but the pairs it stops (say the two weakest) are
+  never rejected and their share of alpha never reaches the pair that decides the winner.
 * ``ranking`` -- decided when every pair is resolved; ``order`` is the strict order of the beats,
   or None with the ``cycle`` named when they are intransitive.
 * ``pairs`` -- decided when every pair is resolved or shown smaller than the effect.
@@ -23,6 +28,8 @@ from typing import Literal, Sequence
 
 Kind = Literal["best", "ranking", "pairs"]
 Pair = tuple[str, str]
+PlayRule = Literal["open_pairs", "candidates"]
+DEFAULT_PLAY: PlayRule = "open_pairs"
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class Decision:
     winner: str | None = None
     order: list[str] | None = None
     cycle: list[str] | None = None  # a cycle of significant beats (no winner / no order)
+    play: PlayRule = DEFAULT_PLAY  # best: which conditions keep running (module docstring)
 
     @property
     def pairs(self) -> list[Pair]:
@@ -85,7 +93,7 @@ class Decision:
         """The conditions this decision still needs sessions of."""
         if self.decided:
             return set()
-        if self.kind == "best":
+        if self.kind == "best" and self.play == "candidates":
             cands = set(self.candidates())
             need = set(cands)
             for a, b in self.pairs:
@@ -171,4 +179,4 @@ def family_size(decisions: Sequence[Decision]) -> int:
     return sum(len(d.pairs) for d in decisions)
 
 
-__all__ = ["Decision", "Kind", "Pair", "PairVerdict", "family_size", "find_cycle", "strict_order"]
+__all__ = ["DEFAULT_PLAY", "Decision", "Kind", "Pair", "PairVerdict", "PlayRule", "family_size", "find_cycle", "strict_order"]

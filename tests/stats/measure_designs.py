@@ -1,35 +1,75 @@
 """The figures of docs/adaptive.md: decisions made and sessions used by each design on planted
-populations (statistics only). Run: ``python -m tests.stats.measure_designs [REPS]``.
+populations, and the error of the default design under A/A, partial nulls and a win-rate cycle
+(statistics only, no model calls). Run: ``python -m tests.stats.measure_designs [REPS]``
+(REPS benchmarks per design on the best-of-4, common random numbers across designs; the error
+checks use max(REPS, 1000)). Prints markdown rows; Monte-Carlo standard errors in brackets.
 
-Designs: the exact group-sequential sign test (HSD gamma -4, and the Lan-DeMets Pocock type),
-the anytime Krichevsky-Trofimov sequence, the fixed exact sign test (Holm closure, and Bonferroni
-as compare adjusts), and a fixed mean-difference design (paired t-test on item differences, Holm).
+Designs: the default (exact group-sequential sign test, HSD gamma -6, every condition with an
+unresolved pair in play); the design before it (HSD -4, only the candidates and their open pairs
+in play); variants of spending and of what stays in play; candidate "final look" (a pair that can
+get no more items is given its final analysis, t = 1, at once: an experiment, kept here because its
+look time depends on correlated data and so is not exact); the anytime Krichevsky-Trofimov
+sequence; the fixed exact sign test (Holm closure, and Bonferroni as compare adjusted before); a
+fixed mean-difference design (paired t-test on item differences, Holm).
 """
 
 from __future__ import annotations
 
+import math
 import sys
+import time
 from itertools import combinations
 
 import numpy as np
 from scipy import stats as st
 
-from ray_knowsim.stats.adaptive import Design
+from ray_knowsim.stats.adaptive import Design, Procedure
 from ray_knowsim.stats.decide import Decision, PairVerdict
 from ray_knowsim.stats.group_sequential import Spending
 from ray_knowsim.stats.multiplicity import holm_closure
-from tests.stats.simulate import cycle3, null_discrete, run_once, shifted_normals
+from tests.stats.simulate import cycle3, normals, null_discrete, run_once, shifted_normals
 
-DESIGNS = {
-    "group-sequential sign, HSD(-4)": Design("group_sequential", Spending("hsd", -4.0)),
-    "group-sequential sign, Pocock type": Design("group_sequential", Spending("pocock")),
-    "anytime KT sequence": Design("anytime"),
+GS = "group_sequential"
+
+
+class FinalLook(Procedure):
+    """Candidate (a): a pair whose conditions are no longer both in play gets its final look
+    (information time 1: all of its remaining alpha) at once, so the closure may pass it on."""
+
+    def look(self, counts, times, round_no):
+        left = super().look(counts, times, round_no)
+        while True:
+            play = self.in_play()
+            final = [k for k, seq in self.sequences.items() if k not in self.rejected and seq.looks
+                     and seq.looks[-1].t < 1.0 and not set(k[1]) <= play.get((self.decisions[k[0]].task,
+                                                                               self.decisions[k[0]].level), set())]
+            if not final:
+                return left
+            for k in final:
+                c = self.counts[k]
+                self.sequences[k].add(1.0, c.decisive, c.wins)
+            for i, gone in self._decide(round_no).items():
+                left.setdefault(i, []).extend(gone)
+
+
+DESIGNS: dict[str, tuple[Design, type[Procedure]]] = {
+    "**default**: HSD(−6), every condition with an open pair in play": (Design(GS, Spending("hsd", -6.0), "open_pairs"), Procedure),
+    "before: HSD(−4), candidates (and their open pairs) in play": (Design(GS, Spending("hsd", -4.0), "candidates"), Procedure),
+    "HSD(−4), open pairs in play": (Design(GS, Spending("hsd", -4.0), "open_pairs"), Procedure),
+    "HSD(−8), open pairs in play": (Design(GS, Spending("hsd", -8.0), "open_pairs"), Procedure),
+    "HSD(−6), candidates in play": (Design(GS, Spending("hsd", -6.0), "candidates"), Procedure),
+    "candidate (a): HSD(−4), candidates, final look on leaving play (not exact)": (Design(GS, Spending("hsd", -4.0), "candidates"), FinalLook),
+    "Lan–DeMets Pocock type, open pairs in play": (Design(GS, Spending("pocock"), "open_pairs"), Procedure),
+    "anytime KT sequence, open pairs in play": (Design("anytime"), Procedure),
 }
 
 
-def t_design(draw, names, rng, pool=100, alpha=0.05) -> int:
+def se(p: float, n: int) -> float:
+    return math.sqrt(max(p * (1 - p), 1e-12) / n)
+
+
+def t_design(x: np.ndarray, names, alpha=0.05) -> int:
     """Fixed mean-difference design: paired t over the pool's item differences, Holm closure."""
-    x = draw(rng, pool)
     d = Decision("t", "l0", "kg", "best", list(names), True)
     pvals, signs = {}, {}
     for a, b in combinations(names, 2):
@@ -41,36 +81,67 @@ def t_design(draw, names, rng, pool=100, alpha=0.05) -> int:
     return int(d.decided and d.winner is not None)
 
 
-def main(reps: int = 200) -> None:
+def best_of_four(reps: int, seed0: int = 1000) -> None:
     names = ["A", "B", "C", "D"]
     draw, _ = shifted_normals([0.62, 0.62, 0.66])
-    print(f"planted best-of-4 (adjacent item win rates 0.62, 0.62, 0.66), pool 100, rounds of 5, {reps} benchmarks")
-    for label, design in DESIGNS.items():
-        out = [run_once(draw, names, np.random.default_rng(1000 + r), design=design) for r in range(reps)]
+    print(f"planted best-of-4 (adjacent item win rates 0.62, 0.62, 0.66), pool 100, rounds of 5, {reps} benchmarks "
+          f"(seeds {seed0}..{seed0 + reps - 1})")
+    print("| design | decisions made | sessions (share of fixed) | paired vs fixed Holm: only adaptive / only fixed |")
+    print("|---|---|---|---|")
+    fixed = bonf = None
+    for label, (design, cls) in DESIGNS.items():
+        t0 = time.time()
+        out = [run_once(draw, names, np.random.default_rng(seed0 + r), design=design, procedure=cls) for r in range(reps)]
+        dec = np.mean([o.decided for o in out])
         share = sum(o.sessions for o in out) / sum(o.sessions_fixed for o in out)
-        print(f"  {label}: decided {np.mean([o.decided for o in out]):.3f}, sessions {share:.3f} of the fixed design; "
-              f"fixed exact sign (Holm) {np.mean([o.fixed_decided for o in out]):.3f}, "
-              f"fixed exact sign (Bonferroni) {np.mean([o.bonferroni_decided for o in out]):.3f}")
-    t = [t_design(draw, names, np.random.default_rng(1000 + r)) for r in range(reps)]
-    print(f"  fixed paired t-test on mean differences (Holm): decided {np.mean(t):.3f}, sessions 1.000")
-    for label, drw, nm in (("A/A (3 exchangeable, discrete, ties)", null_discrete(3), ["A", "B", "C"]),
-                           ("cycle A>B 0.70, B>C 0.70, C>A 0.60", cycle3(), ["A", "B", "C"])):
-        out = [run_once(drw, nm, np.random.default_rng(5000 + r), pool=100) for r in range(reps)]
-        print(f"  {label}: any claim {np.mean([bool(o.claims) for o in out]):.3f} (fixed {np.mean([bool(o.fixed_claims) for o in out]):.3f}); "
-              f"winner named {np.mean([o.winners[0] is not None for o in out]):.3f}; "
-              f"sessions {sum(o.sessions for o in out) / sum(o.sessions_fixed for o in out):.3f}")
-    # the skewed example: item difference +1 on 65 % of items, -3 on 35 %: the two quantities disagree
-    rng = np.random.default_rng(9)
-    sign_a = t_b = 0
-    for _ in range(reps * 5):
-        diff = np.where(rng.random(100) < 0.65, 1.0, -3.0)
-        w, lo = int((diff > 0).sum()), int((diff < 0).sum())
-        sign_a += st.binomtest(w, w + lo, 0.5).pvalue <= 0.05 and w > lo
-        r = st.ttest_1samp(diff, 0.0)
-        t_b += r.pvalue <= 0.05 and diff.mean() < 0
-    print(f"  skewed (+1 on 65 %, -3 on 35 % of 100 items): sign test says A better in {sign_a / (reps * 5):.3f}, "
-          f"t-test on means says B better in {t_b / (reps * 5):.3f}")
+        only_a = np.mean([o.decided > o.fixed_decided for o in out])
+        only_f = np.mean([o.decided < o.fixed_decided for o in out])
+        wrong = sum(w not in (None, "D") for o in out for w in o.winners)
+        fixed = np.mean([o.fixed_decided for o in out])
+        bonf = np.mean([o.bonferroni_decided for o in out])
+        print(f"| {label} | {dec:.3f} ({se(dec, reps):.3f}) | {share:.3f} | {only_a:.3f} / {only_f:.3f} |"
+              + (f" wrong winners {wrong}" if wrong else "") + f"  <!-- {time.time() - t0:.0f}s -->", flush=True)
+    print(f"| fixed exact sign test, Holm closure | {fixed:.3f} ({se(fixed, reps):.3f}) | 1 | |")
+    print(f"| fixed exact sign test, Bonferroni (compare before) | {bonf:.3f} ({se(bonf, reps):.3f}) | 1 | |")
+    t = np.mean([t_design(draw(np.random.default_rng(seed0 + r), 100), names) for r in range(reps)])
+    print(f"| fixed paired t-test on mean differences, Holm | {t:.3f} ({se(t, reps):.3f}) | 1 | |", flush=True)
+
+
+def errors(reps: int, seed0: int = 5000) -> None:
+    """Error of the default design: any false claim (a pair claimed in a direction its true item
+    win rate does not have; for a null pair any claim)."""
+    design = next(iter(DESIGNS.values()))[0]
+    old = list(DESIGNS.values())[1][0]
+    q = st.norm.ppf(0.70) * math.sqrt(2)
+    cases = [
+        ("A/A, 3 exchangeable conditions, discrete item means, many ties", null_discrete(3), "ABC", set()),
+        ("A/A, 4 exchangeable conditions, discrete item means, many ties", null_discrete(4), "ABCD", set()),
+        ("partial null: A = B = C, D better (win rate 0.70)", normals([0, 0, 0, q]), "ABCD", {("D", "A"), ("D", "B"), ("D", "C")}),
+        ("partial null: A = B, C = D better (0.70)", normals([0, 0, q, q]), "ABCD",
+         {("C", "A"), ("C", "B"), ("D", "A"), ("D", "B")}),
+    ]
+    print(f"error checks, pool 100, rounds of 5 (a look every round), alpha 0.05, {reps} benchmarks each")
+    for label, draw, names, true in cases:
+        for dlabel, d in (("default", design), ("before", old)):
+            out = [run_once(draw, list(names), np.random.default_rng(seed0 + r), design=d) for r in range(reps)]
+            false = np.mean([any(c not in true for c in o.claims) for o in out])
+            fixed = np.mean([any(c not in true for c in o.fixed_claims) for o in out])
+            share = sum(o.sessions for o in out) / sum(o.sessions_fixed for o in out)
+            print(f"  {label} [{dlabel}]: any false claim {false:.4f} (se {se(false, reps):.4f}); fixed Holm {fixed:.4f}; "
+                  f"sessions {share:.3f}", flush=True)
+    for dlabel, d in (("default", design), ("before", old)):
+        out = [run_once(cycle3(), list("ABC"), np.random.default_rng(seed0 + r), design=d) for r in range(reps)]
+        named = np.mean([o.winners[0] is not None for o in out])
+        cyc = np.mean([o.decided and o.winners[0] is None for o in out])
+        share = sum(o.sessions for o in out) / sum(o.sessions_fixed for o in out)
+        print(f"  cycle A>B 0.70, B>C 0.70, C>A 0.60 [{dlabel}]: winner named {named:.4f} (se {se(named, reps):.4f}); "
+              f"no winner with the cycle named {cyc:.3f}; sessions {share:.3f}", flush=True)
+
+
+def main(reps: int = 300) -> None:
+    best_of_four(reps)
+    errors(max(reps, 1000))
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 200)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 300)

@@ -27,11 +27,7 @@ def shifted_normals(win_rates_adjacent: Sequence[float]) -> tuple[Draw, list[flo
     """Conditions c0 < c1 < ... with independent N(mu_c, 1) item means, spaced so that adjacent
     conditions' item win rates are ``win_rates_adjacent``: P(c_{i+1} > c_i) = Phi(delta / sqrt 2)."""
     mu = np.concatenate([[0.0], np.cumsum([np.sqrt(2) * st.norm.ppf(q) for q in win_rates_adjacent])])
-
-    def draw(rng: np.random.Generator, n: int) -> np.ndarray:
-        return rng.normal(size=(n, 1)) + mu[None, :] + rng.normal(size=(n, len(mu)))
-
-    return draw, list(mu)
+    return normals(mu), list(mu)
 
 
 def cycle3(x: float = 0.4, y: float = 0.3, z: float = 0.3) -> Draw:
@@ -41,6 +37,17 @@ def cycle3(x: float = 0.4, y: float = 0.3, z: float = 0.3) -> Draw:
 
     def draw(rng: np.random.Generator, n: int) -> np.ndarray:
         return orders[rng.choice(3, size=n, p=[x, y, z])]
+
+    return draw
+
+
+def normals(mu: Sequence[float]) -> Draw:
+    """Conditions with independent N(mu_c, 1) item means around a shared item effect (equal mu:
+    an exact null pair)."""
+    mu_ = np.asarray(mu, dtype=float)
+
+    def draw(rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.normal(size=(n, 1)) + mu_[None, :] + rng.normal(size=(n, len(mu_)))
 
     return draw
 
@@ -70,12 +77,13 @@ class Outcome:
 
 def run_once(draw: Draw, names: Sequence[str], rng: np.random.Generator, *, pool: int = 100, per_round: int = 5,
              alpha: float = 0.05, kind: str = "best", design: Design | None = None, levels: int = 1,
-             higher_is_better: bool = True) -> Outcome:
-    """One benchmark: ``levels`` independent decisions (one family), rounds of ``per_round`` items."""
+             higher_is_better: bool = True, procedure: type[Procedure] = Procedure) -> Outcome:
+    """One benchmark: ``levels`` independent decisions (one family), rounds of ``per_round`` items
+    (``procedure``: the product's, or an experimental subclass)."""
     lv_names = [f"l{j}" for j in range(levels)]
     data = {lv: draw(rng, pool) for lv in lv_names}
     metric = "kg" if higher_is_better else "co"
-    proc = Procedure.build(["t"], lv_names, [metric], list(names), kind, alpha, design=design)  # type: ignore[arg-type]
+    proc = procedure.build(["t"], lv_names, [metric], list(names), kind, alpha, design=design)  # type: ignore[arg-type]
     col = {c: j for j, c in enumerate(names)}
     seen: dict[str, dict[str, int]] = {lv: {c: 0 for c in names} for lv in lv_names}  # items each condition ran
     sessions = 0
@@ -122,4 +130,4 @@ def truly_better(names: Sequence[str], win_rate: Callable[[str, str], float]) ->
            {(b, a) for a, b in combinations(names, 2) if win_rate(a, b) < 0.5}
 
 
-__all__ = ["Outcome", "cycle3", "null_discrete", "run_once", "shifted_normals", "truly_better"]
+__all__ = ["Outcome", "cycle3", "normals", "null_discrete", "run_once", "shifted_normals", "truly_better"]

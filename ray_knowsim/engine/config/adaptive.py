@@ -38,7 +38,11 @@ class DesignConfig(Strict):
     # anytime: the Krichevsky-Trofimov confidence sequence (open-ended pools, no horizon)
     kind: Literal["group_sequential", "anytime"] = "group_sequential"
     spending: Literal["hsd", "pocock"] = "hsd"  # Hwang-Shih-DeCani(gamma) or Lan-DeMets Pocock-type
-    gamma: float = Field(-4.0, ge=-20, le=20)  # hsd: -4 ~ O'Brien-Fleming, 1 ~ Pocock
+    gamma: float = Field(-6.0, ge=-20, le=20)  # hsd: -4 ~ O'Brien-Fleming, 1 ~ Pocock (-6: docs/adaptive.md)
+    # decide: best -- open_pairs: every condition with an unresolved pair keeps running while the
+    # decision is open (each rejection passes its alpha on); candidates: only the conditions that
+    # can still win and those with an open pair with one (fewer sessions, fewer decisions)
+    in_play: Literal["open_pairs", "candidates"] = "open_pairs"
 
 
 class AdaptiveConfig(Strict):
