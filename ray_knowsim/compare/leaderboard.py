@@ -148,8 +148,8 @@ def render_html(board_: pd.DataFrame, paired: pd.DataFrame, metrics: Sequence[st
 
 
 NOTE = ("A cell lists the metrics on which the row's condition beats the column's: exact sign test over items "
-        "(each item's mean paired difference; tied items count in the totals, not in the test), Bonferroni over the family, "
-        "so a listed win is one whose family-adjusted win-rate interval excludes 1/2.")
+        "(each item's mean paired difference; tied items count in the totals, not in the test), Holm over the family, "
+        "so a listed win is one whose win-rate interval at its family level excludes 1/2.")
 
 
 def beats_html(paired: pd.DataFrame, task: str, level: str, alpha: float = 0.05) -> str:

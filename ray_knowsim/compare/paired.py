@@ -10,7 +10,9 @@ sessions pair only when they are the same task, item, level, trial AND start fro
 paired difference (mean over its matched cells; for "all", the mean over levels of its per-level
 means). The verdict is ONE procedure (:mod:`ray_knowsim.stats.signs`): the exact sign test over
 items, and its inversion, the Clopper–Pearson interval of the **win rate** (the share of non-tied
-items the first condition wins), both at the family-adjusted level alpha / m (Bonferroni). A row
+items the first condition wins), both at the row's level in the family: Holm's procedure, computed
+as its closure (each rejection passes its share of alpha on: from alpha / m up; Bonferroni's alpha / m
+when an equivalence margin is asked for). A row
 is significant exactly when its adjusted win-rate interval excludes 1/2, and one item can never
 make a result: with n non-tied items the smallest p-value is 2^(1-n), so a family of m
 comparisons needs ``min_items`` = floor(log2(2 m / alpha)) + 1 of them before anything can be
@@ -29,7 +31,7 @@ Output tables (every row validated by a pydantic model below):
   level-marginal: mean over levels of the level mean differences) with a *descriptive* 95 %
   item-clustered interval (``ci_low/ci_high``, no verdict rests on it), win_rate and its adjusted
   interval (``win_low_adj/win_high_adj``), p_value (exact sign test over items), p_adj
-  (Bonferroni), family_size, min_items, testable, significant, better.
+  (Holm), family_size, level, min_items, testable, significant, better.
 * ``best`` — per (task, knowledge_level, metric, condition): n, items, mean with the same
   item-clustered 95 % interval as the run's tables (one number on every surface) and the rank of
   the mean (:mod:`ray_knowsim.stats.ranks`; descriptive: the leaderboard orders by the item win
@@ -59,7 +61,7 @@ from ray_knowsim.schema.states import level_order
 from ray_knowsim.schema.results import COMPARE_METRICS
 from ray_knowsim.stats import signs as G
 from ray_knowsim.stats.descriptive import clustered_mean, item_sums
-from ray_knowsim.stats.multiplicity import bonferroni
+from ray_knowsim.stats.multiplicity import bonferroni, holm_adjusted, holm_closure
 from ray_knowsim.stats.sequential import equivalence_interval
 from ray_knowsim.stats.sequential import equivalent as equivalent_test
 from ray_knowsim.compare.sentences import verdict_sentence
@@ -109,18 +111,19 @@ class PairedRow(BaseModel):
     zero_width: bool  # ci_low == ci_high: every item has the same mean difference (e.g. all tie)
     sd_item_diff: float  # standard deviation of the per-item mean differences
     win_rate: float  # a's win rate among non-tied items: wins / (wins + losses), what the sign test is about
-    win_low_adj: float  # its Clopper-Pearson interval at 1 - alpha / family_size
+    win_low_adj: float  # its Clopper-Pearson interval at 1 - level (the Holm level the row was tested at)
     win_high_adj: float
     win_rate_ties_half: float  # (wins + ties / 2) / n_items: the leaderboard's theta (mean item rank)
     net_win_rate: float  # (wins - losses) / n_items over ALL matched items
-    net_low_adj: float  # the equivalence test's interval at alpha / family_size (stats.sequential.equivalence_interval, net scale)
+    net_low_adj: float  # the equivalence test's interval at alpha / family_size (stats.sequential.equivalence_interval, net scale; Holm's first step)
     net_high_adj: float
     p_value: float  # exact two-sided sign test over items
-    p_adj: float  # Bonferroni: min(1, family_size * p_value)
+    p_adj: float  # Holm's adjusted p-value over the family (Bonferroni's min(1, m p) when an effect is asked for)
     family_size: int
-    min_items: int  # non-tied items any result of this family needs
-    testable: bool  # n_pos + n_neg >= min_items
-    significant: bool  # the adjusted win-rate interval excludes 1/2 (<=> p_adj < alpha)
+    level: float  # the family level the row's test and interval are at: Holm's, from alpha / m up (alpha / m with effect)
+    min_items: int  # non-tied items a result needs at Holm's first step (alpha / family_size)
+    testable: bool  # n_pos + n_neg >= min_items, or significant (a later Holm step's larger level)
+    significant: bool  # the win-rate interval at ``level`` excludes 1/2 (<=> p_adj < alpha)
     better: str | None  # the condition that wins (orientation-aware), when significant
     effect: float | None  # the equivalence margin asked for (CompareOptions.effect)
     equivalent: bool  # the adjusted win rate (ties half) lies inside 1/2 +- effect (net inside +-2 effect)
@@ -296,29 +299,46 @@ def family_key(row: dict, family: str) -> tuple:
 
 
 def _adjust(paired: list[dict], opts: CompareOptions) -> list[dict]:
-    """Bonferroni within each family: one verdict per row, and its MDE row. Mutates ``paired``."""
+    """The family's verdicts: Holm's procedure as its closure (stats.multiplicity.holm_closure)
+    over the rows' exact sign tests -- each rejection passes its share of alpha on, so Holm decides
+    everything Bonferroni does and more, at the same family-wise error -- or Bonferroni when an
+    equivalence margin is asked for (below). One verdict per row: its interval is at the level the
+    closure tested it at (``level``), significant exactly when that interval excludes 1/2. Returns
+    the MDE rows (at the first Holm step, alpha / m). Mutates ``paired``.
+
+    With ``effect``, equivalence claims ride on the same per-row level: each pair has at most one
+    true null among "no difference" and "at least the effect", so alpha / m per row bounds every
+    claim together; Holm's larger later levels would not (a pair tested at alpha after the others
+    are rejected, plus equivalence claims on those others, could exceed alpha)."""
     families: dict[tuple, list[dict]] = {}
     for r in paired:
         families.setdefault(family_key(r, opts.family), []).append(r)
     mdes = []
     for rows in families.values():
         m = len(rows)
-        level = opts.alpha / m
-        need = G.min_items(level)
-        for r in rows:
+        first = opts.alpha / m
+        need = G.min_items(first)
+        p = [G.sign_test(r["wins"], r["losses"]) for r in rows]
+        if opts.effect is None:
+            closed = holm_closure(range(m), lambda i, lv: p[i] < lv, opts.alpha)
+            levels, p_adj = [closed[i].level for i in range(m)], holm_adjusted(p)
+        else:
+            levels, p_adj = [first] * m, bonferroni(p, m)
+        for r, level, pa in zip(rows, levels, p_adj):
             v = G.verdict(G.SignCounts(r["wins"], r["losses"], r["ties"]), level)  # direction +1: a is better
             n = r["wins"] + r["losses"]
-            theta_lo, theta_hi = equivalence_interval(r["wins"], r["ties"], r["losses"], level)  # THE equivalence test's
+            theta_lo, theta_hi = equivalence_interval(r["wins"], r["ties"], r["losses"], first)  # THE equivalence test's
             net_lo, net_hi = 2.0 * theta_lo - 1.0, 2.0 * theta_hi - 1.0  # net win rate = 2 x tie-inclusive win rate - 1
             better = (r["condition_a"] if v.direction > 0 else r["condition_b"]) if v.significant else None
-            equivalent = opts.effect is not None and equivalent_test(r["wins"], r["ties"], r["losses"], opts.effect, level)
+            equivalent = opts.effect is not None and equivalent_test(r["wins"], r["ties"], r["losses"], opts.effect, first)
             r.update(win_low_adj=v.ci_low, win_high_adj=v.ci_high, net_low_adj=net_lo, net_high_adj=net_hi,
-                     p_adj=float(bonferroni([v.p_value], m)[0]), family_size=m, min_items=need, testable=n >= need,
-                     significant=v.significant, better=better, effect=opts.effect, equivalent=bool(equivalent))
+                     p_adj=float(pa), family_size=m, level=float(level), min_items=need,
+                     testable=n >= need or v.significant, significant=v.significant, better=better, effect=opts.effect,
+                     equivalent=bool(equivalent))
             r["sentence"] = verdict_sentence(r["condition_a"], r["condition_b"], r["metric"], r["knowledge_level"], r["wins"],
                                              r["losses"], r["ties"], better=better, p_adj=r["p_adj"], equivalent=r["equivalent"],
                                              effect=opts.effect, min_items=need, net_interval=(net_lo, net_hi))
-            q, q_adj = G.mde_win_rate(n, opts.alpha, opts.power), G.mde_win_rate(n, level, opts.power)
+            q, q_adj = G.mde_win_rate(n, opts.alpha, opts.power), G.mde_win_rate(n, first, opts.power)
             mdes.append(dict(task=r["task"], knowledge_level=r["knowledge_level"], metric=r["metric"],
                              condition_a=r["condition_a"], condition_b=r["condition_b"], n_items=n, family_size=m,
                              min_items=need, alpha=opts.alpha, power=opts.power, mde_win_rate=q, mde_win_rate_adj=q_adj,

@@ -122,8 +122,8 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
         "Mean [95% item-clustered CI] of the level-marginal (unweighted mean of the level means; the run's tables show "
         "the same): description only (CO, PO and cost: lower is better).",
         f"Verdicts: exact sign test over items (each item's mean paired difference; tied items counted, not tested), "
-        f"Bonferroni over {'the whole comparison' if family == 'run' else 'each (task, level, metric)'} at alpha {alpha}: "
-        "a result is significant exactly when its adjusted win-rate interval excludes 1/2"
+        f"{'Bonferroni' if effect else 'Holm (its closure)'} over {'the whole comparison' if family == 'run' else 'each (task, level, metric)'} "
+        f"at alpha {alpha}: a result is significant exactly when its win-rate interval at the row's family level excludes 1/2"
         + (f"; a pair is equivalent when its adjusted win rate (ties half) lies inside 1/2 ± {effect:g}." if effect else "."),
         *sorted(set(tables["leaderboard"]["ranked_set"])),
         "Failure rates per condition and level are in failures.csv; a pair whose rates differ (Fisher's exact test, "
@@ -141,9 +141,11 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
             "options": opts.model_dump(), "family": ("every paired row of the comparison" if family == "run" else "per (task, knowledge_level, metric): its condition pairs"),
             "quantity": "item win rate",
             "unit": "items: each item contributes the sign of its mean paired difference (level-marginal: mean over levels)",
-            "test": "exact two-sided sign test over items (ties dropped); p_adj = Bonferroni over the family",
-            "verdict": "significant <=> the Clopper-Pearson win-rate interval at 1 - alpha / family_size excludes 1/2 "
-                       "<=> p_adj < alpha; no result is possible below min_items non-tied items",
+            "test": "exact two-sided sign test over items (ties dropped); Holm's procedure as its closure over the family "
+                    "(p_adj = Holm's adjusted p-value; Bonferroni when an equivalence effect is asked for)",
+            "verdict": "significant <=> the Clopper-Pearson win-rate interval at 1 - level excludes 1/2 (level: the row's "
+                       "Holm level, alpha / family_size up to alpha) <=> p_adj < alpha; no result is possible below "
+                       "min_items non-tied items at Holm's first step",
             "leaderboard": "per (task, metric), level-marginal: ordered by mean item rank 1 + sum_j (1 - theta_ij) "
                            "(theta_ij = (wins + ties/2) / matched items), never against a significant verdict (a cycle "
                            "shares one position, named in 'cycle'); star = significantly beats every other condition",

@@ -78,8 +78,8 @@ def from_compare(paired: pd.DataFrame, alpha: float, family: str) -> RunVerdicts
         here += [c for c in (p.a, p.b) if c not in here]
     method = ("Verdicts (who beats whom, ★, sentences): per pair of conditions and metric, each item is a win, loss or tie "
               "of its mean paired difference; exact two-sided sign test of wins against losses with its Clopper-Pearson "
-              f"win-rate interval, Bonferroni over {family} at alpha {alpha:g} (a result is significant exactly when the "
-              "adjusted interval excludes 1/2). ★ = the condition that significantly beats every other condition on "
+              f"win-rate interval, Holm over {family} at alpha {alpha:g} (a result is significant exactly when the "
+              "interval at its family level excludes 1/2). ★ = the condition that significantly beats every other condition on "
               "that metric and level.")
     return _verdicts("fixed", method, pairs, conds)
 

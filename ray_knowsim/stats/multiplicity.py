@@ -1,7 +1,9 @@
 """Family-wise error control over a family of comparisons (any dependence between them).
 
-* :func:`bonferroni` -- ``min(1, m p)``: compare's fixed-design adjustment (its test and its
-  interval are one verdict at ``alpha / m``).
+* :func:`bonferroni` -- ``min(1, m p)``.
+* :func:`holm_adjusted` -- Holm's step-down adjusted p-values (the smallest family alpha at which
+  the closure below rejects a hypothesis whose test is a p-value, monotone in the level): what
+  ``compare`` prints as ``p_adj``; its verdicts come from :func:`holm_closure` itself.
 * :func:`holm_closure` -- Holm's procedure as what it is, the closed test of Bonferroni
   intersection tests, over tests given as functions of their level. This is how a family of
   **group-sequential** tests is controlled (Maurer & Bretz 2013, the graphical approach with
@@ -29,6 +31,19 @@ def bonferroni(p_values: Sequence[float], m: int | None = None) -> np.ndarray:
     p = np.asarray(p_values, dtype=float)
     size = int((~np.isnan(p)).sum()) if m is None else int(m)
     return np.minimum(1.0, p * max(size, 1))
+
+
+def holm_adjusted(p_values: Sequence[float]) -> np.ndarray:
+    """Holm's adjusted p-values: sorted ascending, ``max over i <= j of min(1, (m - i + 1) p_(i))``
+    (NaN stays NaN and is not counted in ``m``)."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m = len(order)
+    if m:
+        out[order] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    return out
 
 
 @dataclass(frozen=True)
@@ -61,4 +76,4 @@ def holm_closure(keys: Iterable[K], rejects: Callable[[K, float], bool], alpha: 
     return out
 
 
-__all__ = ["ClosedResult", "bonferroni", "holm_closure"]
+__all__ = ["ClosedResult", "bonferroni", "holm_adjusted", "holm_closure"]

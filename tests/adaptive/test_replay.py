@@ -103,3 +103,40 @@ def test_a_design_that_can_never_decide_is_refused_before_spending():
     with pytest.raises(RunError, match="can never decide.*7 items < the 10"):
         check_feasible(proc, small, quiet=True)
     check_feasible(proc, Schedule.of({"own": [f"q{i}" for i in range(12)]}, 0, 5, ["novice"], 1), quiet=True)
+
+
+def test_a_record_of_the_design_before_keeps_its_design_on_resume_and_replay(tmp_path):
+    """decisions.json written before ``design.in_play`` existed (and with the old gamma -4): a resume
+    whose config leaves the design to the defaults keeps the recorded design; one that names another
+    design is refused naming the fields; the replay CLI's default spec is the recorded one."""
+    import json
+
+    from ray_knowsim.adaptive.driver import locked_spec, recorded_design
+    from ray_knowsim.adaptive.rounds import procedure_for, spec_of
+    from ray_knowsim.engine.config.adaptive import AdaptiveConfig
+    from ray_knowsim.engine.runner import RunError
+    from ray_knowsim.io.decisions import read_decisions
+
+    spec = {"decide": "best", "metrics": ["kg"], "round": {"items": 5, "trials": 1},
+            "design": {"kind": "group_sequential", "spending": "hsd", "gamma": -4.0}}
+    out = replay(planted_rows(n_items=30), {**spec, "design": {**spec["design"], "in_play": "candidates"}})
+    record = {k: v for k, v in out.items() if k not in ("fixed_design", "sessions_available")}
+    del record["spec"]["design"]["in_play"]  # as the version before wrote it
+    (tmp_path / "decisions.json").write_text(json.dumps(record))
+    old = read_decisions(tmp_path)
+    assert old.spec["design"] == {"kind": "group_sequential", "spending": "hsd", "gamma": -4.0, "in_play": "candidates"}
+    conditions = ["weak", "mid", "strong"]
+    defaults = AdaptiveConfig.model_validate({k: v for k, v in spec.items() if k != "design"})
+    assert (defaults.design.gamma, defaults.design.in_play) == (-6.0, "open_pairs")  # today's defaults
+    kept = recorded_design(tmp_path, defaults)
+    assert (kept.design.gamma, kept.design.in_play) == (-4.0, "candidates")
+    locked_spec(tmp_path, spec_of(kept, conditions, 1))  # the same spec: resumes
+    proc = procedure_for(kept, ["math"], ["novice"], conditions)
+    assert proc.design.in_play == "candidates" and all(d.play == "candidates" for d in proc.decisions)
+    named = AdaptiveConfig.model_validate({**spec, "design": {"gamma": -6.0}})
+    with pytest.raises(RunError, match=r"design\.gamma \(-4\.0 -> -6\.0\)"):
+        locked_spec(tmp_path, spec_of(recorded_design(tmp_path, named), conditions, 1))
+    # a replay with the recorded spec decides what the record holds
+    again = replay(planted_rows(n_items=30), old.spec)
+    assert [d["winner"] for d in again["decisions"]] == [d.winner for d in old.decisions]
+    assert again["sessions_run"] == old.sessions_run

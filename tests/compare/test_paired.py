@@ -9,6 +9,7 @@ import pytest
 from scipy import stats as st
 
 from ray_knowsim.compare.paired import CompareOptions, analyse, beats_matrix, too_few_items
+from ray_knowsim.stats.multiplicity import bonferroni, holm_adjusted, holm_closure
 
 
 def rows(values: dict[str, dict[tuple[str, str, int], float]], metric: str = "kg") -> pd.DataFrame:
@@ -58,7 +59,8 @@ def test_the_verdict_is_the_adjusted_win_rate_interval_and_counts_items_not_cell
     assert len(p) == 3 and (p["family_size"] == 3).all() and (p["min_items"] == 7).all()
     ac = p[(p.condition_a == "A") & (p.condition_b == "C")].iloc[0]
     assert (ac["n_pos"], ac["n_neg"]) == (0, 12) and ac["p_value"] == pytest.approx(st.binomtest(0, 12).pvalue)
-    assert ac["p_adj"] == pytest.approx(3 * ac["p_value"])
+    assert ac["p_adj"] == pytest.approx(3 * ac["p_value"])  # the smallest p of 3: Holm's first step, alpha / 3
+    assert ac["level"] == pytest.approx(0.05 / 3)
     assert ac["win_high_adj"] == pytest.approx(st.beta.ppf(1 - 0.05 / 3 / 2, 1, 12))  # Clopper-Pearson at 1 - alpha/3
     assert ac["better"] == "C" and ac["significant"] and ac["mean_diff"] == pytest.approx(-2.0)
     conds, wins = beats_matrix(t["paired"], "math", "novice")
@@ -121,5 +123,33 @@ def test_run_family_spans_levels_metrics_and_pairs():
                         "condition": cond, "kg": float(rng.normal()), "co": float(rng.random())})
     p = analyse(pd.DataFrame(out), options=CompareOptions())["paired"]
     assert len(p) == 3 * 3 * 2 and (p["family_size"] == 18).all()
-    assert (p["p_adj"] == np.minimum(1.0, 18 * p["p_value"])).all()
+    assert p["p_adj"].to_numpy() == pytest.approx(holm_adjusted(p["p_value"].to_numpy()))
+    assert (p["p_adj"] >= p["p_value"]).all() and (p["level"] >= 0.05 / 18 - 1e-15).all()
     assert (p["min_items"] == 10).all() and not p["testable"].any()  # 8 items cannot decide a family of 18
+
+
+def test_holm_passes_alpha_on_and_decides_what_bonferroni_cannot():
+    # 3 conditions, 15 items: C beats A and B on every item (15-0, p = 2^-14); B beats A on 12, loses 3 (p = 0.035):
+    # above Bonferroni's alpha / 3, below the alpha / 1 Holm tests it at once the other two are rejected
+    items = [f"i{k}" for k in range(15)]
+    a = {(it, "novice", 0): 0.0 for it in items}
+    c = {(it, "novice", 0): 10.0 for it in items}
+    b = {(it, "novice", 0): (5.0 if k < 12 else -1.0) for k, it in enumerate(items)}  # B > A on 12, < on 2
+    t = analyse(rows({"A": a, "B": b, "C": c}), options=CompareOptions(family="level_metric"))
+    p = t["paired"][t["paired"].knowledge_level == "novice"].set_index(["condition_a", "condition_b"])
+    pv = p["p_value"]
+    assert pv[("A", "C")] == pytest.approx(2 ** -14) and pv[("A", "B")] == pytest.approx(st.binomtest(3, 15).pvalue)
+    assert pv[("A", "B")] > 0.05 / 3  # Bonferroni (alpha / 3 for every row) leaves A-B open ...
+    assert p.loc[("A", "B"), "significant"] and p.loc[("A", "B"), "better"] == "B"  # ... Holm tests it at alpha / 1
+    assert p.loc[("A", "B"), "level"] == pytest.approx(0.05) and p.loc[("A", "B"), "win_high_adj"] < 0.5
+    assert p.loc[("A", "B"), "p_adj"] == pytest.approx(pv[("A", "B")])  # Holm's adjusted p at the last step
+    # the one canonical closure: compare's verdicts are holm_closure's over the rows' sign tests
+    closed = holm_closure(list(pv.index), lambda k, lv: pv[k] < lv, 0.05)
+    assert {k: r.rejected for k, r in closed.items()} == p["significant"].to_dict()
+    for _, r in t["paired"].iterrows():  # one verdict: never a p-value and an interval that disagree
+        assert (r["win_low_adj"] > 0.5 or r["win_high_adj"] < 0.5) == r["significant"] == (r["p_adj"] < 0.05)
+    # with an equivalence margin the rows stay at Bonferroni's alpha / m (equivalence claims share the row's level)
+    e = analyse(rows({"A": a, "B": b, "C": c}), options=CompareOptions(family="level_metric", effect=0.2))["paired"]
+    e = e[e.knowledge_level == "novice"].set_index(["condition_a", "condition_b"])
+    assert not e.loc[("A", "B"), "significant"] and e["level"].to_numpy() == pytest.approx([0.05 / 3] * 3)
+    assert e["p_adj"].to_numpy() == pytest.approx(bonferroni(e["p_value"].to_numpy(), 3))
