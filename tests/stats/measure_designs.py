@@ -1,6 +1,7 @@
-"""The figures of docs/adaptive.md: decisions made and sessions used by each design on planted
-populations, and the error of the default design under A/A, partial nulls and a win-rate cycle
-(statistics only, no model calls). Run: ``python -m tests.stats.measure_designs [REPS]``
+"""The figures of docs/adaptive.md: decisions made and sessions used by each design on the planted
+best-of-4 and other planted populations, and the error of the default design under A/A, partial
+nulls and a win-rate cycle (statistics only, no model calls). Run:
+``python -m tests.stats.measure_designs [REPS]``
 (REPS benchmarks per design on the best-of-4, common random numbers across designs; the error
 checks use max(REPS, 1000)). Prints markdown rows; Monte-Carlo standard errors in brackets.
 
@@ -138,8 +139,31 @@ def errors(reps: int, seed0: int = 5000) -> None:
               f"no winner with the cycle named {cyc:.3f}; sessions {share:.3f}", flush=True)
 
 
+def populations(reps: int = 300, seed0: int = 3000) -> None:
+    """The default and the design before against the fixed designs on other planted populations."""
+    new, old = (v[0] for v in list(DESIGNS.values())[:2])
+    cases = [((0.62, 0.62, 0.66), 100, 5, 1), ((0.66, 0.62, 0.62), 100, 5, 1), ((0.62, 0.66, 0.62), 100, 5, 1),
+             ((0.64, 0.64, 0.64), 100, 5, 1), ((0.62, 0.62, 0.66), 100, 10, 1), ((0.62, 0.62, 0.66), 60, 5, 1),
+             ((0.62, 0.62, 0.66), 200, 5, 1), ((0.60, 0.60), 100, 5, 1), ((0.62, 0.62, 0.66), 100, 5, 3)]
+    print(f"| population | default | design before | fixed Holm | fixed Bonferroni |  ({reps} benchmarks, seeds {seed0}..)")
+    for rates, pool, per, levels in cases:
+        draw, _ = shifted_normals(list(rates))
+        names = list("ABCD"[:len(rates) + 1])
+        cells = []
+        for d in (new, old):
+            out = [run_once(draw, names, np.random.default_rng(seed0 + r), pool=pool, per_round=per, levels=levels, design=d)
+                   for r in range(reps)]
+            share = sum(o.sessions for o in out) / sum(o.sessions_fixed for o in out)
+            cells.append(f"{np.mean([o.decided / levels for o in out]):.3f} / {share:.3f}")
+        fixed = np.mean([o.fixed_decided / levels for o in out])
+        bonf = np.mean([o.bonferroni_decided / levels for o in out])
+        print(f"| adjacent {rates}, pool {pool}, rounds of {per}, {levels} level(s) | {cells[0]} | {cells[1]} | {fixed:.3f} | "
+              f"{bonf:.3f} |", flush=True)
+
+
 def main(reps: int = 300) -> None:
     best_of_four(reps)
+    populations(300)
     errors(max(reps, 1000))
 
 
