@@ -4,13 +4,19 @@ Every client session (an OpenEnv ``EnvClient`` over WebSocket, or the HTTP route
 episodes on one shared environment built from a benchmark run config: its items, graphs, learner
 simulator and extractor models, rules and prompts (default: the packaged demo on the offline
 model). Needs the ``training`` extra (``pip install 'ray-knowsim[training]'``).
+
+With ``--replicas N`` (N > 1) the server scales out on Ray Serve: N replicas, each with its own
+environment, behind one address; a client session (one WebSocket) stays on its replica, so each
+episode is stepped where it was reset. It joins ``--ray-address`` or starts a local Ray.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import socket
 import sys
+import time
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--min-turns", type=int, default=1, help="the early stop never ends an episode sooner (default: 1)")
     s.add_argument("--early-stop", choices=("stop", "virtual"), default="stop")
     s.add_argument("--ray-address", default=None,
-                   help="join this Ray cluster first (HTTP limiters and vLLM pools are Ray actors); default: no Ray")
+                   help="join this Ray cluster first (HTTP limiters and vLLM pools are Ray actors); default: no Ray "
+                        "(a local one with --replicas > 1)")
+    s.add_argument("--replicas", type=int, default=1,
+                   help="server processes behind the one address, on Ray Serve (default: 1, no Serve)")
     s.set_defaults(func=serve)
 
 
@@ -44,8 +53,8 @@ def serve(args: argparse.Namespace) -> int:
 
     from ray_knowsim.training.schema import EnvironmentConfig
 
-    if args.max_sessions < 1 or not 0 <= args.port <= 65535:
-        print("env serve: --max-sessions must be >= 1 and --port in 0..65535", file=sys.stderr)
+    if args.max_sessions < 1 or args.replicas < 1 or not 0 <= args.port <= 65535:
+        print("env serve: --max-sessions and --replicas must be >= 1 and --port in 0..65535", file=sys.stderr)
         return 2
     try:
         config = EnvironmentConfig(run_config=args.config, overrides=list(args.set), max_turns=args.max_turns,
@@ -53,6 +62,8 @@ def serve(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         print(f"env serve: {exc}", file=sys.stderr)
         return 2
+    if args.replicas > 1:
+        return serve_replicas(args, config)
     if args.ray_address:
         import ray
 
@@ -80,3 +91,68 @@ def serve(args: argparse.Namespace) -> int:
         app.state.knowsim.close()
         sock.close()
     return 0
+
+
+def serve_replicas(args: argparse.Namespace, config) -> int:
+    """``--replicas N``: the OpenEnv app on N Ray Serve replicas behind Serve's proxy."""
+    try:
+        from ray import serve
+
+        from ray_knowsim.training.adapters.serve import APP_NAME
+    except ImportError as exc:
+        print(f"env serve: {exc.name or exc} is not installed; pip install 'ray-knowsim[training]'", file=sys.stderr)
+        return 2
+    import ray
+
+    from ray_knowsim.training.build import load_config
+
+    try:
+        load_config(config)  # a bad run config is refused here, not in N replicas' logs
+    except (ValueError, OSError) as exc:
+        print(f"env serve: {exc}", file=sys.stderr)
+        return 2
+    port = args.port
+    if port == 0:  # Serve's proxy binds the port itself: take a free one first
+        with socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET) as probe:
+            probe.bind((args.host, 0))
+            port = probe.getsockname()[1]
+    # "local": a Ray of its own unless told to join one (never whichever cluster this machine runs)
+    ray.init(address=args.ray_address or "local", include_dashboard=False, logging_level="WARNING")
+    signal.signal(signal.SIGTERM, _interrupt)  # a terminated server still tears Serve and its local Ray down
+    try:
+        serve.start(http_options={"host": args.host, "port": port})
+        serve.run(replicas_app(config, replicas=args.replicas, max_sessions=args.max_sessions), name=APP_NAME,
+                  route_prefix="/")
+        print(f"serving the KnowSim training environment on http://{args.host}:{port} (OpenEnv API, {args.replicas} "
+              "Ray Serve replicas; Ctrl-C stops)", flush=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        try:
+            serve.delete(APP_NAME)
+            if not args.ray_address:  # Serve on a joined cluster may hold other applications
+                serve.shutdown()
+        finally:
+            ray.shutdown()
+    return 0
+
+
+def replicas_app(config, *, replicas: int = 2, max_sessions: int = 64):
+    """The bound Serve application of :class:`KnowSimReplica` (each replica builds its own
+    environment and OpenEnv app; only the config is shipped): ``serve.run(replicas_app(config,
+    replicas=4), name=APP_NAME, route_prefix="/")``. At most ``max_sessions`` sessions per replica."""
+    from ray import serve
+
+    from ray_knowsim.training.adapters.serve import KnowSimReplica
+
+    if replicas < 1 or max_sessions < 1:
+        raise ValueError("replicas and max_sessions must be >= 1")
+    ingress = serve.ingress()(KnowSimReplica)
+    server = serve.deployment(name="KnowSimEnvironment", num_replicas=replicas, max_ongoing_requests=max_sessions)(ingress)
+    return server.bind(config.model_dump_json(), max_sessions)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt

@@ -14,6 +14,8 @@ variants are the ones the server calls, so a slow simulator blocks no server thr
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from typing import Any, Callable, Optional
 
 from openenv.core.env_server.interfaces import Environment
@@ -42,6 +44,7 @@ class LearnerObservation(Observation):
     rewards: dict[str, Any] = Field(default_factory=dict)
     # OpenEnv's wire format drops ``metadata``; the same facts travel here
     episode_metadata: dict[str, Any] = Field(default_factory=dict)
+    server: str = ""  # host:pid of the server process that holds the episode (a Serve replica)
 
 
 def to_openenv(obs: KnowSimObservation) -> LearnerObservation:
@@ -49,8 +52,13 @@ def to_openenv(obs: KnowSimObservation) -> LearnerObservation:
     return LearnerObservation(
         done=obs.done, reward=obs.reward, metadata=metadata, episode_metadata=metadata, episode_id=obs.episode_id,
         turn=obs.turn, learner_message=obs.learner_message, prompt_messages=obs.prompt_messages,
-        rewards=obs.rewards.model_dump(mode="json"),
+        rewards=obs.rewards.model_dump(mode="json"), server=server_identity(),
     )  # fmt: skip
+
+
+def server_identity() -> str:
+    """Which server process answers (host:pid): with several replicas, the one holding the episode."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class KnowSimEnvironment(Environment[TutorTurn, LearnerObservation, State]):
@@ -151,4 +159,4 @@ def build_app(config: EnvironmentConfig | None = None, *, shared: EnvironmentThr
     return app
 
 
-__all__ = ["KnowSimEnvironment", "LearnerObservation", "TutorTurn", "build_app", "to_openenv"]
+__all__ = ["KnowSimEnvironment", "LearnerObservation", "TutorTurn", "build_app", "server_identity", "to_openenv"]
