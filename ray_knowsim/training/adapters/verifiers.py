@@ -32,6 +32,8 @@ episodes whose tutor is the run's assistant agent, the policy being evaluated or
 from __future__ import annotations
 
 import math
+import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -142,6 +144,7 @@ class KnowSimEnv(vf.Env[KnowSimEnvConfig]):
         self.environment: TrainingEnvironment | None = None
 
     async def start(self) -> None:
+        _uv_on_path()
         self.environment = TrainingEnvironment.from_config(self.config.environment_config())
 
     async def stop(self) -> None:
@@ -234,6 +237,19 @@ class KnowSimEnv(vf.Env[KnowSimEnvConfig]):
                 trace.rewards[name] = None
             else:
                 trace.record_reward(name, value, weight)
+
+
+def _uv_on_path() -> None:
+    """Put the extra's ``uv`` on PATH when it is not there (a venv's python run without activating
+    the venv): the null harness runs its chat loop through ``uv``, and verifiers, finding none,
+    would ``pip install --user`` one or download it."""
+    if shutil.which("uv") is not None:
+        return
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        return
+    os.environ["PATH"] = os.pathsep.join([os.path.dirname(find_uv_bin()), os.environ.get("PATH", "")])
 
 
 def _number(value: Any) -> float | None:
