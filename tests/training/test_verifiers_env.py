@@ -232,3 +232,40 @@ def test_a_tutor_that_falls_silent_is_scored_on_the_turns_it_took(silent_tutor, 
     # the episode as the benchmark would score a session cut after its first turn: KG = that turn's gain
     assert trace.rewards["kg"].score == obs[1].rewards.turn.gain == trace.metrics["gain_turn_1"] > 0
     assert trace.metrics["turns"] == 1.0 and "gain_turn_2" not in trace.metrics
+
+
+def test_verifiers_env_server_serves_knowsim_episodes(tutor):
+    """The path a verifiers trainer takes (prime-rl hosts envs as EnvServers): the env loaded by its
+    plugin id in verifiers' ZMQ env server, a task sent as wire data by its EnvClient, the episode
+    returned as a wire record with the same rewards."""
+    from verifiers.v1.serve import EnvClient, EnvServer
+    from verifiers.v1.types import SamplingConfig
+
+    from ray_knowsim.training.adapters.verifiers import KnowSimEnvConfig
+
+    fields = {"max_turns": 2, "early_stop": "virtual"}
+    config = KnowSimEnvConfig(taskset={"id": "knowsim-tutoring", "items": ["math/demo_math_03"], "levels": ["novice"],
+                                       "seeds": [5]}, **fields)
+
+    async def go():
+        server = EnvServer(config, address="tcp://127.0.0.1:0")
+        serving = asyncio.create_task(server.run())
+        client = EnvClient(server.address)
+        try:
+            await client.wait_for_server_startup()
+            [task] = list(server.env.taskset)
+            return await client.run({"type": "eval", "base_url": tutor.base_url, "api_key_var": "KNOWSIM_TEST_TUTOR_KEY"},
+                                    "scripted-tutor", SamplingConfig(), task.data.model_dump(mode="json"))
+        finally:
+            await client.close()
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
+
+    episode = asyncio.run(go())
+    assert episode.ok, episode.errors
+    (trace,) = episode.traces
+    replies = [m.content for m in trace.assistant_messages]
+    obs = replay({"task": "math", "item_id": "demo_math_03", "level": "novice", "seed": 5}, replies, **fields)
+    metrics = obs[-1].rewards.episode.metrics
+    assert {k: r.score for k, r in trace.rewards.items()} == {"kg": metrics["kg"], "dc": metrics["dc"], "co": metrics["co"]}
+    assert trace.info["knowsim"]["stop_reason"] == "max_turns" and metrics["kg"] > 0
