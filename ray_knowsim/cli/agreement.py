@@ -13,6 +13,12 @@ item_agreement (Krippendorff's alpha over item x condition cells), verdicts (com
 under each simulator; holds_everywhere), extractor_agreement (Cohen's kappa, TPR/TNR of
 well_explained per IU, over exchanges that are the same text in both runs), audit (each run's
 flagged share), agreement.json.
+
+--re-extract: each other run's extractor (its model entry, from its recorded config) labels ALL
+the reference's exchanges through the simulation's own extractor prompt, with the state the
+reference's learner held before each; table extractor_reextraction has kappa and TPR/TNR per
+(task, item, IU) over all of them. Resumable (DIR/re_extraction/<run>/extractor_answers.parquet:
+a rerun asks only what is missing or failed) and costed (calls, tokens, the entry's price).
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--reference", default=None, help="the run the others are measured against (default: the first)")
     p.add_argument("--metrics", default=None, help="comma-separated metric columns (default: those with data)")
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate of compare's verdicts (default 0.05)")
+    p.add_argument("--re-extract", action="store_true",
+                   help="have each other run's extractor label all the reference's exchanges (asks its model; resumable, costed)")
+    p.add_argument("--address", default=None, help="with --re-extract and a vllm extractor: Ray address (default: RAY_ADDRESS, else a local Ray)")
     p.add_argument("--n-boot", type=int, default=None, help="deprecated, no effect: compare runs no bootstrap (a warning says so)")
     p.set_defaults(func=main)
 
@@ -39,8 +48,12 @@ def _f(x: float) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from ray_knowsim.compare.agreement import agreement
     from ray_knowsim.compare.runs import IncompatibleRuns
+    from ray_knowsim.engine.config import ConfigError
+    from ray_knowsim.engine.scoring import ScoreError
     from ray_knowsim.io.rundir import RunDirError
 
     from ray_knowsim.cli.compare import deprecated_flags
@@ -48,8 +61,9 @@ def main(args: argparse.Namespace) -> int:
     deprecated_flags("agreement", args, {"n_boot": "--n-boot"})
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     try:
-        result = agreement(args.runs, args.out, reference=args.reference, metrics=metrics, alpha=args.alpha)
-    except (IncompatibleRuns, RunDirError, ValueError) as exc:
+        result = agreement(args.runs, args.out, reference=args.reference, metrics=metrics, alpha=args.alpha,
+                           re_extract=args.re_extract, address=args.address)
+    except (IncompatibleRuns, RunDirError, ValueError, ConfigError, ScoreError) as exc:
         print(f"ray-knowsim agreement: {exc}", file=sys.stderr)
         return 2
     print(f"agreement of {len(result.labels)} runs against {result.reference}; tables in {result.out_dir}")
@@ -61,6 +75,10 @@ def main(args: argparse.Namespace) -> int:
     item = result.tables["item_agreement"]
     for _, r in (item[item["knowledge_level"] == "all"] if len(item) else item).iterrows():
         print(f"  {r['task']} {r['metric']}: Krippendorff alpha {_f(r['alpha'])} over {r['n_units']} item x condition cells")
+    re = result.tables.get("extractor_reextraction")
+    for _, r in (re[re["item_id"] == "all"] if re is not None and len(re) else pd.DataFrame()).iterrows():
+        print(f"  {r['task']} extractor of {r['run']} on all the reference's exchanges: kappa {_f(r['kappa'])}, "
+              f"TPR {_f(r['tpr'])}, TNR {_f(r['tnr'])} over {r['n_labels']:,} labels")
     for line in result.notes:
         print(f"  {line}")
     for _, r in result.tables["audit"].iterrows():

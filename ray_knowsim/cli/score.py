@@ -90,9 +90,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _base_dir(manifest: dict, rd: Any) -> Any:
-    from pathlib import Path
+    from ray_knowsim.engine.extractor import base_dir_of
 
-    if manifest.get("base_dir"):
-        return Path(manifest["base_dir"])
-    cf = manifest.get("config_file")
-    return Path(cf).resolve().parent if cf else Path.cwd()
+    return base_dir_of(manifest)

@@ -108,17 +108,12 @@ def extractor_agreement(args: argparse.Namespace) -> int:
 
 def _ask_extractor(human, args: argparse.Namespace, out: Path):  # noqa: ANN001
     """Build the extractor from the config and ask it (Ray only for a backend that starts actors)."""
-    import contextlib
     import random
 
-    from ray_knowsim.engine.clients import build_models
-    from ray_knowsim.engine.config import load_run_config, parse_run_config
-    from ray_knowsim.engine.manifest import read_manifest
+    from ray_knowsim.engine.config import load_run_config
+    from ray_knowsim.engine.extractor import extractor_model, recorded_config
     from ray_knowsim.engine.plan import derive_seed, load_inputs
-    from ray_knowsim.engine.runner import ray_options, ray_session
     from ray_knowsim.engine.scoring import ScoreError, _entry_json, resolve_judge
-    from ray_knowsim.io.commits import RunDir
-    from ray_knowsim.llm.accounting import Accounting
     from ray_knowsim.rules.init_state import initial_state_for
     from ray_knowsim.schema.graph import build_index
     from ray_knowsim.schema.items import item_key
@@ -127,12 +122,10 @@ def _ask_extractor(human, args: argparse.Namespace, out: Path):  # noqa: ANN001
     if args.config is not None:
         cfg = load_run_config(args.config)
     else:
-        manifest = read_manifest(RunDir(args.sim))
-        if manifest is None:
-            raise ScoreError(f"{args.sim} has no manifest.json (is it a run directory?); give --config FILE")
-        from ray_knowsim.cli.score import _base_dir
-
-        cfg = parse_run_config(manifest["config"], base_dir=_base_dir(manifest, RunDir(args.sim)))
+        try:
+            cfg = recorded_config(args.sim)
+        except ValueError as exc:
+            raise ScoreError(f"{exc}; give --config FILE") from None
     key = args.extractor or cfg.roles.extractor.model
     if not key:
         raise ScoreError("the config names no extractor (roles.extractor); give --extractor MODEL_KEY_OR_FILE")
@@ -147,20 +140,11 @@ def _ask_extractor(human, args: argparse.Namespace, out: Path):  # noqa: ANN001
         return initial_state_for(item, level, build_index(graph, item.id), rules, rng, inputs.init_caches.get(item.task))
 
     levels = {(s.arm, s.task, s.prolific_id, str(s.session)): s.level for s in human.sessions}
-    needs_ray = entry.backend == "vllm"
-    pools: dict = {}
-    with (ray_session(getattr(args, "address", None), **ray_options(cfg), quiet=True) if needs_ray else contextlib.nullcontext()):
-        try:
-            models = build_models(cfg, inputs.graphs, None, keys=[key], pools=pools)
-            model = models.model(key, Accounting(), unit="validate-extractor")
-            result = label_replies(human, items=items, graphs=inputs.graphs, initial_state=initial, levels=levels, model=model,
-                                   model_key=key, model_identity=model_identity(entry.backend, _entry_json(entry)),
-                                   settings=cfg.roles.settings("extractor"), out_dir=out, price=getattr(entry, "price", None),
-                                   prompts=cfg.prompts.version)
-        finally:
-            from ray_knowsim.engine.clients import shutdown_pools
-
-            shutdown_pools(pools)
+    with extractor_model(cfg, key, inputs.graphs, unit="validate-extractor", address=getattr(args, "address", None)) as model:
+        result = label_replies(human, items=items, graphs=inputs.graphs, initial_state=initial, levels=levels, model=model,
+                               model_key=key, model_identity=model_identity(entry.backend, _entry_json(entry)),
+                               settings=cfg.roles.settings("extractor"), out_dir=out, price=getattr(entry, "price", None),
+                               prompts=cfg.prompts.version)
     params = dict(human=str(args.human), config=str(args.config or args.sim), extractor=key, backend=entry.backend,
                   asked=result.asked, layout=args.layout and str(args.layout))
     return result, params

@@ -20,7 +20,12 @@ Written to ``--out DIR`` (Parquet + CSV each, and ``agreement.json``):
   labels against the reference run's, and TPR/TNR for ``well_explained``, over the turns whose
   learner message and tutor reply are the SAME text in both runs (only there did both extractors
   read one exchange; with another learner model that is usually the first turn alone, and the
-  table says how many turns it rests on).
+  table says how many turns it rests on). Rows per IU, per item (``iu`` "all") and per task
+  (``item_id`` and ``iu`` "all").
+* ``extractor_reextraction`` (``--re-extract``) — the same figures over ALL the reference's
+  exchanges, each labelled again by the other run's extractor (:mod:`ray_knowsim.compare.reextract`:
+  the simulation's renderer and parser, the recorded state before the exchange; resumable and
+  costed under ``OUT/re_extraction/<run>/``).
 * ``audit`` — per run: the simulator audit's flagged share (:mod:`ray_knowsim.audit.run`).
 """
 
@@ -40,6 +45,7 @@ from ray_knowsim.compare.runs import IncompatibleRuns, LoadedRun, first_differen
 from ray_knowsim.compare.sensitivity import KEY, verdict_text
 from ray_knowsim.io.rundir import open_run
 from ray_knowsim.schema.states import level_order
+from ray_knowsim.score.relabel import label_of
 from ray_knowsim.stats.agreement import cohen_kappa, kendall_tau, krippendorff_alpha, rates
 from ray_knowsim.stats.ranks import TIE_DECIMALS, higher_is_better, mean_item_ranks
 from ray_knowsim.stats.winrate import win_counts
@@ -178,49 +184,84 @@ def _turn_labels(path: str) -> dict[tuple[str, int], tuple[str, str, dict[str, s
                 entries = json.loads(r["signals_json"] or "[]")
             except ValueError:
                 continue
-            labels = {str(e.get("id")): _label(e) for e in entries if isinstance(e, dict) and e.get("id")}
+            labels = {str(e.get("id")): label_of(e.get("teaching_quality")) for e in entries if isinstance(e, dict) and e.get("id")}
             if labels:
                 out[(r["session_id"], int(r["turn"]))] = (r["user_message"], r["assistant_message"], labels)
     return out
 
 
-def _label(entry: dict) -> str:
-    raw = str(entry.get("teaching_quality"))
-    return raw if raw in ("not_mentioned", "shallow") else "well_explained"
+EXTRACTOR_COLUMNS = ["task", "item_id", "iu", "run", "reference", "n_labels", "agreement", "kappa", "positives", "tpr", "tnr"]
+
+
+def label_rows(pairs: Sequence[tuple[str, str, str, str, str]], run: str, reference: str) -> list[dict[str, Any]]:
+    """Per (task, item, IU), per (task, item, "all") and per (task, "all", "all"): Cohen's kappa of
+    the run's labels against the reference's, raw agreement and TPR/TNR of ``well_explained``.
+    ``pairs``: (task, item, IU, label, reference label)."""
+    cells: dict[tuple[str, str, str], list[tuple[str, str]]] = defaultdict(list)
+    for task, item, iu, mine, theirs in pairs:
+        for cell in ((task, item, iu), (task, item, "all"), (task, "all", "all")):
+            cells[cell].append((mine, theirs))
+    rows = []
+    for (task, item, iu), got in sorted(cells.items()):
+        mine, theirs = [a for a, _ in got], [b for _, b in got]
+        r = rates(mine, theirs, POSITIVE)
+        rows.append({"task": task, "item_id": item, "iu": iu, "run": run, "reference": reference, "n_labels": len(got),
+                     "agreement": sum(a == b for a, b in got) / len(got), "kappa": cohen_kappa(mine, theirs),
+                     "positives": r.positives, "tpr": r.tpr, "tnr": r.tnr})
+    return rows
 
 
 def extractor_table(paths: dict[str, str], reference: str, sessions: pd.DataFrame) -> pd.DataFrame:
     """Per (task, item, IU) and run: kappa and TPR/TNR of the labels against the reference's, over the
-    turns both runs saw with the same text; an ``iu`` of "all" pools the item's IUs."""
+    turns both runs saw with the same text (:func:`label_rows`: also each item's and the task's IUs pooled)."""
     where = sessions.drop_duplicates("session_id").set_index("session_id")[["task", "item_id"]].to_dict("index")
     ref = _turn_labels(paths[reference])
     rows = []
     for label, path in paths.items():
         if label == reference:
             continue
-        other = _turn_labels(path)
-        pairs: dict[tuple[str, str, str], list[tuple[str, str]]] = defaultdict(list)
-        for key, (user, reply, labs) in other.items():
+        pairs = []
+        for key, (user, reply, labs) in _turn_labels(path).items():
             base = ref.get(key)
             if base is None or base[0] != user or base[1] != reply or key[0] not in where:
                 continue  # another exchange: the two extractors did not read the same text
             cell = where[key[0]]
-            for iu, lab in labs.items():
-                if iu in base[2]:
-                    pairs[(cell["task"], str(cell["item_id"]), iu)].append((lab, base[2][iu]))
-                    pairs[(cell["task"], str(cell["item_id"]), "all")].append((lab, base[2][iu]))
-        for (task, item, iu), got in sorted(pairs.items()):
-            mine, theirs = [a for a, _ in got], [b for _, b in got]
-            r = rates(mine, theirs, POSITIVE)
-            rows.append({"task": task, "item_id": item, "iu": iu, "run": label, "reference": reference, "n_labels": len(got),
-                         "agreement": sum(a == b for a, b in got) / len(got), "kappa": cohen_kappa(mine, theirs),
-                         "positives": r.positives, "tpr": r.tpr, "tnr": r.tnr})
-    return pd.DataFrame(rows, columns=["task", "item_id", "iu", "run", "reference", "n_labels", "agreement", "kappa",
-                                       "positives", "tpr", "tnr"])
+            pairs += [(cell["task"], str(cell["item_id"]), iu, lab, base[2][iu]) for iu, lab in labs.items() if iu in base[2]]
+        rows += label_rows(pairs, label, reference)
+    return pd.DataFrame(rows, columns=EXTRACTOR_COLUMNS)
+
+
+def reextraction_table(paths: dict[str, str], reference: str, out_dir: Path, address: str | None = None
+                       ) -> tuple[pd.DataFrame, dict[str, dict[str, Any]], list[str]]:
+    """Each other run's extractor labels ALL the reference's exchanges (:mod:`ray_knowsim.compare.reextract`);
+    (the agreement rows, per run the spend, notes)."""
+    from ray_knowsim.compare.reextract import re_extract
+
+    rows, spent, notes = [], {}, []
+    for label, path in paths.items():
+        if label == reference:
+            continue
+        done = re_extract(paths[reference], path, label, out_dir / "re_extraction", address=address)
+        table = label_rows(done.pairs, label, reference)
+        rows += table
+        s = done.spend
+        spent[label] = {"extractor": done.extractor, "asked": done.asked, "resumed": s["exchanges"] - done.asked, **s}
+        pooled = [r for r in table if r["item_id"] == "all"]
+        n = sum(r["n_labels"] for r in pooled)
+        cost = "no price" if s["cost_usd"] is None else f"${s['cost_usd']:.4f}"
+        notes.append(f"re-extraction by {label}'s extractor ({done.extractor}): {n:,} labels of {s['exchanges'] - s['errors']:,} "
+                     f"of the reference's exchanges ({done.asked} asked, {s['exchanges'] - done.asked} resumed; {s['calls']} calls, "
+                     f"{s['prompt_tokens'] + s['completion_tokens']:,} tokens, {cost})"
+                     + (f"; {s['errors']} unreadable answers left out (asked again on a rerun)" if s["errors"] else ""))
+    return pd.DataFrame(rows, columns=EXTRACTOR_COLUMNS), spent, notes
 
 
 def agreement(paths: Sequence[str | Path], out_dir: str | Path, *, reference: str | Path | None = None,
-              metrics: Sequence[str] | None = None, alpha: float = 0.05) -> AgreementResult:
+              metrics: Sequence[str] | None = None, alpha: float = 0.05, re_extract: bool = False,
+              address: str | None = None) -> AgreementResult:
+    """The agreement tables of ``paths`` (one design, different simulator models) against ``reference``;
+    ``re_extract``: also have each other run's extractor label all the reference's exchanges
+    (table ``extractor_reextraction``, resumable under ``out_dir/re_extraction``)."""
     from ray_knowsim.audit.run import audit_run
 
     paths = [str(p) for p in paths]
@@ -249,7 +290,10 @@ def agreement(paths: Sequence[str | Path], out_dir: str | Path, *, reference: st
     tables["audit"] = pd.DataFrame(audits)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for name in TABLES:
+    spent, re_notes = {}, []
+    if re_extract:
+        tables["extractor_reextraction"], spent, re_notes = reextraction_table(dict(zip(labels, paths)), ref_label, out, address)
+    for name in [*TABLES, *(["extractor_reextraction"] if re_extract else [])]:
         tables[name].to_parquet(out / f"{name}.parquet", index=False)
         tables[name].to_csv(out / f"{name}.csv", index=False)
     verdicts = tables["verdicts"]
@@ -258,17 +302,19 @@ def agreement(paths: Sequence[str | Path], out_dir: str | Path, *, reference: st
              f"hold under every one" if len(verdicts) else "no verdicts"]
     ex = tables["extractor_agreement"]
     if len(ex):
-        pooled = ex[ex["iu"] == "all"]
+        pooled = ex[ex["item_id"] == "all"]
         notes.append(f"extractor labels compared on {int(pooled['n_labels'].sum()):,} (turn, IU) pairs of identical exchanges")
     else:
         notes.append("no exchange was the same text in two runs: the extractors' labels could not be paired")
+    notes += re_notes
     info = {"runs": [{"label": lab, "path": p} for lab, p in zip(labels, paths)], "reference": ref_label,
             "metrics": metrics, "alpha": alpha, "conditions": conditions, "notes": notes,
+            **({"re_extraction": spent} if re_extract else {}),
             "simulators": {lab: (r.manifest or {}).get("config", {}).get("roles", {}) for lab, r in zip(labels, readers)},
             "definitions": __doc__}
     (out / "agreement.json").write_text(json.dumps(info, indent=1, default=str), encoding="utf-8")
     return AgreementResult(out, tables, labels, ref_label, notes)
 
 
-__all__ = ["AgreementResult", "TABLES", "agreement", "check_same_design", "extractor_table", "item_means",
-           "rank_and_item_tables", "verdict_table"]
+__all__ = ["AgreementResult", "EXTRACTOR_COLUMNS", "TABLES", "agreement", "check_same_design", "extractor_table", "item_means",
+           "label_rows", "rank_and_item_tables", "reextraction_table", "verdict_table"]

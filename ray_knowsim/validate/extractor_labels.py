@@ -18,7 +18,6 @@ named error; its reply is left out of the agreement and counted, never dropped s
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import math
@@ -28,14 +27,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from ray_knowsim.llm.parse.signals import parse_signal_report
 from ray_knowsim.llm.protocol import ChatModel
-from ray_knowsim.prompts.render import render_extractor
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS
 from ray_knowsim.schema.graph import IUGraph
 from ray_knowsim.schema.items import Item, item_key
 from ray_knowsim.schema.price import Price
-from ray_knowsim.sim.ask import ask_all
+from ray_knowsim.score.relabel import ANSWER_COLUMNS, Exchange, model_identity, relabel
 from ray_knowsim.sim.types import RoleSettings, request_id, request_seed
 from ray_knowsim.stats.agreement import label_agreement
 from ray_knowsim.validate.knowchat_labels import LABELS
@@ -46,10 +43,7 @@ __all__ = ["REPLIES_FILE", "ExtractorAgreement", "agreement_tables", "label_repl
 
 REPLIES_FILE = "extractor_replies.parquet"
 KEY = ("arm", "task", "prolific_id", "session", "turn", "item_id")
-REPLY_COLUMNS = (*KEY, "extractor_model", "model_identity", "prompt_version", "labels_json", "error", "calls",
-                 "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "cost_usd")  # fmt: skip
-#: replies asked per written chunk: an interrupt loses at most the chunk in flight
-CHUNK = 32
+REPLY_COLUMNS = (*KEY, *ANSWER_COLUMNS)
 
 
 def reply_key(label: HumanIULabel) -> tuple:
@@ -65,22 +59,9 @@ class ExtractorAgreement:
     notes: list[str] = field(default_factory=list)
 
 
-def _read_replies(path: Path) -> pd.DataFrame:
-    if not path.is_file():
-        return pd.DataFrame(columns=list(REPLY_COLUMNS))
-    df = pd.read_parquet(path)
-    missing = [c for c in REPLY_COLUMNS if c not in df.columns]
-    if missing:
-        raise ValueError(f"{path}: not an extractor-replies file (no column(s) {', '.join(missing)}); move it away")
+def _session_as_text(df: pd.DataFrame) -> pd.DataFrame:
     df["session"] = df["session"].astype(str)
     return df
-
-
-def _write_replies(path: Path, df: pd.DataFrame) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    df.to_parquet(tmp, index=False)
-    tmp.replace(path)
 
 
 def label_replies(
@@ -114,68 +95,20 @@ def label_replies(
                                       f"({', '.join(n.id for n in graphs[key].nodes)})")
     convs = {(c.arm, c.task, c.prolific_id, str(c.session)): c for c in human.conversations}
     wanted = sorted({reply_key(lab) for lab in human.iu_labels}, key=lambda k: tuple(map(str, k)))
-    path = Path(out_dir) / REPLIES_FILE
-    have = _read_replies(path)
-    others = sorted(set(have["model_identity"]) - {model_identity})
-    if others:
-        raise ValueError(f"{path} holds another extractor's labels ({', '.join(sorted(set(have['extractor_model'])))}); "
-                         "choose another --out for this one")
-    kept = have[have["error"].isna()]
-    done = {tuple(r) for r in kept[list(KEY)].itertuples(index=False, name=None)}
-    todo = [k for k in wanted if k not in done]  # never asked, or answered with an error: asked (again)
-    rows: list[dict[str, Any]] = kept.to_dict("records")
-
-    async def ask(chunk: Sequence[tuple]) -> list[dict[str, Any]]:
-        requests, parsers = [], []
-        for arm, task, pid, session, turn, item_id in chunk:
-            item, graph = items[item_key(task, item_id)], graphs[item_key(task, item_id)]
-            prior, user, reply = convs[(arm, task, pid, session)].exchange(turn)
-            sid = f"human/{arm}/{task}/{pid}/{session}/{item_id}"
-            seed = int(hashlib.sha256(sid.encode()).hexdigest()[:7], 16)
-            req = render_extractor(item, graph, initial_state(item, graph, levels[(arm, task, pid, session)]), prior, user, reply,
-                                   seed=request_seed(seed, "extractor", turn), request_id=request_id(sid, "extractor", turn),
-                                   prompts=prompts)  # fmt: skip
-            requests.append(settings.apply(req))
-            parsers.append(graph)
-        answers = await ask_all(model, requests, lambda text, i: parse_signal_report(text, parsers[i]),
-                                attempts=settings.attempts, repair_temperature=settings.repair_temperature)
-        out = []
-        for k, answer in zip(chunk, answers):
-            u = answer.usage
-            labels = ({e.id: (e.teaching_quality if e.teaching_quality in ("shallow", "not_mentioned") else "well_explained")
-                       for e in answer.value.entries if e.id} if answer.ok else {})
-            out.append(dict(zip(KEY, k)) | {
-                "extractor_model": model_key, "model_identity": model_identity, "prompt_version": answer.prompt_version,
-                "labels_json": json.dumps(labels, sort_keys=True), "error": None if answer.ok else f"{answer.error}: {answer.detail}"[:500],
-                "calls": answer.calls, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-                "cached_prompt_tokens": u.cached_prompt_tokens,
-                "cost_usd": price.cost(u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens) if price else None,
-            })  # fmt: skip
-        return out
-
-    async def ask_everything() -> None:
-        try:
-            for start in range(0, len(todo), CHUNK):
-                rows.extend(await ask(todo[start:start + CHUNK]))
-                _write_replies(path, _frame(rows))  # committed a chunk at a time
-        finally:
-            close = getattr(model, "aclose", None)
-            if close is not None:
-                await close()
-
-    if todo:
-        asyncio.run(ask_everything())
-    replies = _frame(rows)
-    if not todo and len(replies):
-        _write_replies(path, replies)
-    labels, agreement, notes = agreement_tables(human.iu_labels, replies[replies["model_identity"] == model_identity])
-    return ExtractorAgreement(replies, labels, agreement, asked=len(todo), notes=notes)
-
-
-def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    df = pd.DataFrame(rows, columns=list(REPLY_COLUMNS))
-    df["session"] = df["session"].astype(str)
-    return df.sort_values(list(KEY), key=lambda s: s.astype(str)).reset_index(drop=True)
+    exchanges = []
+    for arm, task, pid, session, turn, item_id in wanted:
+        item, graph = items[item_key(task, item_id)], graphs[item_key(task, item_id)]
+        prior, user, reply = convs[(arm, task, pid, session)].exchange(turn)
+        sid = f"human/{arm}/{task}/{pid}/{session}/{item_id}"
+        seed = int(hashlib.sha256(sid.encode()).hexdigest()[:7], 16)
+        exchanges.append(Exchange(key=(arm, task, pid, session, turn, item_id), item=item, graph=graph,
+                                  states=initial_state(item, graph, levels[(arm, task, pid, session)]), prior=prior,
+                                  user=user, reply=reply, seed=request_seed(seed, "extractor", turn),
+                                  request_id=request_id(sid, "extractor", turn)))  # fmt: skip
+    done = relabel(exchanges, key_columns=KEY, path=Path(out_dir) / REPLIES_FILE, model=model, model_key=model_key,
+                   model_identity=model_identity, settings=settings, price=price, prompts=prompts, normalise=_session_as_text)
+    labels, agreement, notes = agreement_tables(human.iu_labels, done.answers)
+    return ExtractorAgreement(done.answers, labels, agreement, asked=done.asked, notes=notes)
 
 
 def agreement_tables(human: Sequence[HumanIULabel], replies: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
@@ -213,8 +146,3 @@ def agreement_tables(human: Sequence[HumanIULabel], replies: pd.DataFrame) -> tu
     if not ok.empty and table["kappa"].map(lambda v: isinstance(v, float) and math.isnan(v)).any():
         notes.append("extractor agreement: kappa is undefined (NaN) where the people and the extractor each gave one label to every IU")
     return labels, table, notes
-
-
-def model_identity(backend: str, entry_json: str) -> str:
-    """A short digest of what makes a model entry answer as it does (resume keys on it)."""
-    return hashlib.sha256(f"{backend}\x1f{entry_json}".encode()).hexdigest()[:16]

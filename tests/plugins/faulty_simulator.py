@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ray_knowsim.engine.backends import BuildContext, register_backend
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse
+from ray_knowsim.schema.price import Price
 
 Plant = Literal["learner_claims_unaware", "extractor_labels_untouched", "extractor_labels_unmentioned", "extractor_ignores_covered"]
 
@@ -42,6 +43,7 @@ class FaultyEntry(BaseModel):
     plant: list[Plant]
     share: float = 1.0
     log: str = ""
+    price: Price | None = None  # what its tokens cost (re-extraction's spend is checked against it)
 
 
 _CLAIMS = (
