@@ -179,7 +179,8 @@ def execute_shard(
     todo = tuple(s for s in shard.sessions if done.get(s.session_id, 0) < attempts.get(s.session_id, Attempt()).attempt)
     summary: dict[str, Any] = {"shard_id": shard.shard_id, "sessions": 0, "new_failed": 0, "turns": 0,
                                "already_committed": len(shard.sessions) - len(todo), "accounting": {},
-                               "commits": 0, "commit_seconds": 0.0, "fold_seconds": 0.0}
+                               "commits": 0, "commit_seconds": 0.0, "fold_seconds": 0.0, "commit_cpu_seconds": 0.0,
+                               "fold_cpu_seconds": 0.0}
     if not todo:
         summary["seconds"] = round(time.perf_counter() - t0, 3)
         return summary
@@ -207,7 +208,7 @@ def execute_shard(
     run_ctx = dataclasses.replace(ctx, on_turn=on_turn)
 
     def commit(batch: list[SessionResult]) -> Commit:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()  # this thread's CPU: the rest of a commit's wall is fsync
         sessions = rows_table([r.session for r in batch], SESSION_SCHEMA)
         turns = rows_table([t for r in batch for t in r.turns], TURN_SCHEMA)
         sessions, turns = sort_tables(sessions, turns, order)
@@ -216,6 +217,7 @@ def execute_shard(
                                                   JOURNAL_KEY: journal.token})
         journal.committed(made.sessions)
         summary["commit_seconds"] += time.perf_counter() - started
+        summary["commit_cpu_seconds"] += time.thread_time() - cpu
         return made
 
     async def drive() -> None:
@@ -284,11 +286,13 @@ def execute_shard(
     contract.finish()
     summary["commits"] = len(commits)
     if policy.fold and len(commits) > 1:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         fold_commits(root, commits, order, plan=plan,
                      summary={"sessions": summary["sessions"], "kernel": dict(kernel), JOURNAL_KEY: journal.token})
         summary["fold_seconds"] = round(time.perf_counter() - started, 4)
+        summary["fold_cpu_seconds"] = round(time.thread_time() - cpu, 4)
     summary["commit_seconds"] = round(summary["commit_seconds"], 4)
+    summary["commit_cpu_seconds"] = round(summary["commit_cpu_seconds"], 4)
     summary["accounting"] = accounting.to_dict()
     summary["errors"] = dict(reporter.counts.errors)
     if kernel:

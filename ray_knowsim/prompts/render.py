@@ -15,7 +15,6 @@ Judges, baselines and graph extraction have renderers of their own in :mod:`.jud
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 from typing import Any, Iterable, Protocol
 
@@ -45,7 +44,7 @@ from ray_knowsim.prompts.views import (
     density_line,
     explained_names,
     format_transcript,
-    graph_for_prompt,
+    graph_prompt_json,
     ids_at,
     learner_names,
     pretty_json,
@@ -282,7 +281,7 @@ def render_extractor(
     }
     values = {
         "task_noun": shared_fragments(item.task, prompts)["task_noun"],
-        "graph_json": json.dumps(graph_for_prompt(graph), ensure_ascii=False, indent=1),
+        "graph_json": graph_prompt_json(graph),
         "reference_answer": item.reference_answer or section_or(tpl, "no_reference", NO_REFERENCE),
         "transcript": format_transcript(pairs, section_or(tpl, "no_transcript", NO_TRANSCRIPT_EXTRACTOR), speakers(tpl)),
         "state_json": pretty_json(states_by_id(index, codes)),

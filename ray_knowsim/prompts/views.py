@@ -7,8 +7,9 @@ the simulator's view (spec §5, §12.3) and the extractor's view (spec §12.5) l
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping  # not typing's alias: its isinstance checks cost 3x, on every IU of every prompt
 from types import MappingProxyType
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Iterable, Literal, Sequence
 
 from ray_knowsim.schema.graph import GraphIndex, IUGraph
 from ray_knowsim.schema.states import KNOWS_WELL, PARTIAL, STATE_NAMES, STRUGGLING, UNAWARE, state_value
@@ -166,5 +167,39 @@ def graph_for_prompt(graph: IUGraph) -> dict:
     }
 
 
+#: graph id -> (the graph, its prompt JSON): every extractor request of an item shows the same
+#: text, and a graph is never changed once loaded (its holder is kept, so the id stays its own)
+_GRAPH_JSON: dict[int, tuple[IUGraph, str]] = {}
+_GRAPH_JSON_MAX = 512
+
+
+def graph_prompt_json(graph: IUGraph) -> str:
+    """:func:`graph_for_prompt` as the extractor's prompt shows it (:func:`pretty_json`), made once per graph."""
+    hit = _GRAPH_JSON.get(id(graph))
+    if hit is not None and hit[0] is graph:
+        return hit[1]
+    text = pretty_json(graph_for_prompt(graph))
+    if len(_GRAPH_JSON) >= _GRAPH_JSON_MAX:
+        _GRAPH_JSON.pop(next(iter(_GRAPH_JSON)))
+    _GRAPH_JSON[id(graph)] = (graph, text)
+    return text
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def pretty_json(value: Any) -> str:
+    """``value`` as indented JSON (one space per level). A flat object of scalars (a knowledge
+    state: every turn's prompt shows one) is written with the C encoder, byte for byte what
+    ``json.dumps(value, ensure_ascii=False, indent=1)`` writes (which runs in Python)."""
+    if isinstance(value, dict) and value and all(type(k) is str and type(v) in _SCALARS for k, v in value.items()):
+        return "{\n" + ",\n".join(f" {_flat(k)}: {_flat(v)}" for k, v in value.items()) + "\n}"
     return json.dumps(value, ensure_ascii=False, indent=1)
+
+
+_FLAT = json.JSONEncoder(ensure_ascii=False)
+_FLAT_STR = getattr(json.encoder, "c_encode_basestring", None) or json.encoder.py_encode_basestring
+
+
+def _flat(value: Any) -> str:
+    return _FLAT_STR(value) if type(value) is str else _FLAT.encode(value)

@@ -23,6 +23,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal, Mapping, get_args
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from ray_knowsim.schema.graph import IUGraph
@@ -69,8 +70,9 @@ def _decoding_schema_json(model: type[BaseModel]) -> str:
 
 
 def decoding_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """A fresh copy every call (callers may edit it); generated once per model."""
-    return json.loads(_decoding_schema_json(model))
+    """A fresh copy every call (callers may edit it); generated once per model (the copy is
+    decoded by orjson: every learner request asks for one)."""
+    return orjson.loads(_decoding_schema_json(model))
 
 
 class StructuredOutput(BaseModel):
@@ -153,7 +155,7 @@ def signal_report_schema(graph: IUGraph, *, reasoning_max_chars: int | None = No
     asks with it); each call returns a fresh copy the caller may edit.
     """
     nodes = tuple((node.id, node.concept) for node in graph.nodes)
-    return json.loads(_signal_report_schema_json(nodes, reasoning_max_chars))
+    return orjson.loads(_signal_report_schema_json(nodes, reasoning_max_chars))
 
 
 @lru_cache(maxsize=1024)

@@ -178,6 +178,96 @@ def _cpu_s(pid: int) -> float:
     return t.user + t.system
 
 
+class ClientCpu:
+    """CPU-seconds the client spends during a run: this process (the driver) and every process
+    under it (Ray's own processes and the shard workers), the endpoint's processes (``exclude``
+    and theirs) left out; sampled every ``every_s`` from a thread, so a worker that exits mid-run
+    keeps what it used up to its last sample. Split into ``driver``, ``workers`` (``ray::`` task
+    and actor processes: the shards, the limiter, the progress board) and ``ray_system``
+    (GCS, raylet and the other daemons). Children's time is not in their parents' figures (only
+    reaped children's is, and these are sampled themselves)."""
+
+    PARTS = ("driver", "workers", "ray_system")
+
+    def __init__(self, exclude: tuple[int, ...] = (), every_s: float = 0.25) -> None:
+        import threading
+
+        import psutil
+
+        self._psutil, self._me = psutil, psutil.Process()
+        self.exclude, self.every_s = set(exclude), every_s
+        self._start: dict[int, float] = {}
+        self._last: dict[int, tuple[str, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _kind(self, p) -> str:
+        if p.pid == self._me.pid:
+            return "driver"
+        try:
+            cmd = p.cmdline() or [""]
+        except self._psutil.Error:
+            cmd = [""]
+        # a worker names itself ray::<task> once it runs; before that it is default_worker.py
+        return "workers" if cmd[0].startswith("ray::") or any("default_worker.py" in c for c in cmd) else "ray_system"
+
+    def _processes(self):
+        skip = set(self.exclude)
+        for pid in self.exclude:
+            try:
+                skip.update(c.pid for c in self._psutil.Process(pid).children(recursive=True))
+            except self._psutil.Error:
+                pass
+        for p in [self._me, *self._me.children(recursive=True)]:
+            if p.pid not in skip:
+                yield p
+
+    def sample(self) -> None:
+        for p in self._processes():
+            try:
+                t = p.cpu_times()
+                kind = self._kind(p)
+            except self._psutil.Error:
+                continue
+            self._last[p.pid] = (kind, t.user + t.system)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.sample()
+
+    def __enter__(self) -> "ClientCpu":
+        self.sample()
+        self._start = {pid: cpu for pid, (_, cpu) in self._last.items()}
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def seconds(self) -> dict[str, float]:
+        out = dict.fromkeys(self.PARTS, 0.0)
+        for pid, (kind, cpu) in self._last.items():
+            out[kind] += cpu - self._start.get(pid, 0.0)
+        return out
+
+
+def client_cpu_figures(name: str, cpu: dict[str, float], llm: dict, wall: float) -> dict:
+    """The client's CPU figures of one run: seconds per part, and per request answered (the
+    driver and the workers; Ray's daemons are reported beside it, not in it)."""
+    from ray_knowsim.llm.accounting import Accounting
+
+    requests = Accounting.from_dict(llm).total().calls
+    client = cpu["driver"] + cpu["workers"]
+    out = {f"{name}_{part}_cpu_s": round(v, 2) for part, v in cpu.items()}
+    out.update({f"{name}_requests": requests, f"{name}_client_cpu_s": round(client, 2),
+                f"{name}_client_cpu_ms_per_request": round(1000 * client / max(1, requests), 3),
+                f"{name}_ray_system_cpu_ms_per_request": round(1000 * cpu["ray_system"] / max(1, requests), 3),
+                f"{name}_client_cores_busy": round(client / wall, 2) if wall else None})
+    return out
+
+
 def bench_b(args, workdir: Path) -> dict:
     from ray_knowsim.engine.config import parse_run_config
     from ray_knowsim.engine.runner import run
@@ -206,25 +296,38 @@ def bench_b(args, workdir: Path) -> dict:
             "http_global_limiter": dict(shard_size=args.shard_size_b, shard_cpus=args.shard_cpus_b,
                                         ep={"max_in_flight": args.concurrency, "max_in_flight_global": args.concurrency}),
         }
+        def config(trials: int, turns: int, shard_size: int, shard_cpus: float, ep: dict):
+            data = base_config(trials, conditions, turns, shard_size, shard_cpus=shard_cpus, llm_cache=False)
+            data["models"] = {"ep": {"backend": "http", "base_url": f"http://127.0.0.1:{port}/v1", "model": "offline",
+                                     "timeout_s": 120, "structured_output": "json_object", "offline_server": True, **ep}}
+            data["roles"] = {"user_sim": "ep", "extractor": "ep", "judge": None, "assistant": {"model": "ep"}}
+            return parse_run_config(data)
+
+        # warm the shard workers first (process start, imports, the kernel's load: a fixed cost
+        # per worker, not one per request), as many at once as the smallest shards' layout runs
+        warm_cpus = min(v["shard_cpus"] for v in variants.values())
+        run(config(1, 1, 8, warm_cpus, {"max_in_flight": args.concurrency}), output=workdir / "b-warm", quiet=True, tables=False)
         for name, v in variants.items():
             if name != "http" and not args.limiter_variant:
                 continue
-            data = base_config(trials_for(args.sessions_b, conditions), conditions, args.turns, v["shard_size"],
-                               shard_cpus=v["shard_cpus"], llm_cache=False)
-            data["models"] = {"ep": {"backend": "http", "base_url": f"http://127.0.0.1:{port}/v1", "model": "offline",
-                                     "timeout_s": 120, "structured_output": "json_object", "offline_server": True, **v["ep"]}}
-            data["roles"] = {"user_sim": "ep", "extractor": "ep", "judge": None, "assistant": {"model": "ep"}}
-            cfg = parse_run_config(data)
+            cfg = config(trials_for(args.sessions_b, conditions), args.turns, v["shard_size"], v["shard_cpus"], v["ep"])
             cpu0 = _cpu_s(server.pid)
-            t0 = time.perf_counter()
-            out = run(cfg, output=workdir / f"b-{name}", quiet=True, tables=False)
-            wall = time.perf_counter() - t0
+            load0 = os.getloadavg()[0]
+            with ClientCpu(exclude=(server.pid,)) as client:
+                t0 = time.perf_counter()
+                out = run(cfg, output=workdir / f"b-{name}", quiet=True, tables=False)
+                wall = time.perf_counter() - t0
             server_cpu = _cpu_s(server.pid) - cpu0  # the test server's own work on the same cores
             res.update({f"{name}_wall_s": round(wall, 2), f"{name}_failed": out.n_failed,
-                        f"{name}_server_cpu_s": round(server_cpu, 1), f"{name}_wall_vs_bound_ratio": round(wall / bound, 3)})
+                        f"{name}_server_cpu_s": round(server_cpu, 1), f"{name}_wall_vs_bound_ratio": round(wall / bound, 3),
+                        f"{name}_loadavg_1m": round(load0, 2)})
+            res.update(client_cpu_figures(name, client.seconds(), out.llm, wall))
             print(f"(b) {name}: {n} sessions x {args.turns} turns x {roles} roles at {args.delay}s, {args.concurrency} in flight "
                   f"({v['shard_size']}-session shards): wall {wall:.1f}s vs ideal lockstep bound {bound:.1f}s: "
-                  f"ratio {wall / bound:.3f} (target <= 1.25); the server itself used {server_cpu:.0f} CPU-s", flush=True)
+                  f"ratio {wall / bound:.3f} (target <= 1.25); the server itself used {server_cpu:.0f} CPU-s; "
+                  f"the client {res[f'{name}_client_cpu_s']:.1f} CPU-s, {res[f'{name}_client_cpu_ms_per_request']:.2f} ms "
+                  f"per request (driver {res[f'{name}_driver_cpu_s']:.1f}, workers {res[f'{name}_workers_cpu_s']:.1f}, "
+                  f"Ray's daemons {res[f'{name}_ray_system_cpu_s']:.1f} CPU-s); load {load0:.2f}", flush=True)
         if "http_global_limiter_wall_s" in res:
             # the run-wide limiter against the per-process cap measured just before (same server,
             # same sessions): what sharing one cap across every worker costs

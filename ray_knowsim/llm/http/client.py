@@ -22,6 +22,7 @@ import weakref
 from typing import Any
 
 import aiohttp
+import orjson
 
 from ray_knowsim.schema.outputs import portable_schema
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
@@ -44,6 +45,14 @@ def estimate_tokens(request: ChatRequest) -> int:
     full completion budget); settled against the real usage afterwards."""
     chars = sum(len(str(m.get("content", ""))) for m in request.messages)
     return chars // 4 + 4 * len(request.messages) + request.max_tokens
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """The JSON bytes of a request body. orjson, not json: an extractor's body (its prompt, the
+    per-graph decoding schema) is tens of KB of nested objects, and json spent about as much CPU
+    encoding it as the rest of the client's work on the request (docs/performance.md). Non-str
+    keys become strings, as with json; anything JSON cannot hold raises TypeError."""
+    return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
 
 
 def _schema_name(request: ChatRequest) -> str:
@@ -230,6 +239,10 @@ class OpenAICompatibleModel:
     async def _one(self, session: aiohttp.ClientSession, request: ChatRequest) -> ChatResponse:
         # One body for every attempt: a transport retry is the same request (same seed).
         body = self.build_payload(request)
+        try:
+            data: bytes | Exception = encode_body(body)
+        except (TypeError, ValueError) as exc:  # e.g. a message that cannot be sent as JSON: each attempt says so
+            data = exc
         estimate = estimate_tokens(request)
         cfg = self.config
         last: TransportFailure | None = None
@@ -252,7 +265,7 @@ class OpenAICompatibleModel:
                             break
                     t0 = time.perf_counter()
                     try:
-                        response = await self._attempt(session, request, body)
+                        response = await self._attempt(session, request, data)
                     except TransportFailure as failure:
                         last = failure
                         reached = reached or failure.reached
@@ -321,10 +334,12 @@ class OpenAICompatibleModel:
             log.warning("%s: rate limiter release failed: %s", self.name, self._scrub(repr(exc)))
 
     async def _attempt(
-        self, session: aiohttp.ClientSession, request: ChatRequest, body: dict[str, Any]
+        self, session: aiohttp.ClientSession, request: ChatRequest, data: bytes | Exception
     ) -> ChatResponse:
         try:
-            async with session.post(self._url, json=body, headers=self._headers(request)) as resp:
+            if isinstance(data, Exception):
+                raise data
+            async with session.post(self._url, data=data, headers=self._headers(request)) as resp:
                 raw = await resp.read()
                 status = resp.status
                 retry_after = parse_retry_after(resp.headers)
@@ -348,4 +363,4 @@ class OpenAICompatibleModel:
         return self._reader.read(raw)
 
 
-__all__ = ["LimiterRequiredError", "OpenAICompatibleModel", "estimate_tokens"]
+__all__ = ["LimiterRequiredError", "OpenAICompatibleModel", "encode_body", "estimate_tokens"]

@@ -187,6 +187,20 @@ def _loads(text: str, *, strict: bool = True) -> tuple[bool, Any]:
         return False, None
 
 
+#: an escape that can decode to a control character (``\\b \\f \\n \\r \\t``, ``\\uXXXX``): a strictly
+#: decoded text without one holds no control character, so :func:`restore_latex` has nothing to do
+_CONTROL_ESCAPE = re.compile(r"\\[bfnrtu]")
+_DECODER = json.JSONDecoder()
+
+
+def _restored(value: Any, repairs: list[str]) -> Any:
+    restored: list[str] = []
+    value = _restore_all(value, restored)
+    if restored:
+        repairs.append("latex_from_escapes:" + ",".join(dict.fromkeys(restored)))
+    return value
+
+
 def decode_json(candidate: str) -> tuple[Any, tuple[str, ...], str | None]:
     """(value, repairs, error) of one JSON text, decoded first (see the module docstring)."""
     try:
@@ -198,11 +212,21 @@ def decode_json(candidate: str) -> tuple[Any, tuple[str, ...], str | None]:
         if not decoded:
             e = first_error
             return None, (), f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
-    restored: list[str] = []
-    value = _restore_all(value, restored)
-    if restored:
-        repairs.append("latex_from_escapes:" + ",".join(dict.fromkeys(restored)))
+        return _restored(value, repairs), tuple(repairs), None  # mended text may hold raw control characters
+    if _CONTROL_ESCAPE.search(candidate):
+        value = _restored(value, repairs)
     return value, tuple(repairs), None
+
+
+def _decoded_at(body: str, start: int) -> tuple[Any, int] | None:
+    """The JSON value that starts at ``body[start]`` and where it ends, when the text there is
+    valid JSON (C speed); None when it is not (then the string-aware scan and the repairs read it).
+    Valid JSON ends exactly where :func:`balanced_end` says and decodes as :func:`decode_json`
+    decodes it, so this is only a faster way to the same answer."""
+    try:
+        return _DECODER.raw_decode(body, start)
+    except json.JSONDecodeError:
+        return None
 
 
 def _decode_refused(text: str) -> tuple[bool, Any, list[str]]:
@@ -246,11 +270,16 @@ def extract_json(text: str | None, *, allow_array: bool = False) -> JsonExtracti
         start = body.find("{")
         if start < 0:
             return JsonExtraction(repairs=tuple(repairs), error="no JSON object in the reply")
-    end = balanced_end(body, start)
+    fast = _decoded_at(body, start)
+    end = fast[1] if fast is not None else balanced_end(body, start)
     if end is None:
         return JsonExtraction(repairs=tuple(repairs), error="the JSON object is not closed (reply truncated?)")
     if body[:start].strip() or body[end:].strip():
         repairs.append("surrounding_text")
+    if fast is not None:
+        latex: list[str] = []
+        value = _restored(fast[0], latex) if _CONTROL_ESCAPE.search(body, start, end) else fast[0]
+        return JsonExtraction(value=value, repairs=tuple(repairs + latex))
     value, more, error = decode_json(body[start:end])
     if error is not None:
         return JsonExtraction(repairs=tuple(repairs), error=error)

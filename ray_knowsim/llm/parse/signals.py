@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ray_knowsim.llm.parse.json_extract import extract_json
@@ -107,6 +108,13 @@ class _IdResolver:
         return None
 
 
+@lru_cache(maxsize=1024)
+def _resolver(g: _Graph) -> _IdResolver:
+    """One resolver per graph (it only reads ``forms`` after it is built): every turn of every
+    session of an item resolves ids against the same graph."""
+    return _IdResolver(g)
+
+
 def _signal_list(value: Any, repairs: list[str]) -> list | None:
     if isinstance(value, list):
         repairs.append("top_level_list")
@@ -126,6 +134,8 @@ def _label(value: Any, allowed: tuple[str, ...]) -> str | None:
     """The allowed label ``value`` names up to case, white space and ``-``/space for ``_``."""
     if not isinstance(value, str):
         return None
+    if value in allowed:  # already canonical (lower case, no white space or "-"): normalising keeps it
+        return value
     norm = re.sub(r"[\s\-]+", "_", value.strip()).lower()
     return norm if norm in allowed else None
 
@@ -211,7 +221,7 @@ def parse_signal_report(
     if not raw_list:
         return fail(role, "empty", "the iu_analysis list has no entries", repairs, ext.value)
 
-    resolver = _IdResolver(g)
+    resolver = _resolver(g)
     problems: list[str] = []
     accepted: list[dict] = []
     seen: dict[str, int] = {}

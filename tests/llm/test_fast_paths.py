@@ -1,0 +1,117 @@
+"""The client's fast paths give exactly what the slow paths they skip would give.
+
+Each hot-path shortcut taken for the client's CPU per request (docs/performance.md) is checked
+here against the straightforward code it replaces, on generated inputs: reading a reply's JSON
+(decoded at C speed when valid, the LaTeX restoration skipped when no escape can have produced a
+control character), the flat-object indented JSON of the prompts' state views, and the request
+body's bytes.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ray_knowsim.llm.http.client import encode_body
+from ray_knowsim.llm.parse import json_extract
+from ray_knowsim.llm.parse.json_extract import JsonExtraction, balanced_end, decode_json, extract_json
+from ray_knowsim.prompts.views import pretty_json
+
+
+def _reference_decode(candidate: str):
+    """decode_json before the fast path: the LaTeX restoration over every decoded value."""
+    try:
+        value = json.loads(candidate)
+        repairs: list[str] = []
+    except json.JSONDecodeError as exc:
+        decoded, value, repairs = json_extract._decode_refused(candidate)
+        if not decoded:
+            return None, (), f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+    restored: list[str] = []
+    value = json_extract._restore_all(value, restored)
+    if restored:
+        repairs.append("latex_from_escapes:" + ",".join(dict.fromkeys(restored)))
+    return value, tuple(repairs), None
+
+
+def _reference_extract(text, *, allow_array=False) -> JsonExtraction:
+    """extract_json before the fast path: the string-aware scan, then the reference decode."""
+    if text is None or not text.strip():
+        return JsonExtraction(error="the reply is empty")
+    repairs: list[str] = []
+    body = text
+    fence = next((m for m in json_extract._FENCE.finditer(text) if "{" in m.group(1) or "[" in m.group(1)), None)
+    if fence is not None:
+        body = fence.group(1)
+        repairs.append("fenced_block")
+    stripped = body.lstrip()
+    if allow_array and stripped.startswith("["):
+        start = len(body) - len(stripped)
+    else:
+        start = body.find("{")
+        if start < 0:
+            return JsonExtraction(repairs=tuple(repairs), error="no JSON object in the reply")
+    end = balanced_end(body, start)
+    if end is None:
+        return JsonExtraction(repairs=tuple(repairs), error="the JSON object is not closed (reply truncated?)")
+    if body[:start].strip() or body[end:].strip():
+        repairs.append("surrounding_text")
+    value, more, error = _reference_decode(body[start:end])
+    if error is not None:
+        return JsonExtraction(repairs=tuple(repairs), error=error)
+    return JsonExtraction(value=value, repairs=tuple(repairs) + more)
+
+
+# strings a model writes: LaTeX commands, escapes, quotes, control characters, non-ASCII
+_pieces = st.sampled_from(["\\frac{1}{2}", "\\theta", "\\nabla", "\\nu", "\\tan x", "$\\nu$", "\\(", "\\sqrt2", "\n", "\t",
+                           "\r\n", "\"", "\\", "é", "→", "x", " ", "{", "}", "[", "]", ",", "abc", "\\u0041", "\b", "\f"])
+_texts = st.lists(_pieces, max_size=8).map("".join)
+_scalars = st.one_of(_texts, st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False), st.booleans(),
+                     st.none())
+_values = st.recursive(_scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                         st.dictionaries(_texts, inner, max_size=4)), max_leaves=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=st.dictionaries(_texts, _values, max_size=5), before=_texts, after=_texts, fenced=st.booleans(),
+       allow_array=st.booleans(), mangle=st.sampled_from(["", "latex", "comma", "cut"]))
+def test_extract_json_fast_path_equals_the_scan(value, before, after, fenced, allow_array, mangle):
+    text = json.dumps(value, ensure_ascii=False)
+    if mangle == "latex":  # a model's raw LaTeX: backslashes JSON refuses or misreads
+        text = text.replace("\\\\", "\\")
+    elif mangle == "comma":
+        text = text.replace("}", ",}", 1)
+    elif mangle == "cut":
+        text = text[: len(text) // 2]
+    reply = f"{before}```json\n{text}\n```{after}" if fenced else f"{before}{text}{after}"
+    assert extract_json(reply, allow_array=allow_array) == _reference_extract(reply, allow_array=allow_array)
+
+
+@settings(max_examples=100, deadline=None)
+@given(items=st.lists(_values, max_size=4), before=_texts)
+def test_extract_json_fast_path_equals_the_scan_for_arrays(items, before):
+    reply = before.lstrip("{[") + json.dumps(items)
+    for allow in (True, False):
+        assert extract_json(reply, allow_array=allow) == _reference_extract(reply, allow_array=allow)
+
+
+def test_a_valid_reply_with_escaped_latex_still_gets_its_backslashes_back():
+    reply = json.dumps({"note": "\f" + "rac{1}{2} and \theta"})  # what JSON made of \frac and \theta
+    got = extract_json(reply)
+    assert got.value == {"note": "\\frac{1}{2} and \\theta"}
+    assert got.repairs == ("latex_from_escapes:\\frac,\\theta",)
+    assert decode_json(reply) == (got.value, got.repairs, None)
+
+
+@settings(max_examples=100, deadline=None)
+@given(value=st.one_of(st.dictionaries(_texts, _scalars, max_size=8), st.dictionaries(_texts, _values, max_size=4)))
+def test_pretty_json_is_json_dumps_indent_1(value):
+    assert pretty_json(value) == json.dumps(value, ensure_ascii=False, indent=1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=st.dictionaries(_texts, _values, max_size=5))
+def test_request_body_bytes_decode_to_the_body(value):
+    assert json.loads(encode_body(value)) == value
