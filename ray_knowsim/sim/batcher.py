@@ -14,8 +14,9 @@ state across sessions), so how sessions group into calls never changes a result.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import Hashable, Sequence
+import time
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Sequence
 
 import numpy as np
 
@@ -34,16 +35,37 @@ class Step:
     carries: dict[str, float]
 
 
+#: the buckets of :attr:`KernelStats.sizes`: calls that stepped 1, 2-3, 4-7, 8-15, 16+ sessions
+SIZE_BUCKETS = ("1", "2-3", "4-7", "8-15", "16+")
+
+
+def _bucket(n: int) -> str:
+    return SIZE_BUCKETS[min(len(SIZE_BUCKETS) - 1, max(0, n.bit_length() - 1))]
+
+
 @dataclass
 class KernelStats:
-    """How the kernel was called: a figure to report (sessions per call is the batching won)."""
+    """How the kernel was called: a figure to report (sessions per call is the batching won;
+    ``sizes`` how many calls stepped how many sessions; ``seconds`` the time inside the calls,
+    packing and unpacking included, so the cost per session-turn can be set against it)."""
 
     calls: int = 0
     sessions: int = 0  # session-turns stepped, over all calls
     largest: int = 0  # most sessions in one call
+    seconds: float = 0.0
+    sizes: dict[str, int] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, int]:
-        return {"calls": self.calls, "sessions": self.sessions, "max": self.largest}
+    def record(self, n: int, seconds: float) -> None:
+        self.calls += 1
+        self.sessions += n
+        self.largest = max(self.largest, n)
+        self.seconds += seconds
+        key = _bucket(n)
+        self.sizes[key] = self.sizes.get(key, 0) + 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls, "sessions": self.sessions, "max": self.largest, "seconds": round(self.seconds, 6),
+                "sizes": {k: self.sizes[k] for k in SIZE_BUCKETS if k in self.sizes}}
 
 
 class StepBatcher:
@@ -74,6 +96,7 @@ class StepBatcher:
         self._scheduled = False
         pending, self._pending = self._pending, {}
         slots = sorted(pending, key=_slot_order)
+        started = time.perf_counter()
         try:
             steps = self._step_ready(slots, [pending[s][0] for s in slots])  # the one kernel call
         except Exception as exc:  # a bug, not a model failure: every waiting session gets it
@@ -81,9 +104,7 @@ class StepBatcher:
                 if not future.done():
                     future.set_exception(exc)
             return
-        self.stats.calls += 1
-        self.stats.sessions += len(slots)
-        self.stats.largest = max(self.stats.largest, len(slots))
+        self.stats.record(len(slots), time.perf_counter() - started)
         for step, slot in zip(steps, slots):
             future = pending[slot][1]
             if not future.done():  # its session was cancelled meanwhile (the shard is ending)
@@ -157,4 +178,4 @@ class OpenKernelBatcher(StepBatcher):
         return steps
 
 
-__all__ = ["KernelBatcher", "KernelStats", "OpenKernelBatcher", "Step", "StepBatcher"]
+__all__ = ["SIZE_BUCKETS", "KernelBatcher", "KernelStats", "OpenKernelBatcher", "Step", "StepBatcher"]

@@ -182,14 +182,15 @@ class ClientCpu:
     """CPU-seconds the client spends during a run: this process (the driver) and every process
     under it (Ray's own processes and the shard workers), the endpoint's processes (``exclude``
     and theirs) left out; sampled every ``every_s`` from a thread, so a worker that exits mid-run
-    keeps what it used up to its last sample. Split into ``driver``, ``workers`` (``ray::`` task
+    keeps what it used up to its last sample (the sampling thread's own CPU is taken out of the
+    driver's). Split into ``driver``, ``workers`` (``ray::`` task
     and actor processes: the shards, the limiter, the progress board) and ``ray_system``
     (GCS, raylet and the other daemons). Children's time is not in their parents' figures (only
     reaped children's is, and these are sampled themselves)."""
 
     PARTS = ("driver", "workers", "ray_system")
 
-    def __init__(self, exclude: tuple[int, ...] = (), every_s: float = 0.25) -> None:
+    def __init__(self, exclude: tuple[int, ...] = (), every_s: float = 1.0) -> None:
         import threading
 
         import psutil
@@ -199,6 +200,7 @@ class ClientCpu:
         self._start: dict[int, float] = {}
         self._last: dict[int, tuple[str, float]] = {}
         self._stop = threading.Event()
+        self._own = 0.0
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _kind(self, p) -> str:
@@ -234,6 +236,7 @@ class ClientCpu:
     def _loop(self) -> None:
         while not self._stop.wait(self.every_s):
             self.sample()
+        self._own = time.thread_time()  # the sampling's own CPU, which is no part of the driver's
 
     def __enter__(self) -> "ClientCpu":
         self.sample()
@@ -250,7 +253,33 @@ class ClientCpu:
         out = dict.fromkeys(self.PARTS, 0.0)
         for pid, (kind, cpu) in self._last.items():
             out[kind] += cpu - self._start.get(pid, 0.0)
+        out["driver"] = max(0.0, out["driver"] - self._own)
         return out
+
+
+def kernel_figures(run_dir: Path, prefix: str) -> dict:
+    """The kernel micro-batcher's figures of a run, from its commit markers (the figures so far
+    travel with each commit of a shard: its latest is the shard's): calls, sessions stepped per
+    call (mean, max, and how many calls stepped 1, 2-3, ... sessions) and the time per call."""
+    from ray_knowsim.io.commits import read_markers
+
+    latest: dict[str, dict] = {}
+    for c in sorted(read_markers(run_dir), key=lambda c: c.committed_at):
+        latest[c.shard_id] = (c.summary or {}).get("kernel") or latest.get(c.shard_id, {})
+    kernel = list(latest.values())
+    calls, stepped = sum(k.get("calls", 0) for k in kernel), sum(k.get("sessions", 0) for k in kernel)
+    if not calls:
+        return {}
+    sizes: dict[str, int] = {}
+    for k in kernel:
+        for size, n in (k.get("sizes") or {}).items():
+            sizes[size] = sizes.get(size, 0) + n
+    seconds = sum(k.get("seconds", 0.0) for k in kernel)
+    return {f"{prefix}kernel_calls": calls, f"{prefix}kernel_sessions_per_flush_mean": round(stepped / calls, 2),
+            f"{prefix}kernel_sessions_per_flush_max": max(k.get("max", 0) for k in kernel),
+            f"{prefix}kernel_ms_per_call": round(1000 * seconds / calls, 3),
+            f"{prefix}kernel_ms_per_session_step": round(1000 * seconds / max(1, stepped), 3),
+            f"{prefix}kernel_calls_by_size": sizes}
 
 
 def client_cpu_figures(name: str, cpu: dict[str, float], llm: dict, wall: float) -> dict:
@@ -322,6 +351,7 @@ def bench_b(args, workdir: Path) -> dict:
                         f"{name}_server_cpu_s": round(server_cpu, 1), f"{name}_wall_vs_bound_ratio": round(wall / bound, 3),
                         f"{name}_loadavg_1m": round(load0, 2)})
             res.update(client_cpu_figures(name, client.seconds(), out.llm, wall))
+            res.update(kernel_figures(workdir / f"b-{name}", f"{name}_"))
             print(f"(b) {name}: {n} sessions x {args.turns} turns x {roles} roles at {args.delay}s, {args.concurrency} in flight "
                   f"({v['shard_size']}-session shards): wall {wall:.1f}s vs ideal lockstep bound {bound:.1f}s: "
                   f"ratio {wall / bound:.3f} (target <= 1.25); the server itself used {server_cpu:.0f} CPU-s; "
@@ -389,7 +419,6 @@ def bench_e(args, workdir: Path) -> dict:
     from ray_knowsim.engine.config import parse_run_config
     from ray_knowsim.engine.plan import Plan, load_inputs
     from ray_knowsim.engine.runner import run
-    from ray_knowsim.io.commits import read_markers
 
     server, port = _start([sys.executable, "-m", "ray_knowsim.cli.main", "serve-offline", "--host", "127.0.0.1",
                            "--port", "0", "--model-name", "offline"], "serve-offline")
@@ -430,12 +459,7 @@ def bench_e(args, workdir: Path) -> dict:
         shards = [[s.session_id for s in plan.shard(k).sessions] for k in range(plan.n_shards)]
         lockstep = lockstep_bound(chains, shards)
         delays = sorted(float(d["delay_s"]) for d in served)
-        # the kernel's figures so far travel with each commit of a shard: its latest is the shard's
-        latest: dict[str, dict] = {}
-        for c in sorted(read_markers(workdir / "e"), key=lambda c: c.committed_at):
-            latest[c.shard_id] = (c.summary or {}).get("kernel") or latest.get(c.shard_id, {})
-        kernel = list(latest.values())
-        calls, stepped = sum(k.get("calls", 0) for k in kernel), sum(k.get("sessions", 0) for k in kernel)
+        kernel = kernel_figures(workdir / "e", "")
     finally:
         for proc in (proxy, server):
             if proc is not None:
@@ -449,14 +473,14 @@ def bench_e(args, workdir: Path) -> dict:
            "e_lockstep_bound_s": round(lockstep, 2), "wall_vs_ideal_ratio": round(wall / ideal, 3),
            "lockstep_bound_vs_ideal_ratio": round(lockstep / ideal, 3),
            "sessions_per_hour": round(n / wall * 3600, 1)}
-    if calls:
-        res.update({"kernel_calls": calls, "kernel_sessions_per_flush_mean": round(stepped / calls, 2),
-                    "kernel_sessions_per_flush_max": max(k.get("max", 0) for k in kernel)})
+    res.update(kernel)
+    calls = kernel.get("kernel_calls", 0)
     print(f"(e) {n} sessions x {args.turns_e} turns over HTTP, {args.latency} latency (median {args.median_s}s, log-sd "
           f"{args.log_sd}; served p50 {res['e_delay_p50_s']}s, p99 {res['e_delay_p99_s']}s), {n_shards} shards at once: "
           f"wall {wall:.1f}s vs per-session ideal {ideal:.1f}s: ratio {res['wall_vs_ideal_ratio']} (target <= 1.25); "
           f"the lockstep bound of these delays is {lockstep:.1f}s; {res['sessions_per_hour']} sessions/hour"
-          + (f"; kernel: {res['kernel_sessions_per_flush_mean']} sessions per call on average over {calls} calls"
+          + (f"; kernel: {res['kernel_sessions_per_flush_mean']} sessions per call on average over {calls} calls "
+             f"({res['kernel_ms_per_call']} ms per call; calls by sessions stepped: {res['kernel_calls_by_size']})"
              if calls else ""), flush=True)
     return res
 
