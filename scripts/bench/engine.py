@@ -282,9 +282,11 @@ def kernel_figures(run_dir: Path, prefix: str) -> dict:
             f"{prefix}kernel_calls_by_size": sizes}
 
 
-def client_cpu_figures(name: str, cpu: dict[str, float], llm: dict, wall: float) -> dict:
+def client_cpu_figures(name: str, cpu: dict[str, float], llm: dict, wall: float, sessions: int) -> dict:
     """The client's CPU figures of one run: seconds per part, and per request answered (the
-    driver and the workers; Ray's daemons are reported beside it, not in it)."""
+    driver and the workers; Ray's daemons are reported beside it, not in it), and the ceiling
+    they set: sessions per hour per client core (sessions per CPU-hour of driver + workers, and
+    of driver + workers + Ray's daemons), what one core could drive if the endpoint kept up."""
     from ray_knowsim.llm.accounting import Accounting
 
     requests = Accounting.from_dict(llm).total().calls
@@ -293,7 +295,10 @@ def client_cpu_figures(name: str, cpu: dict[str, float], llm: dict, wall: float)
     out.update({f"{name}_requests": requests, f"{name}_client_cpu_s": round(client, 2),
                 f"{name}_client_cpu_ms_per_request": round(1000 * client / max(1, requests), 3),
                 f"{name}_ray_system_cpu_ms_per_request": round(1000 * cpu["ray_system"] / max(1, requests), 3),
-                f"{name}_client_cores_busy": round(client / wall, 2) if wall else None})
+                f"{name}_client_cores_busy": round(client / wall, 2) if wall else None,
+                f"{name}_sessions_per_client_core_hour": round(sessions / client * 3600) if client else None,
+                f"{name}_sessions_per_core_hour_with_ray": round(sessions / (client + cpu["ray_system"]) * 3600)
+                if client else None})
     return out
 
 
@@ -350,7 +355,7 @@ def bench_b(args, workdir: Path) -> dict:
             res.update({f"{name}_wall_s": round(wall, 2), f"{name}_failed": out.n_failed,
                         f"{name}_server_cpu_s": round(server_cpu, 1), f"{name}_wall_vs_bound_ratio": round(wall / bound, 3),
                         f"{name}_loadavg_1m": round(load0, 2)})
-            res.update(client_cpu_figures(name, client.seconds(), out.llm, wall))
+            res.update(client_cpu_figures(name, client.seconds(), out.llm, wall, n))
             res.update(kernel_figures(workdir / f"b-{name}", f"{name}_"))
             print(f"(b) {name}: {n} sessions x {args.turns} turns x {roles} roles at {args.delay}s, {args.concurrency} in flight "
                   f"({v['shard_size']}-session shards): wall {wall:.1f}s vs ideal lockstep bound {bound:.1f}s: "
@@ -447,9 +452,11 @@ def bench_e(args, workdir: Path) -> dict:
         # warm the shard workers (process start, imports, the kernel's load) with the server directly
         run(config("bench-e-warm", 1, 1, f"http://127.0.0.1:{port}/v1"), output=workdir / "e-warm", quiet=True, tables=False)
         cfg = config("bench-e", args.turns_e, trials, f"http://127.0.0.1:{proxy_port}/v1")
-        t0 = time.perf_counter()
-        out = run(cfg, output=workdir / "e", quiet=True, tables=False)
-        wall = time.perf_counter() - t0
+        load0 = os.getloadavg()[0]
+        with ClientCpu(exclude=(server.pid, proxy.pid)) as client:
+            t0 = time.perf_counter()
+            out = run(cfg, output=workdir / "e", quiet=True, tables=False)
+            wall = time.perf_counter() - t0
         with urllib.request.urlopen(f"http://127.0.0.1:{proxy_port}/delays", timeout=60) as resp:
             served = json.loads(resp.read())
         chains = session_chains(served)
@@ -472,7 +479,8 @@ def bench_e(args, workdir: Path) -> dict:
            "e_failed": out.n_failed, "e_wall_s": round(wall, 2), "e_ideal_s": round(ideal, 2),
            "e_lockstep_bound_s": round(lockstep, 2), "wall_vs_ideal_ratio": round(wall / ideal, 3),
            "lockstep_bound_vs_ideal_ratio": round(lockstep / ideal, 3),
-           "sessions_per_hour": round(n / wall * 3600, 1)}
+           "sessions_per_hour": round(n / wall * 3600, 1), "e_loadavg_1m": round(load0, 2)}
+    res.update(client_cpu_figures("e", client.seconds(), out.llm, wall, n))
     res.update(kernel)
     calls = kernel.get("kernel_calls", 0)
     print(f"(e) {n} sessions x {args.turns_e} turns over HTTP, {args.latency} latency (median {args.median_s}s, log-sd "
