@@ -16,52 +16,26 @@ from hypothesis import strategies as st
 
 from ray_knowsim.llm.http.client import encode_body
 from ray_knowsim.llm.parse import json_extract
-from ray_knowsim.llm.parse.json_extract import JsonExtraction, balanced_end, decode_json, extract_json
+from ray_knowsim.llm.parse.json_extract import JsonExtraction, decode_json, extract_json
 from ray_knowsim.prompts.views import pretty_json
 
 
-def _reference_decode(candidate: str):
-    """decode_json before the fast path: the LaTeX restoration over every decoded value."""
-    try:
-        value = json.loads(candidate)
-        repairs: list[str] = []
-    except json.JSONDecodeError as exc:
-        decoded, value, repairs = json_extract._decode_refused(candidate)
-        if not decoded:
-            return None, (), f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-    restored: list[str] = []
-    value = json_extract._restore_all(value, restored)
-    if restored:
-        repairs.append("latex_from_escapes:" + ",".join(dict.fromkeys(restored)))
-    return value, tuple(repairs), None
+class _Always:
+    """A pattern that matches every text: the LaTeX restoration runs on every decoded value."""
+
+    def search(self, *args, **kwargs):
+        return True
 
 
 def _reference_extract(text, *, allow_array=False) -> JsonExtraction:
-    """extract_json before the fast path: the string-aware scan, then the reference decode."""
-    if text is None or not text.strip():
-        return JsonExtraction(error="the reply is empty")
-    repairs: list[str] = []
-    body = text
-    fence = next((m for m in json_extract._FENCE.finditer(text) if "{" in m.group(1) or "[" in m.group(1)), None)
-    if fence is not None:
-        body = fence.group(1)
-        repairs.append("fenced_block")
-    stripped = body.lstrip()
-    if allow_array and stripped.startswith("["):
-        start = len(body) - len(stripped)
-    else:
-        start = body.find("{")
-        if start < 0:
-            return JsonExtraction(repairs=tuple(repairs), error="no JSON object in the reply")
-    end = balanced_end(body, start)
-    if end is None:
-        return JsonExtraction(repairs=tuple(repairs), error="the JSON object is not closed (reply truncated?)")
-    if body[:start].strip() or body[end:].strip():
-        repairs.append("surrounding_text")
-    value, more, error = _reference_decode(body[start:end])
-    if error is not None:
-        return JsonExtraction(repairs=tuple(repairs), error=error)
-    return JsonExtraction(value=value, repairs=tuple(repairs) + more)
+    """extract_json with its shortcuts off, as it was before them: the string-aware scan, the
+    repairs and the restoration walk on every reply."""
+    fast, pattern = json_extract._decoded_at, json_extract._CONTROL_ESCAPE
+    json_extract._decoded_at, json_extract._CONTROL_ESCAPE = (lambda body, start: None), _Always()
+    try:
+        return extract_json(text, allow_array=allow_array)
+    finally:
+        json_extract._decoded_at, json_extract._CONTROL_ESCAPE = fast, pattern
 
 
 # strings a model writes: LaTeX commands, escapes, quotes, control characters, non-ASCII
