@@ -48,8 +48,6 @@ def _f(x: float) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    import pandas as pd
-
     from ray_knowsim.compare.agreement import agreement
     from ray_knowsim.compare.runs import IncompatibleRuns
     from ray_knowsim.engine.config import ConfigError
@@ -66,6 +64,14 @@ def main(args: argparse.Namespace) -> int:
     except (IncompatibleRuns, RunDirError, ValueError, ConfigError, ScoreError) as exc:
         print(f"ray-knowsim agreement: {exc}", file=sys.stderr)
         return 2
+    print_result(result)
+    return 0
+
+
+def print_result(result) -> None:  # noqa: ANN001 - compare.agreement.AgreementResult
+    """The agreement's summary lines (also after `ray-knowsim run` of a config with simulators)."""
+    import pandas as pd
+
     print(f"agreement of {len(result.labels)} runs against {result.reference}; tables in {result.out_dir}")
     rank = result.tables["rank_agreement"]
     marg = rank[rank["knowledge_level"] == "all"] if len(rank) else rank
@@ -83,4 +89,3 @@ def main(args: argparse.Namespace) -> int:
         print(f"  {line}")
     for _, r in result.tables["audit"].iterrows():
         print(f"  audit {r['run']}: {r['n_flagged']} of {r['n_sessions']} sessions flagged")
-    return 0

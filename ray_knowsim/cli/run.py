@@ -55,15 +55,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ray_knowsim.engine.config import ConfigError, load_run_config
-    from ray_knowsim.engine.manifest import ManifestMismatch
-    from ray_knowsim.engine.batch import RunInterrupted
-    from ray_knowsim.engine.runner import RunError, plan_only, run
+    from ray_knowsim.engine.runner import RunError, plan_only
 
     try:
         cfg = load_run_config(args.config, overrides=args.overrides)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    if cfg.simulators:
+        return _simulators(cfg, args)
     if args.dry_run:
         from ray_knowsim.engine.estimate import dry_run, summary_lines
         from ray_knowsim.io.loaders import LoadError
@@ -91,15 +91,25 @@ def main(args: argparse.Namespace) -> int:
             print("\n".join(adopted), flush=True)
     if cfg.adaptive is not None:
         return _adaptive(cfg, args)
+    return _run_one(cfg, args, args.output)
+
+
+def _run_one(cfg, args: argparse.Namespace, output, resume_dir=None) -> int:  # noqa: ANN001
+    """One run to completion (or resume), its final lines, and its exit code. ``resume_dir``: the
+    ``-o`` the printed resume command names (default: the run's own directory)."""
+    from ray_knowsim.engine.manifest import ManifestMismatch
+    from ray_knowsim.engine.batch import RunInterrupted
+    from ray_knowsim.engine.runner import RunError, run
+
     try:
-        outcome = run(cfg, address=args.address, output=args.output, quiet=args.quiet,
+        outcome = run(cfg, address=args.address, output=output, quiet=args.quiet,
                       overwrite=args.overwrite, config_file=str(args.config),
                       rerun_model_failures=args.rerun_model_failures, preflight=not args.no_preflight)
     except (RunError, ManifestMismatch) as exc:
         print(f"ray-knowsim run: {exc}", file=sys.stderr)
         return 2
     except RunInterrupted as stop:
-        return interrupted(args, stop)
+        return interrupted(args, stop, resume_dir)
     from ray_knowsim.engine.outcome_tables import final_line_parts
 
     stopped = f" ({outcome.stopped.line()})" if outcome.stopped is not None else ""
@@ -117,7 +127,7 @@ def main(args: argparse.Namespace) -> int:
         from ray_knowsim.schema.failures import MODEL, failure_class
 
         rerun = failure_class(outcome.stopped.error) == MODEL and not args.rerun_model_failures
-        command = resume_command(args, outcome.run_dir) + (" --rerun-model-failures" if rerun else "")
+        command = resume_command(args, resume_dir or outcome.run_dir) + (" --rerun-model-failures" if rerun else "")
         print(f"stopped early by engine.fail_fast: fix the cause of {outcome.stopped.error}, then resume with:\n  {command}"
               + ("\n(a model failure: without --rerun-model-failures the failed sessions stay results)" if rerun else ""),
               file=sys.stderr)
@@ -125,6 +135,47 @@ def main(args: argparse.Namespace) -> int:
     if outcome.incomplete:
         print(f"{len(outcome.incomplete)} shard(s) did not finish; run the same command again to resume", file=sys.stderr)
     return 0 if outcome.status == "ok" else 1
+
+
+def _simulators(cfg, args: argparse.Namespace) -> int:  # noqa: ANN001
+    """``simulators:`` -- one run per simulator under the output folder (each its own directory,
+    manifest, resume, cost and audit: sessions and verdicts never pool across simulators), then
+    ``agreement`` over them into ``OUTPUT/agreement`` (the first simulator is the reference)."""
+    from pathlib import Path
+
+    from ray_knowsim.engine.config import ConfigError
+
+    if args.dry_run or args.plan or args.from_run:
+        print("ray-knowsim run: --dry-run / --plan / --from-run with simulators: not built; run them on one "
+              "simulator's config (e.g. without the simulators list)", file=sys.stderr)
+        return 2
+    try:
+        runs = cfg.simulator_configs()
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    root = Path(args.output) if args.output else cfg.output_path()
+    paths = []
+    for name, sub in runs:
+        if not args.no_preflight:
+            from ray_knowsim.engine.offline_double import adopt_offline_doubles
+
+            sub, adopted = adopt_offline_doubles(sub)
+            if adopted and not args.quiet:
+                print("\n".join(adopted), flush=True)
+        print(f"simulator {name}: learner {sub.roles.user_sim.model}, extractor {sub.roles.extractor.model}", flush=True)
+        code = _run_one(sub, args, root / name, resume_dir=root)
+        if code != 0:
+            print(f"agreement not written: simulator {name}'s run did not finish ok (exit {code}); the same command "
+                  "resumes every simulator's run", file=sys.stderr)
+            return code
+        paths.append(root / name)
+    from ray_knowsim.cli.agreement import print_result
+    from ray_knowsim.compare.agreement import agreement
+
+    result = agreement(paths, root / "agreement", reference=paths[0])
+    print_result(result)
+    return 0
 
 
 def _warn_what_the_run_will_refuse(cfg) -> None:  # noqa: ANN001
@@ -138,10 +189,10 @@ def _warn_what_the_run_will_refuse(cfg) -> None:  # noqa: ANN001
               + f"\n({where_secrets_were_checked()})", file=sys.stderr, flush=True)
 
 
-def interrupted(args: argparse.Namespace, stop) -> int:  # noqa: ANN001
+def interrupted(args: argparse.Namespace, stop, resume_dir=None) -> int:  # noqa: ANN001
     """Ctrl-C: what is committed and the command that resumes; exit code 130."""
     print(f"interrupted: {stop.committed} of {stop.planned} sessions are committed and safe ({stop.ok} ok) in "
-          f"{stop.run_dir}; resume with:\n  {resume_command(args, stop.run_dir)}", file=sys.stderr, flush=True)
+          f"{stop.run_dir}; resume with:\n  {resume_command(args, resume_dir or stop.run_dir)}", file=sys.stderr, flush=True)
     return 130
 
 

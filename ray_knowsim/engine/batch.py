@@ -155,6 +155,8 @@ def run(
     skips the checks before spending (engine/preflight.py; recorded in the manifest).
     ``sessions``: run only these planned session ids (the adaptive driver's rounds); the plan,
     hash and shards stay the full design's."""
+    if cfg.simulators:  # never one run over several simulators: their sessions and verdicts must not pool
+        raise RunError("the config lists simulators: run each of cfg.simulator_configs() (as `ray-knowsim run` does)")
     t0 = time.perf_counter()
     sessions = set(sessions) if sessions is not None else None
     with warnings.catch_warnings():  # the checks below say the role budgets, in one verdict with the contexts

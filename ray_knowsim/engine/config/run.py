@@ -34,6 +34,15 @@ Level = Literal["novice", "intermediate", "advanced"]
 UNHASHED_SECTIONS: tuple[str, ...] = ("output_dir", "engine", "adaptive")
 
 
+class SimulatorModels(Strict):
+    """One simulator of a ``simulators:`` list: its name (the run directory under the output) and
+    the models of the learner and the extractor: a key of ``models:`` or an inline model entry."""
+
+    name: str
+    user_sim: str | dict[str, Any]
+    extractor: str | dict[str, Any]
+
+
 class RunConfig(Strict):
     name: str = "run"
     tasks: list[TaskConfig] = Field(min_length=1)
@@ -56,6 +65,9 @@ class RunConfig(Strict):
     prompts: PromptsConfig = Field(default_factory=PromptsConfig)
     # decide in rounds with fewer sessions (engine/config/adaptive.py); outside the config hash
     adaptive: AdaptiveConfig | None = None
+    # one design under several simulator models: `ray-knowsim run` makes one run per entry (its
+    # own directory, manifest, resume, cost and audit; see simulator_configs), then their agreement
+    simulators: list[SimulatorModels] | None = None
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
 
@@ -113,9 +125,56 @@ class RunConfig(Strict):
                 errors.append("adaptive: needs at least two conditions to decide between")
             if "iq" in self.adaptive.metrics and self.roles.judge is None:
                 errors.append("adaptive.metrics: iq needs a judge (roles.judge)")
+        errors += self._check_simulators()
         if errors:
             raise ValueError("\n".join(errors))
         return self
+
+    def _check_simulators(self) -> list[str]:
+        if self.simulators is None:
+            return []
+        errors = [] if len(self.simulators) >= 2 else ["simulators: needs at least two entries (one design under several simulators)"]
+        names = [s.name for s in self.simulators]
+        for k, sim in enumerate(self.simulators):
+            if not _NAME.match(sim.name):
+                errors.append(f"simulators.{k}.name: {sim.name!r} may use letters, digits and _ . : + - only")
+            if names.count(sim.name) > 1 and names.index(sim.name) == k:
+                errors.append(f"simulators: name {sim.name!r} appears twice")
+            for role in ("user_sim", "extractor"):
+                value = getattr(sim, role)
+                if isinstance(value, str) and value not in self.models:
+                    errors.append(f"simulators.{k}.{role}: unknown model {value!r}; defined: {sorted(self.models)}")
+                elif isinstance(value, dict):
+                    try:
+                        validate_model_entries({f"{sim.name}-{role}": value})
+                    except ValueError as exc:
+                        errors.append(f"simulators.{k}.{role}: {exc}")
+        if self.adaptive is not None:
+            errors.append("simulators: not with adaptive (run each simulator's adaptive design on its own)")
+        return errors
+
+    def simulator_configs(self) -> list[tuple[str, "RunConfig"]]:
+        """(name, config) per entry of ``simulators``: this config with the entry's learner and
+        extractor models in ``roles.user_sim`` / ``roles.extractor`` (an inline entry becomes the
+        model ``<name>-<role>``), no ``simulators`` list, and only the models it uses -- so a
+        simulator's run, hash and resume do not depend on the other entries."""
+        from ray_knowsim.engine.config.loading import parse_run_config
+
+        out = []
+        for sim in self.simulators or []:
+            data = self.model_dump(mode="json", exclude={"simulators"})
+            for role in ("user_sim", "extractor"):
+                value = getattr(sim, role)
+                key = value if isinstance(value, str) else f"{sim.name}-{role}"
+                if not isinstance(value, str):
+                    data["models"][key] = value
+                data["roles"][role]["model"] = key
+            used = {data["roles"][r]["model"] for r in ("user_sim", "extractor")}
+            used |= {(data["roles"].get("judge") or {}).get("model"), data["roles"]["assistant"].get("model")}
+            used |= {c.get("assistant") for c in data["conditions"]}
+            data["models"] = {k: v for k, v in data["models"].items() if k in used}
+            out.append((sim.name, parse_run_config(data, base_dir=self._base_dir, source=f"simulators.{sim.name}")))
+        return out
 
     # ---- derived views ----------------------------------------------------------------------
 
@@ -193,7 +252,7 @@ class RunConfig(Strict):
 
     def public_dict(self) -> dict[str, Any]:
         """The config as written to the manifest (it holds no secrets: only env var names)."""
-        return self.model_dump(mode="json")
+        return self.model_dump(mode="json", exclude=set() if self.simulators else {"simulators"})
 
     def config_hash(self) -> str:
         """What decides the results: the config minus output/engine settings, minus operational
@@ -205,7 +264,7 @@ class RunConfig(Strict):
     def hash_payload(self) -> dict[str, Any]:
         """What :meth:`config_hash` hashes (recorded in the manifest, so a refused resume can say
         which fields changed)."""
-        data = self.model_dump(mode="json", exclude=set(UNHASHED_SECTIONS))
+        data = self.model_dump(mode="json", exclude={*UNHASHED_SECTIONS, *(() if self.simulators else ("simulators",))})
         data["roles"] = self.roles.hash_view(data["roles"])
         if not data["plugins"]:
             del data["plugins"]  # configs without plugins keep the hashes they always had
