@@ -65,17 +65,7 @@ def main(args: argparse.Namespace) -> int:
     if cfg.simulators:
         return _simulators(cfg, args)
     if args.dry_run:
-        from ray_knowsim.engine.estimate import dry_run, summary_lines
-        from ray_knowsim.io.loaders import LoadError
-
-        try:
-            est, path = dry_run(cfg, args.output, args.from_run)
-        except (LoadError, ValueError, OSError) as exc:
-            print(f"ray-knowsim run --dry-run: {exc}", file=sys.stderr)
-            return 2
-        print("\n".join(summary_lines(est)) + f"\nestimate in {path}", flush=True)
-        _warn_what_the_run_will_refuse(cfg)
-        return 0
+        return _dry_run(cfg, args, args.output)
     if args.plan:
         try:
             print(plan_only(cfg, address=args.address), flush=True)
@@ -92,6 +82,21 @@ def main(args: argparse.Namespace) -> int:
     if cfg.adaptive is not None:
         return _adaptive(cfg, args)
     return _run_one(cfg, args, args.output)
+
+
+def _dry_run(cfg, args: argparse.Namespace, output) -> int:  # noqa: ANN001
+    """The estimate of a run (no model, no Ray, no session): printed and in ``output``/estimate.json."""
+    from ray_knowsim.engine.estimate import dry_run, summary_lines
+    from ray_knowsim.io.loaders import LoadError
+
+    try:
+        est, path = dry_run(cfg, output, args.from_run)
+    except (LoadError, ValueError, OSError) as exc:
+        print(f"ray-knowsim run --dry-run: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(summary_lines(est)) + f"\nestimate in {path}", flush=True)
+    _warn_what_the_run_will_refuse(cfg)
+    return 0
 
 
 def _run_one(cfg, args: argparse.Namespace, output, resume_dir=None) -> int:  # noqa: ANN001
@@ -145,9 +150,9 @@ def _simulators(cfg, args: argparse.Namespace) -> int:  # noqa: ANN001
 
     from ray_knowsim.engine.config import ConfigError
 
-    if args.dry_run or args.plan or args.from_run:
-        print("ray-knowsim run: --dry-run / --plan / --from-run with simulators: not built; run them on one "
-              "simulator's config (e.g. without the simulators list)", file=sys.stderr)
+    if args.plan:
+        print("ray-knowsim run: --plan with simulators: not built; plan one simulator's config (without the list)",
+              file=sys.stderr)
         return 2
     try:
         runs = cfg.simulator_configs()
@@ -155,6 +160,9 @@ def _simulators(cfg, args: argparse.Namespace) -> int:  # noqa: ANN001
         print(exc, file=sys.stderr)
         return 2
     root = Path(args.output) if args.output else cfg.output_path()
+    if args.dry_run:  # each simulator's estimate in its own run directory: what the command would spend
+        codes = [(print(f"simulator {name}:", flush=True), _dry_run(sub, args, root / name))[1] for name, sub in runs]
+        return max(codes)
     paths = []
     for name, sub in runs:
         if not args.no_preflight:

@@ -65,6 +65,19 @@ def test_the_engine_never_runs_a_config_with_simulators_as_one_run(tmp_path):
         run(parse_run_config(config()), output=tmp_path / "x", quiet=True)
 
 
+def test_a_dry_run_estimates_each_simulator_in_its_own_directory(tmp_path, capsys):
+    from ray_knowsim.cli.main import main as cli_main
+
+    cfg_file = tmp_path / "design.yaml"
+    cfg_file.write_text(yaml.safe_dump(config()))
+    assert cli_main(["run", str(cfg_file), "-o", str(tmp_path / "out"), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "simulator clean:" in printed and "simulator faulty:" in printed and printed.count("dry run t: 16 sessions") == 2
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["clean", "faulty"]
+    assert all(sorted(p.name for p in (tmp_path / "out" / n).iterdir()) == ["estimate.json"] for n in ("clean", "faulty"))
+    assert cli_main(["run", str(cfg_file), "-o", str(tmp_path / "p"), "--plan"]) == 2
+
+
 def _files(root: Path) -> dict[str, int]:
     return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*.parquet")
             if "tables" not in p.parts and "agreement" not in p.parts}
