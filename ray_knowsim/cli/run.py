@@ -48,6 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-preflight", action="store_true",
                    help="skip the checks before spending (models list / tiny request per endpoint, prompt sizes against "
                         "each endpoint's context), e.g. where the driver cannot reach the endpoints; recorded in the manifest")
+    p.add_argument("--re-extract", action="store_true",
+                   help="with a simulators: list, the agreement also has each other simulator's extractor label all the "
+                        "first simulator's exchanges (asks those models; resumable, costed; docs/audit.md)")
     p.add_argument("--plan", action="store_true",
                    help="print where the self-hosted models go and the condition-group order, then exit (starts no engine)")
     p.set_defaults(func=main)
@@ -181,7 +184,7 @@ def _simulators(cfg, args: argparse.Namespace) -> int:  # noqa: ANN001
     from ray_knowsim.cli.agreement import print_result
     from ray_knowsim.compare.agreement import agreement
 
-    result = agreement(paths, root / "agreement", reference=paths[0])
+    result = agreement(paths, root / "agreement", reference=paths[0], re_extract=args.re_extract, address=args.address)
     print_result(result)
     return 0
 

@@ -86,6 +86,7 @@ def _files(root: Path) -> dict[str, int]:
 @pytest.mark.usefixtures("ray_local")
 def test_run_makes_one_run_per_simulator_then_their_agreement_and_resumes(tmp_path, capsys):
     from ray_knowsim.cli.main import main as cli_main
+    from ray_knowsim.io.rundir import open_run
 
     cfg_file = tmp_path / "design.yaml"
     cfg_file.write_text(yaml.safe_dump(config()))
@@ -97,8 +98,6 @@ def test_run_makes_one_run_per_simulator_then_their_agreement_and_resumes(tmp_pa
         manifest = json.loads((out / name / "manifest.json").read_text())
         assert "simulators" not in manifest["config"]
         assert (manifest["config"]["roles"]["user_sim"]["model"], manifest["config"]["roles"]["extractor"]["model"]) == (learner, extractor)
-        from ray_knowsim.io.rundir import open_run
-
         assert open_run(out / name).sessions.count_rows() == 16  # its own 16 sessions: nothing pooled
     info = json.loads((out / "agreement" / "agreement.json").read_text())
     assert [r["label"] for r in info["runs"]] == ["clean", "faulty"] and info["reference"] == "clean"
@@ -106,7 +105,13 @@ def test_run_makes_one_run_per_simulator_then_their_agreement_and_resumes(tmp_pa
 
     audit = pd.read_csv(out / "agreement" / "audit.csv").set_index("run")["n_flagged"]
     assert audit["faulty"] > audit["clean"]
-    # the same command again resumes every simulator's run: nothing is redone
+    # the same command again resumes every simulator's run: nothing is redone; --re-extract adds the
+    # faulty extractor's labels of all the clean run's exchanges
     before = _files(out)
-    assert cli_main(["run", str(cfg_file), "-o", str(out), "-q"]) == 0
+    assert cli_main(["run", str(cfg_file), "-o", str(out), "-q", "--re-extract"]) == 0
     assert _files(out) == before
+    info = json.loads((out / "agreement" / "agreement.json").read_text())["re_extraction"]["faulty"]
+    n_turns = open_run(out / "clean").turns.count_rows()
+    assert info["extractor"] == "faulty-extractor" and info["asked"] == info["exchanges"] == n_turns
+    table = pd.read_csv(out / "agreement" / "extractor_reextraction.csv").query("item_id == 'all'")
+    assert table["tnr"].iloc[0] < 1.0 and table["n_labels"].iloc[0] > 0  # it labels untouched IUs well_explained
