@@ -11,7 +11,9 @@
 4. Commit finished sessions in small steps (:class:`CommitPolicy`: every N sessions or T
    seconds, whichever first; the writes run off the event loop), so a crash loses only the
    sessions in flight; fold the steps into one commit when the shard ends
-   (:func:`ray_knowsim.io.commits.fold_commits`).
+   (:func:`ray_knowsim.io.commits.fold_commits`). Steps the fold rewrites are written
+   uncompressed (most of a small commit's CPU was zstd's per-column start-up); the fold, and a
+   shard's only commit, are zstd.
 5. Check the contract: every planned session exactly once, of this run, failed ones naming why.
 
 Every request the shard's models are sent, and every answer, is appended to the task's spend
@@ -37,7 +39,9 @@ from typing import Any, Callable, Mapping
 from ray_knowsim.engine.clients import ModelSet
 from ray_knowsim.engine.progress import Reporter
 from ray_knowsim.engine.resume import Attempt
-from ray_knowsim.io.commits import SESSION_SCHEMA, TURN_SCHEMA, Commit, fold_commits, shard_markers, sort_tables, write_commit
+from ray_knowsim.io.commits import (
+    SESSION_SCHEMA, STEP_COMPRESSION, TURN_SCHEMA, Commit, fold_commits, shard_markers, sort_tables, write_commit,
+)
 from ray_knowsim.io.parquet import rows_table
 from ray_knowsim.io.spend import JOURNAL_KEY, SpendJournal
 from ray_knowsim.llm.accounting import Accounting
@@ -207,14 +211,17 @@ def execute_shard(
 
     run_ctx = dataclasses.replace(ctx, on_turn=on_turn)
 
-    def commit(batch: list[SessionResult]) -> Commit:
+    def commit(batch: list[SessionResult], last: bool = False) -> Commit:
+        """One commit of ``batch``; ``last``: nothing follows it, so no fold will rewrite it. A step
+        the fold rewrites is written uncompressed (io/commits.STEP_COMPRESSION), the rest as zstd."""
         started, cpu = time.perf_counter(), time.thread_time()  # this thread's CPU: the rest of a commit's wall is fsync
         sessions = rows_table([r.session for r in batch], SESSION_SCHEMA)
         turns = rows_table([t for r in batch for t in r.turns], TURN_SCHEMA)
         sessions, turns = sort_tables(sessions, turns, order)
         made = write_commit(root, shard_id=shard.shard_id, config_hash=ctx.config_hash, plan=plan, sessions=sessions,
                             turns=turns, summary={"sessions": len(batch), "step": len(commits) + 1, "kernel": dict(kernel),
-                                                  JOURNAL_KEY: journal.token})
+                                                  JOURNAL_KEY: journal.token},
+                            compression=STEP_COMPRESSION if policy.fold and not last else "zstd")
         journal.committed(made.sessions)
         summary["commit_seconds"] += time.perf_counter() - started
         summary["commit_cpu_seconds"] += time.thread_time() - cpu
@@ -226,11 +233,12 @@ def execute_shard(
         first_at = 0.0
         upcoming: asyncio.Future | None = asyncio.ensure_future(stream.__anext__())
 
-        async def flush() -> None:
+        async def flush(final: bool = False) -> None:
             nonlocal buffer
             if buffer:
                 batch, buffer = buffer, []
-                commits.append(await asyncio.to_thread(commit, batch))  # the loop keeps running sessions
+                last = final and not commits  # the shard's only commit: no fold follows
+                commits.append(await asyncio.to_thread(commit, batch, last))  # the loop keeps running sessions
 
         try:
             while upcoming is not None:
@@ -258,7 +266,7 @@ def execute_shard(
                     reporter.update(accounting, force=result.session.status != "ok")  # failures reach fail_fast at once
                 if buffer and (len(buffer) >= policy.every or time.monotonic() - first_at >= policy.every_s):
                     await flush()
-            await flush()
+            await flush(final=True)
         except Exception as exc:
             if not isinstance(exc, ShardContractError):  # what finished before the failure is kept
                 await flush()

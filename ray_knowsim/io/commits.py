@@ -330,10 +330,18 @@ def _entries(sessions: pa.Table) -> dict[str, SessionEntry]:
     return out
 
 
+#: the compression of a shard's step commits, which the fold at the shard's end rewrites (as zstd):
+#: zstd starts a context per column chunk, which on a step commit's few rows of 85 columns cost
+#: about 4x the CPU of writing them plain (the client's CPU per request, docs/performance.md)
+STEP_COMPRESSION = "none"
+
+
 def write_commit(root: Path, *, shard_id: str, config_hash: str, sessions: pa.Table, turns: pa.Table,
-                 plan: str = "", summary: dict[str, Any] | None = None, not_before: float = 0.0) -> Commit:
+                 plan: str = "", summary: dict[str, Any] | None = None, not_before: float = 0.0,
+                 compression: str = "zstd") -> Commit:
     """Commit ``sessions`` (with their ``turns``) of one shard: files, then the marker (see the
-    module docstring). ``not_before``: a floor for ``committed_at`` (a fold must outrank what it folds)."""
+    module docstring). ``not_before``: a floor for ``committed_at`` (a fold must outrank what it
+    folds); ``compression``: the Parquet files' (:data:`STEP_COMPRESSION` for steps a fold rewrites)."""
     if not _NAME.match(shard_id):
         raise ValueError(f"shard id {shard_id!r} is not a file-name-safe name")
     tmp = root / ".tmp"
@@ -347,7 +355,7 @@ def write_commit(root: Path, *, shard_id: str, config_hash: str, sessions: pa.Ta
     staged = []
     for name, table in (("sessions", sessions), ("turns", turns)):
         part = tmp / f"{commit.name}.{name}.parquet"
-        write_parquet(table, part)
+        write_parquet(table, part, compression)
         staged.append((part, root / commit.files()[name]))
     for part, final in staged:
         os.replace(part, final)
@@ -473,7 +481,7 @@ def collect_garbage(root: Path, commits: Sequence[Commit], index: CommitIndex,
 
 __all__ = [
     "COMMITS", "COMMIT_FILE", "LEFTOVER_MIN_AGE_S", "Commit", "CommitIndex", "Garbage", "MARKER_FORMAT", "MarkerError", "READABLE_FORMATS",
-    "RunDir", "RunDirError", "SCHEMAS", "SESSION_SCHEMA", "SHARDS", "SessionEntry", "TABLES", "TURN_SCHEMA", "collect_garbage",
+    "RunDir", "RunDirError", "SCHEMAS", "SESSION_SCHEMA", "SHARDS", "STEP_COMPRESSION", "SessionEntry", "TABLES", "TURN_SCHEMA", "collect_garbage",
     "fold_commits", "new_token", "read_commit_tables", "read_marker", "read_markers", "remove_commit", "shard_markers",
     "sort_tables", "write_commit",
 ]

@@ -63,9 +63,9 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_parquet(table: pa.Table, path: Path) -> None:
+def write_parquet(table: pa.Table, path: Path, compression: str = "zstd") -> None:
     with open(path, "wb") as fh:
-        pq.write_table(table, fh, compression="zstd")
+        pq.write_table(table, fh, compression=compression)
         fh.flush()
         os.fsync(fh.fileno())
 
