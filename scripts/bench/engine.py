@@ -353,13 +353,13 @@ def bench_b(args, workdir: Path) -> dict:
                 wall = time.perf_counter() - t0
             server_cpu = _cpu_s(server.pid) - cpu0  # the test server's own work on the same cores
             res.update({f"{name}_wall_s": round(wall, 2), f"{name}_failed": out.n_failed,
-                        f"{name}_server_cpu_s": round(server_cpu, 1), f"{name}_wall_vs_bound_ratio": round(wall / bound, 3),
+                        f"{name}_server_cpu_s": round(server_cpu, 1), f"{name}_wall_vs_bound_ratio": round(wall / bound, 3) if bound else None,  # --delay 0: no bound
                         f"{name}_loadavg_1m": round(load0, 2)})
             res.update(client_cpu_figures(name, client.seconds(), out.llm, wall, n))
             res.update(kernel_figures(workdir / f"b-{name}", f"{name}_"))
             print(f"(b) {name}: {n} sessions x {args.turns} turns x {roles} roles at {args.delay}s, {args.concurrency} in flight "
                   f"({v['shard_size']}-session shards): wall {wall:.1f}s vs ideal lockstep bound {bound:.1f}s: "
-                  f"ratio {wall / bound:.3f} (target <= 1.25); the server itself used {server_cpu:.0f} CPU-s; "
+                  f"ratio {wall / bound if bound else float('nan'):.3f} (target <= 1.25); the server itself used {server_cpu:.0f} CPU-s; "
                   f"the client {res[f'{name}_client_cpu_s']:.1f} CPU-s, {res[f'{name}_client_cpu_ms_per_request']:.2f} ms "
                   f"per request (driver {res[f'{name}_driver_cpu_s']:.1f}, workers {res[f'{name}_workers_cpu_s']:.1f}, "
                   f"Ray's daemons {res[f'{name}_ray_system_cpu_s']:.1f} CPU-s); load {load0:.2f}", flush=True)
