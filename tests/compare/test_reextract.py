@@ -25,7 +25,7 @@ from tests.engine.conftest import small_config
 
 PLUGIN = "tests.plugins.faulty_simulator"
 PRICE = {"input": 2.0, "output": 8.0}
-pytestmark = pytest.mark.usefixtures("ray_local")
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]  # two Ray-backed runs as a module fixture: the full suite
 
 
 def _labels(signals: str) -> dict[str, str]:

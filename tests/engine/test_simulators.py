@@ -84,6 +84,7 @@ def _files(root: Path) -> dict[str, int]:
 
 
 @pytest.mark.usefixtures("ray_local")
+@pytest.mark.slow  # two Ray-backed runs, then their rerun: ~30 s, the full suite
 def test_run_makes_one_run_per_simulator_then_their_agreement_and_resumes(tmp_path, capsys):
     from ray_knowsim.cli.main import main as cli_main
     from ray_knowsim.io.rundir import open_run

@@ -24,7 +24,7 @@ from tests.audit.test_planted import PLUGIN, planted_sessions
 from tests.engine.conftest import small_config
 from tests.score.conftest import digests
 
-pytestmark = pytest.mark.usefixtures("ray_local")
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]  # two Ray-backed runs as a module fixture: the full suite
 PRICE = {"input": 1.0, "output": 2.0}
 
 
