@@ -34,7 +34,7 @@ PLANNING_POWER = 0.8
 class DesignCheck:
     task: str
     design: str  # "adaptive decide=best" | "compare (default family)"
-    decisions: int  # decisions (adaptive) or paired rows (compare) of this task
+    decisions: int  # decisions (adaptive: one per level and metric) or paired rows (compare) of this task
     n_items: int
     family_size: int
     alpha: float
@@ -44,10 +44,12 @@ class DesignCheck:
     win_rate: float
     power: float
     power_at_n: float  # the power these items have for that win rate
+    comparisons: int = 0  # the pairs this task's decisions test (adaptive: pairs per decision x decisions)
 
     def line(self) -> str:
         lvl = self.alpha / self.family_size
-        head = (f"design {self.task}: {self.design}, {self.decisions} decision(s), family of {self.family_size} comparisons "
+        pairs = f" over {self.comparisons} comparisons" if self.comparisons and self.comparisons != self.decisions else ""
+        head = (f"design {self.task}: {self.design}, {self.decisions} decision(s){pairs}, family of {self.family_size} comparisons "
                 f"(each at alpha {self.alpha:g}/{self.family_size} = {lvl:.2g}); {self.n_items} items")
         need = (f"detecting a win rate of {self.win_rate:.2f} with power {self.power:.1f} needs about {self.items_needed} items"
                 if self.items_needed is not None else f"a win rate of {self.win_rate:.2f} is out of reach")
@@ -82,9 +84,10 @@ def design_checks(cfg: Any, items_per_task: Mapping[str, int], win_rate: float =
     for task in tasks:
         n = int(items_per_task.get(task, 0))
         f = feasibility(n, alpha, family, win_rate=win_rate, power=power)
-        out.append(DesignCheck(task, design, per_task * _pairs(k), n, family, alpha, int(f.min_items), bool(f.can_decide),
-                               None if f.items_needed is None else int(f.items_needed), win_rate, power,
-                               float(f.power_at_n)))
+        rows = per_task * _pairs(k)
+        out.append(DesignCheck(task, design, per_task if ad is not None else rows, n, family, alpha, int(f.min_items),
+                               bool(f.can_decide), None if f.items_needed is None else int(f.items_needed), win_rate,
+                               power, float(f.power_at_n), comparisons=rows))
     return out
 
 

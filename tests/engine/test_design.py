@@ -31,3 +31,12 @@ def test_an_adaptive_design_with_enough_items_can_decide():
     (c,) = [c for c in design_checks(cfg, {"math": 40, "expertqa": 40}) if c.task == "math"]
     assert c.family_size == 2 and c.min_items == 7 and c.can_decide  # 2 tasks x 1 level x 1 metric x 1 pair
     assert "can decide" in c.line() and 0 < c.power_at_n <= 1
+
+
+def test_an_adaptive_design_counts_its_decisions_and_their_comparisons_apart():
+    # demo: 4 conditions, 3 levels, one metric -> 3 `best` decisions per task, 6 pairs each
+    cfg = load_run_config(ROOT / "configs" / "demo.yaml",
+                          overrides=["adaptive={decide: best, metrics: [kg], alpha: 0.05}"])
+    (c,) = [c for c in design_checks(cfg, {"math": 40, "expertqa": 40}) if c.task == "math"]
+    assert (c.decisions, c.comparisons, c.family_size) == (3, 18, 36)
+    assert "3 decision(s) over 18 comparisons, family of 36 comparisons" in c.line()
