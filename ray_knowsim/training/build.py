@@ -47,8 +47,12 @@ def item_keys(config: EnvironmentConfig) -> list[str]:
     return [item_key(task, it.id) for task, its in inputs.items.items() for it in its]
 
 
-def build_parts(config: EnvironmentConfig) -> tuple[Any, dict, dict, Any, Any]:
-    """(shard context, items by key, graphs by key, learner model, extractor model)."""
+def build_parts(config: EnvironmentConfig, pools: dict[str, Any] | None = None) -> tuple[Any, dict, dict, Any, Any]:
+    """(shard context, items by key, graphs by key, learner model, extractor model).
+
+    ``pools`` receives what the models hold on the cluster (a vLLM model's engine actors, an HTTP
+    model's lease on its shared limiter): keep it while the models are in use and release it with
+    :func:`ray_knowsim.engine.clients.shutdown_pools` (a dropped lease lets the limiter end)."""
     from ray_knowsim.engine.build import make_context
     from ray_knowsim.engine.clients import build_models
     from ray_knowsim.engine.plan import load_inputs
@@ -58,7 +62,7 @@ def build_parts(config: EnvironmentConfig) -> tuple[Any, dict, dict, Any, Any]:
     cfg = load_config(config)
     inputs = load_inputs(cfg)
     keys = [k for k in (cfg.roles.user_sim.model, cfg.roles.extractor.model) if k]
-    models = build_models(cfg, inputs.graphs, None, keys=list(dict.fromkeys(keys)))
+    models = build_models(cfg, inputs.graphs, None, keys=list(dict.fromkeys(keys)), pools=pools if pools is not None else {})
     roles = {"user_sim": cfg.roles.user_sim.model, "extractor": cfg.roles.extractor.model}
     accounting = Accounting()
     user_sim = models.model(roles["user_sim"], accounting)

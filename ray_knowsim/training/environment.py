@@ -92,6 +92,7 @@ class TrainingEnvironment:
         self._episodes: dict[str, Episode] = {}
         self._ended: OrderedDict[str, str] = OrderedDict()  # id -> "done" | "expired" | "closed"
         self._owned: list[Any] = []  # models built here (from_config), closed with the environment
+        self.pools: dict[str, Any] = {}  # what those models hold on the cluster (engine pools, limiter leases)
         get_strategy(config.strategy)  # an unknown default strategy is a config error, now
 
     @classmethod
@@ -101,9 +102,11 @@ class TrainingEnvironment:
         from ray_knowsim.training.build import build_parts
 
         config = config or EnvironmentConfig(**fields)
-        ctx, items, graphs, user_sim, extractor = build_parts(config)
+        pools: dict[str, Any] = {}
+        ctx, items, graphs, user_sim, extractor = build_parts(config, pools)
         env = cls(config, ctx, items, graphs, user_sim, extractor)
         env._owned = [user_sim] if user_sim is extractor else [user_sim, extractor]  # closed by aclose
+        env.pools = pools  # held as long as the environment: a dropped limiter lease ends the limiter
         return env
 
     # -- the API ------------------------------------------------------------------------------
@@ -165,7 +168,8 @@ class TrainingEnvironment:
         self._remember(episode_id, "closed")
 
     async def aclose(self) -> None:
-        """Close every episode, then the models this environment built (their HTTP sessions)."""
+        """Close every episode, then the models this environment built (their HTTP sessions),
+        then what they hold on the cluster (vLLM engine actors stopped, limiter leases let go)."""
         for episode_id in list(self._episodes):
             await self.close(episode_id)
         owned, self._owned = self._owned, []
@@ -173,6 +177,10 @@ class TrainingEnvironment:
             close = getattr(model, "aclose", None)
             if close is not None:
                 await close()
+        if self.pools:
+            from ray_knowsim.engine.clients import shutdown_pools
+
+            await asyncio.to_thread(shutdown_pools, self.pools)  # blocking Ray calls
 
     @property
     def open_episodes(self) -> int:
