@@ -38,6 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(a local one with --replicas > 1)")
     s.add_argument("--replicas", type=int, default=1,
                    help="server processes behind the one address, on Ray Serve (default: 1, no Serve)")
+    s.add_argument("--max-replicas-per-node", type=int, default=None, metavar="N",
+                   help="with --replicas: at most N replicas on one node (1 spreads them over the nodes; default: no limit)")
+    s.add_argument("--proxy-location", choices=("EveryNode", "HeadOnly"), default="EveryNode",
+                   help="with --replicas: Serve's HTTP proxy on every node that holds a replica (Serve's default) or only "
+                        "on the head (one address; needed when the nodes share a host, as on one machine)")
     s.set_defaults(func=serve)
 
 
@@ -53,8 +58,9 @@ def serve(args: argparse.Namespace) -> int:
 
     from ray_knowsim.training.schema import EnvironmentConfig
 
-    if args.max_sessions < 1 or args.replicas < 1 or not 0 <= args.port <= 65535:
-        print("env serve: --max-sessions and --replicas must be >= 1 and --port in 0..65535", file=sys.stderr)
+    if args.max_sessions < 1 or args.replicas < 1 or not 0 <= args.port <= 65535 or (args.max_replicas_per_node or 1) < 1:
+        print("env serve: --max-sessions, --replicas and --max-replicas-per-node must be >= 1 and --port in 0..65535",
+              file=sys.stderr)
         return 2
     try:
         config = EnvironmentConfig(run_config=args.config, overrides=list(args.set), max_turns=args.max_turns,
@@ -120,9 +126,9 @@ def serve_replicas(args: argparse.Namespace, config) -> int:
     ray.init(address=args.ray_address or "local", include_dashboard=False, logging_level="WARNING")
     signal.signal(signal.SIGTERM, _interrupt)  # a terminated server still tears Serve and its local Ray down
     try:
-        serve.start(http_options={"host": args.host, "port": port})
-        serve.run(replicas_app(config, replicas=args.replicas, max_sessions=args.max_sessions), name=APP_NAME,
-                  route_prefix="/")
+        serve.start(http_options={"host": args.host, "port": port}, proxy_location=args.proxy_location)
+        serve.run(replicas_app(config, replicas=args.replicas, max_sessions=args.max_sessions,
+                               max_replicas_per_node=args.max_replicas_per_node), name=APP_NAME, route_prefix="/")
         print(f"serving the KnowSim training environment on http://{args.host}:{port} (OpenEnv API, {args.replicas} "
               "Ray Serve replicas; Ctrl-C stops)", flush=True)
         while True:
@@ -139,10 +145,11 @@ def serve_replicas(args: argparse.Namespace, config) -> int:
     return 0
 
 
-def replicas_app(config, *, replicas: int = 2, max_sessions: int = 64):
+def replicas_app(config, *, replicas: int = 2, max_sessions: int = 64, max_replicas_per_node: int | None = None):
     """The bound Serve application of :class:`KnowSimReplica` (each replica builds its own
     environment and OpenEnv app; only the config is shipped): ``serve.run(replicas_app(config,
-    replicas=4), name=APP_NAME, route_prefix="/")``. At most ``max_sessions`` sessions per replica."""
+    replicas=4), name=APP_NAME, route_prefix="/")``. At most ``max_sessions`` sessions per replica
+    and, when given, ``max_replicas_per_node`` replicas per node (Serve's own placement limit)."""
     from ray import serve
 
     from ray_knowsim.training.adapters.serve import KnowSimReplica
@@ -150,7 +157,9 @@ def replicas_app(config, *, replicas: int = 2, max_sessions: int = 64):
     if replicas < 1 or max_sessions < 1:
         raise ValueError("replicas and max_sessions must be >= 1")
     ingress = serve.ingress()(KnowSimReplica)
-    server = serve.deployment(name="KnowSimEnvironment", num_replicas=replicas, max_ongoing_requests=max_sessions)(ingress)
+    options = {"max_replicas_per_node": max_replicas_per_node} if max_replicas_per_node else {}
+    server = serve.deployment(name="KnowSimEnvironment", num_replicas=replicas, max_ongoing_requests=max_sessions,
+                              **options)(ingress)
     return server.bind(config.model_dump_json(), max_sessions)
 
 
