@@ -73,6 +73,32 @@ def model_overrides(base_url: str, in_flight: int) -> list[str]:
             "engine.llm_cache=false"]
 
 
+class TimedModel:
+    """The environment's model as it is, timing each ``generate`` as the environment awaits it
+    (limiter, HTTP, the proxy and its queue, the answer's arrival on this loop): with it, a step's
+    wall time splits into what its requests took as this process saw them and everything else."""
+
+    def __init__(self, inner, log: list) -> None:
+        self.inner, self.log = inner, log
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    async def generate(self, request):
+        t0 = time.time()
+        try:
+            return await self.inner.generate(request)
+        finally:
+            self.log.append((request.request_id, t0, time.time()))
+
+
+def timed(env, log: list) -> None:
+    """Wrap the environment's learner and extractor models (one wrapper when they are one model)."""
+    same = env.user_sim is env.extractor
+    env.user_sim = TimedModel(env.user_sim, log)
+    env.extractor = env.user_sim if same else TimedModel(env.extractor, log)
+
+
 def environment(base_url: str, turns: int, in_flight: int):
     from ray_knowsim.training import EnvironmentConfig, TrainingEnvironment
 
@@ -321,11 +347,13 @@ def main() -> int:
             await drive(env, min(8, args.episodes), "warm")  # imports, the kernel's load, connections: as the servers'
             env.kernel.stats = type(env.kernel.stats)()
             wait0 = runqueue_wait([os.getpid()])
+            timed(env, both.awaited)
             records, wall = await drive(env, args.episodes, "ep")
             both.wait_s = waited(wait0, runqueue_wait([os.getpid()]))
             await env.aclose()
             return records, wall, env.kernel.stats.to_dict(), drive.cpu_s
 
+        both.awaited = []  # (request id, sent, answered) as the environment awaited each request
         records, wall, kernel, cpu_s = asyncio.run(both())
         for n in server_counts:
             runs[n] = run_server(n, args, proxy_url, proxy_port)
@@ -339,6 +367,23 @@ def main() -> int:
 
     out = summarize(records, served, wall, cpu_s, args.episodes, args.turns)
     delays = sorted(float(d["delay_s"]) for d in served)
+    awaited: dict[tuple[str, int, str], float] = {}
+    for rid, t0, t1 in both.awaited:
+        session, _, rest = rid.partition("#")
+        turn, _, role = rest.partition(":")
+        key = (session, int(turn or 0), role)
+        awaited[key] = awaited.get(key, 0.0) + (t1 - t0)
+    seen = []
+    for r in records:
+        keys = [(r["session"], r["turn"], "extractor")] + ([] if r["done"] else [(r["session"], r["turn"] + 1, "user_sim")])
+        seen.append(sum(awaited.get(k, 0.0) for k in keys))
+    # the split of a step's wall time: its requests as this process awaited them vs the rest (the
+    # environment's own: its CPU, its wait for a CPU, the kernel batch); and how much longer the
+    # requests took here than the proxy held them (the transport and the proxy process's own queue)
+    out["step_model_awaited_mean_s"] = round(statistics.fmean(seen), 4)
+    out["env_own_mean_s"] = round(out["step_wall_mean_s"] - out["step_model_awaited_mean_s"], 4)
+    out["transport_mean_s"] = round(out["step_model_awaited_mean_s"] - out["step_model_mean_s"], 4)
+    out["env_own_ratio"] = round(out["env_own_mean_s"] / out["step_wall_mean_s"], 4)
     out["env_runqueue_wait_s"] = round(both.wait_s, 2)  # this process's threads, ready but without a CPU
     out["env_runqueue_wait_share_of_wall"] = round(both.wait_s / out["wall_s"], 3)
     out.update({"delay_median_s": round(delays[len(delays) // 2], 3), "delay_p99_s": round(delays[int(0.99 * (len(delays) - 1))], 3),
@@ -347,7 +392,10 @@ def main() -> int:
           f"{out['step_wall_mean_s']} s wall, {out['step_model_mean_s']} s model, {out['env_overhead_mean_s']} s environment "
           f"({100 * out['env_overhead_ratio']:.1f} %, goal <= 5 %); CPU {1000 * out['env_cpu_per_step_s']:.1f} ms per step "
           f"= {100 * out['env_cpu_vs_latency_ratio']:.1f} % of the {out['step_latency_mean_s']} s latency it waits for; "
-          f"its threads waited {out['env_runqueue_wait_s']} s for a CPU ({100 * out['env_runqueue_wait_share_of_wall']:.0f} % of the wall time)")
+          f"its threads waited {out['env_runqueue_wait_s']} s for a CPU ({100 * out['env_runqueue_wait_share_of_wall']:.0f} % of the wall time); "
+          f"of the step, the requests as the environment awaited them {out['step_model_awaited_mean_s']} s (transport and "
+          f"proxy queue {out['transport_mean_s']} s), the environment's own {out['env_own_mean_s']} s "
+          f"({100 * out['env_own_ratio']:.1f} %)")
     for n, (recs, w, server_cpu, extra) in runs.items():
         s = summarize(recs, served, w, server_cpu, args.episodes, args.turns)
         s.update(extra)
