@@ -173,6 +173,7 @@ def score_run(
     entry = cfg.models[key]
     info = {"name": name, "judge_model": key, "backend": entry.backend,
             "entry": entry.model_dump(mode="json"), "judges": list(judges)}
+    store.collect_garbage()  # score files an interrupted earlier pass left unnamed (io/committed.py)
     done = store.markers()  # read once: the checks below and each shard's commit use it
     _check_same_judge(store, info, has_scores=bool(done))
     store.write_info(info)

@@ -11,7 +11,7 @@ Layout::
 
 **A commit** is a few finished sessions of one shard: a worker writes both Parquet files under
 ``.tmp/``, fsyncs them, renames them into place, then writes the marker the same way. The
-marker's rename is the commit. A shard commits in small steps while it runs (a crash loses only
+marker's rename is the commit (the discipline of every committed dataset: io/committed.py). A shard commits in small steps while it runs (a crash loses only
 the sessions in flight), and folds its steps into one commit when it ends (:func:`fold_commits`).
 
 **Marker format 2** (``commits/<shard>.<token>.json``)::
@@ -50,7 +50,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +59,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ray_knowsim.io.parquet import arrow_schema, atomic_write_text, fsync_dir, write_parquet
+from ray_knowsim.io.committed import CommittedDataset, Garbage, new_token, read_json_marker
+from ray_knowsim.io.parquet import arrow_schema
 from ray_knowsim.schema.failures import failure_class
 from ray_knowsim.schema.results import SessionRow, TurnRow
 
@@ -199,16 +199,14 @@ class Commit:
         return json.dumps(data.model_dump(mode="json"), indent=1)
 
 
+def dataset(root: Path) -> CommittedDataset:
+    """A run directory as a committed dataset: its two tables' folders, our naming of their files."""
+    return CommittedDataset(Path(root), TABLES, COMMIT_FILE)
+
+
 def read_marker(path: Path) -> Commit:
     """The commit a marker file describes; :class:`MarkerError` naming the file when it cannot be read."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MarkerError(path, f"cannot be read ({type(exc).__name__}: {exc})") from exc
-    except ValueError as exc:
-        raise MarkerError(path, f"is not JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise MarkerError(path, "is not a JSON object")
+    data = read_json_marker(path, MarkerError)
     fmt = data.get("format", 1)
     if fmt not in READABLE_FORMATS:
         raise MarkerError(path, f"has format {fmt!r}; this release reads formats {list(READABLE_FORMATS)} "
@@ -243,14 +241,12 @@ def read_markers(root: Path) -> list[Commit]:
     """Every commit of a run directory (any config), format-1 and format-2 markers, in name order;
     every file a marker names must exist."""
     out: list[Commit] = []
-    for folder, pattern in ((root / SHARDS, "*.json"), (root / COMMITS, "*.json")):
-        if not folder.is_dir():
-            continue
-        for path in sorted(folder.glob(pattern)):
+    data = dataset(root)
+    for folder in (root / SHARDS, root / COMMITS):
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
             commit = read_marker(path)
-            for rel in commit.files().values():
-                if not (root / rel).is_file():
-                    raise MarkerError(path, f"names {rel}, which does not exist (deleted or not yet copied?)")
+            for rel in data.missing(commit.files().values()):
+                raise MarkerError(path, f"names {rel}, which does not exist (deleted or not yet copied?)")
             out.append(commit)
     return out
 
@@ -306,11 +302,6 @@ class CommitIndex:
 # ----------------------------------------------------------------------------- writing
 
 
-def new_token() -> str:
-    """Milliseconds then 8 random hex digits: unique, and sorted by time within a machine."""
-    return f"{int(time.time() * 1000):x}{secrets.token_hex(4)}"
-
-
 def _entries(sessions: pa.Table) -> dict[str, SessionEntry]:
     cols = set(sessions.column_names)
     ids = sessions.column("session_id").to_pylist()
@@ -344,24 +335,13 @@ def write_commit(root: Path, *, shard_id: str, config_hash: str, sessions: pa.Ta
     folds); ``compression``: the Parquet files' (:data:`STEP_COMPRESSION` for steps a fold rewrites)."""
     if not _NAME.match(shard_id):
         raise ValueError(f"shard id {shard_id!r} is not a file-name-safe name")
-    tmp = root / ".tmp"
-    for d in (root, tmp, root / COMMITS, *(root / t for t in TABLES)):
-        d.mkdir(parents=True, exist_ok=True)
     commit = Commit(shard_id=shard_id, token=new_token(), config_hash=config_hash,
                     committed_at=max(time.time(), not_before), sessions=_entries(sessions),
                     marker=root / COMMITS / "", plan=plan, rows={"sessions": sessions.num_rows, "turns": turns.num_rows},
                     summary=dict(summary or {}))
-    commit.marker = root / COMMITS / f"{commit.name}.json"
-    staged = []
-    for name, table in (("sessions", sessions), ("turns", turns)):
-        part = tmp / f"{commit.name}.{name}.parquet"
-        write_parquet(table, part, compression)
-        staged.append((part, root / commit.files()[name]))
-    for part, final in staged:
-        os.replace(part, final)
-    for t in TABLES:
-        fsync_dir(root / t)
-    atomic_write_text(commit.marker, commit.to_json(), tmp)
+    files = commit.files()
+    commit.marker = dataset(root).commit([(files["sessions"], sessions), (files["turns"], turns)],
+                                         f"{COMMITS}/{commit.name}.json", commit.to_json(), compression=compression)
     return commit
 
 
@@ -385,10 +365,7 @@ def read_commit_tables(root: Path, commit: Commit, drop: Iterable[str] = (),
 
 def remove_commit(root: Path, commit: Commit) -> None:
     """Delete a commit: its marker first (from then on its files are unnamed leftovers), then its files."""
-    commit.marker.unlink(missing_ok=True)
-    fsync_dir(commit.marker.parent)
-    for rel in commit.files().values():
-        (root / rel).unlink(missing_ok=True)
+    dataset(root).remove(commit.marker, commit.files().values())
 
 
 def fold_commits(root: Path, commits: Sequence[Commit], order: Sequence[str], plan: str = "",
@@ -423,16 +400,6 @@ def sort_tables(sessions: pa.Table, turns: pa.Table, order: Sequence[str]) -> tu
     return sessions.take(pa.array(s_idx, pa.int64())), turns.take(pa.array(t_idx, pa.int64()))
 
 
-@dataclass
-class Garbage:
-    """What :func:`collect_garbage` removed (counts) and left alone (foreign files)."""
-
-    leftover_files: int = 0
-    superseded_commits: int = 0
-    tmp_files: int = 0
-    ignored: list[str] = field(default_factory=list)  # files of another layout: never read, never deleted
-
-
 #: leftovers younger than this are left for the next clean-up: a worker of a driver that was just
 #: killed can still be between renaming its files into place and writing their marker
 LEFTOVER_MIN_AGE_S = 300.0
@@ -443,45 +410,19 @@ def collect_garbage(root: Path, commits: Sequence[Commit], index: CommitIndex,
     """Clean a run directory whose every marker was read (``commits``: all of them, every config;
     ``index``: the index of the run's own config). See the module docstring for what goes;
     unnamed files younger than ``min_age_s`` stay (see :data:`LEFTOVER_MIN_AGE_S`)."""
-    out = Garbage()
-    now = time.time()
-
-    def old_enough(path: Path) -> bool:
-        try:
-            return now - path.stat().st_mtime >= min_age_s
-        except FileNotFoundError:
-            return False
-
-    for c in index.dead():
+    dead = index.dead()
+    for c in dead:
         remove_commit(root, c)
-        out.superseded_commits += 1
-    dead = {c.name for c in index.dead()}
-    named = {rel.split("/", 1)[1] for c in commits if c.name not in dead for rel in c.files().values()}
-    for t in TABLES:
-        folder = root / t
-        if not folder.is_dir():
-            continue
-        for path in sorted(folder.iterdir()):
-            if path.name in named:
-                continue
-            if path.is_file() and COMMIT_FILE.match(path.name):
-                if old_enough(path):
-                    path.unlink(missing_ok=True)
-                    out.leftover_files += 1
-            else:
-                out.ignored.append(f"{t}/{path.name}")
-    tmp = root / ".tmp"
-    if tmp.is_dir():
-        for path in tmp.iterdir():
-            if path.is_file() and old_enough(path):
-                path.unlink(missing_ok=True)
-                out.tmp_files += 1
+    gone = {c.name for c in dead}
+    named = [rel for c in commits if c.name not in gone for rel in c.files().values()]
+    out = dataset(root).collect_garbage(named, min_age_s)
+    out.superseded_commits = len(dead)
     return out
 
 
 __all__ = [
     "COMMITS", "COMMIT_FILE", "LEFTOVER_MIN_AGE_S", "Commit", "CommitIndex", "Garbage", "MARKER_FORMAT", "MarkerError", "READABLE_FORMATS",
-    "RunDir", "RunDirError", "SCHEMAS", "SESSION_SCHEMA", "SHARDS", "STEP_COMPRESSION", "SessionEntry", "TABLES", "TURN_SCHEMA", "collect_garbage",
+    "RunDir", "RunDirError", "SCHEMAS", "SESSION_SCHEMA", "SHARDS", "STEP_COMPRESSION", "SessionEntry", "TABLES", "TURN_SCHEMA", "collect_garbage", "dataset",
     "fold_commits", "new_token", "read_commit_tables", "read_marker", "read_markers", "remove_commit", "shard_markers",
     "sort_tables", "write_commit",
 ]

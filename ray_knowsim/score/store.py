@@ -13,12 +13,15 @@ is judged again. Markers of earlier releases (``<shard>.json``, one per shard) a
 they name the commit they judged by its token. Only the scores of sessions the run's reader
 counts from that commit are joined (:meth:`RunScores.load`): a session rerun since, in another
 commit, is judged there. Session and turn files are never rewritten: re-judging leaves the
-simulation byte-identical.
+simulation byte-identical. A score set is a committed dataset (io/committed.py): the score file is
+written, fsynced and renamed, then the marker; the file it replaces goes after; score files no
+marker names are collected (:meth:`ScoreDir.collect_garbage`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -28,12 +31,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
-from ray_knowsim.io.commits import MarkerError
-from ray_knowsim.io.parquet import arrow_schema, atomic_write_parquet, atomic_write_text, rows_table
+from ray_knowsim.io.commits import LEFTOVER_MIN_AGE_S, MarkerError
+from ray_knowsim.io.committed import CommittedDataset, Garbage, new_token, read_json_marker
+from ray_knowsim.io.parquet import arrow_schema, atomic_write_text, rows_table
 from ray_knowsim.io.rundir import RunReader, has_commit_markers
 from ray_knowsim.schema.results import JUDGE_DRIFT, token_columns
 
 SCORES = "scores"
+#: a score file: ``<shard>.<token>.parquet`` (tokens are hex digits, or decimal seconds then hex)
+SCORE_FILE = re.compile(r"^[A-Za-z0-9_-]+\.[0-9a-f]{8,}\.parquet$")
 
 
 class ScoreRow(BaseModel):
@@ -108,6 +114,7 @@ class ScoreDir:
         self.name = name
         self.root = self.run_root / SCORES / name
         self.tmp = self.run_root / ".tmp"
+        self.dataset = CommittedDataset(self.root, (".",), SCORE_FILE, self.tmp)
 
     def _marker_files(self) -> dict[str, list[tuple[Path, ScoreMarker]]]:
         """Commit -> its marker files, each read once (a commit judged by an earlier release may
@@ -123,10 +130,11 @@ class ScoreDir:
         return out
 
     def _read(self, path: Path) -> ScoreMarker:
+        data = read_json_marker(path, _not_a_score_marker)
         try:
-            return ScoreMarker(**json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError) as exc:
-            raise MarkerError(path, f"is not a score marker ({type(exc).__name__}: {exc})") from exc
+            return ScoreMarker(**data)
+        except TypeError as exc:
+            raise _not_a_score_marker(path, f"{type(exc).__name__}: {exc}") from exc
 
     def markers(self) -> dict[str, ScoreMarker]:
         """Commit (``<shard>.<token>`` of the simulation) -> its score marker, whose file exists."""
@@ -163,25 +171,29 @@ class ScoreDir:
                old: ScoreMarker | None = None) -> ScoreMarker:
         """Commit the scores of simulation commit ``<shard_id>.<sessions_token>``; ``old``: its
         previous score marker when the caller already has it (its file is replaced)."""
-        import secrets
-        import time
-
-        self.root.mkdir(parents=True, exist_ok=True)
         commit = f"{shard_id}.{sessions_token}"
         old = old if old is not None else self.markers().get(commit)
         marker = ScoreMarker(
-            shard_id=shard_id, name=self.name, token=f"{int(time.time())}{secrets.token_hex(4)}",
+            shard_id=shard_id, name=self.name, token=new_token(),
             sessions_token=sessions_token, n_sessions=len(rows), n_errors=sum(r.judge_error is not None for r in rows),
             summary=summary,
         )  # fmt: skip
-        atomic_write_parquet(rows_table(rows, SCORE_SCHEMA), self.root / marker.file, self.tmp)
-        atomic_write_text(self.root / f"{commit}.json", json.dumps(asdict(marker), sort_keys=True, indent=1), self.tmp)
+        self.dataset.commit([(marker.file, rows_table(rows, SCORE_SCHEMA))], f"{commit}.json",
+                            json.dumps(asdict(marker), sort_keys=True, indent=1))
         legacy = self.root / f"{shard_id}.json"  # an earlier release's marker name for the same commit
         if legacy.is_file() and self._read(legacy).commit == commit:
-            legacy.unlink(missing_ok=True)
+            self.dataset.remove(legacy)
         if old is not None and old.token != marker.token:
-            (self.root / old.file).unlink(missing_ok=True)
+            self.dataset.remove(None, [old.file])
         return marker
+
+    def collect_garbage(self, min_age_s: float = LEFTOVER_MIN_AGE_S) -> Garbage:
+        """Delete score files no marker names (a commit interrupted before its marker, a replaced
+        file a crash left), once ``min_age_s`` old: a scorer may still be committing. Every marker
+        is read first (one that cannot be read stops it, deleting nothing). The temp folder is
+        the run's: the run's collection cleans it."""
+        named = [m.file for found in self._marker_files().values() for _, m in found]
+        return self.dataset.collect_garbage(named, min_age_s, clean_tmp=False)
 
     def kept_rows(self, commit: str, marker: ScoreMarker | None = None) -> dict[str, ScoreRow]:
         """A commit's scores that need no redo (no judge error), by session id.
@@ -206,6 +218,10 @@ class ScoreDir:
                 table = table.filter(pc.is_in(table.column("session_id"), value_set=keep))
             parts.append(table)
         return pa.concat_tables(parts) if parts else SCORE_SCHEMA.empty_table()
+
+
+def _not_a_score_marker(path: Path, why: str) -> MarkerError:
+    return MarkerError(path, f"is not a score marker ({why})")
 
 
 def counted_sessions(reader: Any) -> dict[str, set[str]] | None:

@@ -7,7 +7,7 @@ Layout (inside the sweep folder)::
     committed/<piece>.json             the commit marker: block, settings range, token, fingerprint
     .tmp/                              files being written (never read)
 
-Why this discipline (the run directory's: temp file, fsync, rename, then the marker): the task
+Why this discipline (every committed dataset's, io/committed.py: temp file, fsync, rename, then the marker): the task
 that re-scored a piece writes it, so no single process has to receive and write every row, and
 the marker's rename is the one moment a piece becomes committed. A task killed before it leaves
 files that no marker names; they are deleted at the next start. A piece committed twice (a Ray
@@ -24,22 +24,32 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
+import re
 import socket
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from ray_knowsim.io.committed import CommittedDataset, new_token, read_json_marker
 from ray_knowsim.sweep.pieces import Piece, Range, assign, union
-from ray_knowsim.sweep.store import TMP, read_json, write_parquet_atomic, write_text_atomic
+from ray_knowsim.sweep.store import read_json
 
 MARKER_FORMAT = 1
 TABLES = ("rows", "partials")
 MARKERS = "committed"
 MANIFEST = "sweep.json"
+#: what the garbage collection may delete in the table folders: any Parquet file no marker names
+#: (also an earlier layout's pieces); it runs only while no task of the sweep runs
+_DATA_FILE = re.compile(r"^.+\.parquet$")
+
+
+def dataset(out_dir: Path) -> CommittedDataset:
+    """A sweep folder as a committed dataset (io/committed.py)."""
+    return CommittedDataset(Path(out_dir), TABLES, _DATA_FILE)
 
 
 class SweepCommitError(RuntimeError):
@@ -91,15 +101,16 @@ def commit_piece(out_dir: Path, fingerprint: str, piece: Piece, rows: pa.Table, 
     """Write a piece's two tables, then its marker (the commit). Called by the task that re-scored
     it; ``node`` names where (default: the host name)."""
     t0 = time.perf_counter()
-    token = f"{int(time.time())}{secrets.token_hex(4)}"
-    marker = Marker(piece.block, piece.start, piece.stop, token, fingerprint, rows.num_rows, node=node or socket.gethostname(),
-                    pid=os.getpid(), seconds=round(seconds, 4))  # fmt: skip
+    marker = Marker(piece.block, piece.start, piece.stop, new_token(), fingerprint, rows.num_rows,
+                    node=node or socket.gethostname(), pid=os.getpid(), seconds=round(seconds, 4))  # fmt: skip
     files = marker.files()
-    write_parquet_atomic(partials, out_dir / files["partials"])
-    write_parquet_atomic(rows, out_dir / files["rows"])
-    marker.write_seconds = round(time.perf_counter() - t0, 4)
-    marker.committed_at = time.time()
-    write_text_atomic(_to_json(marker), out_dir / MARKERS / f"{piece.name}.json")
+
+    def text() -> str:  # once the tables are in place: the marker records how long they took
+        marker.write_seconds = round(time.perf_counter() - t0, 4)
+        marker.committed_at = time.time()
+        return _to_json(marker)
+
+    dataset(out_dir).commit([(files["partials"], partials), (files["rows"], rows)], f"{MARKERS}/{piece.name}.json", text)
     return marker
 
 
@@ -136,18 +147,20 @@ def read_commits(out_dir: Path, fingerprint: str | None = None) -> Commits:
     folder = out_dir / MARKERS
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            data = read_json(path)
-            marker = Marker(**data)
-        except (ValueError, TypeError, OSError) as exc:
-            raise SweepCommitError(f"commit marker {path} cannot be read ({exc}); move it away to redo that piece") from exc
+            marker = Marker(**read_json_marker(path, _unreadable))
+        except TypeError as exc:
+            raise _unreadable(path, f"is not a piece marker ({exc})") from exc
         if marker.fingerprint != fingerprint:
             raise SweepCommitError(f"commit marker {path} belongs to another sweep (fingerprint {marker.fingerprint}, "
                                    f"this sweep {fingerprint}); rerun with --fresh or choose another output")  # fmt: skip
         if path.stem != marker.piece.name:
             raise SweepCommitError(f"commit marker {path} names piece {marker.piece.name}")
-        ok = all((out_dir / f).is_file() for f in marker.files().values())
-        (markers if ok else broken).append(marker)
+        (broken if dataset(out_dir).missing(marker.files().values()) else markers).append(marker)
     return Commits(markers, broken)
+
+
+def _unreadable(path: Path, why: str) -> SweepCommitError:
+    return SweepCommitError(f"commit marker {path} {why}; move it away to redo that piece")
 
 
 def drop_broken(out_dir: Path, commits: Commits) -> list[str]:
@@ -155,7 +168,7 @@ def drop_broken(out_dir: Path, commits: Commits) -> list[str]:
     the caller records in the manifest."""
     names = []
     for m in commits.broken:
-        (Path(out_dir) / MARKERS / f"{m.piece.name}.json").unlink(missing_ok=True)
+        dataset(out_dir).remove(Path(out_dir) / MARKERS / f"{m.piece.name}.json")
         names.append(m.piece.name)
     commits.broken = []
     return names
@@ -164,21 +177,8 @@ def drop_broken(out_dir: Path, commits: Commits) -> list[str]:
 def collect_garbage(out_dir: Path, commits: Commits) -> int:
     """Delete table files no marker names (interrupted or superseded commits) and the temp folder.
     Only while no task of this sweep runs (the driver calls it before submitting and after the last)."""
-    out_dir = Path(out_dir)
-    named = {str(out_dir / f) for m in commits.markers + commits.broken for f in m.files().values()}
-    removed = 0
-    for table in TABLES:
-        folder = out_dir / table
-        for path in folder.glob("*.parquet") if folder.is_dir() else []:
-            if str(path) not in named:
-                path.unlink(missing_ok=True)
-                removed += 1
-    tmp = out_dir / TMP
-    if tmp.is_dir():
-        for path in tmp.iterdir():
-            if path.is_file():
-                path.unlink(missing_ok=True)
-    return removed
+    named = [f for m in commits.markers + commits.broken for f in m.files().values()]
+    return dataset(out_dir).collect_garbage(named, min_age_s=0.0).leftover_files
 
 
 def _in_ranges(ranges: list[Range]) -> ds.Expression:
