@@ -138,9 +138,12 @@ class ScoreDir:
 
     def markers(self) -> dict[str, ScoreMarker]:
         """Commit (``<shard>.<token>`` of the simulation) -> its score marker, whose file exists."""
+        return self._live(self._marker_files())
+
+    def _live(self, found: dict[str, list[tuple[Path, ScoreMarker]]]) -> dict[str, ScoreMarker]:
         out: dict[str, ScoreMarker] = {}
-        for commit, found in self._marker_files().items():
-            for path, marker in sorted(found, key=lambda pm: pm[0].name == f"{commit}.json"):  # the commit-named one wins
+        for commit, pairs in found.items():
+            for path, marker in sorted(pairs, key=lambda pm: pm[0].name == f"{commit}.json"):  # the commit-named one wins
                 if (self.root / marker.file).is_file():
                     out[commit] = marker
         return out
@@ -189,11 +192,18 @@ class ScoreDir:
 
     def collect_garbage(self, min_age_s: float = LEFTOVER_MIN_AGE_S) -> Garbage:
         """Delete score files no marker names (a commit interrupted before its marker, a replaced
-        file a crash left), once ``min_age_s`` old: a scorer may still be committing. Every marker
-        is read first (one that cannot be read stops it, deleting nothing). The temp folder is
-        the run's: the run's collection cleans it."""
-        named = [m.file for found in self._marker_files().values() for _, m in found]
-        return self.dataset.collect_garbage(named, min_age_s, clean_tmp=False)
+        file a crash left), once ``min_age_s`` old: a scorer may still be committing; and markers
+        outranked by their commit's commit-named marker, with their files. Every marker is read
+        first (one that cannot be read stops it, deleting nothing). The temp folder is the run's:
+        the run's collection cleans it."""
+        found = self._marker_files()
+        live = self._live(found)
+        outranked = [(path, m) for commit, pairs in found.items() if commit in live for path, m in pairs if m is not live[commit]]
+        for path, m in outranked:  # an earlier release's marker of a commit judged again (a crash kept it)
+            self.dataset.remove(path, [] if m.file == live[m.commit].file else [m.file])
+        out = self.dataset.collect_garbage([m.file for m in live.values()], min_age_s, clean_tmp=False)
+        out.superseded_commits = len(outranked)
+        return out
 
     def kept_rows(self, commit: str, marker: ScoreMarker | None = None) -> dict[str, ScoreRow]:
         """A commit's scores that need no redo (no judge error), by session id.
