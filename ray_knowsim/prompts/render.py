@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Iterable, Protocol
 
 from ray_knowsim.schema.chat import ChatRequest
-from ray_knowsim.schema.outputs import SignalReport, UserTurn, signal_report_schema
+from ray_knowsim.schema.outputs import SignalReport, UserTurn, shared_signal_report_schema
 from ray_knowsim.schema.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.schema.items import Item
 from ray_knowsim.schema.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
@@ -290,7 +290,7 @@ def render_extractor(
         "n_concepts": index.size,
     }
     return build_request(tpl, values, facts, role="extractor", seed=seed, request_id=request_id,
-                         schema=signal_report_schema(graph, reasoning_max_chars=legacy_reasoning_bound(tpl)),
+                         schema=shared_signal_report_schema(graph, reasoning_max_chars=legacy_reasoning_bound(tpl)),
                          schema_name=SignalReport.__name__)  # strict, per request
 
 

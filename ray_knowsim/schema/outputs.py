@@ -158,6 +158,21 @@ def signal_report_schema(graph: IUGraph, *, reasoning_max_chars: int | None = No
     return orjson.loads(_signal_report_schema_json(nodes, reasoning_max_chars))
 
 
+def shared_signal_report_schema(graph: IUGraph, *, reasoning_max_chars: int | None = None) -> dict[str, Any]:
+    """:func:`signal_report_schema`'s schema as ONE object per graph, shared by every request that
+    asks with it: READ-ONLY (the request path only reads it: the HTTP body encodes it, a portable
+    subset is made from a deep copy, cache keys serialise it). Decoding a fresh copy for each
+    extractor request (~400 objects for a 14-IU graph) was ~0.1 ms of CPU per request plus the
+    garbage collections those objects drive (docs/performance.md); the extractor's renderer asks
+    for this one. Callers that edit a schema use :func:`signal_report_schema`."""
+    return _shared_signal_report_schema(tuple((node.id, node.concept) for node in graph.nodes), reasoning_max_chars)
+
+
+@lru_cache(maxsize=1024)
+def _shared_signal_report_schema(nodes: tuple[tuple[str, str], ...], reasoning_max_chars: int | None) -> dict[str, Any]:
+    return orjson.loads(_signal_report_schema_json(nodes, reasoning_max_chars))
+
+
 @lru_cache(maxsize=1024)
 def _signal_report_schema_json(nodes: tuple[tuple[str, str], ...], reasoning_max_chars: int | None) -> str:
     base = SignalReport.json_schema()
@@ -299,6 +314,7 @@ __all__ = [
     "TEACHING_QUALITIES",
     "V2_REASONING_MAX_CHARS",
     "V2_TEXT_BOUNDS",
+    "shared_signal_report_schema",
     "signal_report_schema",
     "BaselineCoTTurn",
     "BaselineTurn",

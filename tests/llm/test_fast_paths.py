@@ -89,3 +89,31 @@ def test_pretty_json_is_json_dumps_indent_1(value):
 @given(value=st.dictionaries(_texts, _values, max_size=5))
 def test_request_body_bytes_decode_to_the_body(value):
     assert json.loads(encode_body(value)) == value
+
+
+def test_the_extractor_asks_with_one_shared_schema_per_graph_that_sending_leaves_as_it_was():
+    """render_extractor shares one schema object per graph instead of decoding a copy per request:
+    it must be the schema signal_report_schema gives, and building the HTTP body (full and portable
+    subset, json_schema and json_object forms) must not edit it."""
+    from ray_knowsim.llm.http.client import OpenAICompatibleModel
+    from ray_knowsim.llm.http.config import HTTPModelConfig
+    from ray_knowsim.prompts.render import render_extractor
+    from ray_knowsim.schema.graph import build_index
+    from ray_knowsim.schema.outputs import shared_signal_report_schema, signal_report_schema
+    from ray_knowsim.demo import demo_graphs, demo_items
+
+    item = demo_items("math")[0]
+    graph = demo_graphs("math")[item.id]
+    index = build_index(graph, item.id)
+    states = {v: 0 for v in index.ids}
+    first = render_extractor(item, graph, states, [], "u", "a", index=index)
+    second = render_extractor(item, graph, states, [["user", "u"], ["assistant", "a"]], "u2", "a2", index=index)
+    fresh = signal_report_schema(graph)
+    assert first.json_schema == fresh and second.json_schema == fresh
+    assert first.json_schema["properties"] is second.json_schema["properties"]  # shared, not copied
+    for structured in ("json_schema", "json_object"):
+        for subset in ("full", "portable"):
+            model = OpenAICompatibleModel(HTTPModelConfig(base_url="http://127.0.0.1:9/v1", model="m",
+                                                          structured_output=structured, schema_subset=subset))
+            encode_body(model.build_payload(first))
+    assert shared_signal_report_schema(graph) == fresh == signal_report_schema(graph)
