@@ -12,6 +12,10 @@ measured in the same run is the same shard's requests sent from the same process
 simulation at all (the request bodies already built, answers read as bytes): what the HTTP
 transport alone costs here, so ``client_vs_transport_ratio`` says how much the simulation adds.
 
+Of the client's CPU it also reports the garbage collector's share (``gc_cpu_ms_per_request``: thread CPU
+inside collections, from ``gc.callbacks``) and the commit thread's and the fold's (``commit_cpu_ms_per_request``,
+``fold_cpu_ms_per_request``), the parts a profile of the event loop does not show as such.
+
 ``--profile FILE`` writes cProfile stats of the last measured run (read them with ``python -m
 pstats FILE`` or ``--top N`` here); profiling slows the run, so the CPU figures of a profiled run
 are not the ones to report.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import json
 import math
 import os
@@ -61,6 +66,29 @@ def _config(port: int, sessions: int, turns: int, in_flight: int):
     return parse_run_config(data)
 
 
+class _GcTime:
+    """Thread CPU spent in the garbage collector's collections (any thread: a collection holds the
+    GIL from its start callback to its end callback, so the two run back to back in one thread).
+    Collections are charged to whatever allocates in a profile; this says what they cost in all."""
+
+    def __init__(self) -> None:
+        self.seconds, self.collections, self._start = 0.0, 0, 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = time.thread_time()
+        else:
+            self.seconds += time.thread_time() - self._start
+            self.collections += 1
+
+    def __enter__(self) -> "_GcTime":
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        gc.callbacks.remove(self)
+
+
 def run_shard_once(cfg, out: Path, profile: cProfile.Profile | None = None) -> dict:
     """One shard of every planned session through execute_shard; CPU and wall seconds, requests."""
     from ray_knowsim.engine.build import make_context
@@ -77,9 +105,10 @@ def run_shard_once(cfg, out: Path, profile: cProfile.Profile | None = None) -> d
     c0, t0 = time.process_time(), time.perf_counter()
     if profile is not None:
         profile.enable()
-    summary = execute_shard(shard, models, ctx, str(out), cfg.engine.shard_fn, cfg.engine.shard_fn_options, None,
-                            _DroppingBoard(), CommitPolicy(every=cfg.engine.commit_every, every_s=cfg.engine.commit_every_s),
-                            plan.fingerprint)
+    with _GcTime() as collector:
+        summary = execute_shard(shard, models, ctx, str(out), cfg.engine.shard_fn, cfg.engine.shard_fn_options, None,
+                                _DroppingBoard(), CommitPolicy(every=cfg.engine.commit_every, every_s=cfg.engine.commit_every_s),
+                                plan.fingerprint)
     if profile is not None:
         profile.disable()
     cpu, wall = time.process_time() - c0, time.perf_counter() - t0
@@ -87,7 +116,8 @@ def run_shard_once(cfg, out: Path, profile: cProfile.Profile | None = None) -> d
     return {"sessions": summary["sessions"], "failed": summary["new_failed"], "requests": requests, "cpu_s": cpu,
             "wall_s": wall, "kernel": summary.get("kernel", {}), "commit_s": summary["commit_seconds"],
             "fold_s": summary["fold_seconds"], "commit_cpu_s": summary["commit_cpu_seconds"],
-            "fold_cpu_s": summary["fold_cpu_seconds"], "commits": summary["commits"]}
+            "fold_cpu_s": summary["fold_cpu_seconds"], "commits": summary["commits"],
+            "gc_cpu_s": collector.seconds, "gc_collections": collector.collections}
 
 
 def transport_only(port: int, bodies: list[bytes], in_flight: int) -> tuple[float, float]:
@@ -186,10 +216,16 @@ def main() -> int:
                     "client_vs_transport_ratio": round(per / transport, 3) if transport else None,
                     "kernel": best["kernel"], "commits": best["commits"], "commit_wall_s": round(best["commit_s"], 3),
                     "fold_wall_s": best["fold_s"], "commit_cpu_s": round(best["commit_cpu_s"], 3),
-                    "fold_cpu_s": best["fold_cpu_s"], "loadavg_1m_end": round(os.getloadavg()[0], 2)})
+                    "fold_cpu_s": best["fold_cpu_s"], "gc_collections": best["gc_collections"],
+                    "gc_cpu_ms_per_request": round(1000 * best["gc_cpu_s"] / max(1, n_req), 3),
+                    "commit_cpu_ms_per_request": round(1000 * best["commit_cpu_s"] / max(1, n_req), 3),
+                    "fold_cpu_ms_per_request": round(1000 * best["fold_cpu_s"] / max(1, n_req), 3),
+                    "loadavg_1m_end": round(os.getloadavg()[0], 2)})
     print(f"client: {best['sessions']} sessions x {args.turns} turns, {n_req} requests at {args.delay}s, {args.in_flight} in "
           f"flight: {best['cpu_s']:.2f} CPU-s, {per:.3f} ms per request (runs: {figures['client_cpu_ms_per_request_runs']}); "
-          f"the transport alone {transport:.3f} ms per request: ratio {figures['client_vs_transport_ratio']}; "
+          f"the transport alone {transport:.3f} ms per request: ratio {figures['client_vs_transport_ratio']}; of the client's: "
+          f"garbage collection {figures['gc_cpu_ms_per_request']}, commits {figures['commit_cpu_ms_per_request']}, fold "
+          f"{figures['fold_cpu_ms_per_request']} ms per request; "
           f"load {figures['loadavg_1m_start']} -> {figures['loadavg_1m_end']}", flush=True)
     print(json.dumps(figures, sort_keys=True))
     return 0
