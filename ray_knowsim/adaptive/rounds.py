@@ -115,7 +115,8 @@ def drive(proc: Procedure, schedule: Schedule, fetch: Callable[[int, set[Session
         play = proc.in_play()
         new = schedule.sessions(items, play)
         if not new:
-            status = "pool_exhausted" if not any(items.values()) else "decided"
+            # curtailed: the open decisions can no longer be reached with the pool's remaining items
+            status = "pool_exhausted" if not any(items.values()) else "decided" if proc.done else "curtailed"
             break
         if stop_before is not None and stop_before(round_no, wanted, new):
             status = "budget"
@@ -188,9 +189,8 @@ def select(rows: pd.DataFrame, wanted: set[Session]) -> pd.DataFrame:
     """The rows of the sessions in ``wanted`` (by their ROW_KEYS)."""
     if rows.empty or not wanted:
         return rows.iloc[0:0]
-    keys = rows[list(ROW_KEYS)].astype({"trial": int}).itertuples(index=False, name=None)
-    mask = [tuple(k) in wanted for k in keys]
-    return rows[mask]
+    keys = pd.MultiIndex.from_frame(rows[list(ROW_KEYS)].astype({"trial": int}))
+    return rows[keys.isin(list(wanted))]
 
 
 __all__ = ["Schedule", "Session", "decision_records", "drive", "failure_gap_records", "keep_recorded_design", "procedure_for",

@@ -94,7 +94,8 @@ class DecisionsFile(BaseModel):
     alpha: float
     family_size: int  # hypotheses (pairs) in the Holm family
     procedure: str
-    status: Literal["running", "decided", "pool_exhausted", "budget"]
+    # curtailed: stopped before the pool's end because no open decision could still be reached
+    status: Literal["running", "decided", "pool_exhausted", "budget", "curtailed"]
     sessions_run: int
     sessions_fixed: int  # the fixed design of the same pool at the rounds' trials
     spend_run: Spend | None = None

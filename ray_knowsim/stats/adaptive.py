@@ -35,11 +35,24 @@ DesignKind = Literal["group_sequential", "anytime"]
 FamilyKind = Literal["run", "decision"]
 
 
+#: ``in_play: curtail``: a pair of an open decision stops when its predictive chance of crossing
+#: by the pool's end at the family's alpha (the largest level it can ever be tested at) is at most
+#: NEED_CHANCE (0: curtailment, it cannot cross even if every remaining item went its way); a
+#: decided (or unreachable) decision's open pair keeps running while another decision of its family
+#: is open and its chance at alpha exceeds HELP_CHANCE (both chosen by measurement on seeds apart
+#: from the reported ones: docs/adaptive.md, "Several decisions in one family")
+NEED_CHANCE = 0.0
+HELP_CHANCE = 0.1
+
+
 @dataclass(frozen=True)
 class Design:
     kind: DesignKind = "group_sequential"
     spending: Spending = field(default_factory=Spending)
-    in_play: PlayRule = DEFAULT_PLAY  # best: which conditions keep running (stats.decide)
+    in_play: PlayRule = DEFAULT_PLAY  # which conditions keep running (stats.decide, Procedure.running)
+    need_chance: float = NEED_CHANCE  # curtail only
+    help_chance: float = HELP_CHANCE  # curtail only
+    help_level: Literal["current", "alpha"] = "alpha"  # curtail: the level a helper's chance is at
 
     def sequence(self) -> PairSequence | AnytimeSequence:
         return PairSequence(self.spending) if self.kind == "group_sequential" else AnytimeSequence()
@@ -53,8 +66,12 @@ class Design:
                     "boundaries)")
         else:
             test = "anytime-valid Beta(1/2, 1/2) mixture (Krichevsky-Trofimov) confidence sequence"
-        play = ("every condition with an unresolved pair stays in play" if self.in_play == "open_pairs"
-                else "the candidates and the conditions with an open pair with one stay in play")
+        play = {"open_pairs": "every condition with an unresolved pair stays in play",
+                "candidates": "the candidates and the conditions with an open pair with one stay in play",
+                "curtail": ("an unresolved pair keeps running while its decision is open and it can still cross "
+                            f"(predictive chance at alpha above {self.need_chance:g}), and after its decision is decided "
+                            "while another decision of the family is open and its chance is above "
+                            f"{self.help_chance:g}; a stopped pair never resumes")}[self.in_play]
         return (f"per pair, the item win rate (wins vs losses over matched items, ties counted); {test}; {fam}, "
                 f"alpha {alpha:g}; decided pairs stay decided; {play}")
 
@@ -73,6 +90,8 @@ class Procedure:
     _memo: dict = field(default_factory=dict, repr=False)
     directions: dict[Key, int] = field(default_factory=dict)
     within: dict[Key, bool] = field(default_factory=dict)
+    stopped: set[Key] = field(default_factory=set)  # curtail: pairs that stopped running (never resume)
+    unreachable: set[int] = field(default_factory=set)  # curtail: open decisions no remaining data can decide
 
     @classmethod
     def build(cls, tasks: Sequence[str], levels: Sequence[str], metrics: Sequence[str], conditions: Sequence[str],
@@ -151,7 +170,91 @@ class Procedure:
             gone = d.update(verdicts, round_no)
             if gone:
                 left[i] = gone
+        if self._curtails:
+            before = {i: d.in_play() for i, d in enumerate(self.decisions)}
+            self._curtail()
+            for i, d in enumerate(self.decisions):
+                gone = sorted(before[i] - d.in_play(), key=d.conditions.index)
+                for c in gone:
+                    d.eliminated.setdefault(c, round_no)
+                if gone:
+                    left[i] = sorted({*left.get(i, []), *gone}, key=d.conditions.index)
         return left
+
+    @property
+    def _curtails(self) -> bool:
+        return self.design.in_play == "curtail" and self.design.kind == "group_sequential"
+
+    def _chances(self, key: Key, level: float) -> tuple[float, float]:
+        """(up, down): the pair's predictive chance of crossing by its pool's end at ``level``."""
+        seq, c = self.sequences.get(key), self.counts.get(key, EMPTY)
+        if not isinstance(seq, PairSequence) or not seq.looks or not c.n:
+            return 1.0, 1.0
+        t = seq.looks[-1].t
+        remaining = int(round(c.n / t)) - c.n if t > 0 else 0
+        return seq.chances(level, remaining, c.decisive / c.n)
+
+    def _curtail(self) -> None:
+        """``in_play: curtail``: which unresolved pairs keep running (:meth:`running`). Stopping a
+        pair, by any rule, keeps the error: its looks stay a prefix of the full design's."""
+        for fam in self._families():
+            open_keys = [k for k in fam if k not in self.rejected and k not in self.stopped]
+            alive: dict[Key, tuple[bool, bool]] = {}
+            for k in open_keys:
+                up, down = self._chances(k, self.alpha)
+                alive[k] = (up > self.design.need_chance, down > self.design.need_chance)
+            for i in {k[0] for k in fam}:
+                d = self.decisions[i]
+                if not d.decided and i not in self.unreachable and not self._reachable(i, alive):
+                    self.unreachable.add(i)
+            still_open = any(not self.decisions[i].decided and i not in self.unreachable for i in {k[0] for k in fam})
+            for k in open_keys:
+                i = k[0]
+                if not self.decisions[i].decided and i not in self.unreachable:
+                    keep = any(alive[k])
+                elif still_open:
+                    level = self.level_of(k) if self.design.help_level == "current" else self.alpha
+                    keep = max(self._chances(k, level)) > self.design.help_chance
+                else:
+                    keep = False
+                if not keep:
+                    self.stopped.add(k)
+        for i, d in enumerate(self.decisions):
+            d.running = set() if i in self.unreachable else {p for p in d.pairs if self._runs((i, p))}
+
+    def _runs(self, key: Key) -> bool:
+        return key not in self.rejected and key not in self.stopped
+
+    def _reachable(self, i: int, alive: Mapping[Key, tuple[bool, bool]]) -> bool:
+        """Whether decision ``i`` can still be decided: its pairs rejected so far plus those still
+        able to cross (in a direction) can complete a winner, a no-winner cycle or an order."""
+        d = self.decisions[i]
+        if d.kind == "pairs":
+            return True  # equivalence has no curtailment here
+
+        pairs = set(d.pairs)
+
+        def can(a: str, b: str) -> bool:  # can "a beats b" still be claimed?
+            p = (a, b) if (a, b) in pairs else (b, a)
+            if d.better(p) is not None:
+                return d.better(p) == a
+            up, down = alive.get((i, p), (False, False))
+            return up if p[0] == a else down
+
+        others = {c: [o for o in d.conditions if o != c] for c in d.conditions}
+        if d.kind == "ranking":
+            return all(can(*p) or can(p[1], p[0]) for p in d.pairs)
+        winner = any(all(can(c, o) for o in others[c]) for c in d.conditions)
+        no_winner = all(any(can(o, c) for o in others[c]) for c in d.conditions)
+        return winner or no_winner
+
+    def running(self) -> set[Key]:
+        """``in_play: curtail``: the unresolved pairs still asking for sessions (an open
+        decision's, and the helpers: a closed decision's pairs kept for its family)."""
+        return {k for k in self.keys() if self._runs(k)}
+
+    def _helpers(self) -> set[Key]:
+        return {k for k in self.running() if self.decisions[k[0]].decided or k[0] in self.unreachable}
 
     def fixed(self, counts: Mapping[Key, WinCounts], multiplicity: Literal["holm", "bonferroni"] = "holm") -> "Procedure":
         """What the fixed design decides from the whole pool's counts with the same decision rule
@@ -170,11 +273,21 @@ class Procedure:
         return (0.0, 1.0) if seq is None else seq.interval(self.level_of(key))
 
     def in_play(self) -> dict[tuple[str, str], set[str]]:
-        """(task, level) -> the conditions some undecided decision there still needs."""
+        """(task, level) -> the conditions some undecided decision there still needs (``curtail``:
+        also those of a decided decision's pairs that keep running for its family)."""
         out: dict[tuple[str, str], set[str]] = {}
         for d in self.decisions:
             out.setdefault((d.task, d.level), set()).update(d.in_play())
+        if self._curtails:
+            for i, p in self._helpers():
+                d = self.decisions[i]
+                out[(d.task, d.level)].update(p)
         return out
+
+    @property
+    def exhausted(self) -> bool:
+        """No decision left open that more data could decide (``curtail``)."""
+        return all(d.decided or i in self.unreachable for i, d in enumerate(self.decisions))
 
     @property
     def done(self) -> bool:

@@ -12,7 +12,10 @@ better; -1: the second; 0: undecided) and whether it was shown within 1/2 +- ``e
   ``open_pairs`` (default): while the decision is open, every condition with an unresolved pair
   -- under Holm's closure every rejection passes its alpha on, so a pair among beaten conditions
   still helps decide the winner's pairs; a condition leaves play once all its pairs are resolved;
-  ``candidates`` (the design before): a condition that can still win (no one beats it), or whose
+  ``curtail`` (default): as ``open_pairs``, but the family decides which pairs run
+  (:meth:`ray_knowsim.stats.adaptive.Procedure.running`): a pair that can practically no longer
+  cross stops, and a decided decision's open pairs keep running while another decision of the
+  family is open; ``candidates`` (the design before ``open_pairs``): a condition that can still win (no one beats it), or whose
   comparison with one is unresolved -- cheaper, but the pairs it stops (say the two weakest) are
   never rejected and their share of alpha never reaches the pair that decides the winner.
 * ``ranking`` -- decided when every pair is resolved; ``order`` is the strict order of the beats,
@@ -28,8 +31,8 @@ from typing import Literal, Sequence
 
 Kind = Literal["best", "ranking", "pairs"]
 Pair = tuple[str, str]
-PlayRule = Literal["open_pairs", "candidates"]
-DEFAULT_PLAY: PlayRule = "open_pairs"
+PlayRule = Literal["curtail", "open_pairs", "candidates"]
+DEFAULT_PLAY: PlayRule = "curtail"
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class Decision:
     order: list[str] | None = None
     cycle: list[str] | None = None  # a cycle of significant beats (no winner / no order)
     play: PlayRule = DEFAULT_PLAY  # best: which conditions keep running (module docstring)
+    running: set[Pair] | None = None  # curtail: the pairs the family still runs for this open decision
 
     @property
     def pairs(self) -> list[Pair]:
@@ -93,6 +97,8 @@ class Decision:
         """The conditions this decision still needs sessions of."""
         if self.decided:
             return set()
+        if self.play == "curtail" and self.running is not None:
+            return {c for p in self.running for c in p}
         if self.kind == "best" and self.play == "candidates":
             cands = set(self.candidates())
             need = set(cands)

@@ -42,6 +42,7 @@ from typing import Literal, Sequence
 
 import numpy as np
 from scipy import special as _sp
+from scipy.stats import betabinom as _betabinom
 
 SpendingKind = Literal["hsd", "pocock"]
 _EPS = 1e-13  # relative slack for floating-point sums against the budget
@@ -76,14 +77,18 @@ def _pmf_half(m: int) -> np.ndarray:
     return out
 
 
+@lru_cache(maxsize=1024)
 def _pmf(m: int, p: float) -> np.ndarray:
+    """binomial(m, p) pmf (cached: an interval's bisection probes one q0 over looks of equal growth)."""
     if p == 0.5:
         return _pmf_half(m)
     k = np.arange(m + 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         logp = (_sp.gammaln(m + 1) - _sp.gammaln(k + 1) - _sp.gammaln(m - k + 1)
                 + _sp.xlogy(k, p) + _sp.xlog1py(m - k, -p))
-    return np.exp(logp)
+    out = np.exp(logp)
+    out.setflags(write=False)
+    return out
 
 
 @dataclass(frozen=True)
@@ -202,6 +207,28 @@ class PairSequence:
 
     def boundaries(self, level: float) -> tuple[tuple[int, int], ...]:
         return boundaries([(lk.t, lk.decisive) for lk in self.looks], level / 2.0, self.spending)
+
+    def chances(self, level: float, remaining: int, decisive_share: float) -> tuple[float, float]:
+        """The predictive probability that the test crosses up / down at the pool's end (t = 1)
+        at two-sided ``level`` if the pair keeps running: ``remaining`` more matched items, of
+        which ``decisive_share`` are decisive, their wins beta-binomial (a uniform prior on the
+        decisive win rate updated by the wins so far). 0 for a side that cannot cross even if
+        every remaining item went its way (curtailment). A look at t = 1 straight after the last
+        one (the intermediate looks' extra spending left out): a guide for when to stop a pair,
+        which any rule may decide without touching the error (module docstring, "Validity")."""
+        if not self.looks or self.looks[-1].t >= 1.0 or remaining <= 0:
+            return 0.0, 0.0
+        cal = [(lk.t, lk.decisive) for lk in self.looks]
+        last = self.looks[-1]
+        side = level / 2.0
+        most = boundaries([*cal, (1.0, last.decisive + remaining)], side, self.spending)[-1]
+        can_up, can_down = last.wins + remaining >= most[1], last.wins <= most[0]
+        more = min(remaining, max(0, int(round(remaining * decisive_share))))
+        lo, hi = boundaries([*cal, (1.0, last.decisive + more)], side, self.spending)[-1]
+        a, b = 1.0 + last.wins, 1.0 + last.decisive - last.wins
+        up = float(_betabinom.sf(hi - last.wins - 1, more, a, b)) if can_up else 0.0
+        down = float(_betabinom.cdf(lo - last.wins, more, a, b)) if can_down else 0.0
+        return max(up, 1e-300 if can_up else 0.0), max(down, 1e-300 if can_down else 0.0)
 
     def interval(self, level: float, tol: float = 1e-7) -> tuple[float, float]:
         """The repeated confidence interval of the decisive win rate at ``level``, intersected

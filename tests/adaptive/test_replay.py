@@ -127,7 +127,7 @@ def test_a_record_of_the_design_before_keeps_its_design_on_resume_and_replay(tmp
     assert old.spec["design"] == {"kind": "group_sequential", "spending": "hsd", "gamma": -4.0, "in_play": "candidates"}
     conditions = ["weak", "mid", "strong"]
     defaults = AdaptiveConfig.model_validate({k: v for k, v in spec.items() if k != "design"})
-    assert (defaults.design.gamma, defaults.design.in_play) == (-6.0, "open_pairs")  # today's defaults
+    assert (defaults.design.gamma, defaults.design.in_play) == (-6.0, "curtail")  # today's defaults
     kept = recorded_design(tmp_path, defaults)
     assert (kept.design.gamma, kept.design.in_play) == (-4.0, "candidates")
     locked_spec(tmp_path, spec_of(kept, conditions, 1))  # the same spec: resumes
@@ -140,3 +140,31 @@ def test_a_record_of_the_design_before_keeps_its_design_on_resume_and_replay(tmp
     again = replay(planted_rows(n_items=30), old.spec)
     assert [d["winner"] for d in again["decisions"]] == [d.winner for d in old.decisions]
     assert again["sessions_run"] == old.sessions_run
+
+
+def test_a_record_of_the_open_pairs_default_keeps_it_on_resume_and_replay(tmp_path):
+    """decisions.json written under the ``in_play: open_pairs`` default (before ``curtail``): a
+    resume leaving the design to the defaults keeps open_pairs; a config naming curtail is refused
+    naming the field; the record's spec replays to the record."""
+    import json
+
+    from ray_knowsim.adaptive.driver import locked_spec, recorded_design
+    from ray_knowsim.adaptive.rounds import procedure_for, spec_of
+    from ray_knowsim.engine.config.adaptive import AdaptiveConfig
+    from ray_knowsim.engine.runner import RunError
+    from ray_knowsim.io.decisions import read_decisions
+
+    spec = {"decide": "best", "metrics": ["kg"], "round": {"items": 5, "trials": 1}}
+    out = replay(planted_rows(n_items=30), {**spec, "design": {"in_play": "open_pairs"}})
+    (tmp_path / "decisions.json").write_text(json.dumps({k: v for k, v in out.items() if k not in ("fixed_design", "sessions_available")}))
+    old = read_decisions(tmp_path)
+    assert old.spec["design"]["in_play"] == "open_pairs"
+    kept = recorded_design(tmp_path, AdaptiveConfig.model_validate(spec))
+    assert kept.design.in_play == "open_pairs"
+    locked_spec(tmp_path, spec_of(kept, ["weak", "mid", "strong"], 1))  # resumes
+    assert all(d.play == "open_pairs" for d in procedure_for(kept, ["math"], ["novice"], ["weak", "mid", "strong"]).decisions)
+    named = AdaptiveConfig.model_validate({**spec, "design": {"in_play": "curtail"}})
+    with pytest.raises(RunError, match=r"design\.in_play \('open_pairs' -> 'curtail'\)"):
+        locked_spec(tmp_path, spec_of(recorded_design(tmp_path, named), ["weak", "mid", "strong"], 1))
+    again = replay(planted_rows(n_items=30), old.spec)
+    assert again["sessions_run"] == old.sessions_run and again["spec"]["design"]["in_play"] == "open_pairs"
