@@ -190,9 +190,13 @@ class Procedure:
         seq, c = self.sequences.get(key), self.counts.get(key, EMPTY)
         if not isinstance(seq, PairSequence) or not seq.looks or not c.n:
             return 1.0, 1.0
-        t = seq.looks[-1].t
-        remaining = int(round(c.n / t)) - c.n if t > 0 else 0
-        return seq.chances(level, remaining, c.decisive / c.n)
+        memo = ("chances", key, level, len(seq.looks))
+        got = self._memo.get(memo)
+        if got is None:
+            t = seq.looks[-1].t
+            remaining = int(round(c.n / t)) - c.n if t > 0 else 0
+            got = self._memo[memo] = seq.chances(level, remaining, c.decisive / c.n)
+        return got
 
     def _curtail(self) -> None:
         """``in_play: curtail``: which unresolved pairs keep running (:meth:`running`). Stopping a

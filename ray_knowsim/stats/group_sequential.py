@@ -42,7 +42,6 @@ from typing import Literal, Sequence
 
 import numpy as np
 from scipy import special as _sp
-from scipy.stats import betabinom as _betabinom
 
 SpendingKind = Literal["hsd", "pocock"]
 _EPS = 1e-13  # relative slack for floating-point sums against the budget
@@ -89,6 +88,14 @@ def _pmf(m: int, p: float) -> np.ndarray:
     out = np.exp(logp)
     out.setflags(write=False)
     return out
+
+
+def _beta_binomial(m: int, a: float, b: float) -> np.ndarray:
+    """The beta-binomial(m, a, b) pmf over 0..m."""
+    k = np.arange(m + 1)
+    log = (_sp.gammaln(m + 1) - _sp.gammaln(k + 1) - _sp.gammaln(m - k + 1)
+           + _sp.betaln(k + a, m - k + b) - _sp.betaln(a, b))
+    return np.exp(log)
 
 
 @dataclass(frozen=True)
@@ -225,9 +232,9 @@ class PairSequence:
         can_up, can_down = last.wins + remaining >= most[1], last.wins <= most[0]
         more = min(remaining, max(0, int(round(remaining * decisive_share))))
         lo, hi = boundaries([*cal, (1.0, last.decisive + more)], side, self.spending)[-1]
-        a, b = 1.0 + last.wins, 1.0 + last.decisive - last.wins
-        up = float(_betabinom.sf(hi - last.wins - 1, more, a, b)) if can_up else 0.0
-        down = float(_betabinom.cdf(lo - last.wins, more, a, b)) if can_down else 0.0
+        pmf = _beta_binomial(more, 1.0 + last.wins, 1.0 + last.decisive - last.wins)
+        up = float(pmf[max(0, hi - last.wins):].sum()) if can_up else 0.0
+        down = float(pmf[: max(0, lo - last.wins + 1)].sum()) if can_down else 0.0
         return max(up, 1e-300 if can_up else 0.0), max(down, 1e-300 if can_down else 0.0)
 
     def interval(self, level: float, tol: float = 1e-7) -> tuple[float, float]:
