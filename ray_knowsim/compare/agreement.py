@@ -44,6 +44,7 @@ from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse, pick
 from ray_knowsim.compare.runs import IncompatibleRuns, LoadedRun, first_difference, load_runs
 from ray_knowsim.compare.sensitivity import KEY, verdict_text
 from ray_knowsim.io.rundir import open_run
+from ray_knowsim.io.tables import write_table
 from ray_knowsim.schema.states import level_order
 from ray_knowsim.score.relabel import label_of
 from ray_knowsim.stats.agreement import cohen_kappa, kendall_tau, krippendorff_alpha, rates
@@ -294,8 +295,7 @@ def agreement(paths: Sequence[str | Path], out_dir: str | Path, *, reference: st
     if re_extract:
         tables["extractor_reextraction"], spent, re_notes = reextraction_table(dict(zip(labels, paths)), ref_label, out, address)
     for name in [*TABLES, *(["extractor_reextraction"] if re_extract else [])]:
-        tables[name].to_parquet(out / f"{name}.parquet", index=False)
-        tables[name].to_csv(out / f"{name}.csv", index=False)
+        write_table(tables[name], out, name)
     verdicts = tables["verdicts"]
     signif = verdicts[[c for c in verdicts.columns if c.startswith("verdict@")]].ne("no verdict").any(axis=1) if len(verdicts) else []
     notes = [f"{int(verdicts['holds_everywhere'].sum())} of {int(np.sum(signif))} verdicts significant under some simulator "

@@ -13,6 +13,7 @@ from ray_knowsim.compare.failures import failure_counts, failure_gaps, gap_warni
 from ray_knowsim.compare.leaderboard import leaderboard, render_html
 from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse, pick_metrics, too_few_items
 from ray_knowsim.compare.runs import LoadedRun, load_runs, merged_sessions
+from ray_knowsim.io.tables import write_table
 
 TABLES = ("paired", "best", "mde", "leaderboard", "failures", "failure_gaps", "audit_sensitivity")
 
@@ -65,11 +66,6 @@ def verdict_records(paired: pd.DataFrame) -> list[dict]:
         r["better"] = r["better"] if isinstance(r["better"], str) else None
         out.append({k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()})
     return out
-
-
-def write_table(df: pd.DataFrame, out: Path, name: str) -> None:
-    df.to_parquet(out / f"{name}.parquet", index=False)
-    df.to_csv(out / f"{name}.csv", index=False)
 
 
 class IncompleteRuns(ValueError):

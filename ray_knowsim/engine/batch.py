@@ -116,7 +116,8 @@ def write_run_tables(run_dir: RunDir, reader: RunReader | None = None) -> dict[s
     """Reduce the counted sessions (with the primary score set joined in) to the run's tables
     and write them to ``tables/``: after a run, and after ``score --primary`` switches the set."""
     from ray_knowsim.engine.outcome_tables import sanity_table
-    from ray_knowsim.engine.reduce import aggregate_item_sums, build_tables, write_tables
+    from ray_knowsim.engine.reduce import aggregate_item_sums, build_tables
+    from ray_knowsim.io.tables import write_tables
     from ray_knowsim.io.cost import cost_tables
     from ray_knowsim.io.outcomes import outcome_tables
     from ray_knowsim.io.sanity import check_run

@@ -290,19 +290,6 @@ def build_tables(item_sums: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {"level_means": lm, "marginal": mg, "ranks": ranks(lm, mg), "failure_modes": failure_modes(item_sums)}
 
 
-def write_tables(tables: dict[str, pd.DataFrame], out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, df in tables.items():
-        for suffix, writer in ((".parquet", lambda p: df.to_parquet(p, index=False)), (".csv", lambda p: df.to_csv(p, index=False))):
-            path = out_dir / f"{name}{suffix}"
-            tmp = out_dir / f".{name}{suffix}.tmp"
-            writer(tmp)
-            tmp.replace(path)
-            written.append(path)
-    return written
-
-
 # ----------------------------------------------------------------------------- printing
 
 
@@ -401,5 +388,5 @@ __all__ = [
     "FAILURE_COLUMNS", "ITEM_KEYS", "KEYS", "METRICS", "RANK_METRICS", "RANK_METRICS_ES", "TABLE_NAMES",
     "aggregate_item_sums", "build_tables", "counted_dataset", "drop_superseded", "failure_classes", "failure_modes",
     "failure_rates", "level_means", "marginal", "normalise_sums", "open_dataset", "partial_moments", "print_tables",
-    "ranks", "write_tables",
+    "ranks",
 ]

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from ray_knowsim.io.tables import write_table
 from ray_knowsim.llm.parse.signals import parse_signal_report
 from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.prompts.render import render_extractor
@@ -87,10 +88,9 @@ def read_answers(path: Path, key_columns: Sequence[str]) -> pd.DataFrame:
 
 
 def _write(path: Path, df: pd.DataFrame) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    df.to_parquet(tmp, index=False)
-    tmp.replace(path)
+    if path.suffix != ".parquet":
+        raise ValueError(f"{path}: the answers file is a .parquet file")
+    write_table(df, path.parent, path.stem, formats=("parquet",))
 
 
 def _frame(rows: list[dict[str, Any]], key_columns: Sequence[str], normalise) -> pd.DataFrame:  # noqa: ANN001

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from ray_knowsim.audit.checks import FLAG_KINDS, AuditFlag
+from ray_knowsim.io.tables import write_table
 from ray_knowsim.schema.review import REVIEW_KINDS
 from ray_knowsim.stats.agreement import cohen_kappa, rates
 
@@ -124,8 +125,7 @@ def run_review_agreement(run_root: str | Path, score_set: str, reader: Any = Non
     path = tables / "review_agreement.parquet"
     old = pd.read_parquet(path) if path.is_file() else pd.DataFrame(columns=COLUMNS)
     both = pd.concat([old[old["score_set"] != score_set], table], ignore_index=True) if len(old) else table
-    both.to_parquet(path, index=False)
-    both.to_csv(tables / "review_agreement.csv", index=False)
+    write_table(both, tables, "review_agreement")
     return table
 
 

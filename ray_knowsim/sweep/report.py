@@ -28,13 +28,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from ray_knowsim.schema.results import LOWER_IS_BETTER
 from ray_knowsim.sweep.aggregate import reduce
 from ray_knowsim.sweep.commits import read_table
 from ray_knowsim.sweep.config import ReportConfig
-from ray_knowsim.sweep.store import write_parquet_atomic, write_text_atomic
+from ray_knowsim.io.tables import write_table
+from ray_knowsim.sweep.store import write_text_atomic
 
 #: more metrics where lower is better, beyond the session table's (ranking direction)
 LOWER_BETTER = frozenset(LOWER_IS_BETTER) | {
@@ -341,12 +341,12 @@ def write_report(out_dir: str | Path, cfg: ReportConfig) -> list[str]:
     params = _param_columns(settings)
     infl = pd.concat([influence(summary, params, m, cfg.max_levels_per_param) for m in rank_metrics], ignore_index=True)
     detail, spans = metric_ranges(summary, params, metrics, cfg.max_levels_per_param)
-    write_parquet_atomic(pa.Table.from_pandas(summary, preserve_index=False), out_dir / "setting_summary.parquet")
+    write_table(summary, out_dir, "setting_summary", formats=("parquet",))
 
     files: list[tuple[str, str]] = []
 
     def table(df: pd.DataFrame, name: str, what: str) -> None:
-        write_text_atomic(df.to_csv(index=False), rep / name)
+        write_table(df, rep, name.removesuffix(".csv"), formats=("csv",))
         files.append((f"report/{name}", what))
 
     keep = ["setting", "origin", *params, "n"] + [c for c in summary.columns if c.startswith(("tau_", "top1_"))]

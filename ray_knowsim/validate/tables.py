@@ -21,16 +21,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from ray_knowsim.io import tables as table_io
+
 
 def write_tables(tables: dict[str, pd.DataFrame], out_dir: Path, params: dict, notes: list[str]) -> list[Path]:
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    for name, df in tables.items():
-        pq, csv = out_dir / f"{name}.parquet", out_dir / f"{name}.csv"
-        df.to_parquet(pq, index=False)
-        df.to_csv(csv, index=False)
-        written += [pq, csv]
+    written = table_io.write_tables(tables, out_dir)
     summary = out_dir / "validation.json"
     summary.write_text(json.dumps({"params": params, "notes": notes, "files": [p.name for p in written]}, indent=2, default=str))
     return [*written, summary]

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from ray_knowsim.io.commits import write_commit
 from ray_knowsim.io.rundir import RunReader
+from ray_knowsim.io.tables import write_table
 from tests.doubles.synthetic import write_synthetic_run
 
 CONFIG_HASH = "0" * 16
@@ -118,6 +119,4 @@ def write_tables(run_dir: Path, probe: bool = False) -> None:
     df = ok.groupby("condition", as_index=False)[["kg", "co", "dc"]].mean()
     if probe:
         df.loc[len(df)] = {"condition": PROBE_TEXT, "kg": 0.0, "co": 0.0, "dc": 0.0}
-    (run_dir / "tables").mkdir(exist_ok=True)
-    df.to_parquet(run_dir / "tables" / "marginal.parquet", index=False)
-    df.to_csv(run_dir / "tables" / "marginal.csv", index=False)
+    write_table(df, run_dir / "tables", "marginal")
