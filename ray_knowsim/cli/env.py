@@ -125,10 +125,15 @@ def serve_replicas(args: argparse.Namespace, config) -> int:
     # "local": a Ray of its own unless told to join one (never whichever cluster this machine runs)
     ray.init(address=args.ray_address or "local", include_dashboard=False, logging_level="WARNING")
     signal.signal(signal.SIGTERM, _interrupt)  # a terminated server still tears Serve and its local Ray down
+    pools: dict = {}
     try:
+        from ray_knowsim.training.build import shared_engine_pools
+
+        pools = shared_engine_pools(config)  # vLLM engines once, for every replica
         serve.start(http_options={"host": args.host, "port": port}, proxy_location=args.proxy_location)
         serve.run(replicas_app(config, replicas=args.replicas, max_sessions=args.max_sessions,
-                               max_replicas_per_node=args.max_replicas_per_node), name=APP_NAME, route_prefix="/")
+                               max_replicas_per_node=args.max_replicas_per_node, pools=pools), name=APP_NAME,
+                  route_prefix="/")
         print(f"serving the KnowSim training environment on http://{args.host}:{port} (OpenEnv API, {args.replicas} "
               "Ray Serve replicas; Ctrl-C stops)", flush=True)
         while True:
@@ -141,15 +146,22 @@ def serve_replicas(args: argparse.Namespace, config) -> int:
             if not args.ray_address:  # Serve on a joined cluster may hold other applications
                 serve.shutdown()
         finally:
-            ray.shutdown()
+            try:
+                from ray_knowsim.engine.clients import shutdown_pools
+
+                shutdown_pools(pools)
+            finally:
+                ray.shutdown()
     return 0
 
 
-def replicas_app(config, *, replicas: int = 2, max_sessions: int = 64, max_replicas_per_node: int | None = None):
+def replicas_app(config, *, replicas: int = 2, max_sessions: int = 64, max_replicas_per_node: int | None = None,
+                 pools: dict | None = None):
     """The bound Serve application of :class:`KnowSimReplica` (each replica builds its own
     environment and OpenEnv app; only the config is shipped): ``serve.run(replicas_app(config,
     replicas=4), name=APP_NAME, route_prefix="/")``. At most ``max_sessions`` sessions per replica
-    and, when given, ``max_replicas_per_node`` replicas per node (Serve's own placement limit)."""
+    and, when given, ``max_replicas_per_node`` replicas per node (Serve's own placement limit).
+    ``pools``: running vLLM engine pools every replica uses (``shared_engine_pools``)."""
     from ray import serve
 
     from ray_knowsim.training.adapters.serve import KnowSimReplica
@@ -160,7 +172,7 @@ def replicas_app(config, *, replicas: int = 2, max_sessions: int = 64, max_repli
     options = {"max_replicas_per_node": max_replicas_per_node} if max_replicas_per_node else {}
     server = serve.deployment(name="KnowSimEnvironment", num_replicas=replicas, max_ongoing_requests=max_sessions,
                               **options)(ingress)
-    return server.bind(config.model_dump_json(), max_sessions)
+    return server.bind(config.model_dump_json(), max_sessions, pools or None)
 
 
 def _interrupt(signum, frame) -> None:

@@ -73,4 +73,24 @@ def build_parts(config: EnvironmentConfig, pools: dict[str, Any] | None = None) 
     return ctx, items, dict(inputs.graphs), user_sim, extractor
 
 
-__all__ = ["DEMO_RUN", "build_parts", "item_keys", "load_config"]
+def shared_engine_pools(config: EnvironmentConfig) -> dict[str, Any]:
+    """Start the config's vLLM engine pools (learner, extractor) once, for several environments —
+    the Serve replicas of ``env serve --replicas N`` — so N replicas share one pool instead of
+    starting N (each a model's replicas x GPUs); routing stays session-affine, as every replica's
+    model picks the engine by the episode's session. Blocks until the engines are ready. The
+    caller shuts them down (:func:`ray_knowsim.engine.clients.shutdown_pools`). Needs Ray."""
+    from ray_knowsim.engine.clients import shutdown_pools
+    from ray_knowsim.engine.vllm.pool import VLLMPool
+
+    cfg = load_config(config)
+    keys = {k for k in (cfg.roles.user_sim.model, cfg.roles.extractor.model) if k}
+    if not any(cfg.models[k].backend == "vllm" for k in keys):
+        return {}  # nothing to share (HTTP limiters are shared by name already)
+    pools: dict[str, Any] = {}
+    build_parts(config, pools)
+    shared = {key: p for key, p in pools.items() if isinstance(p, VLLMPool)}
+    shutdown_pools(pools, [key for key in pools if key not in shared])  # limiter leases: each environment holds its own
+    return shared
+
+
+__all__ = ["DEMO_RUN", "build_parts", "item_keys", "load_config", "shared_engine_pools"]

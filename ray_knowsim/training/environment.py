@@ -96,17 +96,23 @@ class TrainingEnvironment:
         get_strategy(config.strategy)  # an unknown default strategy is a config error, now
 
     @classmethod
-    def from_config(cls, config: EnvironmentConfig | None = None, **fields: Any) -> "TrainingEnvironment":
+    def from_config(cls, config: EnvironmentConfig | None = None, *, pools: Mapping[str, Any] | None = None,
+                    **fields: Any) -> "TrainingEnvironment":
         """Items, graphs, rules, prompts and the learner's and extractor's models from the config's
-        benchmark run config, built by the engine's own builders (:mod:`ray_knowsim.engine.clients`)."""
+        benchmark run config, built by the engine's own builders (:mod:`ray_knowsim.engine.clients`).
+        ``pools``: running vLLM engine pools by model key to use instead of starting them (one pool
+        for several environments: :func:`ray_knowsim.training.build.shared_engine_pools`); they are
+        borrowed, never shut down here."""
         from ray_knowsim.training.build import build_parts
 
         config = config or EnvironmentConfig(**fields)
-        pools: dict[str, Any] = {}
-        ctx, items, graphs, user_sim, extractor = build_parts(config, pools)
+        borrowed = dict(pools or {})
+        held: dict[str, Any] = dict(borrowed)
+        ctx, items, graphs, user_sim, extractor = build_parts(config, held)
         env = cls(config, ctx, items, graphs, user_sim, extractor)
         env._owned = [user_sim] if user_sim is extractor else [user_sim, extractor]  # closed by aclose
-        env.pools = pools  # held as long as the environment: a dropped limiter lease ends the limiter
+        # held as long as the environment (a dropped limiter lease ends the limiter); only its own
+        env.pools = {key: p for key, p in held.items() if key not in borrowed}
         return env
 
     # -- the API ------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Each replica is a Ray actor process that builds, at its start, its own :class:`EnvironmentThread`
 (its own episodes, kernel batch and model clients; an HTTP model's run-wide limiter is a Ray actor,
-so it is shared) and its own OpenEnv app over it (:func:`build_app`): only the config travels to
+so it is shared, and a vLLM model's engine pool is started once by the server and shared) and its own OpenEnv app over it (:func:`build_app`): only the config travels to
 the replicas. Serve's proxy balances new connections across the replicas; an OpenEnv client
 session is one WebSocket connection, which stays on the replica that accepted it for its whole
 life, so every episode of a session is stepped where it was reset. (OpenEnv's stateless HTTP
@@ -27,11 +27,14 @@ APP_NAME = "knowsim-env"
 class KnowSimReplica:
     """One replica: the environment and the OpenEnv app over it, built in the replica's process."""
 
-    def __init__(self, config_json: str, max_sessions: int) -> None:
+    def __init__(self, config_json: str, max_sessions: int, pools: dict[str, Any] | None = None) -> None:
+        from ray_knowsim.training.environment import TrainingEnvironment
         from ray_knowsim.training.threaded import EnvironmentThread
 
         self.max_sessions = max_sessions
-        self.shared = EnvironmentThread(EnvironmentConfig.model_validate_json(config_json))
+        config = EnvironmentConfig.model_validate_json(config_json)
+        # ``pools``: the driver's vLLM engine pools, shared by every replica (borrowed, not stopped here)
+        self.shared = EnvironmentThread(factory=lambda: TrainingEnvironment.from_config(config, pools=pools))
 
     def __serve_build_asgi_app__(self) -> Any:
         from ray_knowsim.training.adapters.openenv import build_app
