@@ -15,7 +15,10 @@ decisions as the fixed design with at most 0.85 of its sessions (the issue's pla
 and populations the design was not tuned on: at least as many, fewer sessions); a cycle: no
 winner that another condition beats (<= alpha); many ties (most items tie): no false decision
 beyond alpha, and at least the fixed design's decisions. Each error bound is checked with a margin
-of three binomial standard errors of its replicate count.
+of three binomial standard errors of its replicate count. Every replayed record also goes through
+the report's verdicts (``report.verdicts.from_record``: the leaderboards the results tables take
+their positions and ★ from): no board places a condition below one it significantly beats, and
+the ★ is exactly the decision's winner.
 """
 
 from __future__ import annotations
@@ -59,7 +62,31 @@ def claims(decision: dict, key: str = "pairs") -> list[tuple[str, str]]:
     return out
 
 
+def board_disagreements(out: dict) -> list[str]:
+    """The report's leaderboards of the replayed record (``report.verdicts.from_record``, what the
+    results tables take their positions and ★ from) against the record's own significant verdicts:
+    a winner placed below its loser, or a ★ on a condition that does not beat every other."""
+    from ray_knowsim.report.verdicts import from_record
+    from ray_knowsim.schema.decisions import DecisionsFile
+
+    record = DecisionsFile.model_validate({k: v for k, v in out.items() if k not in ("fixed_design", "sessions_available")})
+    verdicts = from_record(record)
+    bad = []
+    for p in verdicts.significant():
+        board = verdicts.boards[(p.task, p.level, p.metric)]
+        loser = p.b if p.better == p.a else p.a
+        same_cycle = any(p.better in c and loser in c for c in board.cycles)
+        if board.position[p.better] > board.position[loser] or (board.position[p.better] == board.position[loser] and not same_cycle):
+            bad.append(f"{p.task}/{p.level}: {p.better} beats {loser} but is placed {board.position[p.better]} vs {board.position[loser]}")
+    for d in record.decisions:
+        star = verdicts.stars.get((d.task, d.knowledge_level, d.metric))
+        if star != d.winner:
+            bad.append(f"{d.task}: star {star} but winner {d.winner}")
+    return bad
+
+
 def summary(out: dict, better: set[tuple[str, str]]) -> dict:
+    assert board_disagreements(out) == []  # the leaderboard never orders a pair against its own verdict
     ds, fx = out["decisions"], out["fixed_design"]["decisions"]
     return {
         "n": len(ds),
@@ -120,6 +147,7 @@ def cycle_means(rng, b, n, shares=(0.42, 0.32, 0.26)) -> np.ndarray:
 def test_a_cycle_never_names_a_winner_that_another_condition_beats(b=BENCH):
     rng = np.random.default_rng(2803)
     out = run(cycle_means(rng, b, 100), ["p", "q", "r"])
+    assert board_disagreements(out) == []
     named = np.mean([d["winner"] is not None for d in out["decisions"]])
     cycles = [d["cycle"] for d in out["decisions"] if d["decided"] and d["winner"] is None]
     print(f"cycle: a winner named in {named:.3f}; no winner with the cycle named in {len(cycles) / len(out['decisions']):.3f}; "
