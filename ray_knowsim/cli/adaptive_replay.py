@@ -81,7 +81,8 @@ def main(args: argparse.Namespace) -> int:
         counts = "; ".join(f"{p['condition_a']} vs {p['condition_b']}: {p['wins']}-{p['losses']}-{p['ties']} of {p['matched']} "
                            f"({p['verdict']})" for p in d["pairs"])
         print(f"  {d['task']}/{d['knowledge_level']} {d['metric']}: "
-              + (f"{what} after round {d['after_round']}" if d["decided"] else f"undecided, in play {', '.join(d['in_play'])}")
+              + (f"{what} after round {d['after_round']}" if d["decided"] else f"undecided, in play {', '.join(d['in_play'])}" if d["in_play"]
+                 else "undecided: no outcome reachable with the pool's remaining items")
               + f"  [{counts}]")
     for g in out["failure_gaps"]:
         print(f"  warning: {g['task']}/{g['knowledge_level']}: failure rates differ ({g['condition_a']} "

@@ -250,7 +250,8 @@ def _adaptive(cfg, args: argparse.Namespace) -> int:
             (" > ".join(d.order) if d.order else f"no strict order (cycle {' > '.join(d.cycle or [])})") \
             if d.kind == "ranking" else "resolved"
         print(f"  {d.task}/{d.knowledge_level} {d.metric}: " + (f"{what} (after round {d.after_round})" if d.decided
-                                                                 else f"undecided, in play: {', '.join(d.in_play)}"))
+                                                                 else f"undecided, in play: {', '.join(d.in_play)}" if d.in_play
+                                                                 else "undecided: no outcome reachable with the pool's remaining items"))
     for g in rec.failure_gaps:
         print(f"  warning: {g.task}/{g.knowledge_level}: {g.condition_a} fails {g.failure_rate_a:.0%} of its sessions, "
               f"{g.condition_b} {g.failure_rate_b:.0%} (Fisher p {g.p_fisher:.3g}): their verdicts compare different cases")

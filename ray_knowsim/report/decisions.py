@@ -142,7 +142,7 @@ def _trace_rows(record: DecisionsFile) -> tuple[list[str], list[list[str]], list
             else ", ".join(f"{p.condition_a} vs {p.condition_b}: " + (p.better or ("within effect" if p.within_effect else "open"))
                            for p in d.pairs)
         if not d.decided:
-            result = "in play: " + ", ".join(d.in_play)
+            result = ("in play: " + ", ".join(d.in_play)) if d.in_play else "undecided: no outcome reachable with the pool's remaining items"
         dec.append([d.task, d.knowledge_level, d.metric, d.kind, "yes" if d.decided else "no",
                     str(d.after_round) if d.after_round is not None else "–", result,
                     ", ".join(f"{c} ({r})" for c, r in sorted(d.eliminated.items(), key=lambda kv: kv[1])) or "–"])
