@@ -33,7 +33,7 @@ import pytest
 from ray_knowsim.adaptive import replay
 
 ALPHA = 0.05
-BENCH = 25  # benchmarks per population in the timed tests (the slow test runs each with 150)
+BENCH = 20  # benchmarks per population in the timed tests (the slow test runs each with 150)
 
 
 def rows_of(means: np.ndarray, names: list[str], trials: int = 1) -> pd.DataFrame:
