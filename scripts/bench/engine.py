@@ -178,6 +178,11 @@ def _cpu_s(pid: int) -> float:
     return t.user + t.system
 
 
+#: process titles of the per-node daemons Ray starts as Python processes named like workers
+#: (every node runs one of each; counting them as the client's workers inflated its CPU per request)
+RAY_AGENT_TITLES = frozenset({"ray::DashboardAgent", "ray::RuntimeEnvAgent"})
+
+
 class ClientCpu:
     """CPU-seconds the client spends during a run: this process (the driver) and every process
     under it (Ray's own processes and the shard workers), the endpoint's processes (``exclude``
@@ -185,7 +190,7 @@ class ClientCpu:
     keeps what it used up to its last sample (the sampling thread's own CPU is taken out of the
     driver's). Split into ``driver``, ``workers`` (``ray::`` task
     and actor processes: the shards, the limiter, the progress board) and ``ray_system``
-    (GCS, raylet and the other daemons). Children's time is not in their parents' figures (only
+    (GCS, raylet, each node's dashboard and runtime-env agents and the other daemons). Children's time is not in their parents' figures (only
     reaped children's is, and these are sampled themselves)."""
 
     PARTS = ("driver", "workers", "ray_system")
@@ -210,7 +215,10 @@ class ClientCpu:
             cmd = p.cmdline() or [""]
         except self._psutil.Error:
             cmd = [""]
-        # a worker names itself ray::<task> once it runs; before that it is default_worker.py
+        # a worker names itself ray::<task> once it runs (ray::IDLE between tasks); before that it is
+        # default_worker.py. Each node's agents also title themselves ray::...: daemons, not client
+        if cmd[0] in RAY_AGENT_TITLES:
+            return "ray_system"
         return "workers" if cmd[0].startswith("ray::") or any("default_worker.py" in c for c in cmd) else "ray_system"
 
     def _processes(self):
