@@ -204,6 +204,7 @@ class ClientCpu:
         self.exclude, self.every_s = set(exclude), every_s
         self._start: dict[int, float] = {}
         self._last: dict[int, tuple[str, float]] = {}
+        self._titles: dict[int, str] = {}  # worker pid -> the title of the last task it ran (ray::IDLE: none)
         self._stop = threading.Event()
         self._own = 0.0
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -219,7 +220,11 @@ class ClientCpu:
         # default_worker.py. Each node's agents also title themselves ray::...: daemons, not client
         if cmd[0] in RAY_AGENT_TITLES:
             return "ray_system"
-        return "workers" if cmd[0].startswith("ray::") or any("default_worker.py" in c for c in cmd) else "ray_system"
+        if cmd[0].startswith("ray::") or any("default_worker.py" in c for c in cmd):
+            if cmd[0] != "ray::IDLE" or p.pid not in self._titles:  # the last task it ran names it
+                self._titles[p.pid] = cmd[0] if cmd[0].startswith("ray::") else "default_worker.py"
+            return "workers"
+        return "ray_system"
 
     def _processes(self):
         skip = set(self.exclude)
@@ -264,6 +269,17 @@ class ClientCpu:
         out["driver"] = max(0.0, out["driver"] - self._own)
         return out
 
+    def workers_by_title(self) -> dict[str, dict[str, float]]:
+        """The workers' CPU-seconds by what they ran (``ray::<task or actor method>``; ``ray::IDLE``:
+        workers that ran nothing while sampled), with how many processes: where the workers' share goes."""
+        out: dict[str, dict[str, float]] = {}
+        for pid, (kind, cpu) in self._last.items():
+            if kind == "workers":
+                entry = out.setdefault(self._titles.get(pid, "ray::IDLE"), {"processes": 0, "cpu_s": 0.0})
+                entry["processes"] += 1
+                entry["cpu_s"] = round(entry["cpu_s"] + cpu - self._start.get(pid, 0.0), 3)
+        return out
+
 
 def kernel_figures(run_dir: Path, prefix: str) -> dict:
     """The kernel micro-batcher's figures of a run, from its commit markers (the figures so far
@@ -288,6 +304,23 @@ def kernel_figures(run_dir: Path, prefix: str) -> dict:
             f"{prefix}kernel_ms_per_call": round(1000 * seconds / calls, 3),
             f"{prefix}kernel_ms_per_session_step": round(1000 * seconds / max(1, stepped), 3),
             f"{prefix}kernel_calls_by_size": sizes}
+
+
+SHARD_TITLE = "ray::ray-knowsim "  # a shard task's process title (engine/batch.py names each task so)
+
+
+def per_run_split(name: str, by_title: dict[str, dict[str, float]], driver_s: float, llm: dict) -> dict:
+    """The workers' CPU split into the shard tasks' (what grows with requests) and the rest, a cost
+    per run that a longer run spreads thinner: the run's progress-board actor and code probe, each a
+    fresh worker process, and workers starting up. ``<name>_shard_cpu_ms_per_request``: driver +
+    shard tasks per request; ``<name>_per_run_workers_cpu_s``: the rest of the workers' CPU."""
+    from ray_knowsim.llm.accounting import Accounting
+
+    requests = Accounting.from_dict(llm).total().calls
+    shards = sum(v["cpu_s"] for t, v in by_title.items() if t.startswith(SHARD_TITLE))
+    rest = sum(v["cpu_s"] for t, v in by_title.items() if not t.startswith(SHARD_TITLE))
+    return {f"{name}_shard_cpu_ms_per_request": round(1000 * (driver_s + shards) / max(1, requests), 3),
+            f"{name}_per_run_workers_cpu_s": round(rest, 2), f"{name}_workers_by_title": by_title}
 
 
 def client_cpu_figures(name: str, cpu: dict[str, float], llm: dict, wall: float, sessions: int) -> dict:
@@ -364,6 +397,7 @@ def bench_b(args, workdir: Path) -> dict:
                         f"{name}_server_cpu_s": round(server_cpu, 1), f"{name}_wall_vs_bound_ratio": round(wall / bound, 3) if bound else None,  # --delay 0: no bound
                         f"{name}_loadavg_1m": round(load0, 2)})
             res.update(client_cpu_figures(name, client.seconds(), out.llm, wall, n))
+            res.update(per_run_split(name, client.workers_by_title(), client.seconds()["driver"], out.llm))
             res.update(kernel_figures(workdir / f"b-{name}", f"{name}_"))
             print(f"(b) {name}: {n} sessions x {args.turns} turns x {roles} roles at {args.delay}s, {args.concurrency} in flight "
                   f"({v['shard_size']}-session shards): wall {wall:.1f}s vs ideal lockstep bound {bound:.1f}s: "
@@ -489,6 +523,7 @@ def bench_e(args, workdir: Path) -> dict:
            "lockstep_bound_vs_ideal_ratio": round(lockstep / ideal, 3),
            "sessions_per_hour": round(n / wall * 3600, 1), "e_loadavg_1m": round(load0, 2)}
     res.update(client_cpu_figures("e", client.seconds(), out.llm, wall, n))
+    res.update(per_run_split("e", client.workers_by_title(), client.seconds()["driver"], out.llm))
     res.update(kernel)
     calls = kernel.get("kernel_calls", 0)
     print(f"(e) {n} sessions x {args.turns_e} turns over HTTP, {args.latency} latency (median {args.median_s}s, log-sd "

@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from engine import ClientCpu, _start, base_config, client_cpu_figures, kernel_figures  # noqa: E402
+from engine import ClientCpu, _start, base_config, client_cpu_figures, kernel_figures, per_run_split  # noqa: E402
 
 CONDITIONS, LEVELS, DEMO_ITEMS = 4, 3, 7
 PER_TRIAL = CONDITIONS * LEVELS * DEMO_ITEMS  # sessions one trial of the demo design plans
@@ -108,11 +108,14 @@ def measure(args, workdir: Path, nodes: int, endpoint: str, port: int, exclude: 
            f"{name}_sessions_per_hour": round(n / wall * 3600), f"{name}_loadavg_1m": round(load0, 2),
            f"{name}_loadavg_1m_end": round(os.getloadavg()[0], 2)}
     res.update(client_cpu_figures(name, client.seconds(), out.llm, wall, n))
+    res.update(per_run_split(name, client.workers_by_title(), client.seconds()["driver"], out.llm))
     kernel = kernel_figures(workdir / f"n{nodes}-{endpoint}", f"{name}_")
     res.update({k: v for k, v in kernel.items() if k.endswith("_sessions_per_flush_mean")})
     print(f"{nodes} node(s), {endpoint} endpoint: {n} sessions x {args.turns} turns in {wall:.1f}s "
           f"({res[f'{name}_sessions_per_hour']} sessions/hour; {out.n_failed} failed); client "
-          f"{res[f'{name}_client_cpu_ms_per_request']} ms/request, {res[f'{name}_sessions_per_client_core_hour']} "
+          f"{res[f'{name}_client_cpu_ms_per_request']} ms/request (driver + shard tasks "
+          f"{res[f'{name}_shard_cpu_ms_per_request']}; per-run workers {res[f'{name}_per_run_workers_cpu_s']} CPU-s), "
+          f"{res[f'{name}_sessions_per_client_core_hour']} "
           f"sessions per client core-hour, {res[f'{name}_client_cores_busy']} cores busy; load {load0:.2f}", flush=True)
     return res
 
@@ -130,6 +133,9 @@ def ratios(figures: dict, sizes: list[int], names: list[str]) -> dict:
                 out[f"scaling_{n}_nodes_{e}_throughput_ratio"] = round(thr / b_thr, 3)
             if b_core and core:
                 out[f"scaling_{n}_nodes_{e}_per_core_ratio"] = round(core / b_core, 3)
+            b_shard, shard = figures.get(f"n{base}_{e}_shard_cpu_ms_per_request"), figures.get(f"n{n}_{e}_shard_cpu_ms_per_request")
+            if b_shard and shard:  # CPU per request of the driver and the shard tasks, N nodes over one (1.0: flat)
+                out[f"scaling_{n}_nodes_{e}_shard_cpu_per_request_ratio"] = round(shard / b_shard, 3)
     return out
 
 
@@ -154,7 +160,7 @@ def main() -> int:
     # cluster's own processes get the same from tests/doubles/raycluster.cluster_env)
     os.environ.update(RAY_AUTH_MODE="disabled", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1", RAY_USAGE_STATS_ENABLED="0")
     os.environ.pop("RAY_ADDRESS", None)
-    from tests.doubles.raycluster import LocalCluster, cluster_env, ray_command
+    from tests.doubles.raycluster import ClusterStartError, LocalCluster, cluster_env, ray_command
 
     import ray
 
@@ -183,7 +189,15 @@ def main() -> int:
             for n in sizes:
                 while len(cluster.workers) < n:
                     t0 = time.perf_counter()
-                    cluster.add_worker(num_cpus=args.node_cpus)
+                    for attempt in range(1, 4):  # a loaded machine's GCS can time a joining node out
+                        try:
+                            cluster.add_worker(num_cpus=args.node_cpus)
+                            break
+                        except ClusterStartError as exc:
+                            if attempt == 3:
+                                raise
+                            print(f"worker node {len(cluster.workers) + 1} did not join (try {attempt}): "
+                                  f"{str(exc).splitlines()[-1][:200]}; trying again", flush=True)
                     print(f"worker node {len(cluster.workers)} joined in {time.perf_counter() - t0:.1f}s", flush=True)
                 from ray_knowsim.engine.runner import run
 
