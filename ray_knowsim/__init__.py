@@ -9,7 +9,3 @@ registries; ``sim/`` one conversation's turn loop; ``graphs/`` IU-graph extracti
 orchestration; the commands above them (``sweep``, ``validate``, ``report``, ``compare``,
 ``view``, ``adaptive``, ``cli``).
 """
-
-from ray_knowsim import _renamed
-
-_renamed.install()  # the old module names, for one release (docs/extending.md, "Renamed modules")

@@ -1,0 +1,117 @@
+"""The module names renamed or removed before the first release (docs/extending.md, "Renamed
+modules") are gone: there is no alias layer, none of them imports, and neither the project nor its
+docs use one (outside that migration note, and outside the fixture generators that are run against
+an old checkout on purpose)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from test_layers import ROOT
+
+#: old dotted name -> its replacement (the table of docs/extending.md)
+RENAMED: dict[str, str] = {
+    "ray_knowsim.model": "ray_knowsim.schema",
+    "ray_knowsim.engine.models": "ray_knowsim.engine.clients",
+    "ray_knowsim.engine.config.models": "ray_knowsim.engine.config.model_entries",
+    "ray_knowsim.sim.extract_graphs": "ray_knowsim.graphs.extract",
+    "ray_knowsim.prompts.learners": "ray_knowsim.simulators.base",
+    "ray_knowsim.prompts.tutors": "ray_knowsim.strategies.base",
+}
+REMOVED = ("ray_knowsim.engine.results",)
+OLD = (*RENAMED, *REMOVED)
+
+CHECK = r"""
+import importlib, json, sys
+import ray_knowsim
+out = {"finders": [type(f).__module__ for f in sys.meta_path if type(f).__module__.startswith("ray_knowsim")]}
+for old in sys.argv[1:]:
+    try:
+        importlib.import_module(old)
+        out[old] = "imported"
+    except ModuleNotFoundError as exc:
+        out[old] = exc.name
+print(json.dumps(out))
+"""
+
+#: where an old name may still be written: this test, the migration note, and the fixture
+#: generators (tests/**/fixtures/) that are run against a checkout of an older release
+TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".sh", ".txt", ".cfg", ".ini", ".json"}
+SCANNED = ("ray_knowsim", "kernels", "tests", "scripts", "docs", "configs", ".ci")
+TOP_FILES = ("README.md", "pyproject.toml", "cluster.yaml", "knowsim_tutoring.py")
+
+
+def old_name_patterns() -> list[re.Pattern[str]]:
+    """Each old name dotted (``ray_knowsim.engine.models``) and as a path (``ray_knowsim/engine/models``,
+    and ``engine/models`` for the names below a subpackage), not followed by more of an identifier."""
+    out = []
+    for old in OLD:
+        forms = {old, old.replace(".", "/")}
+        parts = old.split(".")[1:]
+        if len(parts) > 1:
+            forms.add("/".join(parts))
+        out += [re.compile(r"(?<![\w/.])" + re.escape(f) + r"(?!\w)") for f in forms]
+    return out
+
+
+def scanned_files() -> list[Path]:
+    files = [ROOT / f for f in TOP_FILES if (ROOT / f).is_file()]
+    for top in SCANNED:
+        for path in sorted((ROOT / top).rglob("*")):
+            rel = path.relative_to(ROOT)
+            if (path.is_file() and path.suffix in TEXT_SUFFIXES and "__pycache__" not in rel.parts
+                    and "fixtures" not in rel.parts and path != Path(__file__).resolve()):
+                files.append(path)
+    return files
+
+
+def without_migration_note(path: Path, text: str) -> str:
+    if path != ROOT / "docs" / "extending.md":
+        return text
+    start = text.index("## Renamed modules")
+    end = text.find("\n## ", start + 1)
+    return text[:start] + (text[end:] if end >= 0 else "")
+
+
+def test_no_old_name_imports_and_no_alias_hook_is_installed():
+    proc = subprocess.run([sys.executable, "-c", CHECK, *OLD], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out.pop("finders") == []
+    # the name not found is the old module itself (or its package), never something it imports
+    for old in OLD:
+        assert out[old] != "imported" and old.startswith(out[old]), (old, out[old])
+    assert not (ROOT / "ray_knowsim" / "_renamed.py").exists()
+
+
+def test_the_project_and_its_docs_use_no_old_name():
+    patterns = old_name_patterns()
+    bad = []
+    for path in scanned_files():
+        text = without_migration_note(path, path.read_text(encoding="utf-8", errors="replace"))
+        for n, line in enumerate(text.splitlines(), 1):
+            bad += [f"{path.relative_to(ROOT)}:{n}: {p.pattern}" for p in patterns if p.search(line)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_scan_finds_an_old_name():
+    """The scan above is not vacuous: every pattern matches its own name in an import line."""
+    patterns = old_name_patterns()
+    for old in OLD:
+        line = f"from {old} import thing"
+        assert any(p.search(line) for p in patterns), old
+    assert not any(p.search("from ray_knowsim.engine.config.model_entries import x") for p in patterns)
+    assert not any(p.search("from ray_knowsim.schema.chat import ChatRequest") for p in patterns)
+
+
+def test_the_migration_note_lists_every_old_name():
+    doc = (ROOT / "docs" / "extending.md").read_text(encoding="utf-8")
+    start = doc.index("## Renamed modules")
+    note = doc[start:doc.find("\n## ", start + 1)]
+    missing = [f"{o} -> {n}" for o, n in RENAMED.items() if f"`{o}`" not in note or f"`{n}`" not in note]
+    missing += [o for o in REMOVED if f"`{o}`" not in note]
+    assert not missing, f"docs/extending.md's 'Renamed modules' note lacks: {missing}"
