@@ -5,7 +5,8 @@
    a task Ray retries after its worker died mid-shard runs only what the dead one had not
    committed (session-level resume; the driver's plan may also be older than those commits).
 2. Complete the sessions' initial states.
-3. Run the shard function (``engine.shard_fn``), which yields each session as it finishes, and
+3. Run the shard function (:func:`ray_knowsim.sim.shard.run_shard`, imported; ``engine.shard_fn``
+   names another one by string), which yields each session as it finishes, and
    stamp each row with its attempt, the errors of its earlier attempts and its failure class
    (:func:`ray_knowsim.schema.failures.failure_class`).
 4. Commit finished sessions in small steps (:class:`CommitPolicy`: every N sessions or T
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ray_knowsim.engine.clients import ModelSet
+from ray_knowsim.engine.config.sections import DEFAULT_SHARD_FN
 from ray_knowsim.engine.progress import Reporter
 from ray_knowsim.engine.resume import Attempt
 from ray_knowsim.io.commits import (
@@ -66,11 +68,21 @@ class CommitPolicy:
     fold: bool = True
 
 
-def load_shard_fn(path: str, options: dict[str, Any] | None = None) -> Callable:
-    try:
-        fn = load_object(path)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ImportError(f"cannot load the shard function {path!r}: {exc}") from exc
+def load_shard_fn(path: str = DEFAULT_SHARD_FN, options: dict[str, Any] | None = None) -> Callable:
+    """The product's simulation loop is imported (it is part of the import graph, and a renamed
+    ``run_shard`` fails at import, not at a run's first shard); the config's string is only the
+    override (a test stand-in, a user's own loop), loaded by name. The default keeps its string
+    in the config, which is hashed: runs that leave it keep their hash. The import sits in the
+    function so a driver that imports this module does not load the kernel (numba) it never runs."""
+    if path == DEFAULT_SHARD_FN:
+        from ray_knowsim.sim.shard import run_shard
+
+        fn: Callable = run_shard
+    else:
+        try:
+            fn = load_object(path)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ImportError(f"cannot load the shard function {path!r}: {exc}") from exc
     return functools.partial(fn, **options) if options else fn
 
 

@@ -12,6 +12,9 @@ from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, PROMPT_SETS
 from ray_knowsim.rules.config import PRESETS, RuleConfig, rules_from
 from ray_knowsim.sim.types import RoleSettings
 
+#: the product's simulation loop. The worker imports it (engine.worker.load_shard_fn), never loads
+#: it by this string; the string stays the field's default because the config hash includes it
+#: (runs that leave the default keep the hash they always had).
 DEFAULT_SHARD_FN = "ray_knowsim.sim.shard:run_shard"
 
 
