@@ -32,7 +32,6 @@ import asyncio
 import dataclasses
 import functools
 import json
-import random
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -50,7 +49,7 @@ from ray_knowsim.llm.accounting import Accounting
 from ray_knowsim.schema.failures import failure_class
 from ray_knowsim.schema.graph import build_index
 from ray_knowsim.registry import load_object
-from ray_knowsim.rules.init_state import sample_initial_states, states_to_ks
+from ray_knowsim.rules.init_state import session_initial_states, states_to_ks
 from ray_knowsim.sim.types import SessionResult, ShardContext, ShardSpec
 
 
@@ -87,8 +86,9 @@ def load_shard_fn(path: str = DEFAULT_SHARD_FN, options: dict[str, Any] | None =
 
 
 def with_initial_states(shard: ShardSpec, ctx: ShardContext) -> ShardSpec:
-    """Sessions without a cached initial state get one sampled from ``random.Random(init_seed)``
-    (the same for every condition of an item x level x trial: conditions stay paired)."""
+    """Sessions without a cached initial state get the one their init seed gives
+    (:func:`ray_knowsim.rules.init_state.session_initial_states`, the same the loop would sample:
+    the same for every condition of an item x level x trial, so conditions stay paired)."""
     if all(s.initial_ks is not None for s in shard.sessions):
         return shard
     indexes: dict[str, Any] = {}
@@ -98,7 +98,7 @@ def with_initial_states(shard: ShardSpec, ctx: ShardContext) -> ShardSpec:
             index = indexes.get(s.item_key)
             if index is None:
                 index = indexes[s.item_key] = build_index(shard.graph_of(s), s.item_id)
-            states = sample_initial_states(index, s.knowledge_level, ctx.rules, random.Random(s.init_seed))
+            states = session_initial_states(index, s.knowledge_level, ctx.rules, s.init_seed)
             s = dataclasses.replace(s, initial_ks=states_to_ks(index, states))
         sessions.append(s)
     return dataclasses.replace(shard, sessions=tuple(sessions))

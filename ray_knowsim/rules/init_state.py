@@ -237,6 +237,21 @@ def ks_to_states(index: GraphIndex, ks: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def session_initial_states(
+    index: GraphIndex, level: str, rules: RuleConfig, init_seed: int, cached_ks: Mapping[str, Any] | None = None
+) -> dict[str, int]:
+    """The state one session of a run starts from, ``{iu_id: value}`` over every IU: its cached KS
+    (the engine's init cache, a training reset's given state) read back verbatim, else sampled
+    from ``random.Random(init_seed)`` — a session's own stream, so every condition of an item x
+    level x trial starts from the same state (paired conditions). The one place this is decided:
+    the worker (filling a shard's states before the loop) and the loop's session start both call it.
+    """
+    if cached_ks is not None:
+        return ks_to_states(index, cached_ks)
+    states = sample_initial_states(index, level, rules, random.Random(init_seed))
+    return {v: int(states.get(v, UNAWARE)) for v in index.ids}
+
+
 def initial_state_for(
     item: Item,
     level: str,
@@ -270,6 +285,7 @@ __all__ = [
     "sample_initial_states",
     "sample_placement",
     "seeded_topological_order",
+    "session_initial_states",
     "states_to_ks",
     "struggling_target",
 ]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from functools import cached_property
 import json
-import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -20,7 +19,7 @@ from ray_knowsim.schema.failures import bounded_detail
 from ray_knowsim.schema.results import FAILURE_MODES, SIMULATION_ROLES, TRUNCATION_ROLES, SessionRow, TurnRow, truncation_column, usage_columns
 from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.rules.config import RuleConfig
-from ray_knowsim.rules.init_state import ks_to_states, sample_initial_states
+from ray_knowsim.rules.init_state import session_initial_states
 from ray_knowsim.rules.prerequisites import density
 from ray_knowsim.rules.trajectory import Trajectory
 from ray_knowsim.rules.turn_metrics import FAILURE_MODE_VARIANTS, TurnMetrics
@@ -221,13 +220,10 @@ class LiveSession:
 
 
 def start_session(spec: SessionSpec, item: Item, graph: IUGraph, rules: RuleConfig) -> LiveSession:
-    """Initial state: the engine's (init cache or sampled), else sampled from the session's init seed."""
+    """Initial state: the engine's (init cache or sampled), else sampled from the session's init seed
+    (both by :func:`ray_knowsim.rules.init_state.session_initial_states`)."""
     index = build_index(graph, item.id)
-    if spec.initial_ks is not None:
-        initial = ks_to_states(index, dict(spec.initial_ks))
-    else:
-        initial = sample_initial_states(index, spec.knowledge_level, rules, random.Random(spec.init_seed))
-    initial = {v: int(initial.get(v, 0)) for v in index.ids}
+    initial = session_initial_states(index, spec.knowledge_level, rules, spec.init_seed, spec.initial_ks)
     tau = capacity(index.size, rules.capacity_ratio, rules.capacity_floor)
     simulator = SIMULATORS.get(spec.simulator)
     profile = simulator.make_profile(spec.knowledge_level, spec.seed) if simulator.make_profile else ""
