@@ -43,18 +43,18 @@ import argparse
 import asyncio
 import json
 import os
-import re
-import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine import _start  # noqa: E402  (the server starter the engine benchmark uses)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.doubles.envserver import start_env_serve, stop_env_serve  # noqa: E402
 
 ITEMS = [("math", "demo_math_01"), ("math", "demo_math_02"), ("math", "demo_math_03"), ("math", "demo_math_04"),
          ("expertqa", "demo_open_01"), ("expertqa", "demo_open_02")]
@@ -195,44 +195,12 @@ def waited(before: dict, after: dict) -> float:
 
 def start_env_server(replicas: int, overrides: list[str], turns: int, sessions: int) -> tuple[subprocess.Popen, str]:
     """``ray-knowsim env serve`` on a free port in its own session; returns it and its URL once it serves."""
-    cmd = [sys.executable, "-m", "ray_knowsim.cli.main", "env", "serve", "--port", "0", "--max-turns", str(turns),
-           "--early-stop", "virtual", "--max-sessions", str(sessions), "--replicas", str(replicas)]
+    args = ["--port", "0", "--max-turns", str(turns), "--early-stop", "virtual", "--max-sessions", str(sessions),
+            "--replicas", str(replicas)]
     for o in overrides:
-        cmd += ["--set", o]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    lines: list[str] = []
-    found: list[str] = []
-
-    def read() -> None:  # the server prints its URL once it serves; keep draining after that
-        for line in proc.stdout:
-            lines.append(line)
-            m = re.search(r"serving .* on (http://[0-9.]+:\d+)", line)
-            if m and not found:
-                found.append(m.group(1))
-
-    threading.Thread(target=read, daemon=True).start()
-    deadline = time.monotonic() + 600  # Ray + Serve + replicas on a loaded 2-core machine
-    while not found:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop_env_server(proc)
-            raise RuntimeError(f"env serve --replicas {replicas} did not start:\n{''.join(lines)[-3000:]}")
-        time.sleep(0.5)
-    return proc, found[0]
-
-
-def stop_env_server(proc: subprocess.Popen) -> None:
-    """SIGTERM (the server tears its Serve app and its local Ray down), then SIGKILL to its own group."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # its own process group only: whatever it left behind
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait(timeout=30)
+        args += ["--set", o]
+    proc, url, _ = start_env_serve(args, timeout_s=600)  # Ray + Serve + replicas on a loaded 2-core machine
+    return proc, url
 
 
 def summarize(records: list[dict], served: list[dict], wall: float, cpu_s: float, episodes: int, turns: int) -> dict:
@@ -300,7 +268,7 @@ def run_server(replicas: int, args: argparse.Namespace, proxy_url: str, proxy_po
         after = process_cpu(proc.pid)
         wait_s, client_wait_s = waited(wait0, runqueue_wait(after)), waited(client0, runqueue_wait([os.getpid()]))
     finally:
-        stop_env_server(proc)
+        stop_env_serve(proc)
     server_cpu = sum(v - before.get(pid, 0.0) for pid, v in after.items())
     replica_pids = {int(s.rsplit(":", 1)[1]) for seen in servers.values() for s in seen}
     replica_cpu = sum(after.get(pid, 0.0) - before.get(pid, 0.0) for pid in replica_pids)

@@ -11,17 +11,12 @@ process groups, and the server is stopped by its own process group."""
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import signal
 import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.doubles.envserver import EnvServerStartError, start_env_serve, stop_env_serve
 from tests.doubles.raycluster import started_cluster
 
 pytestmark = pytest.mark.slow  # three Ray nodes, Serve and two replicas: 1-3 min on 2 shared cores
@@ -86,44 +81,12 @@ async def _local_episodes(graphs) -> list[dict]:
 
 
 def _start_server(cluster) -> tuple[subprocess.Popen, str, list[str]]:
-    cmd = [sys.executable, "-m", "ray_knowsim.cli.main", "env", "serve", "--replicas", "2", "--ray-address", cluster.gcs,
-           "--max-replicas-per-node", "1", "--proxy-location", "HeadOnly", "--port", "0", "--max-turns", str(TURNS),
-           "--early-stop", "virtual", "--max-sessions", "16"]
-    proc = subprocess.Popen(cmd, env=cluster.env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    lines: list[str] = []
-    found: list[str] = []
-
-    def read() -> None:
-        for line in proc.stdout:
-            lines.append(line)
-            m = re.search(r"serving .* on (http://[0-9.]+:\d+)", line)
-            if m and not found:
-                found.append(m.group(1))
-
-    threading.Thread(target=read, daemon=True).start()
-    deadline = time.monotonic() + 420
-    while not found and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)
-    if not found:
-        _stop(proc)
-        pytest.fail(f"env serve --replicas 2 did not start on the cluster:\n{''.join(lines)[-4000:]}")
-    return proc, found[0], lines
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM (it deletes its Serve application and leaves the cluster), then its own group, killed."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            pass
+    args = ["--replicas", "2", "--ray-address", cluster.gcs, "--max-replicas-per-node", "1", "--proxy-location", "HeadOnly",
+            "--port", "0", "--max-turns", str(TURNS), "--early-stop", "virtual", "--max-sessions", "16"]
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait(timeout=30)
+        return start_env_serve(args, env=cluster.env, cwd=ROOT, timeout_s=420)
+    except EnvServerStartError as exc:
+        pytest.fail(f"on the cluster: {exc}")
 
 
 def test_replicas_on_two_nodes_keep_each_episode_and_equal_the_one_node_run():
@@ -146,7 +109,7 @@ def test_replicas_on_two_nodes_keep_each_episode_and_equal_the_one_node_run():
             remote = asyncio.run(drive())
             actors = cluster.api("/api/v0/actors?detail=1&limit=1000")
         finally:
-            _stop(proc)
+            stop_env_serve(proc)
         replicas = {int(a["pid"]): a["node_id"] for a in actors
                     if "KnowSimEnvironment" in str(a.get("class_name", "")) + str(a.get("name", ""))
                     and a.get("state") == "ALIVE" and a.get("pid")}
