@@ -14,16 +14,20 @@ state across sessions), so how sessions group into calls never changes a result.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-from ray_knowsim.kernels.batch import BatchState
+from ray_knowsim.kernels.batch import COUNTER_INDEX, BatchState
 from ray_knowsim.schema.graph import GraphIndex
+from ray_knowsim.schema.results import FAILURE_MODES
 from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.rules.config import RuleConfig
+from ray_knowsim.rules.turn_metrics import FAILURE_MODE_VARIANTS, TurnMetrics
+from ray_knowsim.rules.update import TurnUpdate
 
 
 @dataclass
@@ -33,6 +37,26 @@ class Step:
     counters: np.ndarray
     post: dict[str, int]
     carries: dict[str, float]
+
+    def records(self) -> tuple[TurnUpdate, TurnMetrics]:
+        """The step as the rules' own per-turn records (the kernel is their numba twin: the same
+        values, read back from the counter row by field name)."""
+        update = _from_counters(TurnUpdate, self.counters, post=self.post, carries=self.carries)
+        modes = {name: int(self.counters[COUNTER_INDEX[name]]) for name in FAILURE_MODES + FAILURE_MODE_VARIANTS}
+        return update, _from_counters(TurnMetrics, self.counters, failure_modes=modes)
+
+
+_CASTS = {"int": int, "bool": bool, "float": float, int: int, bool: bool, float: float}
+
+
+def _from_counters(cls: type, counters: np.ndarray, **given: Any) -> Any:
+    """A rules dataclass (TurnUpdate, TurnMetrics) from the kernel's counter row: every scalar
+    field named like a counter is read from it (cast to the field's type); the rest is ``given``."""
+    values = dict(given)
+    for f in dataclasses.fields(cls):
+        if f.name not in values and f.name in COUNTER_INDEX:
+            values[f.name] = _CASTS[f.type](float(counters[COUNTER_INDEX[f.name]]))
+    return cls(**values)
 
 
 #: the buckets of :attr:`KernelStats.sizes`: calls that stepped 1, 2-3, 4-7, 8-15, 16+ sessions

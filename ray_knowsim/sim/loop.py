@@ -1,9 +1,17 @@
 """One conversation's turn loop, as a coroutine that waits for nothing but its own answers.
 
-Per turn: the learner simulator's message, the tutor's reply, then for a structured learner the
-signal extractor's report and the knowledge-state update (one kernel step, batched with whichever
-other sessions are ready: :mod:`ray_knowsim.sim.batcher`), then the early stop. The next turn's
-request goes out as soon as this turn is read. Every request is built by
+A turn is the method's five steps, each one call in :func:`run_session`:
+
+1. **learner**: the learner simulator's message;
+2. **tutor**: the tutor's reply;
+3. **extractor**: for a structured learner, the signal extractor's report on the exchange;
+4. **state update**: the knowledge-state update (one kernel step, batched with whichever other
+   sessions are ready: :mod:`ray_knowsim.sim.batcher`), recorded as the turn's row;
+5. **termination**: whether the conversation ends here. It is decided where it can happen: a
+   baseline learner's own end right after its message (no reply is asked for), the rules' early
+   stop after the state update (spec §8), ``max_turns`` after the last turn.
+
+The next turn's request goes out as soon as this turn is read. Every request is built by
 :class:`ray_knowsim.sim.requests.TurnRequests` and asked through :func:`ray_knowsim.sim.ask.ask`.
 
 A session that cannot continue ends as an explicit failure naming why, ``<role>_<reason>``:
@@ -26,16 +34,18 @@ from __future__ import annotations
 
 from typing import Any, Callable, Hashable
 
-from ray_knowsim.llm.parse import ParseResult, parse_signal_report, parse_user_turn
+from ray_knowsim.llm.parse import ParseResult, SignalAnalysis, parse_signal_report, parse_user_turn
 from ray_knowsim.llm.protocol import ChatModel
 from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.schema.roles import extractor_budget  # the first try's budget; a truncated report is retried at the cap
-from ray_knowsim.rules.termination import early_stop
+from ray_knowsim.schema.outputs import UserTurn
 from ray_knowsim.sim.ask import Answer, ask
 from ray_knowsim.sim.batcher import StepBatcher
 from ray_knowsim.sim.requests import TurnRequests
+from ray_knowsim.sim.rows import baseline_turn_row, state_turn_row
 from ray_knowsim.sim.session import LiveSession
 from ray_knowsim.sim.types import RoleModels, ShardContext
+
 
 async def run_session(
     live: LiveSession,
@@ -47,60 +57,62 @@ async def run_session(
 ) -> LiveSession:
     """Run ``live`` to its end (``live.status`` is then "done" or "failed"); ``kernel``/``slot``:
     where a structured session's state lives; ``on_turn`` is called after each finished turn."""
+    if live.structured and (kernel is None or slot is None):
+        raise RuntimeError(f"{live.spec.session_id}: a structured session without a kernel slot")
     build = TurnRequests.of(ctx)
     for turn in range(1, ctx.max_turns + 1):
-        if not await _learner_turn(live, models.user_sim, ctx, build, turn):
+        message = await learner(live, models.user_sim, ctx, build, turn)  # 1. learner
+        if message is None:
             break
-        if not await _assistant_turn(live, models.assistant(live.spec.assistant_model), ctx, build, turn):
+        if (reason := learner_ends(live, message)) is not None:  # 5. termination: the learner's own end
+            live.finish(reason)
+            break
+        if not await tutor(live, models.assistant(live.spec.assistant_model), ctx, build, turn):  # 2. tutor
             break
         if live.structured:
-            if kernel is None or slot is None:
-                raise RuntimeError(f"{live.spec.session_id}: a structured session without a kernel slot")
-            if not await _state_turn(live, models.extractor, ctx, build, turn, kernel, slot):
+            report = await extractor(live, models.extractor, ctx, build, turn)  # 3. extractor
+            if report is None:
                 break
+            await update_state(live, kernel, slot, turn, report)  # type: ignore[arg-type]  # 4. state update
         else:
-            live.record_baseline_turn(turn)
+            live.turn_rows.append(baseline_turn_row(live, turn))  # a baseline learner has no state to update
+        if (reason := rules_stop(live, ctx)) is not None:  # 5. termination: the rules' early stop
+            live.finish(reason)
         on_turn()
         if not live.live:
             break
     if live.live:
-        live.status = "done"
+        live.finish("max_turns")
     return live
 
 
-async def _ask_turn(live: LiveSession, model: ChatModel, request: ChatRequest, ctx: ShardContext, role: str,
-                    parse: Callable[[str], ParseResult[Any]], estimate: int | None = None) -> Answer[Any]:
-    """Ask ``role``'s part of the turn with the run's settings for it (temperature, token cap,
-    attempts, repair temperature), charge it to the session, and fail the session by the answer's
-    name when it has none to give."""
-    settings = ctx.roles[role]
-    answer = await ask(model, settings.apply(request), parse, attempts=settings.attempts, estimate=estimate,
-                       repair_temperature=settings.repair_temperature)
-    live.charge(role, answer.usage, answer.calls, answer.prompt_version, cache_hits=answer.cache_hits,
-                truncations=answer.truncations)
-    if answer.error is not None:
-        live.fail(answer.error, answer.detail)
-    return answer
+# -- 1-3: the three requests of a turn ------------------------------------------------------------
 
 
-async def _learner_turn(live: LiveSession, model: ChatModel, ctx: ShardContext, build: TurnRequests, turn: int) -> bool:
-    """The learner's message; False when the conversation ends here."""
-    answer = await _ask_turn(live, model, build.learner(live, live.transcript, turn), ctx, "user_sim", parse_user_turn)
+async def learner(live: LiveSession, model: ChatModel, ctx: ShardContext, build: TurnRequests, turn: int) -> UserTurn | None:
+    """The learner's message, added to the transcript; None when the session failed."""
+    answer = await _ask(live, model, build.learner(live, live.transcript, turn), ctx, "user_sim", parse_user_turn)
     if not answer.ok:
-        return False
+        return None
     live.transcript.append(["user", answer.value.message.strip()])  # the parser refuses an empty one
-    if answer.value.terminate and not live.structured:  # structured learners cannot end it (spec §8.1)
-        live.status, live.stop_reason = "done", "user_terminated"
-        return False
-    return True
+    return answer.value
 
 
-async def _assistant_turn(live: LiveSession, model: ChatModel, ctx: ShardContext, build: TurnRequests, turn: int) -> bool:
-    """The tutor's reply; False when the session failed."""
-    answer = await _ask_turn(live, model, build.assistant(live, live.transcript, turn), ctx, "assistant", plain_text)
+async def tutor(live: LiveSession, model: ChatModel, ctx: ShardContext, build: TurnRequests, turn: int) -> bool:
+    """The tutor's reply, added to the transcript; False when the session failed."""
+    answer = await _ask(live, model, build.assistant(live, live.transcript, turn), ctx, "assistant", plain_text)
     if answer.ok:
         live.transcript.append(["assistant", answer.value])
     return answer.ok
+
+
+async def extractor(live: LiveSession, model: ChatModel, ctx: ShardContext, build: TurnRequests,
+                    turn: int) -> Answer[SignalAnalysis] | None:
+    """The extractor's report on the turn's exchange; None when the session failed (nothing
+    unreadable reaches the state)."""
+    answer = await _ask(live, model, build.extractor(live, live.transcript, turn), ctx, "extractor",
+                        lambda text: parse_signal_report(text, live.graph), estimate=extractor_budget(live.index.size))
+    return answer if answer.ok else None
 
 
 def plain_text(text: str) -> ParseResult[str]:
@@ -109,31 +121,52 @@ def plain_text(text: str) -> ParseResult[str]:
     return ParseResult(value=text) if text else ParseResult(error="assistant_empty", detail="the reply was empty")
 
 
-async def _state_turn(live: LiveSession, model: ChatModel, ctx: ShardContext, build: TurnRequests, turn: int,
-                      kernel: StepBatcher, slot: Hashable) -> bool:
-    """The extractor's report and the state update; False when the session failed."""
-    answer = await _ask_turn(live, model, build.extractor(live, live.transcript, turn), ctx, "extractor",
-                             lambda text: parse_signal_report(text, live.graph), estimate=extractor_budget(live.index.size))
-    live.extractor_refusals += len(answer.refusals)
-    if not answer.ok:  # nothing unreadable reaches the state
-        return False
-    live.extractor_repairs += len(answer.repairs)
-    entries = list(answer.value.entries)
-    step = await kernel.step(slot, entries)
-    live.record_turn(turn, entries, step.counters, step.post, step.carries, repairs=answer.repairs,
-                     refusals=answer.refusals)
-    _apply_early_stop(live, ctx)
-    return True
+async def _ask(live: LiveSession, model: ChatModel, request: ChatRequest, ctx: ShardContext, role: str,
+               parse: Callable[[str], ParseResult[Any]], estimate: int | None = None) -> Answer[Any]:
+    """Ask ``role``'s part of the turn with the run's settings for it (temperature, token cap,
+    attempts, repair temperature), charge it to the session, and fail the session by the answer's
+    name when it has none to give."""
+    settings = ctx.roles[role]
+    answer = await ask(model, settings.apply(request), parse, attempts=settings.attempts, estimate=estimate,
+                       repair_temperature=settings.repair_temperature)
+    live.ledger.charge(role, answer)
+    if answer.error is not None:
+        live.fail(answer.error, answer.detail)
+    return answer
 
 
-def _apply_early_stop(live: LiveSession, ctx: ShardContext) -> None:
-    """In "stop" mode the conversation ends at the rules' stop (not before ``ctx.min_turns``);
-    "virtual" only records it."""
-    if ctx.early_stop != "stop" or live.trajectory is None or len(live.trajectory.metrics) < ctx.min_turns:
-        return
-    stop = early_stop(live.trajectory.stop_signals(), ctx.rules.termination)
-    if stop is not None:
-        live.status, live.stop_reason = "done", stop.reason
+# -- 4: the state update --------------------------------------------------------------------------
 
 
-__all__ = ["plain_text", "run_session"]
+async def update_state(live: LiveSession, kernel: StepBatcher, slot: Hashable, turn: int,
+                       report: Answer[SignalAnalysis]) -> None:
+    """One kernel step on the report's signals (in the next flush, with the other sessions ready
+    then), taken into the learner's knowledge and recorded as the turn's row (``repairs`` /
+    ``refusals``: the extractor's drift this turn, see :mod:`ray_knowsim.sim.ask`)."""
+    entries = list(report.value.entries)  # type: ignore[union-attr]
+    update, metrics = (await kernel.step(slot, entries)).records()
+    live.knowledge.advance(live.index, entries, update, metrics)
+    live.turn_rows.append(state_turn_row(live, turn, entries, update, metrics, repairs=report.repairs,
+                                         refusals=report.refusals))
+
+
+# -- 5: termination -------------------------------------------------------------------------------
+
+
+def learner_ends(live: LiveSession, message: UserTurn) -> str | None:
+    """``user_terminated`` when a baseline learner ends the conversation with its message; a
+    structured learner cannot (spec §8.1)."""
+    return "user_terminated" if message.terminate and not live.structured else None
+
+
+def rules_stop(live: LiveSession, ctx: ShardContext) -> str | None:
+    """The rules' early stop of a structured learner after this turn, in "stop" mode only and not
+    before ``ctx.min_turns`` ("virtual" only records it, in the session row)."""
+    trajectory = live.knowledge.trajectory
+    if ctx.early_stop != "stop" or not live.structured or len(trajectory.metrics) < ctx.min_turns:
+        return None
+    stop = trajectory.early_stop(ctx.rules)
+    return stop.reason if stop is not None else None
+
+
+__all__ = ["extractor", "learner", "learner_ends", "plain_text", "rules_stop", "run_session", "tutor", "update_state"]

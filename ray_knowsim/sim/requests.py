@@ -50,7 +50,7 @@ class TurnRequests:
         """The signal report of the last exchange of ``transcript`` (learner message, tutor reply),
         read against the session's knowledge state before the turn."""
         (_, user), (_, reply) = transcript[-2], transcript[-1]
-        return render_extractor(live.item, live.graph, live.states, transcript[:-2], user, reply, index=live.index,
+        return render_extractor(live.item, live.graph, live.knowledge.states, transcript[:-2], user, reply, index=live.index,
                                 prompts=self.prompts, seed=self._seed(live, "extractor", turn),
                                 request_id=self._id(live, "extractor", turn))
 

@@ -1,14 +1,22 @@
-"""The one place a :class:`TurnRow` is built: from the rules' per-turn update and metrics."""
+"""The one place a session's rows are built: a :class:`TurnRow` from the rules' per-turn update
+and metrics as each turn ends, the :class:`SessionRow` from the finished session."""
 
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from typing import Any, Sequence
 
-from ray_knowsim.schema.results import FAILURE_MODES, TurnRow
+from ray_knowsim.schema.chat import Usage
+from ray_knowsim.schema.results import (
+    FAILURE_MODES, SIMULATION_ROLES, TRUNCATION_ROLES, SessionRow, TurnRow, truncation_column, usage_columns,
+)  # fmt: skip
 from ray_knowsim.schema.signals import SignalEntry
+from ray_knowsim.rules.prerequisites import density
 from ray_knowsim.rules.turn_metrics import TurnMetrics
 from ray_knowsim.rules.update import TurnUpdate
+from ray_knowsim.sim.cost import session_cost
+from ray_knowsim.sim.session import LiveSession
+from ray_knowsim.sim.types import ShardContext
 
 #: TurnRow columns copied from the rules' TurnUpdate / TurnMetrics of the turn
 UPDATE_COLUMNS: tuple[str, ...] = ("comprehension_load", "attempt_load", "effective_load", "overload", "eta")
@@ -58,4 +66,79 @@ def turn_row(
     )  # fmt: skip
 
 
-__all__ = ["METRIC_COLUMNS", "NO_UPDATE", "UPDATE_COLUMNS", "turn_row"]
+def state_turn_row(live: LiveSession, turn: int, entries: Sequence[SignalEntry], update: TurnUpdate, metrics: TurnMetrics,
+                   *, repairs: Sequence[str] = (), refusals: Sequence[str] = ()) -> TurnRow:
+    """The row of a structured learner's turn ``turn``, the last exchange of ``live``'s transcript,
+    after its state update."""
+    ids = live.index.ids
+    return turn_row(
+        live.spec.session_id, turn, live.transcript[-2][1], live.transcript[-1][1], entries=entries, update=update,
+        metrics=metrics, states=[update.post[v] for v in ids], carries=[update.carries[v] for v in ids],
+        density=density(live.index, update.post), extractor_repairs=repairs, extractor_refusals=refusals,
+    )  # fmt: skip
+
+
+def baseline_turn_row(live: LiveSession, turn: int) -> TurnRow:
+    """The row of a baseline learner's turn: the exchange, no state."""
+    n = live.index.size
+    return turn_row(live.spec.session_id, turn, live.transcript[-2][1], live.transcript[-1][1], states=[0] * n, carries=[0.0] * n)
+
+
+def session_row(live: LiveSession, ctx: ShardContext) -> SessionRow:
+    """The finished session's row: its identity, how it ended, what it spent and (a structured
+    learner that did not fail) its final and at-early-stop metrics."""
+    s, k, spent = live.spec, live.knowledge, live.ledger
+    failed = live.status == "failed"
+    row: dict[str, Any] = {
+        "run_id": ctx.run_id,
+        "config_hash": ctx.config_hash,
+        "session_id": s.session_id,
+        "task": s.task,
+        "item_id": s.item_id,
+        "knowledge_level": s.knowledge_level,
+        "condition": s.condition,
+        "assistant_model": s.assistant_model,
+        "assistant_strategy": s.assistant_strategy,
+        "simulator": s.simulator,
+        "trial": s.trial,
+        "seed": s.seed,
+        "rules_preset": ctx.rules.preset,
+        "graph_size": live.index.size,
+        "tau": k.tau,
+        "iu_labels": list(live.index.labels),
+        "initial_states": [k.initial[v] for v in live.index.ids],
+        "graph_json": json.dumps(live.graph.to_json_dict(), ensure_ascii=False),
+        "status": "failed" if failed else "ok",
+        "turns": live.turns_done,
+        "stop_reason": live.stop_reason,
+        "error": live.error,
+        "llm_calls": spent.calls,
+        "llm_cache_hits": spent.cache_hits,
+        "llm_truncations": spent.truncations,
+        **{truncation_column(r): spent.truncations_by_role.get(r, 0) for r in TRUNCATION_ROLES},
+        "error_detail": live.error_detail,
+        "extractor_repairs": spent.extractor_repairs,
+        "extractor_refusals": spent.extractor_refusals,
+        "prompt_versions": json.dumps(spent.prompt_versions, sort_keys=True),
+        "user_profile": live.user_profile,
+    }
+    for role in SIMULATION_ROLES:
+        row.update(usage_columns(role, spent.usage.get(role, Usage())))
+    role_models = {r: st.model for r, st in ctx.roles.items()} | {"assistant": s.assistant_model}
+    row["cost_usd"] = session_cost(spent.usage, role_models, ctx.prices)
+    if live.structured and k.trajectory.metrics and not failed:
+        row.update(k.trajectory.summary(ctx.rules))
+        for mode in FAILURE_MODES:
+            row[f"fm_{mode}"] = sum(m.failure_modes[mode] for m in k.trajectory.metrics)
+    if live.transcript and live.transcript[-1][0] == "user" and not failed:
+        row["final_user_message"] = live.transcript[-1][1]  # a closing message no turn row holds
+    return SessionRow(**row)
+
+
+def session_rows(live: LiveSession, ctx: ShardContext) -> tuple[SessionRow, list[TurnRow]]:
+    """The finished session's row and its turns' rows, each under the run's id."""
+    return session_row(live, ctx), [t.model_copy(update={"run_id": ctx.run_id}) for t in live.turn_rows]
+
+
+__all__ = ["METRIC_COLUMNS", "NO_UPDATE", "UPDATE_COLUMNS", "baseline_turn_row", "session_row", "session_rows",
+           "state_turn_row", "turn_row"]

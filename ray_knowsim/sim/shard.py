@@ -21,6 +21,7 @@ from typing import AsyncIterator
 from ray_knowsim.registry import import_plugins
 from ray_knowsim.sim.batcher import KernelBatcher
 from ray_knowsim.sim.loop import run_session
+from ray_knowsim.sim.rows import session_rows
 from ray_knowsim.sim.session import LiveSession, start_session
 from ray_knowsim.sim.types import RoleModels, SessionResult, ShardContext, ShardSpec
 
@@ -55,7 +56,7 @@ async def run_shard(shard: ShardSpec, models: RoleModels, ctx: ShardContext) -> 
     import_plugins(list(ctx.plugins))
     sessions = [start_session(spec, shard.item_of(spec), shard.graph_of(spec), ctx.rules) for spec in shard.sessions]
     structured = [s for s in sessions if s.structured]
-    kernel = (KernelBatcher([s.index for s in structured], ctx.rules, [s.initial for s in structured], max_turns=ctx.max_turns)
+    kernel = (KernelBatcher([s.index for s in structured], ctx.rules, [s.knowledge.initial for s in structured], max_turns=ctx.max_turns)
               if structured else None)  # fmt: skip
     slots = {id(s): k for k, s in enumerate(structured)}
     progress = _Progress(ctx, sessions, kernel)
@@ -72,7 +73,7 @@ async def run_shard(shard: ShardSpec, models: RoleModels, ctx: ShardContext) -> 
         for _ in range(len(tasks)):
             k = await finished.get()
             tasks[k].result()  # a bug in the loop (not a model failure) ends the shard
-            row, turns = sessions[k].rows(ctx)
+            row, turns = session_rows(sessions[k], ctx)
             yield SessionResult(session=row, turns=turns)
         progress.report()
     finally:

@@ -132,7 +132,7 @@ class TrainingEnvironment:
         self._episodes[episode_id] = ep
         models = RoleModels(user_sim=self.user_sim, extractor=self.extractor, assistants={ASSISTANT_KEY: ep.tutor})
         if live.structured:
-            self.kernel.open(episode_id, live.index, live.initial)
+            self.kernel.open(episode_id, live.index, live.knowledge.initial)
         ep.task = asyncio.ensure_future(self._run(ep, models))
         ep.busy = True
         try:
@@ -255,7 +255,7 @@ class TrainingEnvironment:
 
     def _observe(self, ep: Episode) -> Observation:
         live = ep.live
-        traj = live.trajectory
+        traj = live.knowledge.trajectory
         turn = None
         if live.structured and traj is not None and len(traj.metrics) > ep.reported:
             turn = turn_reward(traj.updates[-1], traj.metrics[-1])

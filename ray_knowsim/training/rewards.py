@@ -34,7 +34,7 @@ def turn_reward(update: TurnUpdate, metrics: TurnMetrics) -> TurnReward:
 
 def episode_reward(live: LiveSession, ctx: ShardContext) -> EpisodeReward | None:
     """The benchmark's metrics of a finished, scored episode (None without a state update)."""
-    traj = live.trajectory
+    traj = live.knowledge.trajectory
     if traj is None or not traj.metrics:
         return None
     metrics: dict[str, Any] = dict(traj.summary(ctx.rules))
@@ -46,7 +46,7 @@ def episode_reward(live: LiveSession, ctx: ShardContext) -> EpisodeReward | None
 
 def observation_metadata(live: LiveSession, ctx: ShardContext, episode_id: str, rules_hash: str,
                          models: dict[str, str]) -> EpisodeMetadata:
-    index, traj = live.index, live.trajectory
+    index, traj = live.index, live.knowledge.trajectory
     carries = traj.updates[-1].carries if traj is not None and traj.updates else {}
     signals = traj.entries[-1] if traj is not None and traj.entries else []
     spec = live.spec
@@ -55,10 +55,10 @@ def observation_metadata(live: LiveSession, ctx: ShardContext, episode_id: str, 
         level=spec.knowledge_level, simulator=spec.simulator, simulator_structured=live.structured,
         strategy=spec.assistant_strategy, rules_preset=ctx.rules.preset, rules_hash=rules_hash, prompts=ctx.prompts,
         seed=spec.seed, init_seed=spec.init_seed, models=models,
-        states={index.label_of(v): state_name(live.states[v]) for v in index.ids},
-        initial_states={index.label_of(v): state_name(live.initial[v]) for v in index.ids},
+        states={index.label_of(v): state_name(live.knowledge.states[v]) for v in index.ids},
+        initial_states={index.label_of(v): state_name(live.knowledge.initial[v]) for v in index.ids},
         carries={index.label_of(v): float(carries.get(v, 0.0)) for v in index.ids},
-        signals=[e.model_dump(mode="json") for e in signals], capacity=live.tau,
+        signals=[e.model_dump(mode="json") for e in signals], capacity=live.knowledge.tau,
         stop_reason=None if live.live else live.stop_reason, error=live.error, error_detail=live.error_detail,
     )  # fmt: skip
 

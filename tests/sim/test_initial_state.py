@@ -30,8 +30,8 @@ def test_the_worker_and_the_loop_start_a_session_from_the_same_state(preset):
         for raw, done in zip(shard.sessions, filled.sessions):
             item, graph = shard.item_of(raw), shard.graph_of(raw)
             assert raw.initial_ks is None and done.initial_ks is not None
-            by_loop = start_session(raw, item, graph, ctx.rules).initial  # the loop samples it itself
-            by_worker = start_session(done, item, graph, ctx.rules).initial  # the loop reads the worker's
+            by_loop = start_session(raw, item, graph, ctx.rules).knowledge.initial  # the loop samples it itself
+            by_worker = start_session(done, item, graph, ctx.rules).knowledge.initial  # the loop reads the worker's
             index = build_index(graph, item.id)
             canonical = session_initial_states(index, raw.knowledge_level, ctx.rules, raw.init_seed)
             assert by_loop == by_worker == canonical, raw.session_id
@@ -53,5 +53,5 @@ def test_another_init_seed_can_give_another_state_and_a_cached_state_wins():
     assert len(states) > 1  # the seed decides the state
     cached = {v: 0 for v in index.ids}
     spec = dataclasses.replace(s, initial_ks=states_to_ks(index, cached))
-    assert start_session(spec, item, graph, rules).initial == cached
+    assert start_session(spec, item, graph, rules).knowledge.initial == cached
     assert session_initial_states(index, s.knowledge_level, rules, s.init_seed, spec.initial_ks) == cached
