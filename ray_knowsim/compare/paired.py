@@ -58,6 +58,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from ray_knowsim.schema.states import level_order
+from ray_knowsim.schema.metrics import outside_metrics
 from ray_knowsim.schema.results import COMPARE_METRICS
 from ray_knowsim.stats import signs as G
 from ray_knowsim.stats.descriptive import clustered_mean, item_sums
@@ -171,7 +172,13 @@ def pick_metrics(sessions: pd.DataFrame, wanted: Sequence[str] | None) -> list[s
         if missing:
             raise ValueError(f"metrics not in the session rows: {missing}")
         return list(wanted)
-    return [m for m in DEFAULT_METRICS if m in sessions.columns and sessions[m].notna().any()]
+    return [m for m in default_metrics() if m in sessions.columns and sessions[m].notna().any()]
+
+
+def default_metrics() -> tuple[str, ...]:
+    """What compare tests when no metric is named: the catalogue's compared metrics, then the
+    outside metrics this process registered that ask to be compared (ray_knowsim.schema.metrics)."""
+    return (*DEFAULT_METRICS, *(m.name for m in outside_metrics() if m.compared))
 
 
 def _f(x: float) -> float:
@@ -379,5 +386,5 @@ def too_few_items(paired: pd.DataFrame, task: str, alpha: float, level: str | No
 
 __all__ = [
     "ALL_LEVELS", "BestRow", "CELL_KEYS", "CompareOptions", "DEFAULT_METRICS", "MdeRow", "PairedRow", "analyse",
-    "beats_matrix", "higher_is_better", "pick_metrics", "too_few_items",
+    "beats_matrix", "default_metrics", "higher_is_better", "pick_metrics", "too_few_items",
 ]

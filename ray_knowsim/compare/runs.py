@@ -18,7 +18,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from ray_knowsim.compare.failures import OUTCOME_COLUMNS
-from ray_knowsim.io.rundir import RunDirError, RunReader, open_run
+from ray_knowsim.io.rundir import RunDirError, RunReader, import_run_plugins, open_run
 from ray_knowsim.score.store import RunScores
 
 #: session columns compare reads (metrics beyond these are read when asked for)
@@ -117,16 +117,18 @@ def load_runs(paths: Sequence[str | Path], metrics: Sequence[str] = (), *, reade
     """Each run's ok sessions (identity columns + ``match`` + the metric columns present).
     ``reader`` / ``scores``: the one run's reader and score sets when the caller already has them
     (only with one path; they are not opened again)."""
-    from ray_knowsim.compare.paired import DEFAULT_METRICS
+    from ray_knowsim.compare.paired import default_metrics
 
     if (reader is not None or scores is not None) and len(paths) != 1:
         raise ValueError("load_runs: reader= / scores= are those of one run; pass one path with them")
     paths = [str(p) for p in paths]
     labels = _labels(paths)
     out = []
-    want = list(dict.fromkeys([*BASE_COLUMNS, *DEFAULT_METRICS, *metrics, "cost_usd", "turns", "failure_class", "error"]))
-    for path, label in zip(paths, labels):
-        run = reader if reader is not None else open_run(path)
+    runs = [reader if reader is not None else open_run(path) for path in paths]
+    for run in runs:  # their outside metrics' catalogue entries (what they are, which way is better)
+        import_run_plugins(run.manifest)
+    want = list(dict.fromkeys([*BASE_COLUMNS, *default_metrics(), *metrics, "cost_usd", "turns", "failure_class", "error"]))
+    for path, label, run in zip(paths, labels, runs):
         manifest = run.manifest
         if manifest is None:  # before any row is read
             raise RunDirError(f"{path} has no manifest.json (is it a run directory?)")

@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import math
 
-#: what "better" means per metric, as a verb phrase (fallback: "is better on <METRIC>")
-PHRASES = {
-    "kg": "teaches more", "kg_es": "teaches more", "nkg": "teaches more", "nkg_es": "teaches more",
-    "dc": "calibrates delivery better", "dc_es": "calibrates delivery better",
-    "ic": "calibrates information better", "ic_es": "calibrates information better",
-    "co": "overloads less", "co_es": "overloads less", "po": "overloads less (as perceived)", "po_es": "overloads less (as perceived)",
-    "engagement": "engages more", "iq": "interacts better", "cost_usd": "costs less", "learning_experience": "gives a better experience",
-}
+from ray_knowsim.schema.metrics import find_metric
+
+#: what "better" means beyond the metric catalogue's phrases (ray_knowsim.schema.metrics)
+PHRASES = {"cost_usd": "costs less"}
+
+
+def better_phrase(metric: str) -> str | None:
+    """What "better" means on ``metric`` as a verb phrase: the catalogue's (outside metrics
+    included; ``kg_es`` and ``iq@other`` read their metric's), else :data:`PHRASES`', else None."""
+    base = metric.split("@", 1)[0]
+    found = find_metric(base)
+    return (found.phrase or None) if found is not None else PHRASES.get(base)
+
+
 SCOPES = {"novice": "on novices", "intermediate": "on intermediate learners", "advanced": "on advanced learners",
           "all": "over all levels"}
 
@@ -50,7 +56,7 @@ def verdict_sentence(a: str, b: str, metric: str, level: str, wins: int, losses:
     if better is not None:
         w, l = (wins, losses) if better == a else (losses, wins)
         worse = b if better == a else a
-        phrase = PHRASES.get(metric.split("@", 1)[0])
+        phrase = better_phrase(metric)
         what = f"{phrase} ({_metric(metric)})" if phrase else f"is better on {_metric(metric)}"
         return (f"{better} {what} than {worse} {scope_text(level)}: {w} of {n} items won, {l} lost, {ties} tied; "
                 f"{test}{_p(p_adj)}")
@@ -65,4 +71,4 @@ def verdict_sentence(a: str, b: str, metric: str, level: str, wins: int, losses:
     return f"{a} vs {b} on {_metric(metric)} {scope_text(level)}: no verdict ({counts}; {test}{_p(p_adj)}{tail})"
 
 
-__all__ = ["PHRASES", "interval_text", "scope_text", "verdict_sentence"]
+__all__ = ["PHRASES", "better_phrase", "interval_text", "scope_text", "verdict_sentence"]

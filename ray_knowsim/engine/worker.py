@@ -41,7 +41,7 @@ from ray_knowsim.engine.config.sections import DEFAULT_SHARD_FN
 from ray_knowsim.engine.progress import Reporter
 from ray_knowsim.engine.resume import Attempt
 from ray_knowsim.io.commits import (
-    SESSION_SCHEMA, STEP_COMPRESSION, TURN_SCHEMA, Commit, fold_commits, shard_markers, sort_tables, write_commit,
+    STEP_COMPRESSION, TURN_SCHEMA, Commit, fold_commits, session_schema, shard_markers, sort_tables, write_commit,
 )
 from ray_knowsim.io.parquet import rows_table
 from ray_knowsim.io.spend import JOURNAL_KEY, SpendJournal
@@ -227,7 +227,7 @@ def execute_shard(
         """One commit of ``batch``; ``last``: nothing follows it, so no fold will rewrite it. A step
         the fold rewrites is written uncompressed (io/commits.STEP_COMPRESSION), the rest as zstd."""
         started, cpu = time.perf_counter(), time.thread_time()  # this thread's CPU: the rest of a commit's wall is fsync
-        sessions = rows_table([r.session for r in batch], SESSION_SCHEMA)
+        sessions = rows_table([r.session for r in batch], session_schema())  # with any outside metrics
         turns = rows_table([t for r in batch for t in r.turns], TURN_SCHEMA)
         sessions, turns = sort_tables(sessions, turns, order)
         made = write_commit(root, shard_id=shard.shard_id, config_hash=ctx.config_hash, plan=plan, sessions=sessions,

@@ -62,7 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ray_knowsim.io.committed import CommittedDataset, Garbage, new_token, read_json_marker
 from ray_knowsim.io.parquet import arrow_schema
 from ray_knowsim.schema.failures import failure_class
-from ray_knowsim.schema.results import SessionRow, TurnRow
+from ray_knowsim.schema.results import SessionRow, TurnRow, session_row_model
 
 MARKER_FORMAT = 2
 READABLE_FORMATS = (1, 2)
@@ -72,6 +72,29 @@ SHARDS = "shards"  # format-1 markers
 SESSION_SCHEMA = arrow_schema(SessionRow)
 TURN_SCHEMA = arrow_schema(TurnRow)
 SCHEMAS = {"sessions": SESSION_SCHEMA, "turns": TURN_SCHEMA}
+
+
+def session_schema(file_schema: pa.Schema | None = None) -> pa.Schema:
+    """The session table's schema: :data:`SESSION_SCHEMA` plus one float column per outside metric
+    (``docs/extending.md``, "Adding a metric") -- the ones this process registered and the ones
+    ``file_schema`` (a written file's) already holds, so a reader or a fold keeps a plugin's column
+    without importing the plugin. Without outside metrics it is SESSION_SCHEMA, unchanged."""
+    model = session_row_model()
+    schema = SESSION_SCHEMA if model is SessionRow else arrow_schema(model)
+    if file_schema is not None:
+        for f in file_schema:
+            if f.name not in schema.names and pa.types.is_floating(f.type):
+                schema = schema.append(pa.field(f.name, pa.float64(), nullable=True))
+    return schema
+
+
+def conform_sessions(table: pa.Table) -> pa.Table:
+    """Session rows in :func:`session_schema`'s column order and types (a column it lacks: nulls)."""
+    target = session_schema(table.schema)
+    for f in target:
+        if f.name not in table.column_names:
+            table = table.append_column(f.name, pa.nulls(table.num_rows, f.type))
+    return table.select(target.names).cast(target)
 #: what a shard id and a token may hold (they name files)
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 #: a data file written by a commit: ``<shard>.<token>.parquet`` (tokens are hex digits)
@@ -354,8 +377,9 @@ def read_commit_tables(root: Path, commit: Commit, drop: Iterable[str] = (),
     files = commit.files()
     out = []
     for table, cols in (("sessions", session_columns), ("turns", turn_columns)):
-        schema = SCHEMAS[table]
-        data = pq.read_table(root / files[table], schema=schema, columns=list(cols) if cols is not None else None)
+        path = root / files[table]
+        schema = session_schema(pq.read_schema(path)) if table == "sessions" else SCHEMAS[table]
+        data = pq.read_table(path, schema=schema, columns=list(cols) if cols is not None else None)
         dropped = list(drop)
         if dropped and "session_id" in data.column_names:
             data = data.filter(pc.invert(pc.is_in(data.column("session_id"), value_set=pa.array(dropped, pa.string()))))
@@ -381,7 +405,7 @@ def fold_commits(root: Path, commits: Sequence[Commit], order: Sequence[str], pl
     sessions, turns = sort_tables(pa.concat_tables([p[0] for p in parts], promote_options="default"),
                                   pa.concat_tables([p[1] for p in parts], promote_options="default"), order)
     folded = write_commit(root, shard_id=commits[0].shard_id, config_hash=commits[0].config_hash, plan=plan,
-                          sessions=sessions.cast(SESSION_SCHEMA), turns=turns.cast(TURN_SCHEMA),
+                          sessions=conform_sessions(sessions), turns=turns.cast(TURN_SCHEMA),
                           summary={**(summary or {}), "folded": [c.name for c in commits]},
                           not_before=max(c.committed_at for c in commits) + 1e-3)
     for c in commits:
@@ -422,7 +446,7 @@ def collect_garbage(root: Path, commits: Sequence[Commit], index: CommitIndex,
 
 __all__ = [
     "COMMITS", "COMMIT_FILE", "LEFTOVER_MIN_AGE_S", "Commit", "CommitIndex", "Garbage", "MARKER_FORMAT", "MarkerError", "READABLE_FORMATS",
-    "RunDir", "RunDirError", "SCHEMAS", "SESSION_SCHEMA", "SHARDS", "STEP_COMPRESSION", "SessionEntry", "TABLES", "TURN_SCHEMA", "collect_garbage", "dataset",
+    "RunDir", "RunDirError", "SCHEMAS", "SESSION_SCHEMA", "SHARDS", "STEP_COMPRESSION", "SessionEntry", "TABLES", "TURN_SCHEMA", "collect_garbage", "conform_sessions", "dataset", "session_schema",
     "fold_commits", "new_token", "read_commit_tables", "read_marker", "read_markers", "remove_commit", "shard_markers",
     "sort_tables", "write_commit",
 ]

@@ -47,6 +47,7 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from ray_knowsim.io.commits import (
     COMMITS,
@@ -58,6 +59,7 @@ from ray_knowsim.io.commits import (
     RunDirError,
     SessionEntry,
     read_markers,
+    session_schema,
 )
 from ray_knowsim.io.decisions import DECISIONS_FILE  # an adaptive run's record: its procedure may end it before the plan does
 from ray_knowsim.schema.failures import session_failure_class
@@ -292,6 +294,33 @@ def completeness(st: RunStatus) -> Completeness:
     return Completeness(st.n_committed, st.n_planned, reason, f"{progress}: {why}")
 
 
+def import_run_plugins(manifest: dict[str, Any] | None) -> list[str]:
+    """Import the plugins a run's config names (the way its workers did), so a reader knows the
+    run's outside metrics (their labels, which way is better: ray_knowsim.schema.metrics). Best
+    effort: a plugin this machine cannot import is returned, not raised -- its metric's column
+    stays in the rows (readable by name), only its catalogue entry is missing."""
+    from ray_knowsim.registry import PluginImportError, import_plugins
+
+    failed = []
+    for module in ((manifest or {}).get("config") or {}).get("plugins") or []:
+        try:
+            import_plugins([str(module)])
+        except PluginImportError:
+            failed.append(str(module))
+    return failed
+
+
+def _sessions_schema(files: Sequence[LiveFile]) -> pa.Schema:
+    """The session schema, with the outside-metric columns the run's first live file holds (one
+    footer read: a run's commits share its config, hence its plugins and their metrics)."""
+    if not files:
+        return session_schema()
+    try:
+        return session_schema(pq.read_schema(files[0].path))
+    except (pa.ArrowInvalid, OSError):  # the scan that needs the file says what is wrong with it
+        return session_schema()
+
+
 class RunReader:
     """A run directory opened for reading (see the module docstring)."""
 
@@ -335,7 +364,7 @@ class RunReader:
         tables = {}
         for name in ("sessions", "turns"):
             files = [LiveFile(str(root / c.files()[name]), index.superseded[c.name]) for c in live]
-            tables[name] = CommittedTable(name, files, SCHEMAS[name])
+            tables[name] = CommittedTable(name, files, _sessions_schema(files) if name == "sessions" else SCHEMAS[name])
         return cls(root, "committed", manifest, wanted, index, foreign, tables["sessions"], tables["turns"], commits)
 
     @classmethod
@@ -501,4 +530,4 @@ def _check_unique(sessions: CommittedTable) -> None:
 
 __all__ = ["BATCH_ROWS", "HEARTBEAT_EVERY_S", "HEARTBEAT_FILE", "HEARTBEAT_STALE_S", "STATUS_WORDS", "CommittedTable", "Completeness",
            "LiveFile", "MarkerError", "RunDirError", "RunReader", "RunStatus", "completeness", "has_commit_markers",
-           "last_seen_s_ago", "manifest_facts", "open_run", "status_key", "status_words"]
+           "import_run_plugins", "last_seen_s_ago", "manifest_facts", "open_run", "status_key", "status_words"]

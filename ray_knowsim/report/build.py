@@ -26,7 +26,7 @@ from ray_knowsim.report.plots import failure_mode_plot, overview_plot, trajector
 from ray_knowsim.io.outcomes import READ as OUTCOME_COLUMNS
 from ray_knowsim.io.outcomes import OutcomeCounter, role_totals, truncations_by_role
 from ray_knowsim.audit.run import audit_run
-from ray_knowsim.io.rundir import RunDirError, RunReader, open_run, status_words
+from ray_knowsim.io.rundir import RunDirError, RunReader, import_run_plugins, open_run, status_words
 from ray_knowsim.report.audit import AuditSection, audit_html, audit_markdown
 from ray_knowsim.io.sanity import JUDGE_SCORES, SanityReport, checks, read_turns, scan_turns
 from ray_knowsim.report.tables import apply_verdicts, failure_table, marginal_table, per_level_table
@@ -64,7 +64,8 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, options
     if completeness.incomplete and not opts.allow_incomplete:
         raise IncompleteRun(f"{run.root}: incomplete run, {completeness.text}. Its ranking may differ from the full run's: "
                             "resume it first, or pass --allow-incomplete to report what is committed (the page says so)")
-    specs = metric_specs(opts.variant, opts.gain)
+    import_run_plugins(run.manifest)  # the run's outside metrics (labels, directions): shown after the paper's four
+    specs = metric_specs(opts.variant, opts.gain, present=run.sessions.names)
     scores = RunScores.load(run.root, run)
 
     # ONE pass over the session rows: the run's summary, each task's, the outcome counts (failures,

@@ -16,7 +16,7 @@ from ray_knowsim.report.content import ReportContent
 from ray_knowsim.report.conversation_html import CONVERSATION_CSS, conversation_article, e, legend
 from ray_knowsim.report.conversation_html import attrs as _attrs
 from ray_knowsim.compare.sentences import interval_text
-from ray_knowsim.report.metrics import fmt
+from ray_knowsim.report.metrics import fmt, ranked_specs
 from ray_knowsim.report.tables import ALL_LEVELS_SCOPE, coverage_note, has_positions, paper_rank_rows, position_lead
 from ray_knowsim.stats.ranks import PAPER_MEAN_RANK_LABEL, PAPER_MEAN_RANK_NOTE
 from ray_knowsim.stats.coverage import MEASURED as COVERAGE
@@ -193,7 +193,7 @@ def _status_title(c: ReportContent, condition: str, level: str) -> str:
 
 
 def _mean_rank_names(c: ReportContent) -> str:
-    return ", ".join(s.label for s in c.specs)
+    return ", ".join(s.label for s in ranked_specs(c.specs))
 
 
 def _ci_html(ci, decimals: int) -> str:
@@ -285,16 +285,17 @@ def per_level_html(c: ReportContent) -> str:
 def paper_rank_html(c: ReportContent) -> str:
     """The paper's mean rank, in its own labelled table (ranks of the means; descriptive): over all
     levels, then per level, rows by mean rank within each."""
-    rows = paper_rank_rows(c.per_level, c.marginal, c.specs)
+    specs = ranked_specs(c.specs)  # the paper's mean rank is over the ranked metrics only
+    rows = paper_rank_rows(c.per_level, c.marginal, specs)
     trs = []
     for r in rows:
         level = None if r.scope == ALL_LEVELS_SCOPE else r.scope
         ranks = "".join(f'<td class="num"{_attrs(data_rank=s.key, data_condition=r.condition, data_level=level)}>'
-                        f'{r.ranks[s.key] if r.ranks[s.key] is not None else "–"}</td>' for s in c.specs)
+                        f'{r.ranks[s.key] if r.ranks[s.key] is not None else "–"}</td>' for s in specs)
         trs.append(f'<tr><td>{e(r.scope)}</td><td class="cond">{e(r.condition)}</td>{ranks}'
                    f'<td class="num"{_attrs(data_paper_mean_rank=r.condition, data_level=level)}>{fmt(r.mean_rank, 2)}'
-                   f"{_partial(r.ranks_used, len(c.specs))}</td></tr>")
-    heads = "".join(f'<th class="num" title="{e(s.label)}: rank of the mean">{e(s.label)}</th>' for s in c.specs)
+                   f"{_partial(r.ranks_used, len(specs))}</td></tr>")
+    heads = "".join(f'<th class="num" title="{e(s.label)}: rank of the mean">{e(s.label)}</th>' for s in specs)
     return (
         f'<section id="paper-rank"><h2>{e(PAPER_MEAN_RANK_LABEL[0].upper() + PAPER_MEAN_RANK_LABEL[1:])}</h2>'
         f'<p class="lead">{e(PAPER_MEAN_RANK_NOTE)} Columns: each metric\'s rank of the mean, then their mean, over '

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ray_knowsim.report.content import ReportContent
 from ray_knowsim.compare.sentences import interval_text
-from ray_knowsim.report.metrics import fmt
+from ray_knowsim.report.metrics import fmt, ranked_specs
 from ray_knowsim.report.tables import coverage_note, has_positions, paper_rank_rows, position_lead
 from ray_knowsim.stats.ranks import PAPER_MEAN_RANK_LABEL, PAPER_MEAN_RANK_NOTE
 from ray_knowsim.report.outcomes import failed_note_markdown, flags_markdown, task_sections_markdown
@@ -108,11 +108,12 @@ def _results(c: ReportContent, deeper: str) -> list[str]:
 
 def paper_rank_markdown(c: ReportContent, deeper: str = "") -> list[str]:
     """The paper's mean rank in its own labelled table (ranks of the means; descriptive)."""
+    specs = ranked_specs(c.specs)  # the paper's mean rank is over the ranked metrics only
     title = PAPER_MEAN_RANK_LABEL[0].upper() + PAPER_MEAN_RANK_LABEL[1:]
-    out = [f"{deeper}## {_md(title)}", "", _md(PAPER_MEAN_RANK_NOTE) + " Over " + ", ".join(s.label for s in c.specs) + ".", ""]
-    heads = ["Levels", "Condition"] + [f"{s.label}: rank of the mean" for s in c.specs] + [_md(PAPER_MEAN_RANK_LABEL)]
+    out = [f"{deeper}## {_md(title)}", "", _md(PAPER_MEAN_RANK_NOTE) + " Over " + ", ".join(s.label for s in specs) + ".", ""]
+    heads = ["Levels", "Condition"] + [f"{s.label}: rank of the mean" for s in specs] + [_md(PAPER_MEAN_RANK_LABEL)]
     out += [_row(heads), _row(["---"] * 2 + ["---:"] * (len(heads) - 2))]
-    for r in paper_rank_rows(c.per_level, c.marginal, c.specs):
-        out.append(_row([_md(r.scope), _md(r.condition), *[str(r.ranks[s.key]) if r.ranks[s.key] is not None else "–" for s in c.specs],
-                         fmt(r.mean_rank, 2) + _partial(r.ranks_used, len(c.specs))]))
+    for r in paper_rank_rows(c.per_level, c.marginal, specs):
+        out.append(_row([_md(r.scope), _md(r.condition), *[str(r.ranks[s.key]) if r.ranks[s.key] is not None else "–" for s in specs],
+                         fmt(r.mean_rank, 2) + _partial(r.ranks_used, len(specs))]))
     return out + [""]

@@ -104,20 +104,25 @@ def marginal_table(summary: RunSummary, specs: Sequence[MetricSpec]) -> list[Mar
             used[s.key] = [lv for lv in summary.levels if summary.cell(c, lv, s.column).n]
         n = sum(summary.n_ok(c, lv) for lv in summary.levels)
         rows.append(MarginalRow(c, n, values, {}, intervals, used))
-    ranks, means = paper_mean_ranks({s.column: {r.condition: r.values[s.key] for r in rows} for s in specs})
+    ranks, means = paper_mean_ranks({s.column: {r.condition: r.values[s.key] for r in rows} for s in specs}, _ranked(specs))
     for r in rows:
         for s in specs:
-            r.ranks_of_mean[s.key] = ranks[s.column][r.condition]
+            r.ranks_of_mean[s.key] = ranks.get(s.column, {}).get(r.condition)
             r.positions[s.key], r.best[s.key] = None, False  # from the verdicts (apply_verdicts), never from the means
         r.mean_rank, r.ranks_used = means[r.condition].value, means[r.condition].used
     return rows
 
 
+def _ranked(specs: Sequence[MetricSpec]) -> list[str]:
+    """The columns the paper's mean rank is over (an outside metric is shown, never ranked)."""
+    return [s.column for s in specs if s.mean_rank]
+
+
 def _rank_rows(rows: list[LevelRow], specs: Sequence[MetricSpec]) -> None:
-    ranks, means = paper_mean_ranks({s.column: {r.condition: r.cells[s.key].value for r in rows} for s in specs})
+    ranks, means = paper_mean_ranks({s.column: {r.condition: r.cells[s.key].value for r in rows} for s in specs}, _ranked(specs))
     for r in rows:
         for s in specs:
-            r.cells[s.key].rank_of_mean = ranks[s.column][r.condition]
+            r.cells[s.key].rank_of_mean = ranks.get(s.column, {}).get(r.condition)
             r.cells[s.key].position, r.cells[s.key].best = None, False  # from the verdicts (apply_verdicts)
         r.mean_rank, r.ranks_used = means[r.condition].value, means[r.condition].used
 

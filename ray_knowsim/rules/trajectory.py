@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ray_knowsim.schema.graph import GraphIndex, capacity
+from ray_knowsim.schema.metrics import BUILTIN_METRICS, Metric, MetricError, outside_metrics
 from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.schema.states import KNOWS_WELL
 from ray_knowsim.rules.config import RuleConfig
@@ -57,16 +58,34 @@ class Trajectory:
         return early_stop(self.stop_signals(), rules.termination)
 
     def summary(self, rules: RuleConfig) -> dict[str, float | int | str | None]:
-        """Final and at-early-stop metrics under the session table's names."""
+        """Final and at-early-stop metrics under the session table's names (the catalogue's,
+        :mod:`ray_knowsim.schema.metrics`), and each registered outside metric's value."""
         stop = self.early_stop(rules)
         out: dict = dict(paper_metrics(self.metrics, self.initial, self.final, self.basis))
         k = stop.turn if stop else len(self.metrics)
         prefix = paper_metrics(self.metrics[:k], self.initial, self.states[k], self.basis)
-        for name in ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience"):
-            out[f"{name}_es"] = prefix[name]
+        for m in BUILTIN_METRICS:
+            if m.source == "state" and m.es_name:
+                out[m.es_name] = prefix[m.name]
+        for m in outside_metrics():  # plugins' metrics: one column each, computed from this trajectory
+            out[m.name] = outside_value(m, self)
         out["early_stop_turn"] = stop.turn if stop else None
         out["early_stop_reason"] = stop.reason if stop else None
         return out
+
+
+def outside_value(metric: Metric, trajectory: Trajectory) -> float | None:
+    """An outside metric's value for one session: its ``compute`` over the trajectory, as a float
+    (None: no value). A computation that fails or returns no number is the plugin's error, raised
+    with the metric's name, never written as a silent null."""
+    if metric.compute is None:
+        raise MetricError(f"metric {metric.name!r} has no compute function")
+    value = metric.compute(trajectory)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MetricError(f"metric {metric.name!r}: compute returned {type(value).__name__}, not a number or None")
+    return float(value)
 
 
 def run_trajectory(

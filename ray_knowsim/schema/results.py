@@ -12,21 +12,25 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, create_model
 
 from ray_knowsim.schema.chat import Usage
+from ray_knowsim.schema.metrics import BUILTIN_METRICS, outside_metrics, row_fields
+from ray_knowsim.schema.metrics import names as metric_names
 
 FAILURE_MODES: tuple[str, ...] = ("redundant", "prereq_blocked", "effective", "overload_wasted", "under_absorbed")
 ROLES: tuple[str, ...] = ("user_sim", "assistant", "extractor", "judge")
-#: metrics where lower is better (ranking direction)
-LOWER_IS_BETTER: frozenset[str] = frozenset({"co", "po", "co_es", "po_es"})
+#: metrics where lower is better (ranking direction), final and at the early stop
+LOWER_IS_BETTER: frozenset[str] = frozenset(
+    c for m in BUILTIN_METRICS if not m.higher_is_better for c in (m.name, m.es_name) if c is not None
+)
 #: the metric columns every session row carries (final, then at the early stop)
-SESSION_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience")
+SESSION_METRICS: tuple[str, ...] = metric_names(source="state")
 #: every metric a run's tables reduce and a decision can be about: the session metrics, the
 #: judge's interaction quality, then the session metrics at the early stop
-RUN_METRICS: tuple[str, ...] = (*SESSION_METRICS, "iq", *(f"{m}_es" for m in SESSION_METRICS))
+RUN_METRICS: tuple[str, ...] = (*SESSION_METRICS, *metric_names(source="judge"), *metric_names(source="state", variant="es"))
+#: the metrics `ray-knowsim compare` (and a fixed run's design check) tests by default
+COMPARE_METRICS: tuple[str, ...] = metric_names(compared=True)
+
 #: token counters kept per role as ``<kind>_<role>`` columns: the total, then prompt / completion /
 #: cached-prompt tokens (new spend; hits of the run's own response cache are free)
-#: the metrics `ray-knowsim compare` (and a fixed run's design check) tests by default
-COMPARE_METRICS: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "iq")
-
 TOKEN_KINDS: tuple[str, ...] = ("tokens", "prompt_tokens", "completion_tokens", "cached_prompt_tokens")
 #: per-session counts of how the judges drifted (score columns, ray_knowsim.score.store): repairs
 #: made to read accepted answers, refused answers, and warnings on accepted ones
@@ -59,8 +63,8 @@ def usage_columns(role: str, usage: Usage) -> dict[str, int]:
     return {column: values[kind] for kind, column in token_columns(role).items()}
 
 
-class _SessionCore(BaseModel):
-    """Every session column but the per-role token counters, which :data:`SessionRow` adds."""
+class _SessionHead(BaseModel):
+    """The session's identity and outcome columns (the metric columns follow, then the rest)."""
 
     model_config = ConfigDict(extra="forbid")
     # identity
@@ -101,31 +105,19 @@ class _SessionCore(BaseModel):
     failure_class: str | None = None  # "infra" | "model" | None (ok)
     # a baseline learner's closing message that got no reply (no turn row holds it); judges read it
     final_user_message: str | None = None
-    # final metrics (None for baselines, which carry no state)
-    kg: float | None = None
-    nkg: float | None = None
-    dc: float | None = None
-    dc_precision: float | None = None
-    dc_recall: float | None = None
-    ic: float | None = None
-    ic_precision: float | None = None
-    ic_recall: float | None = None
-    co: float | None = None
-    po: float | None = None
-    engagement: float | None = None
-    learning_experience: float | None = None
-    # at the virtual early stop
-    kg_es: float | None = None
-    nkg_es: float | None = None
-    dc_es: float | None = None
-    ic_es: float | None = None
-    co_es: float | None = None
-    po_es: float | None = None
-    engagement_es: float | None = None
-    learning_experience_es: float | None = None
-    # LLM judge (Interaction Quality 1-10 and friends): empty as the simulation writes them; the
-    # scoring stage writes RUN_DIR/scores/ and readers join it in (ray_knowsim.score.store)
-    iq: float | None = None
+
+
+#: the metric columns, from the catalogue (ray_knowsim.schema.metrics): each state metric and its
+#: parts (final; None for baselines, which carry no state), then at the virtual early stop, then the
+#: LLM judge's (Interaction Quality 1-10): empty as the simulation writes it; the scoring stage
+#: writes RUN_DIR/scores/ and readers join it in (ray_knowsim.score.store)
+_SessionMetrics = create_model("_SessionMetrics", __base__=_SessionHead, __module__=__name__, **row_fields())
+
+
+class _SessionCore(_SessionMetrics):  # type: ignore[misc, valid-type]
+    """Every session column but the per-role token counters, which :data:`SessionRow` adds."""
+
+    # the judge's further scores (beside IQ)
     judge_information_calibration: float | None = None
     judge_perceived_overload: float | None = None
     judge_perceived_learning: float | None = None
@@ -162,6 +154,22 @@ SessionRow = create_model(
     **{truncation_column(role): (int, 0) for role in TRUNCATION_ROLES},
     cost_usd=(float | None, None),
 )
+
+
+_WITH_OUTSIDE: dict[tuple[str, ...], type[BaseModel]] = {}
+
+
+def session_row_model() -> type[BaseModel]:
+    """:data:`SessionRow`, plus one ``float | None`` column per outside metric this process has
+    registered (``docs/extending.md``, "Adding a metric"); SessionRow itself when there is none, so
+    runs without plugin metrics write the schema they always wrote."""
+    extra = tuple(m.name for m in outside_metrics())
+    if not extra:
+        return SessionRow
+    if extra not in _WITH_OUTSIDE:
+        _WITH_OUTSIDE[extra] = create_model("SessionRow", __base__=SessionRow, __module__=__name__,
+                                            **{name: (float | None, None) for name in extra})  # type: ignore[call-overload]
+    return _WITH_OUTSIDE[extra]
 
 
 class TurnRow(BaseModel):

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from ray_knowsim.schema.chat import Usage
 from ray_knowsim.schema.results import (
-    FAILURE_MODES, SIMULATION_ROLES, TRUNCATION_ROLES, SessionRow, TurnRow, truncation_column, usage_columns,
+    FAILURE_MODES, SIMULATION_ROLES, TRUNCATION_ROLES, SessionRow, TurnRow, session_row_model, truncation_column, usage_columns,
 )  # fmt: skip
 from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.rules.prerequisites import density
@@ -132,7 +132,7 @@ def session_row(live: LiveSession, ctx: ShardContext) -> SessionRow:
             row[f"fm_{mode}"] = sum(m.failure_modes[mode] for m in k.trajectory.metrics)
     if live.transcript and live.transcript[-1][0] == "user" and not failed:
         row["final_user_message"] = live.transcript[-1][1]  # a closing message no turn row holds
-    return SessionRow(**row)
+    return session_row_model()(**row)  # SessionRow, with any outside metric columns (schema.metrics)
 
 
 def session_rows(live: LiveSession, ctx: ShardContext) -> tuple[SessionRow, list[TurnRow]]:

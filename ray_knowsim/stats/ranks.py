@@ -27,11 +27,14 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from ray_knowsim.schema.metrics import find_metric, names
 from ray_knowsim.schema.results import LOWER_IS_BETTER
 
 TIE_DECIMALS = 12
-MEAN_RANK_METRICS: tuple[str, ...] = ("kg", "dc", "co", "iq")
-MEAN_RANK_METRICS_ES: tuple[str, ...] = ("kg_es", "dc_es", "co_es", "iq")
+#: the catalogue's mean-rank metrics (ray_knowsim.schema.metrics), in its order; at the early stop
+#: each one's ``_es`` column, or the metric itself where it has none (IQ rates the whole conversation)
+MEAN_RANK_METRICS: tuple[str, ...] = names(mean_rank=True)
+MEAN_RANK_METRICS_ES: tuple[str, ...] = tuple(find_metric(m).es_name or m for m in MEAN_RANK_METRICS)  # type: ignore[union-attr]
 #: beyond the rules' LOWER_IS_BETTER: money is also better spent less
 EXTRA_LOWER_IS_BETTER = frozenset({"cost_usd"})
 #: what every surface calls the figure of :func:`paper_mean_ranks` (never just "rank" or "best")
@@ -45,8 +48,12 @@ PAPER_MEAN_RANK_NOTE = ("The paper's mean rank (its Table 4 figure): per metric 
 
 
 def higher_is_better(metric: str) -> bool:
+    """The catalogue's direction (outside metrics included); cost is better lower; any other column higher."""
     base = metric.split("@", 1)[0]  # a judge column of another score set: iq@other
-    return base not in LOWER_IS_BETTER and base not in EXTRA_LOWER_IS_BETTER
+    if base in LOWER_IS_BETTER or base in EXTRA_LOWER_IS_BETTER:
+        return False
+    found = find_metric(base)
+    return found.higher_is_better if found is not None else True
 
 
 def mean_rank_metrics(variant: str = "final", gain: str = "kg") -> tuple[str, ...]:

@@ -14,16 +14,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ray_knowsim.schema.metrics import BUILTIN_METRICS, names
 from ray_knowsim.schema.results import FAILURE_MODES
 from ray_knowsim.rules.config import TerminationConfig
 from ray_knowsim.rules.turn_metrics import FAILURE_MODE_VARIANTS
 
-#: float columns of a re-scored row (our session-table names; ``dc_any`` / ``dc_legacy`` are the
-#: reference records' two absorbed-F1 variants, spec §9.1 / D11)
+#: the reference records' two absorbed-F1 variants a re-scored row also carries, after DC's parts
+#: (spec §9.1 / D11)
+DC_VARIANTS: tuple[str, ...] = ("dc_any", "dc_legacy")
+#: float columns of a re-scored row: the catalogue's state metrics (ray_knowsim.schema.metrics)
+#: with their parts, then at the early stop
 FLOAT_COLUMNS: tuple[str, ...] = (
-    "kg", "nkg", "dc", "dc_precision", "dc_recall", "dc_any", "dc_legacy", "ic", "ic_precision",
-    "ic_recall", "co", "po", "engagement", "learning_experience",
-    "kg_es", "nkg_es", "dc_es", "ic_es", "co_es", "po_es", "engagement_es", "learning_experience_es",
+    *(c for m in BUILTIN_METRICS if m.source == "state" for c in (*m.columns(), *(DC_VARIANTS if m.name == "dc" else ()))),
+    *names(source="state", variant="es"),
 )  # fmt: skip
 FM_COLUMNS: tuple[str, ...] = tuple(f"fm_{m}" for m in FAILURE_MODES + FAILURE_MODE_VARIANTS)
 #: integer columns (``early_stop_turn`` / ``mastery_turn``: 1-based, 0 = none, null in tables)
@@ -188,8 +191,9 @@ def summarize(
         overload, col("n_upward_transitions"), col("n_knows_well"), col("ic_denominator") == 0, n_turns, n_ius, term
     )
     es = block(np.where(stop > 0, stop, n_turns))
-    for name in ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience"):
-        out[f"{name}_es"] = es[name]
+    for m in BUILTIN_METRICS:
+        if m.source == "state" and m.es_name:
+            out[m.es_name] = es[m.name]
     out["turns"] = n_turns.astype(np.int64)
     out["early_stop_turn"] = stop
     out["early_stop_reason"] = reason

@@ -60,6 +60,7 @@ from ray_knowsim.sweep.commits import (
 )
 from ray_knowsim.sweep.config import ExecutionConfig, SweepConfig, SweepConfigError
 from ray_knowsim.sweep.conversation import META_COLUMNS, Conversation
+from ray_knowsim.schema.metrics import outside_metrics
 from ray_knowsim.sweep.metrics import FLOAT_COLUMNS, INT_COLUMNS
 from ray_knowsim.sweep.pieces import Piece, Range, cut, missing, settings_per_piece
 from ray_knowsim.sweep.rescore import InitPlan, Prepared, pick_backend, prepare, rescore, row_schema
@@ -124,6 +125,11 @@ class SweepPlan:
 def check_report_config(cfg: SweepConfig) -> None:
     known = set(FLOAT_COLUMNS) | set(INT_COLUMNS)
     bad = [m for m in cfg.report.metrics + cfg.report.ranking_metrics if m not in known]
+    outside = sorted(set(bad) & {m.name for m in outside_metrics()})
+    if outside:  # a plugin's computation runs over a Python trajectory, not the kernel's counters
+        raise SweepConfigError(f"report: {outside}: outside metric(s) (a plugin's) are not re-scored by sweeps, "
+                               "which compute every metric from the numba kernel's counters; "
+                               f"choose from {sorted(known)}")
     if bad:
         raise SweepConfigError(f"report: unknown metric(s) {bad}; choose from {sorted(known)}")
     for col in [cfg.report.rank_by, *cfg.report.group_by]:

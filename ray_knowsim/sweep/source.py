@@ -25,6 +25,7 @@ from ray_knowsim.io.loaders import load_graph_cache, load_records
 from ray_knowsim.io.rundir import CommittedTable, RunDirError, RunReader
 from ray_knowsim.schema.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.schema.records import ConversationRecord
+from ray_knowsim.schema.metrics import BUILTIN_METRICS, names
 from ray_knowsim.schema.results import FAILURE_MODES
 from ray_knowsim.rules.final_metrics import ks_basis
 from ray_knowsim.rules.reference_record import initial_from_ks
@@ -36,37 +37,24 @@ ERROR_STOPS = frozenset({"error", "api_error", "empty_user_message", "empty_assi
 
 #: session-table columns recorded by our runs that a re-scored row also has
 RUN_METRIC_COLUMNS: tuple[str, ...] = (
-    "kg", "nkg", "dc", "dc_precision", "dc_recall", "ic", "ic_precision", "ic_recall", "co", "po",
-    "engagement", "learning_experience", "kg_es", "nkg_es", "dc_es", "ic_es", "co_es", "po_es",
-    "engagement_es", "learning_experience_es", "early_stop_turn", "early_stop_reason", "tau",
+    *(c for m in BUILTIN_METRICS if m.source == "state" for c in m.columns()),
+    *names(source="state", variant="es"), "early_stop_turn", "early_stop_reason", "tau",
     *(f"fm_{m}" for m in FAILURE_MODES),
 )  # fmt: skip
 
-#: reference record ``metrics`` field -> our row column (spec §9.1)
+#: reference record ``metrics`` field -> our row column (spec §9.1): the catalogue's metrics, then
+#: the counts and parts a re-scored row also has
 RECORD_METRICS: dict[str, str] = {
-    "knowledge_gain": "kg",
-    "normalized_knowledge_gain": "nkg",
+    **{m.reference: m.name for m in BUILTIN_METRICS if m.reference},
     "raw_state_progress": "raw_state_progress",
     "information_calibration": "ic_precision",
     "ic_precision": "ic_precision",
     "ic_recall": "ic_recall",
-    "ic_f1": "ic",
-    "perceived_overload": "po",
-    "perceived_overload_capacity": "co",
-    "engagement": "engagement",
-    "learning_experience": "learning_experience",
     "new_ius_total": "new_ius",
     "disallowed_total": "disallowed",
 }
 #: reference record ``metrics_at_early_stop`` field -> our row column (spec §9.2)
-RECORD_METRICS_ES: dict[str, str] = {
-    "knowledge_gain": "kg_es",
-    "normalized_knowledge_gain": "nkg_es",
-    "ic_f1": "ic_es",
-    "perceived_overload": "po_es",
-    "engagement": "engagement_es",
-    "learning_experience": "learning_experience_es",
-}
+RECORD_METRICS_ES: dict[str, str] = {m.reference_es: m.es_name for m in BUILTIN_METRICS if m.reference_es and m.es_name}
 
 
 @dataclass

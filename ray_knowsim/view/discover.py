@@ -18,6 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ray_knowsim.io.outcomes import TRUNCATION_COLUMNS
+from ray_knowsim.schema.metrics import names as metric_names
+from ray_knowsim.schema.results import SESSION_METRICS
 from ray_knowsim.io.rundir import Completeness, RunStatus, manifest_facts, status_words
 from ray_knowsim.io.sanity import SanityReport
 from ray_knowsim.schema.price import usd_text
@@ -68,7 +70,7 @@ def discover(files: Files, max_depth: int = 4) -> list[Entry]:
 SESSION_COLUMNS = (
     "task", "item_id", "knowledge_level", "condition", "assistant_model", "simulator", "trial", "status",
     "error", "error_detail", "failure_class", "attempt", "turns", "stop_reason", "early_stop_turn", "early_stop_reason",
-    "kg", "nkg", "dc", "ic", "co", "po", "engagement", "learning_experience", "iq",
+    *SESSION_METRICS, *metric_names(source="judge"),  # the metric catalogue's (ray_knowsim.schema.metrics)
     "llm_calls", "llm_truncations", *TRUNCATION_COLUMNS, "extractor_repairs", "extractor_refusals", "cost_usd",
 )  # fmt: skip
 

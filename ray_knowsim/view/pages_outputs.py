@@ -11,12 +11,24 @@ from typing import Any, Sequence
 
 from ray_knowsim.compare.paired import ALL_LEVELS
 from ray_knowsim.compare.sentences import interval_text
+from ray_knowsim.schema.metrics import find_metric
 from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, PAPER_MEAN_RANK_LABEL, PAPER_MEAN_RANK_NOTE, higher_is_better
 from ray_knowsim.view.discover import Entry, RunInfo
 from ray_knowsim.view.html import attrs, e, fmt_value, href, page, status_badge, table
 from ray_knowsim.view.verdicts import Board, BoardCell, Verdict
 
-METRIC_LABELS = {"engagement": "ENG", "learning_experience": "LX", "cost_usd": "cost $"}
+METRIC_LABELS = {"cost_usd": "cost $"}
+
+
+def metric_label(metric: str) -> str:
+    """A leaderboard column's header: the metric catalogue's label, else :data:`METRIC_LABELS`', else upper case."""
+    found = find_metric(metric)
+    return found.label if found is not None and metric == found.name else METRIC_LABELS.get(metric, metric.upper())
+
+
+def metric_decimals(metric: str) -> int:
+    found = find_metric(metric)
+    return found.decimals if found is not None else 4 if metric == "cost_usd" else 3
 
 
 def entry_url(entry: Entry) -> str:
@@ -92,7 +104,7 @@ def _board_cell(cell: BoardCell | None, metric: str) -> str:
     its 95 % interval (description), whom it significantly beats."""
     if cell is None:
         return '<td class="num">–</td>'
-    decimals = 2 if metric == "iq" else 4 if metric == "cost_usd" else 3
+    decimals = metric_decimals(metric)
     pos = "–" if cell.position is None else f"#{cell.position:g}"
     ci = (f'<span class="ci">{e(interval_text(cell.ci_low, cell.ci_high, decimals, "every item has the same mean"))}</span>'
           if cell.ci_low is not None and cell.ci_high is not None else "")
@@ -106,7 +118,7 @@ def _board(b: Board) -> str:
     """The leaderboard (positions on the item win rate per metric, rows in name order), then the
     paper's mean rank in its own labelled table, never as a column beside the positions."""
     several_runs = len(set(b.runs.values())) > 1
-    heads = "".join(f'<th class="num">{e(METRIC_LABELS.get(m, m.upper()))} {"↑" if higher_is_better(m) else "↓"}</th>' for m in b.metrics)
+    heads = "".join(f'<th class="num">{e(metric_label(m))} {"↑" if higher_is_better(m) else "↓"}</th>' for m in b.metrics)
     rows = []
     for c in b.conditions:
         cells = "".join(_board_cell(b.cells.get((c, m)), m) for m in b.metrics)

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from ray_knowsim.io.outcomes import count_outcomes
 from ray_knowsim.schema.failures import error_kind
+from ray_knowsim.schema.results import COMPARE_METRICS
 from ray_knowsim.schema.states import level_order
 
 #: query-string key -> session column, for equality filters
@@ -33,7 +34,7 @@ EQUALS: dict[str, str] = {
     "error": "error_kind",
 }
 #: columns with a min/max filter (``min.kg=0.5&max.kg=2``)
-RANGES: tuple[str, ...] = ("kg", "nkg", "dc", "ic", "co", "po", "engagement", "iq", "turns", "cost_usd")
+RANGES: tuple[str, ...] = (*COMPARE_METRICS, "turns", "cost_usd")
 #: columns a list can be sorted by
 SORTABLE: tuple[str, ...] = (
     "session_id", "task", "item_id", "knowledge_level", "condition", "status", "error_kind", "stop_reason",

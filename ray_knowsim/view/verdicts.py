@@ -19,10 +19,11 @@ import pandas as pd
 from ray_knowsim.compare.paired import ALL_LEVELS
 from ray_knowsim.compare.sentences import verdict_sentence
 from ray_knowsim.schema.states import level_order
+from ray_knowsim.schema.metrics import names as metric_names
 from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, higher_is_better
 
 #: leaderboard metrics in the order shown: the mean rank's first (KG, DC, CO, IQ), then the rest
-METRIC_ORDER = (*MEAN_RANK_METRICS, "nkg", "ic", "po", "engagement", "learning_experience", "cost_usd")
+METRIC_ORDER = (*MEAN_RANK_METRICS, *metric_names(mean_rank=False), "cost_usd")
 #: said under a leaderboard read from an older folder
 OLD_BOARD = ("was written by an earlier `ray-knowsim compare`: its positions are the ranks of the means, not the item win rate "
              "of the verdicts (compare the runs again for that leaderboard)")
