@@ -10,3 +10,5 @@ class ADAPTIVE:
     name = "adaptive"
     template = "assistant_adaptive"
     offline_reply = "ray_knowsim.llm.offline.assistant:teach_adaptive"
+    reply_tokens = 450.0  # a typical chat model's completion tokens per reply (the planner's prior)
+    offline_reply_words = 75.0  # the offline test double's, measured on the demo items

@@ -49,6 +49,12 @@ class TutorStrategy:
     offline_reply: OfflineReply | str | None = None  # None: the offline model's Simple reply
     aliases: tuple[str, ...] = field(default=())
     description: str = ""
+    #: what the planner (``run --dry-run``, the estimate) assumes of this strategy's replies before a
+    #: run has measured them: a typical chat model's completion tokens per reply, and the offline
+    #: test double's in its own count (whitespace words, measured on the demo items). The defaults,
+    #: for a strategy that names none, are the built-ins' means.
+    reply_tokens: float = 442.5
+    offline_reply_words: float = 91.5
 
     def template_for(self, prompts: str | None) -> Template:
         if isinstance(self.template, Template):
@@ -77,13 +83,13 @@ def register_strategy(strategy: TutorStrategy, *, replace: bool = False) -> Tuto
 
 def strategy(declaration: type | None = None, *, replace: bool = False) -> Any:
     """Register a strategy declared as a class: ``name`` and ``template`` (required),
-    ``legacy_templates``, ``offline_reply``, ``aliases`` as class attributes; the docstring's first
+    ``legacy_templates``, ``offline_reply``, ``aliases``, ``reply_tokens``, ``offline_reply_words`` as class attributes; the docstring's first
     line is the description. The module then holds the registered :class:`TutorStrategy` under
     the class's name. ``@strategy`` or ``@strategy(replace=True)``."""
 
     def register(cls: type) -> TutorStrategy:
-        fields = {k: getattr(cls, k) for k in ("name", "template", "legacy_templates", "offline_reply", "aliases")
-                  if k in vars(cls)}
+        fields = {k: getattr(cls, k) for k in ("name", "template", "legacy_templates", "offline_reply", "aliases",
+                                               "reply_tokens", "offline_reply_words") if k in vars(cls)}
         missing = {"name", "template"} - set(fields)
         if missing:
             raise TypeError(f"strategy {cls.__qualname__}: set {', '.join(sorted(missing))} as class attributes")

@@ -12,3 +12,5 @@ class SIMPLE:
     legacy_templates = ("assistant_minimal",)
     offline_reply = "ray_knowsim.llm.offline.assistant:teach_simple"
     aliases = ("minimal",)
+    reply_tokens = 120.0  # a typical chat model's completion tokens per reply (the planner's prior)
+    offline_reply_words = 26.0  # the offline test double's, measured on the demo items
