@@ -50,7 +50,7 @@ def _write_atomic(path: Path, data: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ray_knowsim.io.loaders import LoadError, load_items
-    from ray_knowsim.graphs.extract import extract_graphs
+    from ray_knowsim.graph_extraction.extract import extract_graphs
 
     try:
         items = load_items(args.items, task=args.task)

@@ -6,8 +6,8 @@ straight from a checkout gets no such mapping: ``python -m ray_knowsim`` from th
 and every Ray worker of a job started there or shipped with ``--working-dir .`` (Ray puts the
 driver's current directory, or the unpacked working directory, first on the workers' path). This
 package makes the checkout importable as it is: its search path is the top-level ``kernels/``
-folder, and it runs that folder's ``__init__``, so ``ray_knowsim.kernels.batch`` is
-``kernels/batch.py``. A wheel's ``ray_knowsim/kernels/`` holds the real files instead (the
+folder, and it runs that folder's ``__init__``, so ``ray_knowsim.kernels.sessions`` is
+``kernels/sessions.py``. A wheel's ``ray_knowsim/kernels/`` holds the real files instead (the
 package-dir mapping), so this file is never part of an install.
 """
 

@@ -6,7 +6,7 @@ A turn is the method's five steps, each one call in :func:`run_session`:
 2. **tutor**: the tutor's reply;
 3. **extractor**: for a structured learner, the signal extractor's report on the exchange;
 4. **state update**: the knowledge-state update (one kernel step, batched with whichever other
-   sessions are ready: :mod:`ray_knowsim.sim.batcher`), recorded as the turn's row;
+   sessions are ready: :mod:`ray_knowsim.sim.kernel_steps`), recorded as the turn's row;
 5. **termination**: whether the conversation ends here. It is decided where it can happen: a
    baseline learner's own end right after its message (no reply is asked for), the rules' early
    stop after the state update (spec §8), ``max_turns`` after the last turn.
@@ -40,7 +40,7 @@ from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.schema.roles import extractor_budget  # the first try's budget; a truncated report is retried at the cap
 from ray_knowsim.schema.outputs import UserTurn
 from ray_knowsim.sim.ask import Answer, ask
-from ray_knowsim.sim.batcher import StepBatcher
+from ray_knowsim.sim.kernel_steps import StepBatcher
 from ray_knowsim.sim.requests import TurnRequests
 from ray_knowsim.sim.rows import baseline_turn_row, state_turn_row
 from ray_knowsim.sim.session import LiveSession

@@ -4,7 +4,7 @@ Every session of the shard runs its own turn loop (:func:`ray_knowsim.sim.loop.r
 asyncio task; no session waits for another's request, so the only limits on concurrency are the
 models' (an HTTP endpoint's in-flight cap and run-wide limiter, a vLLM pool's engines). The
 knowledge-state updates are still batched: one kernel call steps every session whose extraction
-arrived since the last call (:class:`ray_knowsim.sim.batcher.KernelBatcher`). The judges are not
+arrived since the last call (:class:`ray_knowsim.sim.kernel_steps.KernelBatcher`). The judges are not
 part of this loop: they are a stage of their own over the finished transcripts
 (``ray_knowsim.score``).
 
@@ -19,7 +19,7 @@ import asyncio
 from typing import AsyncIterator
 
 from ray_knowsim.registry import import_plugins
-from ray_knowsim.sim.batcher import KernelBatcher
+from ray_knowsim.sim.kernel_steps import KernelBatcher
 from ray_knowsim.sim.loop import run_session
 from ray_knowsim.sim.rows import session_rows
 from ray_knowsim.sim.session import LiveSession, start_session

@@ -2,7 +2,7 @@
 
 The one interface the runner (and the benchmark) call is ``rescore(prepared, settings, plan)``;
 ``backend`` picks how: ``"kernel"`` packs the conversations once and replays every (setting,
-conversation) pair in batched numba calls (``ray_knowsim.kernels.batch.run_packed``) with
+conversation) pair in batched numba calls (``ray_knowsim.kernels.sessions.run_packed``) with
 per-session rule parameters, then summarises the counters vectorised (``sweep.metrics``);
 ``"python"`` runs the plain-Python rules (``rules.trajectory``) pair by pair. Both give the same
 rows (tests/sweep/test_rescore.py), so the Python path is the reference and the baseline of
@@ -45,11 +45,11 @@ def kernel_available() -> bool:
     """Whether the numba kernel imports here. numba is a dependency, so False means a broken
     install; the reason is logged."""
     try:
-        from ray_knowsim.kernels import batch  # noqa: F401
+        from ray_knowsim.kernels import sessions  # noqa: F401
     except ImportError as exc:
         log.warning("the numba kernel cannot be imported (%s): a broken install", exc)
         return False
-    return hasattr(batch, "run_packed")
+    return hasattr(sessions, "run_packed")
 
 
 def pick_backend(backend: str) -> str:
@@ -57,12 +57,12 @@ def pick_backend(backend: str) -> str:
     cannot be imported is an error naming why; ``python`` must be asked for."""
     if backend in ("auto", "kernel"):
         try:
-            from ray_knowsim.kernels import batch
+            from ray_knowsim.kernels import sessions
         except ImportError as exc:
             raise RuntimeError(f"the sweep's numba kernel cannot be imported ({exc}); fix the install, or "
                                "ask for execution.backend: python explicitly") from exc
-        if not hasattr(batch, "run_packed"):
-            raise RuntimeError("ray_knowsim.kernels.batch has no run_packed: a stale or broken install")
+        if not hasattr(sessions, "run_packed"):
+            raise RuntimeError("ray_knowsim.kernels.sessions has no run_packed: a stale or broken install")
         return "kernel"
     return backend
 
@@ -286,7 +286,7 @@ def _initial_rows(
 
 
 def _kernel_columns(prep: Prepared, settings: Sequence[Setting], plan: InitPlan) -> dict[str, np.ndarray]:
-    from ray_knowsim.kernels.batch import COUNTER_INDEX, run_packed
+    from ray_knowsim.kernels.sessions import COUNTER_INDEX, run_packed
     from ray_knowsim.kernels.pack import session_offsets
 
     n_conv = len(prep)

@@ -4,7 +4,7 @@
 an item, a knowledge level, a simulator and a seed, with an :class:`ExternalTutor` in the
 assistant's place, and returns the learner's opening; ``step`` hands the policy's message to the
 loop, which runs the extractor, the state update (one kernel call across every episode whose
-extraction is ready: :class:`ray_knowsim.sim.batcher.OpenKernelBatcher`), the stopping rules and
+extraction is ready: :class:`ray_knowsim.sim.kernel_steps.OpenKernelBatcher`), the stopping rules and
 the learner's next turn, and returns what that turn did. Nothing of the method is reimplemented
 here: the rewards are the rules' per-turn counters and the benchmark's own metric functions
 (:mod:`ray_knowsim.training.rewards`), so the reward is the benchmark.
@@ -34,7 +34,7 @@ from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.schema.graph import IUGraph
 from ray_knowsim.schema.items import Item, item_key
 from ray_knowsim.schema.states import STATE_NAMES, state_value
-from ray_knowsim.sim.batcher import OpenKernelBatcher
+from ray_knowsim.sim.kernel_steps import OpenKernelBatcher
 from ray_knowsim.sim.loop import run_session
 from ray_knowsim.sim.session import LiveSession, start_session
 from ray_knowsim.sim.types import RoleModels, SessionSpec, ShardContext

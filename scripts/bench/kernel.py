@@ -29,7 +29,7 @@ import time
 import numba
 import numpy as np
 
-from ray_knowsim.kernels.batch import run_packed
+from ray_knowsim.kernels.sessions import run_packed
 from ray_knowsim.kernels.pack import PackedGraphs, PackedSignals, pack_graphs, params_matrix, session_offsets
 from ray_knowsim.kernels.update import COUNTERS
 from ray_knowsim.schema.graph import GraphIndex, IUGraph, build_index, capacity
@@ -139,7 +139,7 @@ COMPILE_PROBE = r"""
 import sys, time
 t0 = time.perf_counter()
 import numpy as np
-from ray_knowsim.kernels.batch import run_batch
+from ray_knowsim.kernels.sessions import run_batch
 from ray_knowsim.schema.graph import IUGraph, build_index
 from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.rules.config import reference_rules

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ray_knowsim.kernels.batch import run_batch
+from ray_knowsim.kernels.sessions import run_batch
 from ray_knowsim.kernels.pack import counters_dict
 from ray_knowsim.schema.graph import GraphIndex
 from ray_knowsim.schema.signals import normalize_signals

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ray_knowsim.kernels.batch import BatchState, run_batch, run_packed
+from ray_knowsim.kernels.sessions import BatchState, run_batch, run_packed
 from ray_knowsim.kernels.pack import counters_dict, pack_graphs, pack_states, pack_trajectories, params_matrix
 from ray_knowsim.kernels.update import COUNTERS
 from ray_knowsim.schema.graph import GraphIndex, GraphWarning, IUGraph, build_index, check_graph, parse_graph

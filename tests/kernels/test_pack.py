@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ray_knowsim.kernels.batch import COUNTER_INDEX, BatchState, run_batch, run_packed
+from ray_knowsim.kernels.sessions import COUNTER_INDEX, BatchState, run_batch, run_packed
 from ray_knowsim.kernels.pack import (
     pack_graphs,
     pack_states,

@@ -103,7 +103,7 @@ def installed(tmp_path_factory) -> Installed:
         assert pip.returncode == 0, pip.stderr[-3000:]
     inst.wheel = whl
     site = inst.site_packages()
-    where = inst.run([inst.python, "-c", "import ray_knowsim.kernels.batch as b; print(b.__file__)"], cwd=base)
+    where = inst.run([inst.python, "-c", "import ray_knowsim.kernels.sessions as b; print(b.__file__)"], cwd=base)
     assert where.returncode == 0, where.stderr[-2000:]
     assert Path(where.stdout.strip()).is_relative_to(site)  # a real install, not the checkout
     assert not list(site.glob("__editable__*"))

@@ -2,7 +2,7 @@
 layer order only, subpackages form no import cycle, and Ray is imported only by the orchestration.
 
     schema -> (rules | io | demo | stats) -> kernels -> (prompts | llm) -> (strategies | simulators) -> (sim | audit)
-          -> (score | graphs) -> (engine | sweep | validate | report | compare | view | adaptive | training) -> cli
+          -> (score | graph_extraction) -> (engine | sweep | validate | report | compare | view | adaptive | training) -> cli
 
 The tutor strategies and learner simulators, with their registries, sit on the prompts layer
 (they render through it) and below the turn loop (which looks them up by name). Each registry
@@ -38,7 +38,7 @@ LAYERS: dict[str, int] = {
     "sim": 6,
     "audit": 6,  # the simulator audit: pure checks over a run's rows and graphs, and the run reader that feeds them
     "score": 7,
-    "graphs": 7,  # IU-graph extraction for new items (asks a model through the loop's ask)
+    "graph_extraction": 7,  # IU-graph extraction for new items (asks a model through the loop's ask)
     "engine": 8,
     "sweep": 8,
     "validate": 8,

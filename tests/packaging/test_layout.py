@@ -31,9 +31,9 @@ def test_every_package_folder_is_declared():
 
 
 def test_kernels_import_under_the_package_namespace():
-    import ray_knowsim.kernels.batch as batch
+    import ray_knowsim.kernels.sessions as sessions
 
-    assert Path(batch.__file__).resolve().parent == ROOT / "kernels"
+    assert Path(sessions.__file__).resolve().parent == ROOT / "kernels"
 
 
 def test_the_source_tree_imports_as_it_is():
@@ -44,10 +44,10 @@ def test_the_source_tree_imports_as_it_is():
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     # -S: no site-packages, so no install (editable or not) can answer for the checkout; the
     # kernels need numba/numpy, so only the package's own import is asked for here
-    probe = "import importlib.util as u; s = u.find_spec('ray_knowsim.kernels.batch'); print(s.origin)"
+    probe = "import importlib.util as u; s = u.find_spec('ray_knowsim.kernels.sessions'); print(s.origin)"
     out = subprocess.run([sys.executable, "-S", "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert Path(out.stdout.strip()).resolve() == ROOT / "kernels" / "batch.py"
+    assert Path(out.stdout.strip()).resolve() == ROOT / "kernels" / "sessions.py"
 
 
 @pytest.mark.wheel
@@ -59,7 +59,7 @@ def test_wheel_contains_namespaced_kernels_and_templates(tmp_path):
     )
     [wheel] = tmp_path.glob("ray_knowsim-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "ray_knowsim/kernels/update.py" in names and "ray_knowsim/kernels/batch.py" in names
+    assert "ray_knowsim/kernels/update.py" in names and "ray_knowsim/kernels/sessions.py" in names
     # the real kernels package, never the source tree's stand-in that points at kernels/
     assert zipfile.ZipFile(wheel).read("ray_knowsim/kernels/__init__.py") == (ROOT / "kernels" / "__init__.py").read_bytes()
     assert not any(n.startswith("kernels/") for n in names)

@@ -18,7 +18,11 @@ RENAMED: dict[str, str] = {
     "ray_knowsim.model": "ray_knowsim.schema",
     "ray_knowsim.engine.models": "ray_knowsim.engine.clients",
     "ray_knowsim.engine.config.models": "ray_knowsim.engine.config.model_entries",
-    "ray_knowsim.sim.extract_graphs": "ray_knowsim.graphs.extract",
+    "ray_knowsim.sim.extract_graphs": "ray_knowsim.graph_extraction.extract",
+    "ray_knowsim.graphs": "ray_knowsim.graph_extraction",
+    "ray_knowsim.graphs.extract": "ray_knowsim.graph_extraction.extract",
+    "ray_knowsim.kernels.batch": "ray_knowsim.kernels.sessions",
+    "ray_knowsim.sim.batcher": "ray_knowsim.sim.kernel_steps",
     "ray_knowsim.prompts.learners": "ray_knowsim.simulators.base",
     "ray_knowsim.prompts.tutors": "ray_knowsim.strategies.base",
 }
@@ -55,6 +59,8 @@ def old_name_patterns() -> list[re.Pattern[str]]:
         if len(parts) > 1:
             forms.add("/".join(parts))
         out += [re.compile(r"(?<![\w/.])" + re.escape(f) + r"(?!\w)") for f in forms]
+        parent, _, leaf = old.rpartition(".")  # and imported from its package: `from ray_knowsim.kernels import batch`
+        out.append(re.compile(r"\bfrom\s+" + re.escape(parent) + r"\s+import\s+[\w\s,(]*\b" + re.escape(leaf) + r"\b(?!\.)"))
     return out
 
 
@@ -104,7 +110,9 @@ def test_the_scan_finds_an_old_name():
     for old in OLD:
         line = f"from {old} import thing"
         assert any(p.search(line) for p in patterns), old
+    assert any(p.search("from ray_knowsim.kernels import update, batch  # noqa") for p in patterns)
     assert not any(p.search("from ray_knowsim.engine.config.model_entries import x") for p in patterns)
+    assert not any(p.search("from ray_knowsim.kernels import sessions") for p in patterns)
     assert not any(p.search("from ray_knowsim.schema.chat import ChatRequest") for p in patterns)
 
 

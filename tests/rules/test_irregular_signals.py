@@ -146,7 +146,7 @@ def test_reference_absorbed_count_counts_entries_with_the_any_partial_ceiling():
 
 
 def test_kernel_counts_absorbed_entries_like_the_rules():
-    from ray_knowsim.kernels.batch import run_batch
+    from ray_knowsim.kernels.sessions import run_batch
 
     init, turn = _absorbed_case()
     traj, _ = replay_record(record(init, [turn]), G, reference_rules())

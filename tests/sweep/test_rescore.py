@@ -16,7 +16,7 @@ from ray_knowsim.sweep.source import load_source
 from ray_knowsim.sweep.space import expand
 from tests.sweep.conftest import reference_config, run_dir_config
 
-needs_kernel = pytest.mark.skipif(not kernel_available(), reason="ray_knowsim.kernels.batch is not importable here")
+needs_kernel = pytest.mark.skipif(not kernel_available(), reason="ray_knowsim.kernels.sessions is not importable here")
 
 VARIED = {
     "grid": {"capacity_ratio": [0.35, 0.7], "hinge": [True, False]},

@@ -3,7 +3,7 @@ import json
 
 from ray_knowsim.cli.main import main
 from ray_knowsim.demo import demo_items
-from ray_knowsim.graphs.extract import bridging_warnings, extract_graphs
+from ray_knowsim.graph_extraction.extract import bridging_warnings, extract_graphs
 from ray_knowsim.schema.chat import ChatResponse, Usage
 from ray_knowsim.schema.graph import parse_graph
 

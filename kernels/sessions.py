@@ -1,4 +1,4 @@
-"""The batched API the simulation loop and the sweep engine call.
+"""The kernel over many sessions at once: the batched API the simulation loop and the sweep engine call.
 
 * ``BatchState``: S live sessions (any mix of graphs and rule settings); ``step`` advances them
   one turn per call (the simulation loop: signals arrive turn by turn).

@@ -1,4 +1,5 @@
-"""The state update of a shard's sessions, batched across whichever sessions are ready.
+"""The kernel steps of a shard's sessions (the loop's state update), micro-batched across whichever
+sessions are ready, and each step read back as the rules' own records (:meth:`Step.records`).
 
 Sessions advance on their own clocks (:mod:`ray_knowsim.sim.loop`), but the knowledge-state
 update stays one numba kernel call over many sessions, as the design asks: a session whose
@@ -21,7 +22,7 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-from ray_knowsim.kernels.batch import COUNTER_INDEX, BatchState
+from ray_knowsim.kernels.sessions import COUNTER_INDEX, BatchState
 from ray_knowsim.schema.graph import GraphIndex
 from ray_knowsim.schema.results import FAILURE_MODES
 from ray_knowsim.schema.signals import SignalEntry
