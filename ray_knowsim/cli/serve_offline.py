@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:  # an unreadable or invalid --graph-file
         print(f"serve-offline: {exc}", file=sys.stderr)
         return 2
-    from ray_knowsim.llm.server import run_server
+    from ray_knowsim.llm.offline.server import run_server
 
     run_server(model, host=args.host, port=args.port, served_name=args.model_name, delay_s=args.delay_s,
                delay_per_token_s=args.delay_per_token_s)

@@ -6,7 +6,7 @@ hand it out of band (the ``knowsim_offline_facts`` body extension, sent only for
 ``offline_server: true``). Without them every structured request fails (``offline_unknown_prompt``)
 and the stand-in tutor can only echo. A user trying the own-tutor recipe with the stand-in the
 README names should not need to know that flag: serve-offline's models list marks its model
-(``knowsim_offline_double: true``; llm/server.py), and ``ray-knowsim run`` reads that list before
+(``knowsim_offline_double: true``; llm/offline/server.py), and ``ray-knowsim run`` reads that list before
 the run and sets ``offline_server: true`` on exactly those entries, saying so. No other server
 sets the mark, so the facts still never reach a real model; an entry that already says
 ``offline_server: true`` is left alone, and ``--no-preflight`` (where the driver cannot reach the

@@ -49,7 +49,7 @@ from ray_knowsim.llm.http.client import OpenAICompatibleModel  # noqa: E402
 from ray_knowsim.llm.http.config import HTTPModelConfig  # noqa: E402
 from ray_knowsim.llm.offline import OfflineModel  # noqa: E402
 from ray_knowsim.llm.recording import RecordingModel  # noqa: E402
-from ray_knowsim.llm.server import serve_model_in_thread  # noqa: E402
+from ray_knowsim.llm.offline.server import serve_model_in_thread  # noqa: E402
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse  # noqa: E402
 from ray_knowsim.schema.roles import ROLE_DEFAULTS  # noqa: E402
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS  # noqa: E402

@@ -1,5 +1,5 @@
 """A TEST DOUBLE endpoint that counts what it answered: the offline model behind an
-OpenAI-compatible HTTP server (``ray_knowsim.llm.server``) that tallies every chat request it
+OpenAI-compatible HTTP server (``ray_knowsim.llm.offline.server``) that tallies every chat request it
 answered — requests, prompt, completion and cached prompt tokens — to compare with what a run
 records as its cost.
 
@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 from aiohttp import web
 
-from ray_knowsim.llm.server import build_app, parse_chat_request, CONFIG_KEY, MODEL_KEY
+from ray_knowsim.llm.offline.server import build_app, parse_chat_request, CONFIG_KEY, MODEL_KEY
 
 
 @dataclass

@@ -98,7 +98,7 @@ class Corrupting:
 @pytest.mark.slow  # a whole run through local Ray: ~17 s CPU
 def test_corrupted_extractor_answers_never_reach_signals_or_states(tmp_path):
     from ray_knowsim.llm.offline import OfflineModel
-    from ray_knowsim.llm.server import serve_model_in_thread
+    from ray_knowsim.llm.offline.server import serve_model_in_thread
 
     model = Corrupting(OfflineModel(name="drifting"))
     with serve_model_in_thread(model) as server:

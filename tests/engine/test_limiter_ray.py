@@ -160,7 +160,7 @@ def test_http_models_in_two_workers_share_the_driver_limiter(ray_local, ray_work
     from ray_knowsim.engine.limiter import create_shared_limiter
     from ray_knowsim.llm.http.client import OpenAICompatibleModel
     from ray_knowsim.llm.http.config import HTTPModelConfig
-    from ray_knowsim.llm.server import serve_app_in_thread
+    from ray_knowsim.llm.offline.server import serve_app_in_thread
 
     app, state = _serve_counting(0.0)
     with serve_app_in_thread(app) as server:
@@ -181,7 +181,7 @@ def test_run_wide_in_flight_cap_across_two_workers(ray_local, ray_workers):
     from ray_knowsim.engine.limiter import create_shared_limiter
     from ray_knowsim.llm.http.client import OpenAICompatibleModel
     from ray_knowsim.llm.http.config import HTTPModelConfig
-    from ray_knowsim.llm.server import serve_app_in_thread
+    from ray_knowsim.llm.offline.server import serve_app_in_thread
 
     app, state = _serve_counting(0.03)
     with serve_app_in_thread(app) as server:

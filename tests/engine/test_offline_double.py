@@ -8,7 +8,7 @@ from __future__ import annotations
 from ray_knowsim.engine.config import parse_run_config
 from ray_knowsim.engine.offline_double import adopt_offline_doubles, is_offline_double
 from ray_knowsim.llm.offline import OfflineModel
-from ray_knowsim.llm.server import serve_model_in_thread
+from ray_knowsim.llm.offline.server import serve_model_in_thread
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
 from tests.doubles.ports import pick_ports
 from tests.engine.conftest import small_config

@@ -16,7 +16,7 @@ from ray_knowsim.engine.plan import Plan, load_inputs
 from ray_knowsim.engine.preflight import PreflightFailed, check_before_spending
 from ray_knowsim.engine.runner import run
 from ray_knowsim.llm.offline import OfflineModel
-from ray_knowsim.llm.server import build_app, serve_app_in_thread
+from ray_knowsim.llm.offline.server import build_app, serve_app_in_thread
 from ray_knowsim.schema.roles import first_try_tokens
 from tests.engine.conftest import small_config
 

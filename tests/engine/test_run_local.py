@@ -196,7 +196,7 @@ class FlakyModel:
 def test_failing_endpoint_gives_retried_then_explicitly_failed_sessions(tmp_path):
     """The real simulation loop over HTTP: transient errors are retried away; persistent ones end
     the session as failed, naming role and error; the same command later redoes only those."""
-    from ray_knowsim.llm.server import serve_model_in_thread
+    from ray_knowsim.llm.offline.server import serve_model_in_thread
 
     model = FlakyModel()
     with serve_model_in_thread(model) as server:

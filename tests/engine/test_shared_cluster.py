@@ -48,7 +48,7 @@ def counting_server():
 
     from ray_knowsim.llm.http.wire import OFFLINE_FACTS_FIELD
     from ray_knowsim.llm.offline import OfflineModel
-    from ray_knowsim.llm.server import build_app
+    from ray_knowsim.llm.offline.server import build_app
 
     state = {"in_flight": 0, "peak": 0, "requests": 0, "both_in_flight": 0,
              "runs": {"short": 0, "long": 0}, "seen": set(), "held": []}
@@ -114,7 +114,7 @@ def commit_window(run_dir: Path) -> tuple[float, float]:
 
 
 def test_two_runs_share_one_endpoint_budget(shared_head, tmp_path):
-    from ray_knowsim.llm.server import serve_app_in_thread
+    from ray_knowsim.llm.offline.server import serve_app_in_thread
 
     app, state, short_ended = counting_server()
     with serve_app_in_thread(app) as server:

@@ -21,7 +21,7 @@ from ray_knowsim.engine.config import parse_run_config
 from ray_knowsim.engine.runner import run
 from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.llm.offline import OfflineModel
-from ray_knowsim.llm.server import build_app, serve_app_in_thread
+from ray_knowsim.llm.offline.server import build_app, serve_app_in_thread
 from tests.engine.conftest import small_config, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_local")]

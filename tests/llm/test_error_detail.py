@@ -11,7 +11,7 @@ from ray_knowsim.llm.http.client import OpenAICompatibleModel
 from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.llm.http.credentials import mask_secrets
 from ray_knowsim.llm.retry import BackoffConfig
-from ray_knowsim.llm.server import serve_app_in_thread
+from ray_knowsim.llm.offline.server import serve_app_in_thread
 from ray_knowsim.schema.chat import ChatRequest
 
 ENV = "KNOWSIM_TEST_DETAIL_KEY"

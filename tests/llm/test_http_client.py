@@ -21,7 +21,7 @@ from ray_knowsim.llm.http.client import LimiterRequiredError
 from ray_knowsim.llm.protocol import generate_all
 from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.llm.retry import BackoffConfig, backoff_delay, parse_retry_after
-from ray_knowsim.llm.server import serve_app_in_thread
+from ray_knowsim.llm.offline.server import serve_app_in_thread
 
 FAST = BackoffConfig(initial_s=0.01, max_s=0.05, jitter=0.0)
 

@@ -21,7 +21,7 @@ from ray_knowsim.llm.http.credentials import MissingAPIKeyError
 from ray_knowsim.llm.protocol import generate_all
 from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.llm.retry import BackoffConfig
-from ray_knowsim.llm.server import serve_app_in_thread
+from ray_knowsim.llm.offline.server import serve_app_in_thread
 
 ENV = "KNOWSIM_TEST_SECRET_KEY"
 

@@ -14,7 +14,7 @@ from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.llm.protocol import generate_all
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.retry import BackoffConfig
-from ray_knowsim.llm.server import serve_model_in_thread
+from ray_knowsim.llm.offline.server import serve_model_in_thread
 
 
 class StubModel:
@@ -155,7 +155,7 @@ def test_serve_offline_cli_is_registered_and_a_broken_install_is_not_hidden(monk
 
 
 def test_server_rejects_negative_delay():
-    from ray_knowsim.llm.server import build_app
+    from ray_knowsim.llm.offline.server import build_app
 
     with pytest.raises(ValueError, match="delay_s"):
         build_app(StubModel(), delay_s=-1)

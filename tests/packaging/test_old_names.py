@@ -23,6 +23,7 @@ RENAMED: dict[str, str] = {
     "ray_knowsim.graphs.extract": "ray_knowsim.graph_extraction.extract",
     "ray_knowsim.kernels.batch": "ray_knowsim.kernels.sessions",
     "ray_knowsim.sim.batcher": "ray_knowsim.sim.kernel_steps",
+    "ray_knowsim.llm.server": "ray_knowsim.llm.offline.server",
     "ray_knowsim.prompts.learners": "ray_knowsim.simulators.base",
     "ray_knowsim.prompts.tutors": "ray_knowsim.strategies.base",
 }

@@ -164,7 +164,7 @@ def test_the_review_over_the_real_http_path():
     (its facts as the body extension): the answer, its parse and its token counts arrive intact."""
     from ray_knowsim.llm.http.client import OpenAICompatibleModel
     from ray_knowsim.llm.http.config import HTTPModelConfig
-    from ray_knowsim.llm.server import serve_model_in_thread
+    from ray_knowsim.llm.offline.server import serve_model_in_thread
 
     t = transcript()
     req = JUDGE.request(t, seed=1, request_id="s1#2:judge")

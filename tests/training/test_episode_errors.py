@@ -12,7 +12,7 @@ from ray_knowsim.llm.http.client import OpenAICompatibleModel
 from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.llm.offline import OfflineModel
 from ray_knowsim.llm.retry import BackoffConfig
-from ray_knowsim.llm.server import serve_model_in_thread
+from ray_knowsim.llm.offline.server import serve_model_in_thread
 from ray_knowsim.schema.chat import ChatResponse
 from ray_knowsim.training import (
     EnvironmentConfig, EpisodeBusy, EpisodeDone, EpisodeExpired, InvalidAction, InvalidReset, TrainingEnvironment,

@@ -110,7 +110,7 @@ class ExtractorDiesAfter:
 
 
 def serve_tutor(scripted: ScriptedTutor):
-    from ray_knowsim.llm.server import serve_app_in_thread
+    from ray_knowsim.llm.offline.server import serve_app_in_thread
 
     with serve_app_in_thread(scripted.app()) as server:
         scripted.base_url = server.base_url
@@ -205,7 +205,7 @@ def test_verifiers_records_the_episodes_own_rewards_and_never_trains_the_learner
 
 
 def test_an_episode_whose_extractor_dies_is_recorded_unscored_and_failed(tutor, tmp_path):
-    from ray_knowsim.llm.server import serve_model_in_thread
+    from ray_knowsim.llm.offline.server import serve_model_in_thread
 
     with serve_model_in_thread(ExtractorDiesAfter(1), served_name="offline") as simulator:
         model = (f"{{backend: http, base_url: '{simulator.base_url}', model: offline, offline_server: true, "

@@ -1,4 +1,4 @@
-"""Names on the wire shared by the HTTP client and our own server (:mod:`ray_knowsim.llm.server`):
+"""Names on the wire shared by the HTTP client and our own server (:mod:`ray_knowsim.llm.offline.server`):
 the X-KnowSim-* headers and the request-body field that carries the offline facts."""
 
 from __future__ import annotations
