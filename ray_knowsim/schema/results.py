@@ -167,8 +167,11 @@ def session_row_model() -> type[BaseModel]:
     if not extra:
         return SessionRow
     if extra not in _WITH_OUTSIDE:
-        _WITH_OUTSIDE[extra] = create_model("SessionRow", __base__=SessionRow, __module__=__name__,
-                                            **{name: (float | None, None) for name in extra})  # type: ignore[call-overload]
+        # a name of its own in this module, so its rows pickle (Ray) where the same plugins are imported
+        name = "SessionRowWith_" + "_".join(extra)
+        _WITH_OUTSIDE[extra] = create_model(name, __base__=SessionRow, __module__=__name__,
+                                            **{m: (float | None, None) for m in extra})  # type: ignore[call-overload]
+        globals()[name] = _WITH_OUTSIDE[extra]
     return _WITH_OUTSIDE[extra]
 
 
