@@ -8,7 +8,10 @@ errors, timeouts, unreadable 200s); the simulation above never resends a transpo
 seeded request keeps its seed on every transport retry (it is the same request). A read timeout
 means the server may still be computing (and billing) the request: the retry backs off for at
 least half the timeout while keeping the in-flight slot, so timeouts never turn into a storm of
-resends. One ``aiohttp.ClientSession`` per event loop lives as long as the model (``aclose``).
+resends. One connection pool per event loop lives as long as the model (``aclose``): for plain
+``http://`` endpoints the lean keep-alive client of :mod:`.plain` (aiohttp's own request and
+response machinery was a quarter of the client's CPU per request), for ``https://`` an
+``aiohttp.ClientSession``; both fail in the same named ways.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from ray_knowsim.schema.outputs import portable_schema
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.llm.http.credentials import Secret, auth_header
+from ray_knowsim.llm.http.plain import ConnectFailed, ConnectionBroken, ConnectTimedOut, PlainHTTPPool, use_plain
 from ray_knowsim.llm.http.response import ResponseReader, TransportFailure
 from ray_knowsim.llm.http.wire import (
     OFFLINE_FACTS_FIELD, PROMPT_VERSION_HEADER, REQUEST_ID_HEADER, ROLE_HEADER, SCHEMA_NAME_HEADER,
@@ -58,6 +62,10 @@ def encode_body(body: dict[str, Any]) -> bytes:
 def _schema_name(request: ChatRequest) -> str:
     name = _SCHEMA_NAME_BAD.sub("_", request.schema_name or "output")[:64]
     return name or "output"
+
+
+#: a connection pool of one event loop
+Session = aiohttp.ClientSession | PlainHTTPPool
 
 
 class LimiterRequiredError(ValueError):
@@ -100,9 +108,7 @@ class OpenAICompatibleModel:
         self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
-        self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Session] = weakref.WeakKeyDictionary()
         self._reader = ResponseReader(self.name, self._secret)
 
     # --- identity and pickling -------------------------------------------------------------
@@ -149,11 +155,16 @@ class OpenAICompatibleModel:
 
     # --- internals ---------------------------------------------------------------------------
 
-    def _session(self) -> aiohttp.ClientSession:
-        """One session (connection pool) per event loop, kept until ``aclose``."""
+    def _session(self) -> Session:
+        """One session (connection pool) per event loop, kept until ``aclose``: the plain-http
+        client for ``http://`` (:func:`~.plain.use_plain`), aiohttp for ``https://``."""
         loop = asyncio.get_running_loop()
         session = self._sessions.get(loop)
         if session is None or session.closed:
+            if use_plain(self._url):
+                session = self._sessions[loop] = PlainHTTPPool(
+                    self._url, timeout_s=self.config.timeout_s, connect_timeout_s=self.config.connect_timeout_s)
+                return session
             limit = self.config.max_in_flight
             timeout = aiohttp.ClientTimeout(
                 total=self.config.timeout_s, sock_connect=self.config.connect_timeout_s
@@ -236,7 +247,7 @@ class OpenAICompatibleModel:
             said = last.reason
         return self._scrub(f"{said} ({attempts} attempt{'s' if attempts != 1 else ''})" if attempts > 1 else said)
 
-    async def _one(self, session: aiohttp.ClientSession, request: ChatRequest) -> ChatResponse:
+    async def _one(self, session: Session, request: ChatRequest) -> ChatResponse:
         # One body for every attempt: a transport retry is the same request (same seed).
         body = self.build_payload(request)
         try:
@@ -333,9 +344,9 @@ class OpenAICompatibleModel:
         except Exception as exc:  # the share is reclaimed on its own; the answer is still good
             log.warning("%s: rate limiter release failed: %s", self.name, self._scrub(repr(exc)))
 
-    async def _attempt(
-        self, session: aiohttp.ClientSession, request: ChatRequest, data: bytes | Exception
-    ) -> ChatResponse:
+    async def _attempt(self, session: Session, request: ChatRequest, data: bytes | Exception) -> ChatResponse:
+        if isinstance(session, PlainHTTPPool):
+            return await self._attempt_plain(session, request, data)
         try:
             if isinstance(data, Exception):
                 raise data
@@ -361,6 +372,30 @@ class OpenAICompatibleModel:
         if not 200 <= status < 300:
             raise self._reader.error(status, raw, retry_after)
         return self._reader.read(raw)
+
+    async def _attempt_plain(self, pool: PlainHTTPPool, request: ChatRequest, data: bytes | Exception) -> ChatResponse:
+        """:meth:`_attempt` over the plain-http client: the same failures under the same names."""
+        try:
+            if isinstance(data, Exception):
+                raise data
+            answer = await pool.post(data, self._headers(request))
+        except ConnectTimedOut:
+            raise TransportFailure("connection", retryable=True, sent=False) from None
+        except asyncio.TimeoutError:
+            raise TransportFailure("timeout", retryable=True) from None
+        except ConnectFailed as exc:  # refused, DNS, ...: never sent
+            log.debug("%s: %s", self.name, self._scrub(f"{type(exc).__name__}: {exc}"))
+            raise TransportFailure("connection", retryable=True, sent=False) from None
+        except (ConnectionBroken, OSError) as exc:
+            # reset, payload cut short, ...: transient from our side
+            log.debug("%s: %s", self.name, self._scrub(f"{type(exc).__name__}: {exc}"))
+            raise TransportFailure("connection", retryable=True) from None
+        except (TypeError, ValueError) as exc:  # e.g. a message that cannot be sent as JSON
+            log.warning("%s: cannot send request: %s", self.name, self._scrub(f"{type(exc).__name__}: {exc}"))
+            raise TransportFailure("bad_request", retryable=False, sent=False) from None
+        if not 200 <= answer.status < 300:
+            raise self._reader.error(answer.status, answer.body, parse_retry_after(answer.headers))
+        return self._reader.read(answer.body)
 
 
 __all__ = ["LimiterRequiredError", "OpenAICompatibleModel", "encode_body", "estimate_tokens"]
