@@ -9,8 +9,9 @@ process's CPU time (``time.process_time``: every thread, the commit thread inclu
 answered; the server runs in its own process and is not counted. Each of ``--repeats`` runs is
 measured after a warm-up run (imports, the kernel's load, the first connections). The baseline
 measured in the same run is the same shard's requests sent from the same process with no
-simulation at all (the request bodies already built, answers read as bytes): what the HTTP
-transport alone costs here, so ``client_vs_transport_ratio`` says how much the simulation adds.
+simulation at all (the request bodies already built, answers read as bytes, through the transport
+the model client uses: the plain-http client, or aiohttp with ``RAY_KNOWSIM_HTTP_TRANSPORT=aiohttp``):
+what the HTTP transport alone costs here, so ``client_vs_transport_ratio`` says how much the simulation adds.
 
 Of the client's CPU it also reports the garbage collector's share (``gc_cpu_ms_per_request``: thread CPU
 inside collections, from ``gc.callbacks``) and the commit thread's and the fold's (``commit_cpu_ms_per_request``,
@@ -121,18 +122,34 @@ def run_shard_once(cfg, out: Path, profile: cProfile.Profile | None = None) -> d
 
 
 def transport_only(port: int, bodies: list[bytes], in_flight: int) -> tuple[float, float]:
-    """The baseline: ``bodies`` POSTed with aiohttp, ``in_flight`` at a time, answers read as
-    bytes; (CPU seconds, wall seconds)."""
+    """The baseline: ``bodies`` POSTed, ``in_flight`` at a time, answers read as bytes, through
+    the transport the model client uses for this URL (:func:`ray_knowsim.llm.http.plain.use_plain`:
+    the plain-http client, or aiohttp with ``RAY_KNOWSIM_HTTP_TRANSPORT=aiohttp``); (CPU seconds,
+    wall seconds)."""
     import aiohttp
+
+    from ray_knowsim.llm.http.plain import PlainHTTPPool, use_plain
+
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    headers = {"Content-Type": "application/json"}
 
     async def main() -> None:
         sem = asyncio.Semaphore(in_flight)
+        if use_plain(url):
+            pool = PlainHTTPPool(url, timeout_s=120, connect_timeout_s=10)
+
+            async def one(body: bytes) -> None:
+                async with sem:
+                    await pool.post(body, headers)
+
+            await asyncio.gather(*(one(b) for b in bodies))
+            await pool.close()
+            return
         connector = aiohttp.TCPConnector(limit=in_flight, limit_per_host=in_flight)
         async with aiohttp.ClientSession(connector=connector) as session:
             async def one(body: bytes) -> None:
                 async with sem:
-                    async with session.post(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
-                                            headers={"Content-Type": "application/json"}) as resp:
+                    async with session.post(url, data=body, headers=headers) as resp:
                         await resp.read()
 
             await asyncio.gather(*(one(b) for b in bodies))
@@ -184,7 +201,11 @@ def main() -> int:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     server, port = _start([sys.executable, "-m", "ray_knowsim.cli.main", "serve-offline", "--host", "127.0.0.1",
                            "--port", "0", "--delay-s", str(args.delay), "--model-name", "offline"], "serve-offline")
-    figures: dict = {"loadavg_1m_start": round(os.getloadavg()[0], 2), "delay_s": args.delay, "in_flight": args.in_flight}
+    from ray_knowsim.llm.http.plain import use_plain
+
+    transport_name = "plain" if use_plain(f"http://127.0.0.1:{port}/v1") else "aiohttp"
+    figures: dict = {"loadavg_1m_start": round(os.getloadavg()[0], 2), "delay_s": args.delay, "in_flight": args.in_flight,
+                     "transport": transport_name}
     try:
         with tempfile.TemporaryDirectory(prefix="rk-client-cpu-") as tmp:
             root = Path(tmp)
@@ -223,7 +244,7 @@ def main() -> int:
                     "loadavg_1m_end": round(os.getloadavg()[0], 2)})
     print(f"client: {best['sessions']} sessions x {args.turns} turns, {n_req} requests at {args.delay}s, {args.in_flight} in "
           f"flight: {best['cpu_s']:.2f} CPU-s, {per:.3f} ms per request (runs: {figures['client_cpu_ms_per_request_runs']}); "
-          f"the transport alone {transport:.3f} ms per request: ratio {figures['client_vs_transport_ratio']}; of the client's: "
+          f"the transport ({transport_name}) alone {transport:.3f} ms per request: ratio {figures['client_vs_transport_ratio']}; of the client's: "
           f"garbage collection {figures['gc_cpu_ms_per_request']}, commits {figures['commit_cpu_ms_per_request']}, fold "
           f"{figures['fold_cpu_ms_per_request']} ms per request; "
           f"load {figures['loadavg_1m_start']} -> {figures['loadavg_1m_end']}", flush=True)

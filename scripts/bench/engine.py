@@ -269,6 +269,11 @@ class ClientCpu:
         out["driver"] = max(0.0, out["driver"] - self._own)
         return out
 
+    def workers_started(self) -> int:
+        """Worker processes that started while sampled (each pays the process start, the imports
+        and the kernel's load: a cost per worker, which a warm-up before the measured run avoids)."""
+        return sum(1 for pid, (kind, _) in self._last.items() if kind == "workers" and pid not in self._start)
+
     def workers_by_title(self) -> dict[str, dict[str, float]]:
         """The workers' CPU-seconds by what they ran (``ray::<task or actor method>``; ``ray::IDLE``:
         workers that ran nothing while sampled), with how many processes: where the workers' share goes."""
@@ -378,13 +383,17 @@ def bench_b(args, workdir: Path) -> dict:
             data["roles"] = {"user_sim": "ep", "extractor": "ep", "judge": None, "assistant": {"model": "ep"}}
             return parse_run_config(data)
 
-        # warm the shard workers first (process start, imports, the kernel's load: a fixed cost
-        # per worker, not one per request), as many at once as the smallest shards' layout runs
-        warm_cpus = min(v["shard_cpus"] for v in variants.values())
-        run(config(1, 1, 8, warm_cpus, {"max_in_flight": args.concurrency}), output=workdir / "b-warm", quiet=True, tables=False)
         for name, v in variants.items():
             if name != "http" and not args.limiter_variant:
                 continue
+            # warm the variant's workers first (process start, imports, the kernel's load: a fixed
+            # cost per worker, not one per request): a one-turn run in the same layout just before
+            # it (as many shards at once, the same limits: the run-wide limiter's too), so the
+            # measured run finds its processes started. Workers Ray still starts during the
+            # measured run are counted (``<name>_workers_started``), not hidden.
+            n_shards = math.ceil(n / v["shard_size"])
+            run(config(1, 1, math.ceil(DEMO_ITEMS * 3 * conditions / n_shards), v["shard_cpus"], v["ep"]),
+                output=workdir / f"b-warm-{name}", quiet=True, tables=False)
             cfg = config(trials_for(args.sessions_b, conditions), args.turns, v["shard_size"], v["shard_cpus"], v["ep"])
             cpu0 = _cpu_s(server.pid)
             load0 = os.getloadavg()[0]
@@ -398,13 +407,15 @@ def bench_b(args, workdir: Path) -> dict:
                         f"{name}_loadavg_1m": round(load0, 2)})
             res.update(client_cpu_figures(name, client.seconds(), out.llm, wall, n))
             res.update(per_run_split(name, client.workers_by_title(), client.seconds()["driver"], out.llm))
+            res[f"{name}_workers_started"] = client.workers_started()
             res.update(kernel_figures(workdir / f"b-{name}", f"{name}_"))
             print(f"(b) {name}: {n} sessions x {args.turns} turns x {roles} roles at {args.delay}s, {args.concurrency} in flight "
                   f"({v['shard_size']}-session shards): wall {wall:.1f}s vs ideal lockstep bound {bound:.1f}s: "
                   f"ratio {wall / bound if bound else float('nan'):.3f} (target <= 1.15); the server itself used {server_cpu:.0f} CPU-s; "
                   f"the client {res[f'{name}_client_cpu_s']:.1f} CPU-s, {res[f'{name}_client_cpu_ms_per_request']:.2f} ms "
                   f"per request (driver {res[f'{name}_driver_cpu_s']:.1f}, workers {res[f'{name}_workers_cpu_s']:.1f}, "
-                  f"Ray's daemons {res[f'{name}_ray_system_cpu_s']:.1f} CPU-s); load {load0:.2f}", flush=True)
+                  f"Ray's daemons {res[f'{name}_ray_system_cpu_s']:.1f} CPU-s); workers started meanwhile "
+                  f"{res[f'{name}_workers_started']}; load {load0:.2f}", flush=True)
         if "http_global_limiter_wall_s" in res:
             # the run-wide limiter against the per-process cap measured just before (same server,
             # same sessions): what sharing one cap across every worker costs
