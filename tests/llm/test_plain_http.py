@@ -19,7 +19,7 @@ from ray_knowsim.llm.http.client import OpenAICompatibleModel
 from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.llm.http.plain import TRANSPORT_ENV, PlainHTTPPool, use_plain
 from ray_knowsim.llm.retry import BackoffConfig
-from ray_knowsim.llm.server import serve_app_in_thread
+from ray_knowsim.llm.offline.server import serve_app_in_thread
 from ray_knowsim.schema.chat import ChatRequest
 
 FAST = BackoffConfig(initial_s=0.01, max_s=0.02, jitter=0.0)
