@@ -18,7 +18,7 @@ An **outside metric** (a plugin's, ``docs/extending.md`` "Adding a metric") carr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterable, Literal
 
 from ray_knowsim.registry import Registry
 
@@ -104,6 +104,23 @@ class MetricError(ValueError):
     """A metric that cannot be registered (a taken name, a missing computation)."""
 
 
+#: the session row's columns beyond the catalogue's own: the row's module
+#: (:mod:`ray_knowsim.schema.results`, which imports this one) declares them when it is defined
+_ROW_COLUMNS: set[str] = set()
+
+
+def reserve_columns(columns: Iterable[str]) -> None:
+    """Declare session columns no outside metric may take (the session row's module declares all of its own)."""
+    _ROW_COLUMNS.update(columns)
+
+
+def check_free_column(name: str) -> None:
+    """Raise :class:`MetricError` unless ``name`` is free for an outside metric's column: an
+    identifier that is none of the catalogue's columns and none the session row declared."""
+    if name in _ROW_COLUMNS or name in row_fields() or not name.isidentifier():
+        raise MetricError(f"metric {name!r}: not a free column name (the session row has it, or it is no identifier)")
+
+
 def register_metric(metric: Metric, *, replace: bool = False) -> Metric:
     """Register an outside metric (``source="outside"``, with ``compute``): every structured
     session of a run that imports the module (the run config's ``plugins``) gets its column."""
@@ -111,10 +128,7 @@ def register_metric(metric: Metric, *, replace: bool = False) -> Metric:
         raise MetricError(f"metric {metric.name!r}: an outside metric has source='outside' and a compute function")
     if metric.early_stop or metric.parts:
         raise MetricError(f"metric {metric.name!r}: outside metrics have one column (early_stop=False, no parts)")
-    from ray_knowsim.schema.results import SessionRow  # the built-in columns (results imports this module)
-
-    if metric.name in SessionRow.model_fields or not metric.name.isidentifier():
-        raise MetricError(f"metric {metric.name!r}: not a free column name (the session row has it, or it is no identifier)")
+    check_free_column(metric.name)
     OUTSIDE_METRICS.register(metric.name, metric, replace=replace)
     return metric
 
@@ -161,5 +175,5 @@ def row_fields() -> dict[str, tuple[type, None]]:
     return {c: (float | None, None) for c in cols}  # type: ignore[misc]
 
 
-__all__ = ["BUILTIN_METRICS", "ES_SUFFIX", "Metric", "MetricError", "OUTSIDE_METRICS", "Source", "catalogue", "find_metric",
-           "names", "outside_metrics", "register_metric", "row_fields"]
+__all__ = ["BUILTIN_METRICS", "ES_SUFFIX", "Metric", "MetricError", "OUTSIDE_METRICS", "Source", "catalogue",
+           "check_free_column", "find_metric", "names", "outside_metrics", "register_metric", "reserve_columns", "row_fields"]

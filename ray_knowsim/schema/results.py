@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, create_model
 
 from ray_knowsim.schema.chat import Usage
-from ray_knowsim.schema.metrics import BUILTIN_METRICS, outside_metrics, row_fields
+from ray_knowsim.schema.metrics import BUILTIN_METRICS, check_free_column, outside_metrics, reserve_columns, row_fields
 from ray_knowsim.schema.metrics import names as metric_names
 
 FAILURE_MODES: tuple[str, ...] = ("redundant", "prereq_blocked", "effective", "overload_wasted", "under_absorbed")
@@ -154,6 +154,8 @@ SessionRow = create_model(
     **{truncation_column(role): (int, 0) for role in TRUNCATION_ROLES},
     cost_usd=(float | None, None),
 )
+# no outside metric may take one of these (the catalogue checks at registration; this module imports it, never the reverse)
+reserve_columns(SessionRow.model_fields)
 
 
 _WITH_OUTSIDE: dict[tuple[str, ...], type[BaseModel]] = {}
@@ -167,6 +169,8 @@ def session_row_model() -> type[BaseModel]:
     if not extra:
         return SessionRow
     if extra not in _WITH_OUTSIDE:
+        for column in extra:  # again here: a metric registered before this module was imported was checked without the row's columns
+            check_free_column(column)
         # a name of its own in this module, so its rows pickle (Ray) where the same plugins are imported
         name = "SessionRowWith_" + "_".join(extra)
         _WITH_OUTSIDE[extra] = create_model(name, __base__=SessionRow, __module__=__name__,

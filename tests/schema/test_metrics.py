@@ -166,3 +166,37 @@ def test_a_design_metric_is_one_the_tables_reduce():
 
     assert DECISION_METRICS == frozenset(RUN_METRICS)
     assert {m for m in DECISION_METRICS if find_metric(m) is None} == set()
+
+
+def test_the_catalogue_imports_nothing_of_the_session_row():
+    """The dependency runs one way, results -> metrics, at module level and inside functions: the
+    catalogue learns the row's other columns from results (reserve_columns), never by importing it."""
+    import ast
+
+    import ray_knowsim.schema.metrics as catalogue_module
+
+    tree = ast.parse(Path(catalogue_module.__file__).read_text(encoding="utf-8"))
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert [m for m in imported if m and m.startswith("ray_knowsim.schema")] == []
+
+
+def test_no_outside_metric_takes_a_column_of_the_session_row():
+    """Not the catalogue's columns, not the row's others (identity, tokens, cost: declared by results),
+    and the row model refuses one that slipped in before results declared them."""
+    from ray_knowsim.schema import results
+    from ray_knowsim.schema.metrics import OUTSIDE_METRICS, Metric, MetricError, register_metric
+
+    def outside(name):
+        return Metric(name, "X", "x", source="outside", early_stop=False, compute=lambda t: 0.0)
+
+    for name in ("kg", "dc_recall", "kg_es", "iq", "run_id", "tokens_judge", "cost_usd", "llm_truncations_assistant", "not-an-id"):
+        with pytest.raises(MetricError, match="not a free column"):
+            register_metric(outside(name))
+    OUTSIDE_METRICS.register("run_id", outside("run_id"))  # as if registered before results was imported
+    try:
+        with pytest.raises(MetricError, match="not a free column"):
+            results.session_row_model()
+    finally:
+        OUTSIDE_METRICS._items.pop("run_id", None)
+    assert results.session_row_model() is results.SessionRow
