@@ -14,7 +14,9 @@ import math
 from dataclasses import dataclass, field
 
 import pandas as pd
-from scipy import stats
+
+from ray_knowsim.stats.agreement import kendall_tau
+from ray_knowsim.stats.association import spearman
 
 METRIC = "iq"
 NOTE = ("Interaction Quality (1-10) of the same conversations under each judge. rho: Spearman over the sessions both "
@@ -52,11 +54,6 @@ def _best(means: pd.Series) -> object | None:
     return top.index[0] if len(top) == 1 else None
 
 
-def _varies(frame: pd.DataFrame, at_least: int) -> bool:
-    """Enough rows, and spread in every column (a rank correlation of a constant is undefined)."""
-    return len(frame) >= at_least and all(frame[c].nunique() > 1 for c in frame.columns)
-
-
 def _nan_if_undefined(value: float) -> float:
     return float(value) if value is not None and not math.isnan(value) else math.nan
 
@@ -84,9 +81,9 @@ def judge_blocks(sessions: pd.DataFrame, primary: str, sets: list[str]) -> list[
             if name == primary:
                 continue
             both = part[[cols[primary], cols[name]]].dropna()
-            rho = stats.spearmanr(both.iloc[:, 0], both.iloc[:, 1]).statistic if _varies(both, 3) else math.nan
+            rho, _ = spearman(both.iloc[:, 0], both.iloc[:, 1])
             pair = means[[primary, name]].dropna()
-            tau = stats.kendalltau(pair[primary], pair[name]).statistic if _varies(pair, 2) else math.nan
+            tau = kendall_tau(pair[primary], pair[name])
             first, other = _best(base), _best(means[name])
             same = None if first is None or other is None else first == other
             block.agreements.append(Agreement(name, len(both), _nan_if_undefined(rho), _nan_if_undefined(tau), same))

@@ -26,5 +26,9 @@ scipy; no Ray, no I/O).
 * :mod:`.rates` — whether two conditions' failure rates differ enough to bias a comparison
   (Fisher's exact test with a floor on the difference; compare's failure warnings);
 * :mod:`.decide` — decisions (best = beats every other directly / ranking / pairs), cycles named;
-* :mod:`.adaptive` — the procedure: the family's sequential tests, looks and what stays in play.
+* :mod:`.adaptive` — the procedure: the family's sequential tests, looks and what stays in play;
+* :mod:`.agreement` — agreement between raters (Kendall's tau-b, Krippendorff's alpha, Cohen's
+  kappa, label rates): simulator agreement, the judges' block of the report, sweeps' rank stability;
+* :mod:`.association` — Spearman rho, Cliff's delta, the one-sided binomial test against chance,
+  z-scores and Jaccard: the human-study validation and the report's judge agreement.
 """

@@ -23,13 +23,13 @@ from __future__ import annotations
 import json
 import math
 import re
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ray_knowsim.schema.results import LOWER_IS_BETTER
+from ray_knowsim.stats.agreement import kendall_tau
 from ray_knowsim.sweep.aggregate import reduce
 from ray_knowsim.sweep.commits import read_table
 from ray_knowsim.sweep.config import ReportConfig
@@ -47,19 +47,15 @@ def _dense_ranks(x: np.ndarray) -> tuple[int, ...]:
 
 
 def _tau(a: np.ndarray, b: np.ndarray, cache: dict | None = None) -> float:
-    """Kendall's tau-b (scipy). It depends only on the two orderings (ranks with ties), so a sweep
-    of thousands of settings that produce a handful of distinct rankings calls scipy a handful
-    of times (``cache`` maps rank pairs to tau)."""
-    from scipy.stats import kendalltau
-
+    """Kendall's tau-b (:func:`ray_knowsim.stats.agreement.kendall_tau`). It depends only on the two
+    orderings (ranks with ties), so a sweep of thousands of settings that produce a handful of
+    distinct rankings computes it a handful of times (``cache`` maps rank pairs to tau)."""
     if len(a) < 2 or np.all(a == a[0]) or np.all(b == b[0]):
         return float("nan")
     key = (_dense_ranks(a), _dense_ranks(b))
     if cache is not None and key in cache:
         return cache[key]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        tau = float(kendalltau(np.asarray(key[0]), np.asarray(key[1])).statistic)
+    tau = kendall_tau(np.asarray(key[0], dtype=float), np.asarray(key[1], dtype=float))
     if cache is not None:
         cache[key] = tau
     return tau

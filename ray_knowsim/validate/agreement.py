@@ -26,7 +26,7 @@ import pandas as pd
 from ray_knowsim.validate.conditions import ARMS, LEVELS, METRIC_DIRECTION, METRIC_TASKS, METRICS, TASKS, condition_order
 from ray_knowsim.validate.mapping import Triple
 from ray_knowsim.validate.simdata import KEY_COLUMNS
-from ray_knowsim.validate.stats import binomial_p_greater, cliffs_delta, sign, spearman, zscores
+from ray_knowsim.stats.association import binomial_p_greater, cliffs_delta, sign, spearman, zscores
 
 GROUP_COLS = ["arm", "task", "level", "metric"]
 #: float slack for |delta| >= threshold (deltas are ratios of integers, thresholds decimals)

@@ -21,7 +21,7 @@ from itertools import product
 
 import pandas as pd
 
-from ray_knowsim.validate.stats import jaccard
+from ray_knowsim.stats.association import jaccard
 
 IUConcept = tuple[str, str]
 IUTagger = Callable[[str, Sequence[IUConcept]], Iterable[str]]

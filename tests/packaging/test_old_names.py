@@ -26,6 +26,7 @@ RENAMED: dict[str, str] = {
     "ray_knowsim.llm.server": "ray_knowsim.llm.offline.server",
     "ray_knowsim.prompts.learners": "ray_knowsim.simulators.base",
     "ray_knowsim.prompts.tutors": "ray_knowsim.strategies.base",
+    "ray_knowsim.validate.stats": "ray_knowsim.stats.association",
 }
 REMOVED = ("ray_knowsim.engine.results",)
 OLD = (*RENAMED, *REMOVED)

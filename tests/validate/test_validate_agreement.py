@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from ray_knowsim.validate import agreement as ag
-from ray_knowsim.validate.stats import binomial_p_greater
+from ray_knowsim.stats.association import binomial_p_greater
 
 
 def human(rows):

@@ -1,5 +1,7 @@
-"""The statistics of the validation, pure (no I/O): Cliff's delta, the one-sided binomial sign
-test, Spearman rho, z-scores within a group, Jaccard.
+"""Association and effect sizes, pure (no I/O): Cliff's delta, the one-sided binomial test against
+chance, Spearman rho, z-scores within a group, Jaccard. The human-study validation (validate/) reads
+them, the report's judge agreement reads :func:`spearman`; they live with the other statistics so
+that each exists once.
 
 The binomial test and Spearman are scipy's (exact, well tested); Cliff's delta is a few lines of
 counting, done by sorting so large cells stay O((n + m) log m).

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ray_knowsim.validate.stats import binomial_p_greater, cliffs_delta, jaccard, sign, spearman, zscores
+from ray_knowsim.stats.association import binomial_p_greater, cliffs_delta, jaccard, sign, spearman, zscores
 
 PAPER_COUNTS = [
     (27, 37, 0.0038), (26, 35, 0.0030), (13, 17, 0.0245), (14, 20, 0.0577),
