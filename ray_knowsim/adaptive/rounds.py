@@ -18,6 +18,7 @@ import pandas as pd
 
 from ray_knowsim.adaptive.observe import ROW_KEYS, pair_counts
 from ray_knowsim.adaptive.schedule import item_order, round_items
+from ray_knowsim.stats.defaults import ALPHA
 from ray_knowsim.engine.config.adaptive import AdaptiveConfig, DesignConfig
 from ray_knowsim.schema.decisions import DecisionRecord, DecisionsFile, FailureGap, PairRecord, RoundRecord, Spend
 from ray_knowsim.stats.adaptive import Design, Procedure
@@ -160,7 +161,7 @@ def decision_records(proc: Procedure) -> list[DecisionRecord]:
     return out
 
 
-def failure_gap_records(outcomes: pd.DataFrame, conditions: Sequence[str], alpha: float = 0.05) -> list[FailureGap]:
+def failure_gap_records(outcomes: pd.DataFrame, conditions: Sequence[str], alpha: float = ALPHA) -> list[FailureGap]:
     """Compare's failure-rate check over the sessions asked for (every status)."""
     from ray_knowsim.compare.failures import failure_counts, failure_gaps
 

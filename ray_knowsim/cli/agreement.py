@@ -27,6 +27,8 @@ import argparse
 import math
 import sys
 
+from ray_knowsim.stats.defaults import ALPHA
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("agreement", help="agreement of runs that differ only in the simulator models",
@@ -35,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--reference", default=None, help="the run the others are measured against (default: the first)")
     p.add_argument("--metrics", default=None, help="comma-separated metric columns (default: those with data)")
-    p.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate of compare's verdicts (default 0.05)")
+    p.add_argument("--alpha", type=float, default=ALPHA, help=f"family-wise error rate of compare's verdicts (default {ALPHA})")
     p.add_argument("--re-extract", action="store_true",
                    help="have each other run's extractor label all the reference's exchanges (asks its model; resumable, costed)")
     p.add_argument("--address", default=None, help="with --re-extract and a vllm extractor: Ray address (default: RAY_ADDRESS, else a local Ray)")

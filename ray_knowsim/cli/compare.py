@@ -26,6 +26,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ray_knowsim.stats.defaults import ALPHA, POWER
+
 
 #: why --n-boot/--seed do nothing (issue 28): said on stderr when one is given, never silently dropped
 NO_BOOTSTRAP = ("compare runs no bootstrap: P(best), the bootstrap share these flags sized, was removed (a share of replicates "
@@ -55,8 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--effect", type=float, default=None,
                    help="equivalence margin of the win rate (ties half; the same scale as adaptive.effect): a pair whose "
                         "adjusted interval lies inside 1/2 +- EFFECT is reported as differing by less than it (tied items count)")
-    p.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate per family (default 0.05)")
-    p.add_argument("--power", type=float, default=0.8, help="power for the minimum detectable effect (default 0.8)")
+    p.add_argument("--alpha", type=float, default=ALPHA, help=f"family-wise error rate per family (default {ALPHA})")
+    p.add_argument("--power", type=float, default=POWER, help=f"power for the minimum detectable effect (default {POWER})")
     p.add_argument("--family", choices=("run", "level_metric"), default="run",
                    help="Bonferroni family: the whole comparison (default) or each (task, level, metric)")
     p.add_argument("--allow-incomplete", action="store_true",

@@ -43,6 +43,7 @@ import pandas as pd
 from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse, pick_metrics
 from ray_knowsim.compare.runs import IncompatibleRuns, LoadedRun, first_difference, load_runs
 from ray_knowsim.compare.sensitivity import KEY, verdict_text
+from ray_knowsim.stats.defaults import ALPHA
 from ray_knowsim.io.rundir import open_run
 from ray_knowsim.io.tables import write_table
 from ray_knowsim.schema.states import level_order
@@ -258,7 +259,7 @@ def reextraction_table(paths: dict[str, str], reference: str, out_dir: Path, add
 
 
 def agreement(paths: Sequence[str | Path], out_dir: str | Path, *, reference: str | Path | None = None,
-              metrics: Sequence[str] | None = None, alpha: float = 0.05, re_extract: bool = False,
+              metrics: Sequence[str] | None = None, alpha: float = ALPHA, re_extract: bool = False,
               address: str | None = None) -> AgreementResult:
     """The agreement tables of ``paths`` (one design, different simulator models) against ``reference``;
     ``re_extract``: also have each other run's extractor label all the reference's exchanges

@@ -24,6 +24,7 @@ import pyarrow as pa
 from ray_knowsim.io.outcomes import READ as OUTCOME_READ
 from ray_knowsim.io.outcomes import OutcomeCounter, count_outcomes
 from ray_knowsim.schema.failures import FAILURE_CLASSES, session_failure_class
+from ray_knowsim.stats.defaults import ALPHA
 from ray_knowsim.stats.rates import DEFAULT_MIN_DIFF, rate_gap
 
 ALL_LEVELS = "all"
@@ -59,7 +60,7 @@ def failure_counts(outcomes: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def failure_gaps(counts: pd.DataFrame, conditions: Sequence[str], alpha: float = 0.05,
+def failure_gaps(counts: pd.DataFrame, conditions: Sequence[str], alpha: float = ALPHA,
                  min_diff: float = DEFAULT_MIN_DIFF) -> pd.DataFrame:
     """Per (task, level, a before b in ``conditions``): both rates, their difference, Fisher's
     two-sided p and ``biased`` (:func:`ray_knowsim.stats.rates.rate_gap`)."""

@@ -24,6 +24,7 @@ import pandas as pd
 from ray_knowsim.compare.paired import ALL_LEVELS, beats_matrix, too_few_items
 from ray_knowsim.compare.sentences import interval_text
 from ray_knowsim.stats.leaderboard import board
+from ray_knowsim.stats.defaults import ALPHA
 from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, PAPER_MEAN_RANK_LABEL, PAPER_MEAN_RANK_NOTE, paper_mean_ranks
 
 UNRANKED = frozenset({"cost_usd", "turns"})
@@ -101,7 +102,7 @@ td.win{background:#e7f6ec}td.self{background:#eee}
 
 
 def render_html(board_: pd.DataFrame, paired: pd.DataFrame, metrics: Sequence[str], title: str,
-                notes: Sequence[str] = (), alpha: float = 0.05, flags: Sequence[str] = ()) -> str:
+                notes: Sequence[str] = (), alpha: float = ALPHA, flags: Sequence[str] = ()) -> str:
     """A self-contained page: per task, per metric the leaderboard on the item win rate (position,
     ★, mean item rank, whom it beats, mean [95% CI] as description), the verdicts in words, the
     paper's mean rank (and which set of conditions it ranks), the who-beats-whom matrix;
@@ -152,7 +153,7 @@ NOTE = ("A cell lists the metrics on which the row's condition beats the column'
         "so a listed win is one whose win-rate interval at its family level excludes 1/2.")
 
 
-def beats_html(paired: pd.DataFrame, task: str, level: str, alpha: float = 0.05) -> str:
+def beats_html(paired: pd.DataFrame, task: str, level: str, alpha: float = ALPHA) -> str:
     """Row beats column on the listed metrics; a sentence instead when the items are too few for
     any verdict (an empty matrix would look like "no differences")."""
     e = html.escape
@@ -178,7 +179,7 @@ def beats_html(paired: pd.DataFrame, task: str, level: str, alpha: float = 0.05)
             f"<table><thead><tr><th>row beats column</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
-def beats_markdown(paired: pd.DataFrame, task: str, level: str, alpha: float = 0.05) -> list[str]:
+def beats_markdown(paired: pd.DataFrame, task: str, level: str, alpha: float = ALPHA) -> list[str]:
     conds, wins = beats_matrix(paired, task, level)
     if not conds:
         return []

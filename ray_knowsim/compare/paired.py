@@ -60,6 +60,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ray_knowsim.schema.states import level_order
 from ray_knowsim.schema.metrics import outside_metrics
 from ray_knowsim.schema.results import COMPARE_METRICS
+from ray_knowsim.stats.defaults import ALPHA, POWER
 from ray_knowsim.stats import signs as G
 from ray_knowsim.stats.descriptive import clustered_mean, item_sums
 from ray_knowsim.stats.multiplicity import bonferroni, holm_adjusted, holm_closure
@@ -77,8 +78,8 @@ CELL_KEYS = ("task", "item_id", "knowledge_level", "trial", "match")
 class CompareOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     metrics: list[str] | None = None  # None: DEFAULT_METRICS present with data
-    alpha: float = Field(0.05, gt=0, lt=1)
-    power: float = Field(0.8, gt=0, lt=1)
+    alpha: float = Field(ALPHA, gt=0, lt=1)
+    power: float = Field(POWER, gt=0, lt=1)
     # the family: "run" = every paired row of the comparison (all tasks, levels, metrics and
     # pairs); "level_metric" = one (task, knowledge_level, metric) over its condition pairs
     family: Literal["run", "level_metric"] = "run"

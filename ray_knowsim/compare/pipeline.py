@@ -12,6 +12,7 @@ import pandas as pd
 from ray_knowsim.compare.failures import failure_counts, failure_gaps, gap_warnings
 from ray_knowsim.compare.leaderboard import leaderboard, render_html
 from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse, pick_metrics, too_few_items
+from ray_knowsim.stats.defaults import ALPHA, POWER
 from ray_knowsim.compare.runs import LoadedRun, load_runs, merged_sessions
 from ray_knowsim.io.tables import write_table
 
@@ -89,7 +90,7 @@ def incomplete_notes(runs: Sequence[LoadedRun]) -> list[str]:
 
 
 def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: Sequence[str] | None = None,
-                 alpha: float = 0.05, power: float = 0.8,
+                 alpha: float = ALPHA, power: float = POWER,
                  family: str = "run", allow_incomplete: bool = False, effect: float | None = None) -> CompareResult:
     runs = load_runs(paths, metrics or ())
     incomplete = incomplete_notes(runs)

@@ -15,6 +15,7 @@ import pandas as pd
 from ray_knowsim.schema.price import NO_PRICE, usd_text
 from ray_knowsim.compare.leaderboard import NOTE as BEATS_NOTE
 from ray_knowsim.compare.leaderboard import beats_html, beats_markdown
+from ray_knowsim.stats.defaults import ALPHA
 from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse
 from ray_knowsim.schema.states import level_order
 from ray_knowsim.compare.pipeline import default_metrics
@@ -28,9 +29,8 @@ from ray_knowsim.report.verdicts import RunVerdicts, from_compare, from_record
 from ray_knowsim.score.store import RunScores
 
 log = logging.getLogger(__name__)
-NOTE = (BEATS_NOTE + " The family is every comparison of the run (alpha 0.05); CO and PO count lower as better. "
+NOTE = (BEATS_NOTE + f" The family is every comparison of the run (alpha {ALPHA}); CO and PO count lower as better. "
         "Details with intervals and minimum detectable effects: ray-knowsim compare RUN_DIR --out DIR.")
-ALPHA = 0.05
 
 
 def decision_sections(run_dir: str | Path, scores: RunScores | None = None,

@@ -22,6 +22,7 @@ import numpy as np
 from scipy import stats as _st
 
 from ray_knowsim.stats.signs import min_items as _min_items_at
+from ray_knowsim.stats.defaults import POWER, WIN_RATE
 
 
 def min_items(alpha: float, family_size: int) -> int:
@@ -56,7 +57,7 @@ def exact_power(n_items: int, win_rate: float, alpha: float, family_size: int = 
     return total
 
 
-def items_needed(win_rate: float, alpha: float, family_size: int, power: float = 0.8,
+def items_needed(win_rate: float, alpha: float, family_size: int, power: float = POWER,
                  tie_rate: float = 0.0, limit: int = 20_000) -> int | None:
     """Fewest matched items for the fixed design to detect ``win_rate`` with ``power``
     (None: win rate 1/2, or more than ``limit``)."""
@@ -100,7 +101,7 @@ class Feasibility:
                 f"power {self.power_at_n:.2f} at these items ({need} items for power {self.power:.2f})")
 
 
-def feasibility(n_items: int, alpha: float, family_size: int, *, win_rate: float = 0.65, power: float = 0.8,
+def feasibility(n_items: int, alpha: float, family_size: int, *, win_rate: float = WIN_RATE, power: float = POWER,
                 tie_rate: float = 0.0) -> Feasibility:
     """Per decision: can the design ever reach a verdict with ``n_items`` items at this alpha and
     family size, and how many items a ``win_rate`` effect needs at ``power``."""

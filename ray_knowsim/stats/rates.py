@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ray_knowsim.stats.defaults import ALPHA
+
 DEFAULT_MIN_DIFF = 0.05
 
 
@@ -27,7 +29,7 @@ class RateGap:
     differs: bool  # p_value < alpha and |diff| >= min_diff
 
 
-def rate_gap(events_a: int, n_a: int, events_b: int, n_b: int, alpha: float = 0.05,
+def rate_gap(events_a: int, n_a: int, events_b: int, n_b: int, alpha: float = ALPHA,
              min_diff: float = DEFAULT_MIN_DIFF) -> RateGap:
     """The rule of the module docstring for ``events_a`` of ``n_a`` against ``events_b`` of ``n_b``
     (both n > 0)."""

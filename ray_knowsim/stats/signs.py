@@ -34,6 +34,8 @@ import numpy as np
 from scipy import special as _sp
 from scipy import stats as _st
 
+from ray_knowsim.stats.defaults import POWER
+
 
 @dataclass(frozen=True)
 class SignCounts:
@@ -105,7 +107,7 @@ def min_items(alpha_adj: float) -> int:
     return int(math.floor(math.log2(2.0 / alpha_adj))) + 1
 
 
-def mde_win_rate(n: int, alpha_adj: float, power: float = 0.8) -> float:
+def mde_win_rate(n: int, alpha_adj: float, power: float = POWER) -> float:
     """Smallest win rate q > 1/2 that a run with ``n`` non-tied items detects with ``power``
     (NaN when no outcome of n items can be significant)."""
     if n < min_items(alpha_adj):
