@@ -2,7 +2,7 @@
 that embeds them all (what there was before the viewer).
 
 Workload: committed run directories of N sessions (tests/doubles/synthetic.py rows, 15 turns,
-cut into shards with commit markers as the engine writes them; tests/view/rundirs.py), for each
+cut into shards with commit markers as the engine writes them; tests/doubles/rundirs.py), for each
 size in ``--sizes``.
 
 Measured in one run, per size:
@@ -58,7 +58,7 @@ def main() -> None:
     from ray_knowsim.view.discover import entry_id
     from ray_knowsim.view.routes import ViewState
     from ray_knowsim.view.server import serve
-    from tests.view.rundirs import committed_run
+    from tests.doubles.rundirs import committed_run
 
     out: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:

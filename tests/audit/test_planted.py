@@ -17,16 +17,10 @@ from ray_knowsim.engine.runner import run
 from ray_knowsim.audit.run import audit_run
 from ray_knowsim.io.rundir import RunReader
 from tests.engine.conftest import small_config
+from tests.doubles.planted import PLANTS, PLUGIN, planted_sessions
 
-PLUGIN = "tests.plugins.faulty_simulator"
 TASKS = [{"name": "math", "items": "pkg:demo/math.jsonl", "graphs": "pkg:demo/iu_math.json"},
          {"name": "expertqa", "items": "pkg:demo/expertqa.jsonl", "graphs": "pkg:demo/iu_expertqa.json"}]
-#: the planted kinds, the role whose model plants them, and the audit kinds that must flag them
-PLANTS = {
-    "learner_claims_unaware": ("user_sim", {"learner_claims_unaware", "learner_uses_unaware"}),
-    "extractor_labels_unmentioned": ("extractor", {"extractor_unsupported_label"}),
-    "extractor_ignores_covered": ("extractor", {"extractor_ignores_covered"}),
-}
 pytestmark = pytest.mark.slow  # two runs of 42 sessions through local Ray (about a minute each on 2 shared cores)
 
 
@@ -41,16 +35,6 @@ def config(planted: bool, log: Path) -> dict:
     return small_config(plugins=[PLUGIN], models=models, roles=roles, tasks=TASKS, max_turns=4,
                         conditions=[{"strategy": "adaptive"}, {"strategy": "comprehensive"}],
                         engine={"shard_size": 8, "shard_fn": "ray_knowsim.sim.shard:run_shard"})
-
-
-def planted_sessions(log: Path) -> dict[str, set[str]]:
-    """plant kind -> the sessions that carry one"""
-    out: dict[str, set[str]] = {k: set() for k in PLANTS}
-    for f in log.glob("*.jsonl"):
-        for line in f.read_text().splitlines():
-            row = json.loads(line)
-            out[row["plant"]].add(row["session_id"])
-    return out
 
 
 @pytest.fixture(scope="module")

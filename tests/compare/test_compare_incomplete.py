@@ -8,7 +8,7 @@ import pytest
 
 from ray_knowsim.cli.main import main
 from ray_knowsim.compare.pipeline import IncompleteRuns, compare_runs
-from tests.view.rundirs import committed_run
+from tests.doubles.rundirs import committed_run
 
 
 @pytest.fixture(scope="module")

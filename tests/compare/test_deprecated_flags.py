@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from ray_knowsim.cli.main import main
 from ray_knowsim.compare.paired import CompareOptions
 from ray_knowsim.compare.pipeline import compare_runs
-from tests.view.rundirs import committed_run
+from tests.doubles.rundirs import committed_run
 
 
 def test_compare_flags_warn_on_stderr_and_change_nothing(tmp_path, capsys):

@@ -1,6 +1,6 @@
 """Edits of synthetic run tables that plant what must show up on every page: TEST DOUBLES.
 
-Use with ``tests.view.rundirs.committed_run(..., edit=...)``: each function takes the session and
+Use with ``tests.doubles.rundirs.committed_run(..., edit=...)``: each function takes the session and
 turn tables of a synthetic run (random signals through the real rules) and returns them changed:
 
 * :func:`failures` — chosen sessions fail with a chosen error and reason, per condition;

@@ -33,6 +33,7 @@ from ray_knowsim.rules.init_state import sample_initial_states
 from ray_knowsim.rules.prerequisites import in_zpd
 from ray_knowsim.rules.trajectory import run_trajectory
 from ray_knowsim.rules.update import apply_turn
+from tests.doubles.graphs import random_graph
 
 #: a condition's behaviour: mean IUs mentioned per turn, share explained well, share aimed at the ZPD
 DEFAULT_CONDITIONS: dict[str, tuple[float, float, float]] = {
@@ -78,12 +79,7 @@ class SyntheticRun:
 def _graph(rng: random.Random, item: int) -> IUGraph:
     n = rng.randint(8, 13)
     concepts = rng.sample(_WORDS, n)
-    nodes = [{"id": f"IU{k + 1}", "concept": concepts[k]} for k in range(n)]
-    edges = []
-    for k in range(1, n):
-        for p in rng.sample(range(k), min(k, rng.choice((0, 1, 1, 2)))):
-            edges.append({"from": f"IU{p + 1}", "to": f"IU{k + 1}"})
-    return IUGraph.model_validate({"knowledge_areas": [f"synthetic area {item}"], "nodes": nodes, "edges": edges})
+    return random_graph(rng, n, concepts=concepts, knowledge_areas=[f"synthetic area {item}"])
 
 
 def _text(rng: random.Random, lead: str, chars: int) -> str:

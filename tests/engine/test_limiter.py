@@ -20,6 +20,7 @@ from ray_knowsim.engine.limiter import (
     make_limiter,
 )
 from ray_knowsim.engine.limiter.local import _InProcessServer
+from tests.doubles.limiter_windows import assert_bucket_bound, max_in_window
 
 
 class FakeClock:
@@ -28,25 +29,6 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def max_in_window(times: list[float], window: float) -> int:
-    times = sorted(times)
-    best, j = 0, 0
-    for i in range(len(times)):
-        while times[i] - times[j] >= window:
-            j += 1
-        best = max(best, i - j + 1)
-    return best
-
-
-def assert_bucket_bound(times: list[float], capacity: float, rate: float, slack_s: float = 0.0) -> None:
-    """Every window [t_i, t_j] holds at most capacity + rate * (t_j - t_i + slack) grants."""
-    times = sorted(times)
-    for i in range(len(times)):
-        for j in range(i, len(times)):
-            allowed = capacity + rate * (times[j] - times[i] + slack_s) + 1e-9
-            assert j - i + 1 <= allowed, (i, j, times[i], times[j])
 
 
 # --- the budget (pure) --------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 
 from ray_knowsim.engine.limiter import RateLimits, SharedLimiter, get_or_create_limiter
 
-from tests.engine.test_limiter import assert_bucket_bound, max_in_window
+from tests.doubles.limiter_windows import assert_bucket_bound, max_in_window
 
 
 def _worker_class():

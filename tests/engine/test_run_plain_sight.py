@@ -13,7 +13,7 @@ from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.io.sanity import check_run
 from tests.doubles.broken import HTTP_400_DETAIL, broken_simulator
 from tests.engine.conftest import small_config, write_config
-from tests.view.rundirs import committed_run
+from tests.doubles.rundirs import committed_run
 
 FAILS = {
     "math/demo_math_01/novice/sim:adaptive/0": f"extractor_http_400: {HTTP_400_DETAIL}",

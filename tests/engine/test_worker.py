@@ -81,16 +81,15 @@ def test_rows_carry_attempt_errors_and_class(setup, tmp_path):
 
 
 def test_a_broken_contract_is_refused_before_its_rows_are_committed(setup, tmp_path, monkeypatch):
-    import tests.doubles.standin as standin
+    from tests.doubles.standin import _result as real
 
-    real = standin._result
 
     def foreign(shard, s, ctx, *args):
         result = real(shard, s, ctx, *args)
         result.session.run_id = "another-run"
         return result
 
-    monkeypatch.setattr(standin, "_result", foreign)
+    monkeypatch.setattr("tests.doubles.standin._result", foreign)
     with pytest.raises(ShardContractError, match="carries run another-run"):
         execute(setup, tmp_path)
     assert not (tmp_path / "commits").exists() or read_markers(tmp_path) == []

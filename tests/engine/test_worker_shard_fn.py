@@ -10,7 +10,7 @@ import ray_knowsim.engine.worker as worker
 from ray_knowsim.engine.config import DEFAULT_SHARD_FN, parse_run_config
 from ray_knowsim.registry import load_object
 from ray_knowsim.sim.shard import run_shard
-from tests.doubles import standin
+from tests.doubles.standin import run_shard as standin_run_shard
 from tests.engine.conftest import STANDIN, small_config
 
 
@@ -31,9 +31,9 @@ def test_the_default_string_names_the_same_function():
 
 
 def test_an_override_is_loaded_by_name_with_its_options():
-    assert worker.load_shard_fn(STANDIN) is standin.run_shard
+    assert worker.load_shard_fn(STANDIN) is standin_run_shard
     fn = worker.load_shard_fn(STANDIN, {"fail_sessions": ["x"]})
-    assert fn.func is standin.run_shard and fn.keywords == {"fail_sessions": ["x"]}
+    assert fn.func is standin_run_shard and fn.keywords == {"fail_sessions": ["x"]}
 
 
 @pytest.mark.parametrize("bad", ["tests.doubles.standin:no_such_fn", "no_such_package.mod:run_shard"])

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ray_knowsim.io.commits import new_token
+from ray_knowsim.io.commits import new_token, read_commit_tables, write_commit
 from ray_knowsim.io.rundir import RunReader
-from tests.score.conftest import finished_run
+from tests.doubles.finished_runs import finished_run
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
@@ -80,11 +80,9 @@ def runs(tmp_path_factory):
     shutil.copytree(clean, doctored)
     run = RunReader.open(doctored)
     twice = run.index.live()[0]
-    token = new_token()
-    for rel in twice.files().values():  # the same shard committed again, under another token
-        shutil.copy(doctored / rel, doctored / rel.replace(twice.token, token))
-    marker = twice.marker.read_text().replace(twice.token, token)
-    (doctored / "commits" / f"{twice.shard_id}.{token}.json").write_text(marker)
+    sessions, turns = read_commit_tables(doctored, twice)  # the same shard committed again (a Ray retry)
+    write_commit(doctored, shard_id=twice.shard_id, config_hash=twice.config_hash, sessions=sessions, turns=turns,
+                 plan=twice.plan, summary=twice.summary)
     for table in ("sessions", "turns"):  # stale copies: another layout's names, and ours without a marker
         for k, f in enumerate(sorted((doctored / table).glob("*.parquet"))):
             shutil.copy(f, doctored / table / f"part-{k:05d}.parquet")

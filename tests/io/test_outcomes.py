@@ -15,7 +15,7 @@ from ray_knowsim.io.outcomes import count_outcomes, kinds_text, outcome_tables, 
 from ray_knowsim.io.rundir import RunReader, RunStatus, manifest_facts
 from ray_knowsim.schema.failures import error_kind, failure_class
 from tests.doubles.broken import HTTP_400_DETAIL, failures, truncations
-from tests.view.rundirs import HTTP_404, committed_run
+from tests.doubles.rundirs import HTTP_404, committed_run
 
 ERRORS = [
     ("extractor_http_400", HTTP_400_DETAIL),

@@ -14,7 +14,7 @@ from ray_knowsim.io import sanity
 from ray_knowsim.io.sanity import SanityInputs, SessionSignals, check_run, checks, uniform_label
 from ray_knowsim.engine.outcome_tables import final_line_parts, sanity_table
 from tests.doubles.broken import broken_simulator
-from tests.view.rundirs import committed_run
+from tests.doubles.rundirs import committed_run
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from ray_knowsim.io.rundir import STATUS_WORDS, open_run, status_key, status_wor
 from ray_knowsim.report.build import ReportOptions, build_report
 from ray_knowsim.schema.price import NO_PRICE
 from ray_knowsim.view.discover import run_status
-from tests.view.rundirs import committed_run
+from tests.doubles.rundirs import committed_run
 
 
 @pytest.mark.parametrize(("reason", "committed", "failed", "errored", "key"), [

@@ -32,7 +32,7 @@ from ray_knowsim.rules.reference_record import initial_from_ks, replay_record
 from ray_knowsim.sweep.conversation import Conversation, compact_turn
 from ray_knowsim.sweep.rescore import prepare, rescore
 from ray_knowsim.sweep.space import Setting
-from tests.kernels.test_kernel_equivalence import diff, expected_row, random_graph, random_rules
+from tests.doubles.kernel_sessions import diff, expected_row, random_index, random_rules
 
 LABELS = ("well_explained", "shallow", "not_mentioned")
 REASONING_TEXTS = (
@@ -118,7 +118,7 @@ def initial_ks(rng: random.Random, g: GraphIndex) -> dict:
 
 def irregular_case(seed: int) -> tuple[GraphIndex, RuleConfig, dict]:
     rng = random.Random(seed)
-    g = random_graph(rng, rng.randint(1, 16))
+    g = random_index(rng, rng.randint(1, 16))
     ids = list(g.ids)
     turns = [raw_turn(rng, ids) for _ in range(rng.randint(1, 6))]
     record = {"problem_id": "p", "initial_knowledge_state": initial_ks(rng, g), "iu_analysis_history": turns}

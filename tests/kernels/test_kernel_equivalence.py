@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import random
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -22,193 +21,19 @@ from hypothesis import strategies as st
 
 from ray_knowsim.kernels.sessions import BatchState, run_batch, run_packed
 from ray_knowsim.kernels.pack import counters_dict, pack_graphs, pack_states, pack_trajectories, params_matrix
-from ray_knowsim.kernels.update import COUNTERS
-from ray_knowsim.schema.graph import GraphIndex, GraphWarning, IUGraph, build_index, check_graph, parse_graph
+from ray_knowsim.schema.graph import GraphWarning, IUGraph, build_index, check_graph, parse_graph
 from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.schema.states import STATE_NAMES
-from ray_knowsim.rules.config import RuleConfig, paper_rules, reference_rules, rules_from
+from ray_knowsim.rules.config import paper_rules, reference_rules, rules_from
 from ray_knowsim.rules.reference_record import initial_from_ks, replay_record
 from ray_knowsim.rules.trajectory import Trajectory, run_trajectory
-from ray_knowsim.rules.turn_metrics import TurnMetrics
-from ray_knowsim.rules.update import TurnUpdate
-
-TQS = ("well_explained", "shallow", "not_mentioned", "excellent")
-ATTEMPTS = ("none", "reasoning", "articulation")
-ROLES = (
-    "confirmed_correct",
-    "confirmed_incorrect_no_explanation",
-    "confirmed_incorrect_with_explanation",
-    "ignored",
-    "not_applicable",
-    "something_else",
-)
-ID_POOL = [f"IU{k}" for k in range(1, 31)] + ["a", "IU 1", "b:c"]
-WEIGHTS = (0.0, 0.05, 0.1, 0.3, 0.35, 0.7, 1.0, 1.4, 1.75, 2.0)  # multiples of 0.05: exact load/tau ties happen
-
-
-# ---------------------------------------------------------------- random sessions
-
-
-@dataclass
-class Session:
-    g: GraphIndex
-    rules: RuleConfig
-    initial: dict[str, int]
-    carries: dict[str, float]
-    signals: list[list[SignalEntry]]
-    max_turns: int
-
-
-def random_graph(rng: random.Random, n: int) -> GraphIndex:
-    ids = rng.sample(ID_POOL, n)  # random choice and order: node order is shuffled
-    acyclic = rng.random() < 0.5
-    edges: list[tuple[str, str]] = []
-    for _ in range(rng.randint(0, 3 * n)):
-        r = rng.random()
-        if r < 0.07:
-            src = dst = rng.choice(ids)  # self-loop
-        elif r < 0.15:
-            src, dst = rng.choice(("X1", "X2", "IU99")), rng.choice(ids)  # prerequisite not in the graph
-        elif r < 0.18:
-            src, dst = rng.choice(ids), "X3"  # edge into an unknown node (ignored by prereqs)
-        else:
-            a, b = rng.choice(ids), rng.choice(ids)
-            if acyclic and ids.index(a) > ids.index(b):
-                a, b = b, a
-            src, dst = a, b
-            if acyclic and a == b:
-                continue
-        edges.append((src, dst))
-    for _ in range(rng.randint(0, 3) if edges else 0):  # duplicated edges
-        edges.insert(rng.randint(0, len(edges)), rng.choice(edges))
-    raw = {"nodes": [{"id": i, "concept": f"c{i}"} for i in ids], "edges": [{"from": s, "to": t} for s, t in edges]}
-    return build_index(IUGraph.model_validate(raw))
-
-
-def random_rules(rng: random.Random) -> RuleConfig:
-    kind = rng.random()
-    if kind < 0.3:
-        return reference_rules()
-    if kind < 0.55:
-        return paper_rules()
-    return rules_from(
-        rng.choice(("reference", "paper")),
-        w_state=tuple(rng.choice(WEIGHTS) for _ in range(4)),
-        w_reasoning=tuple(rng.choice(WEIGHTS) if rng.random() < 0.8 else rng.uniform(0, 3) for _ in range(4)),
-        w_articulation=rng.choice(WEIGHTS),
-        include_attempt_load=rng.random() < 0.8,
-        capacity_ratio=rng.choice((0.55, 0.3, 0.2, rng.uniform(0.05, 1.2))),
-        capacity_floor=rng.randint(1, 5),
-        overload_flag_strict=rng.random() < 0.5,
-        dropoff_softening=rng.choice((1.3, 1.0, rng.uniform(0.1, 3.0))),
-        hinge=rng.random() < 0.6,
-        hinge_ratio=rng.choice((0.143, 0.0, rng.uniform(0, 0.6))),
-        hinge_tail=rng.choice((0.5, 0.0, 1.0, rng.random())),
-        reset_carry_on_transition=rng.random() < 0.5,
-        carry_persists=rng.random() < 0.5,
-        temporal_decay=rng.random() < 0.3,
-    )
-
-
-def random_entry(rng: random.Random, ids: list[str]) -> SignalEntry:
-    r = rng.random()
-    if r < 0.78:
-        node_id = rng.choice(ids)
-    elif r < 0.88:
-        node_id = rng.choice(("X1", "Z9", "IU99"))  # not in the graph
-    elif r < 0.92:
-        node_id = ""  # an empty id that is not None: counts as a mention outside the graph
-    else:
-        node_id = None
-    return SignalEntry(
-        id=node_id,
-        teaching_quality=rng.choices(TQS, weights=(3, 3, 4, 1))[0],
-        user_attempt_type=rng.choices(ATTEMPTS, weights=(5, 3, 2))[0],
-        assistant_response_role=rng.choices(ROLES, weights=(4, 3, 1, 1, 2, 1))[0],
-    )
-
-
-def random_signals(rng: random.Random, ids: list[str]) -> list[SignalEntry]:
-    if rng.random() < 0.4:  # realistic: one entry per IU in node order
-        entries = [random_entry(rng, [v]) if rng.random() < 0.95 else random_entry(rng, ids) for v in ids]
-    else:
-        entries = [random_entry(rng, ids) for _ in range(rng.randint(0, len(ids) + 6))]
-    return entries
-
-
-def random_session(rng: random.Random, n: int | None = None, g: GraphIndex | None = None) -> Session:
-    g = g or random_graph(rng, n or rng.randint(1, 24))
-    ids = list(g.ids)
-    skew = rng.random()
-    weights = (1 + 3 * skew, 2, 2, 1 + 3 * (1 - skew))
-    initial = {v: rng.choices((0, 1, 2, 3), weights=weights)[0] for v in ids if rng.random() < 0.9}  # some ids missing
-    carries = {}
-    for v in ids:
-        r = rng.random()
-        if r < 0.5:
-            carries[v] = rng.random()
-        elif r < 0.6:
-            carries[v] = rng.choice((0.5, 0.25, 0.9999999999, 1.0 - 2**-53))
-        elif r < 0.65:
-            carries[v] = rng.uniform(1.0, 2.0)  # outside the usual [0, 1): steps > 1
-        elif r < 0.68:
-            carries[v] = rng.uniform(2.0, 3.0)  # unaware -> knows_well in one turn (novelty's attempt clause)
-        elif r < 0.73:
-            carries[v] = rng.uniform(-1.5, 0.0)  # negative: cur < pre, so the monotonicity pass matters
-    turns = [random_signals(rng, ids) for _ in range(rng.randint(1, 5))]
-    return Session(g, random_rules(rng), initial, carries, turns, rng.randint(1, 20))
-
-
-def random_batch(seed: int, n_sessions: int, max_size: int = 24) -> list[Session]:
-    rng = random.Random(seed)
-    sessions: list[Session] = []
-    for _ in range(n_sessions):
-        if sessions and rng.random() < 0.2:  # share a graph object with an earlier session
-            sessions.append(random_session(rng, g=rng.choice(sessions).g))
-        else:
-            sessions.append(random_session(rng, rng.randint(1, max_size)))
-    return sessions
-
+from tests.doubles.kernel_sessions import diff, expected_row, random_batch, random_entry, random_index, random_rules, random_session, Session
 
 # ---------------------------------------------------------------- expected values from the rules
 
 
-def expected_row(u: TurnUpdate, m: TurnMetrics) -> dict[str, float]:
-    row: dict[str, float] = {
-        "comprehension_load": u.comprehension_load,
-        "attempt_load": u.attempt_load,
-        "effective_load": u.effective_load,
-        "overload": float(u.overload),
-        "dropoff_active": float(u.dropoff_active),
-        "eta": u.eta,
-        "n_upward_transitions": m.n_upward_transitions,
-        "absorbed_gain": m.absorbed_gain,
-        "ic_numerator": m.ic_numerator,
-        "ic_denominator": m.ic_denominator,
-        "zpd_size": m.zpd_size,
-        "absorbed_ic_numerator": m.absorbed_ic_numerator,
-        "absorbed_ic_numerator_any_partial": m.absorbed_ic_numerator_any_partial,
-        "new_ius": m.new_ius,
-        "disallowed": m.disallowed,
-        "familiarity": m.familiarity,
-        "novelty": m.novelty,
-        "engagement": m.engagement,
-        "perceived_overload": m.perceived_overload,
-        "capacity_load": m.capacity_load,
-        **m.failure_modes,
-        "n_knows_well": sum(1 for s in u.post.values() if s == 3),
-    }
-    assert tuple(row) == COUNTERS
-    return row
-
-
 def python_trajectory(s: Session) -> Trajectory:
     return run_trajectory(s.g, s.initial, s.signals, s.rules, initial_carries=s.carries, max_turns=s.max_turns)
-
-
-def diff(got: dict, want: dict) -> dict:
-    """Keys whose values differ (exact comparison; floats by value, so 0.0 == -0.0)."""
-    return {k: (got.get(k), want.get(k)) for k in want.keys() | got.keys() if got.get(k) != want.get(k)}
 
 
 def assert_matches_python(sessions: list[Session], parallel: bool) -> None:
@@ -309,7 +134,7 @@ def test_eta_uses_libm_pow_not_a_square():
     """x**2 in CPython is libm pow(x, 2.0), which differs from x*x for ~1 in 1000 doubles (and
     changes eta far more rarely); build a load where eta differs and check the kernel's eta equals
     the Python one (a kernel computing x*x fails here)."""
-    g = random_graph(random.Random(0), 20)  # tau = round(0.55 * 20) = 11 under the reference preset
+    g = random_index(random.Random(0), 20)  # tau = round(0.55 * 20) = 11 under the reference preset
     found, attempt = None, 0.0
     for k in range(1, 100000):  # the load the kernel will see: 11.0 + (0.05 + 0.05 + ...)
         attempt += 0.05

@@ -28,7 +28,7 @@ from ray_knowsim.llm.http.client import OpenAICompatibleModel
 from ray_knowsim.llm.http.config import ANSWER_FIELDS, OPERATIONAL_FIELDS, HTTPModelConfig
 from ray_knowsim.llm.offline.server import serve_model_in_thread
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
-from tests.llm.test_http_client import run as run_and_close
+from tests.doubles.model_calls import run as run_and_close
 
 
 class CountingModel:

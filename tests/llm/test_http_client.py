@@ -18,10 +18,10 @@ from ray_knowsim.llm.http.credentials import MissingAPIKeyError
 from ray_knowsim.llm.http.wire import OFFLINE_FACTS_FIELD, ROLE_HEADER
 from ray_knowsim.engine.limiter import LocalRateLimiter, RateLimits
 from ray_knowsim.llm.http.client import LimiterRequiredError
-from ray_knowsim.llm.protocol import generate_all
 from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.llm.retry import BackoffConfig, backoff_delay, parse_retry_after
 from ray_knowsim.llm.offline.server import serve_app_in_thread
+from tests.doubles.model_calls import run
 
 FAST = BackoffConfig(initial_s=0.01, max_s=0.05, jitter=0.0)
 
@@ -74,16 +74,6 @@ def config(base_url: str, **kw) -> HTTPModelConfig:
 
 def req(text: str = "hi", **kw) -> ChatRequest:
     return ChatRequest(messages=({"role": "user", "content": text},), **kw)
-
-
-def run(model: OpenAICompatibleModel, requests):
-    async def main():
-        try:
-            return await generate_all(model, requests)
-        finally:
-            await model.aclose()
-
-    return asyncio.run(main())
 
 
 def test_429_with_retry_after_is_retried_and_succeeds():

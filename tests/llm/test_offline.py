@@ -10,7 +10,7 @@ import random
 from dataclasses import replace
 
 import pytest
-from offline_loop import run_session
+from tests.doubles.offline_loop import run_session
 
 from ray_knowsim.demo import demo_graphs, demo_items
 from ray_knowsim.llm.offline import OfflineModel, words

@@ -22,19 +22,13 @@ from typing import Any
 
 import pytest
 
-try:
-    from llm_cpu_fixtures import (  # noqa: F401  (pytest finds fixtures by name)
-        SERVED_MODEL_NAME, llm_ray, smollm2_dir, vllm_cpu_config, vllm_cpu_pool, vllm_server,
-    )
-except ImportError:  # the tests tree became a package
-    from tests.llm.llm_cpu_fixtures import (  # noqa: F401
-        SERVED_MODEL_NAME, llm_ray, smollm2_dir, vllm_cpu_config, vllm_cpu_pool, vllm_server,
-    )
+from tests.doubles.llm_cpu import (  # noqa: F401  (pytest finds fixtures by name)
+    GRAPH, ITEM, SERVED_MODEL_NAME, llm_ray, smollm2_dir, vllm_cpu_config, vllm_cpu_pool, vllm_server,
+)
 
 from ray_knowsim.llm.recording import Call, RecordingModel as Recorder
 from ray_knowsim.schema.outputs import SignalReport, UserTurn, signal_report_schema
-from ray_knowsim.schema.graph import IUGraph, build_index
-from ray_knowsim.schema.items import Item
+from ray_knowsim.schema.graph import build_index
 from ray_knowsim.schema.signals import normalize_signals
 from ray_knowsim.rules.config import reference_rules
 from ray_knowsim.rules.trajectory import run_trajectory
@@ -56,19 +50,6 @@ ROLES = {
     "extractor": RoleSettings(model="smol", temperature=0.0, max_tokens=2048, attempts=2, repair_temperature=0.4),
 }
 
-ITEM = Item(id="frac-1", task="math", question="What is 3/4 + 1/8?",
-            reference_answer="Write 3/4 as 6/8; then 6/8 + 1/8 = 7/8.")
-GRAPH = IUGraph.model_validate({
-    "nodes": [
-        {"id": "IU1", "concept": "equivalent fractions", "abstraction_level": 0.7,
-         "description": "Multiplying top and bottom by one number keeps a fraction's value."},
-        {"id": "IU2", "concept": "common denominator", "abstraction_level": 0.4,
-         "description": "Fractions are added once they share one denominator."},
-        {"id": "IU3", "concept": "adding numerators", "abstraction_level": 0.2,
-         "description": "Over one denominator, add the numerators and keep the denominator."},
-    ],
-    "edges": [{"from": "IU1", "to": "IU2"}, {"from": "IU2", "to": "IU3"}],
-})
 SPEC = SessionSpec(
     session_id="math/frac-1/novice/smol:minimal/0", task="math", item_id="frac-1",
     knowledge_level="novice", condition="smol:minimal", assistant_model="smol",

@@ -17,17 +17,10 @@ import pandas as pd
 import pytest
 import yaml
 
-try:
-    from llm_cpu_fixtures import SERVED_MODEL_NAME, smollm2_dir, vllm_server  # noqa: F401  (fixtures by name)
-except ImportError:  # the tests tree became a package
-    from tests.llm.llm_cpu_fixtures import SERVED_MODEL_NAME, smollm2_dir, vllm_server  # noqa: F401
+# GRAPH, ITEM: the same 3-IU item as the turn-loop test
+from tests.doubles.llm_cpu import GRAPH, ITEM, SERVED_MODEL_NAME, smollm2_dir, vllm_server  # noqa: F401
 
 pytestmark = [pytest.mark.llm_cpu, pytest.mark.slow, pytest.mark.usefixtures("ray_local")]
-
-try:  # the same 3-IU item as the turn-loop test
-    from test_real_model_simulation import GRAPH, ITEM
-except ImportError:
-    from tests.llm.test_real_model_simulation import GRAPH, ITEM
 
 
 def smoke_config(tmp_path, base_url: str, model_dir) -> dict:

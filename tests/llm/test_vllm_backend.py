@@ -9,16 +9,9 @@ import time
 
 import pytest
 
-try:
-    from llm_cpu_fixtures import (  # noqa: F401  (pytest finds fixtures by name)
-        SERVED_MODEL_NAME, llm_ray, post_json, smollm2_dir, vllm_cpu_config, vllm_cpu_pool,
-        vllm_server,
-    )
-except ImportError:  # the tests tree became a package
-    from tests.llm.llm_cpu_fixtures import (  # noqa: F401
-        SERVED_MODEL_NAME, llm_ray, post_json, smollm2_dir, vllm_cpu_config, vllm_cpu_pool,
-        vllm_server,
-    )
+from tests.doubles.llm_cpu import (  # noqa: F401  (pytest finds fixtures by name)
+    SERVED_MODEL_NAME, llm_ray, post_json, smollm2_dir, vllm_cpu_config, vllm_cpu_pool, vllm_server,
+)
 
 from ray_knowsim.engine.vllm.pool import VLLMActorModel
 from ray_knowsim.llm.protocol import generate_all

@@ -3,24 +3,14 @@ have only Ray names every dependency that `ray[default,data]` does not bring."""
 
 from __future__ import annotations
 
-import json
-import re
 import tomllib
 from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from tests.doubles.docs_install import docs_pip_list
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def docs_pip_list() -> list[str]:
-    """The `pip` runtime environment docs/cluster.md gives for nodes with Ray only (the
-    installed-wheel test runs a job with exactly this)."""
-    text = (ROOT / "docs" / "cluster.md").read_text().replace("\n", " ")
-    found = re.search(r"--runtime-env-json '(\{\"pip\": \[.*?\]\})'", text)
-    assert found, "docs/cluster.md lost its runtime-env pip example"
-    return json.loads(found.group(1))["pip"]
 
 
 def test_the_pip_list_for_ray_only_nodes_covers_the_dependencies():

@@ -26,7 +26,7 @@ import pytest
 
 from ray_knowsim.engine.codecheck import fingerprint
 from tests.doubles.raycluster import LocalCluster, cluster_env
-from tests.packaging.test_docs_install import docs_pip_list
+from tests.doubles.docs_install import docs_pip_list
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray_cluster, pytest.mark.wheel, pytest.mark.timeout(1800)]  # generous: a loaded machine
 ROOT = Path(__file__).resolve().parents[2]

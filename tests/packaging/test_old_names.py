@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_layers import ROOT
+ROOT = Path(__file__).resolve().parents[2]
 
 #: old dotted name -> its replacement (the table of docs/extending.md)
 RENAMED: dict[str, str] = {

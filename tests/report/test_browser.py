@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from report_expect import expected_tables, formatted
+from tests.doubles.report_expect import expected_tables, formatted
 
 from tests.doubles.browser import start_chrome
 

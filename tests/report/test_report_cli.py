@@ -6,7 +6,7 @@ import html
 import re
 from pathlib import Path
 
-from report_expect import expected_tables, formatted, page_cells
+from tests.doubles.report_expect import expected_tables, formatted, page_cells
 
 from ray_knowsim.cli.main import main
 from tests.doubles.synthetic import HTML_PROBE

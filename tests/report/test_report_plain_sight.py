@@ -12,7 +12,7 @@ from ray_knowsim.cli.main import main
 from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.report.build import IncompleteRun, ReportOptions, build_report
 from tests.doubles.broken import HTTP_400_DETAIL, broken_simulator, failures, truncations
-from tests.view.rundirs import committed_run
+from tests.doubles.rundirs import committed_run
 
 PLAN = {"model-a:adaptive": (4, "extractor_http_400", HTTP_400_DETAIL), "model-b:socratic": (2, "assistant_truncated", None)}
 TRUNCATED = {"model-a:comprehensive": {"assistant": 3}, "model-b:socratic": {"extractor": 1}}

@@ -25,8 +25,8 @@ import pyarrow as pa
 import pytest
 
 from ray_knowsim.stats.ranks import PAPER_MEAN_RANK_LABEL, PAPER_MEAN_RANK_NOTE
-from tests.view.rundirs import committed_run
-from tests.view.test_view_http import get
+from tests.doubles.rundirs import committed_run
+from tests.doubles.viewer_http import get
 
 N_ITEMS = 200
 WIN_SHARE = 0.65

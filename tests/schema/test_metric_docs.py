@@ -21,9 +21,9 @@ def test_the_docs_example_registers_a_working_metric(tmp_path, monkeypatch):
     try:
         importlib.import_module("doc_metric_example")
         metric = OUTSIDE_METRICS.get("mastery_share")
-        from tests.schema.test_metrics import _trajectory
+        from tests.doubles.trajectories import small_trajectory
 
-        traj, rules = _trajectory()
+        traj, rules = small_trajectory()
         want = sum(s == 3 for s in traj.final.values()) / len(traj.final)
         assert metric.compute(traj) == want
         assert traj.summary(rules)["mastery_share"] == want

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from ray_knowsim.schema.metrics import BUILTIN_METRICS, find_metric, names, row_fields
+from tests.doubles.trajectories import small_trajectory
 
 FIXTURE = Path(__file__).parent / "fixtures" / "row_schemas_4ff0642.json"
 STATE = [m for m in BUILTIN_METRICS if m.source == "state"]
@@ -63,27 +64,12 @@ def test_the_session_row_carries_every_metric_column_as_a_nullable_float():
         assert all(c in SessionRow.model_fields for c in (*m.columns(), *m.columns("es"))), m.name
 
 
-def _trajectory():
-    from ray_knowsim.rules.config import reference_rules
-    from ray_knowsim.rules.trajectory import run_trajectory
-    from ray_knowsim.schema.graph import IUGraph, build_index
-    from ray_knowsim.schema.signals import SignalEntry
-
-    graph = IUGraph.model_validate({"nodes": [{"id": f"IU{k}", "concept": c} for k, c in ((1, "a"), (2, "b"), (3, "c"))],
-                                    "edges": [{"from": "IU1", "to": "IU2"}]})
-    g = build_index(graph, "x")
-    first = [SignalEntry(id="IU1", teaching_quality="well_explained", user_attempt_type="none")]
-    turn = [SignalEntry(id="IU1", teaching_quality="well_explained", user_attempt_type="reasoning"),
-            SignalEntry(id="IU2", teaching_quality="shallow", user_attempt_type="none")]
-    return run_trajectory(g, {"IU1": 2, "IU2": 0, "IU3": 0}, [first, turn], reference_rules()), reference_rules()
-
-
 def test_the_canonical_computation_fills_exactly_the_catalogue_state_columns():
     """rules/final_metrics is where each state metric is computed (once); the trajectory's summary
     is the session row's source. Its names are the catalogue's, no more, no fewer."""
     from ray_knowsim.rules.final_metrics import paper_metrics
 
-    traj, rules = _trajectory()
+    traj, rules = small_trajectory()
     final = paper_metrics(traj.metrics, traj.initial, traj.final)
     assert set(final) == {c for m in STATE for c in m.columns()}
     summary = traj.summary(rules)
@@ -94,7 +80,7 @@ def test_the_canonical_computation_fills_exactly_the_catalogue_state_columns():
 def test_the_reference_field_names_are_the_reference_records():
     from ray_knowsim.rules.final_metrics import reference_metrics
 
-    traj, _ = _trajectory()
+    traj, _ = small_trajectory()
     final = reference_metrics(traj.metrics, traj.initial, traj.final)
     prefix = reference_metrics(traj.metrics, traj.initial, traj.final, prefix_only=True)
     paper = dict(zip(["kg", "nkg", "ic", "co", "po", "engagement", "learning_experience"],

@@ -20,9 +20,9 @@ from ray_knowsim.engine.scoring import score_run
 from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.llm.offline import OfflineModel
 from ray_knowsim.score.store import ScoreDir
-from tests.audit.test_planted import PLUGIN, planted_sessions
+from tests.doubles.planted import PLUGIN, planted_sessions
 from tests.engine.conftest import small_config
-from tests.score.conftest import digests
+from tests.doubles.finished_runs import digests
 
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]  # two Ray-backed runs as a module fixture: the full suite
 PRICE = {"input": 1.0, "output": 2.0}
@@ -135,7 +135,7 @@ def test_the_viewer_shows_a_conversations_review_findings(planted):
     from ray_knowsim.view.data import Files
     from ray_knowsim.view.routes import ViewState
     from ray_knowsim.view.server import serve
-    from tests.view.test_view_http import get
+    from tests.doubles.viewer_http import get
 
     cfg, out, _ = planted
     if not ScoreDir(out, "review").markers():

@@ -10,7 +10,7 @@ from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.engine.scoring import score_run
 from ray_knowsim.llm.offline import OfflineModel
 from ray_knowsim.score.store import RunScores, ScoreDir
-from tests.score.conftest import digests, finished_run
+from tests.doubles.finished_runs import digests, finished_run
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 

@@ -11,7 +11,7 @@ from ray_knowsim.demo import demo_items
 from ray_knowsim.schema.chat import ChatResponse, Usage
 from ray_knowsim.schema.results import ERROR_DETAIL_CHARS, TRUNCATION_ROLES, truncation_column
 
-from sim_helpers import context, offline_models, run, session, shard_of
+from tests.doubles.sim_shard import context, offline_models, run, session, shard_of
 
 SERVER_SAYS = "HTTP 400: max_tokens=8192 cannot be greater than max_model_len=4096"
 

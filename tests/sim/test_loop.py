@@ -17,7 +17,7 @@ from ray_knowsim.llm.offline import OfflineModel
 from ray_knowsim.schema.chat import ChatResponse
 from ray_knowsim.sim.shard import run_shard
 
-from sim_helpers import context, offline_models, run, session, shard_of
+from tests.doubles.sim_shard import context, offline_models, run, session, shard_of
 
 
 def rid(request) -> tuple[str, int, str]:

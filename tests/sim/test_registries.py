@@ -15,7 +15,7 @@ from ray_knowsim.registry import RegistryError
 from ray_knowsim.simulators import SIMULATORS
 from ray_knowsim.strategies import STRATEGIES
 
-from sim_helpers import context, offline_models, run, session, shard_of
+from tests.doubles.sim_shard import context, offline_models, run, session, shard_of
 
 
 def test_builtins_are_registered_with_their_templates():

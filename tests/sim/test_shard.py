@@ -15,7 +15,7 @@ from ray_knowsim.schema.signals import normalize_signals
 from ray_knowsim.rules.config import reference_rules
 from ray_knowsim.rules.trajectory import run_trajectory
 
-from sim_helpers import context, offline_models, run, session, shard_of
+from tests.doubles.sim_shard import context, offline_models, run, session, shard_of
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from ray_knowsim.stats.adaptive import Design, Procedure
 from ray_knowsim.stats.decide import Decision, PairVerdict
 from ray_knowsim.stats.group_sequential import Spending
 from ray_knowsim.stats.multiplicity import holm_closure
-from tests.stats.simulate import cycle3, normals, null_discrete, run_once, shifted_normals
+from tests.doubles.adaptive_sim import cycle3, normals, null_discrete, run_once, shifted_normals
 
 GS = "group_sequential"
 

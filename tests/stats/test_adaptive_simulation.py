@@ -1,6 +1,6 @@
 """The adaptive procedure validated by simulation, statistics only (no model calls), through the
 same :class:`~ray_knowsim.stats.adaptive.Procedure` the runner and the planning replay use
-(tests/stats/simulate.py). Fixed seeds (deterministic); replicate counts chosen so that each
+(tests/doubles/adaptive_sim.py). Fixed seeds (deterministic); replicate counts chosen so that each
 error claim is checked with a margin of three binomial standard errors. The docs' figures (more
 replicates) come from ``python -m tests.stats.measure_designs``.
 
@@ -29,7 +29,7 @@ from scipy import stats as st
 
 from ray_knowsim.stats.adaptive import Design
 from ray_knowsim.stats.group_sequential import Spending
-from tests.stats.simulate import cycle3, normals, null_discrete, run_once, shifted_normals
+from tests.doubles.adaptive_sim import cycle3, normals, null_discrete, run_once, shifted_normals
 
 ALPHA = 0.05
 BEFORE = Design("group_sequential", Spending("hsd", -4.0), "candidates")  # the default until issue 28's fix

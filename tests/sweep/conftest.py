@@ -1,14 +1,13 @@
-"""Fixtures of the sweep tests: a small synthetic run directory and config builders."""
+"""Fixtures of the sweep tests: small synthetic run directories (tests/doubles/sweep_runs.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ray_knowsim.rules.config import paper_rules
-from tests.sweep.builders import write_run
+from tests.doubles.sweep_runs import write_run
 
 
 @pytest.fixture(scope="session")
@@ -26,22 +25,3 @@ def paper_run_dir(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("sweep_run_paper")
     write_run(path, n_items=2, trials=1, seed=5, rules=paper_rules())
     return path
-
-
-def run_dir_config(run_dir: Path, out: Path, **extra: Any) -> dict[str, Any]:
-    cfg: dict[str, Any] = {"name": "t", "source": {"run_dir": str(run_dir)}, "output": str(out)}
-    cfg.update(extra)
-    return cfg
-
-
-def reference_config(shared_ref: Path, out: Path, **extra: Any) -> dict[str, Any]:
-    cfg: dict[str, Any] = {
-        "name": "ref",
-        "source": {
-            "records": [str(shared_ref / "examples" / "*.json")],
-            "graph_cache": [str(shared_ref / "iu_cache" / "math.json")],
-        },
-        "output": str(out),
-    }
-    cfg.update(extra)
-    return cfg

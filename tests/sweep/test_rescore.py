@@ -14,7 +14,7 @@ from ray_knowsim.sweep.identity import compare
 from ray_knowsim.sweep.rescore import InitPlan, initial_for, kernel_available, prepare, rescore
 from ray_knowsim.sweep.source import load_source
 from ray_knowsim.sweep.space import expand
-from tests.sweep.conftest import reference_config, run_dir_config
+from tests.doubles.sweep_runs import reference_config, run_dir_config
 
 needs_kernel = pytest.mark.skipif(not kernel_available(), reason="ray_knowsim.kernels.sessions is not importable here")
 

@@ -19,7 +19,7 @@ from ray_knowsim.sweep.runner import plan_sweep, read_rows, run_sweep
 from ray_knowsim.sweep.conversation import META_COLUMNS
 from ray_knowsim.sweep.rescore import prepare, rescore
 from ray_knowsim.sweep.source import load_source
-from tests.sweep.conftest import reference_config, run_dir_config
+from tests.doubles.sweep_runs import reference_config, run_dir_config
 
 ray = pytest.importorskip("ray")
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

@@ -16,7 +16,7 @@ from ray_knowsim.sweep.config import parse_sweep_config
 from ray_knowsim.sweep.pieces import Piece
 from ray_knowsim.sweep.rescore import prepare
 from ray_knowsim.sweep.runner import finish, read_rows, run_sweep, score_piece
-from tests.sweep.conftest import run_dir_config
+from tests.doubles.sweep_runs import run_dir_config
 
 SPACE = {"grid": {"capacity_ratio": [0.4, 0.55, 0.7], "hinge": [True, False]}}
 EXECUTION = {"conversations_per_block": 30, "settings_per_task": 2}

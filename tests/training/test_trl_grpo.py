@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-try:
-    from llm_cpu_fixtures import smollm2_dir  # noqa: F401  (pytest finds fixtures by name)
-except ImportError:
-    from tests.llm.llm_cpu_fixtures import smollm2_dir  # noqa: F401
+from tests.doubles.llm_cpu import smollm2_dir  # noqa: F401
 
 pytestmark = [pytest.mark.llm_cpu, pytest.mark.slow]
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.view.rundirs import CONFIG_HASH, SECRET, committed_run, write_tables
+from tests.doubles.rundirs import CONFIG_HASH, SECRET, committed_run, write_tables
 
 
 def _evil(runs: Path, secret: Path) -> Path:

@@ -9,7 +9,7 @@ import re
 
 from ray_knowsim.audit.run import audit_run
 from ray_knowsim.io.rundir import RunReader
-from tests.view.test_view_http import get, ids
+from tests.doubles.viewer_http import get, ids
 
 
 def test_the_run_page_lists_flagged_sessions_and_each_opens_with_its_flags(viewer, folders):

@@ -19,7 +19,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 from ray_knowsim.view.query import parse_query, select  # noqa: E402
 from tests.doubles.browser import start_chrome  # noqa: E402
-from tests.view.rundirs import SECRET  # noqa: E402
+from tests.doubles.rundirs import SECRET  # noqa: E402
 
 pytestmark = pytest.mark.browser
 

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 
 from ray_knowsim.compare.paired import ALL_LEVELS
-from tests.view.rundirs import committed_run
-from tests.view.test_view_http import get
+from tests.doubles.rundirs import committed_run
+from tests.doubles.viewer_http import get
 
 WINNER = "model-a:adaptive"
 

@@ -8,24 +8,14 @@ from __future__ import annotations
 
 import re
 import socket
-import urllib.error
-import urllib.request
 from urllib.parse import quote, urlsplit
 
 import pyarrow.parquet as pq
 import pytest
 
 from ray_knowsim.io.rundir import RunReader
-from tests.view.rundirs import SECRET
-
-
-def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
-    req = urllib.request.Request(url, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            return resp.status, dict(resp.headers), resp.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read().decode("utf-8", "replace")
+from tests.doubles.rundirs import SECRET
+from tests.doubles.viewer_http import get, ids
 
 
 def raw(base: str, target: str, host: str | None = None, method: str = "GET") -> tuple[int, str]:
@@ -43,12 +33,6 @@ def raw(base: str, target: str, host: str | None = None, method: str = "GET") ->
     text = b"".join(chunks).decode("latin-1")
     match = re.match(r"HTTP/1\.[01] (\d{3})", text)
     return (int(match.group(1)) if match else 0), text
-
-
-def ids(base: str) -> dict[str, str]:
-    """label -> URL path of every entry on the index page."""
-    _, _, body = get(base)
-    return {label: path for path, label in re.findall(r'href="(/(?:run|sweep|compare)/[0-9a-f]+)"[^>]*>served/([^<]+)<', body)}
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +182,7 @@ def test_an_unreadable_marker_is_shown_not_skipped(tmp_path):
     reading, and the run says which file (nothing is counted around it)."""
     from ray_knowsim.view.data import Files
     from ray_knowsim.view.discover import Entry, run_info
-    from tests.view.rundirs import committed_run
+    from tests.doubles.rundirs import committed_run
 
     run = committed_run(tmp_path, "broken", n_sessions=8, seed=2)
     marker = sorted((run / "commits").glob("*.json"))[0]
@@ -257,7 +241,7 @@ def test_a_plain_layout_shows_each_sessions_turns(tmp_path, layout):
     from ray_knowsim.io.rundir import RunReader
     from ray_knowsim.view.data import Files
     from ray_knowsim.view.discover import Entry, run_info
-    from tests.view.rundirs import committed_run
+    from tests.doubles.rundirs import committed_run
 
     src = RunReader.open(committed_run(tmp_path / "src", "src", n_sessions=8, seed=2))
     sessions, turns = src.sessions.read(), src.turns.read()

@@ -12,8 +12,8 @@ import pytest
 
 from ray_knowsim.io.rundir import RunReader
 from tests.doubles.broken import HTTP_400_DETAIL, broken_simulator, failures
-from tests.view.rundirs import committed_run
-from tests.view.test_view_http import get
+from tests.doubles.rundirs import committed_run
+from tests.doubles.viewer_http import get
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.compare.sentences import interval_text
 from ray_knowsim.score.store import RunScores
 from ray_knowsim.stats.tables import level_table, marginal_table
-from tests.view.test_view_http import get, ids
+from tests.doubles.viewer_http import get, ids
 
 METRICS = ("kg", "dc", "co", "iq")  # the mean rank's metrics, in its order
 DECIMALS = {"kg": 3, "dc": 3, "co": 3, "iq": 2}

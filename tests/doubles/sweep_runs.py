@@ -1,4 +1,5 @@
-"""A small run directory in the results contract, built from ``rules.trajectory`` outputs.
+"""The sweep tests' inputs: a small run directory built from ``rules.trajectory`` outputs and
+committed through the engine's writer (``io.commits.write_commit``), and sweep configs over it.
 
 Why our own builder (not the report's synthetic runs): the sweep tests need the awkward cases a
 real run produces -- conversations of different lengths, signals naming ids outside the graph or
@@ -11,44 +12,23 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from ray_knowsim.schema.graph import IUGraph, build_index
+from ray_knowsim.io.commits import SESSION_SCHEMA, TURN_SCHEMA, write_commit
+from ray_knowsim.schema.graph import build_index
 from ray_knowsim.schema.results import FAILURE_MODES, SessionRow, TurnRow
 from ray_knowsim.schema.signals import SignalEntry
 from ray_knowsim.rules.config import RuleConfig, reference_rules
 from ray_knowsim.rules.init_state import sample_initial_states
 from ray_knowsim.rules.trajectory import run_trajectory
+from tests.doubles.graphs import random_graph
 
 CONDITIONS = {"m-a:adaptive": (2.0, 0.8), "m-a:comprehensive": (5.0, 0.6), "m-b:socratic": (1.2, 0.5)}
 LEVELS = ("novice", "intermediate", "advanced")
-
-
-def arrow_schema(model) -> pa.Schema:
-    """Arrow schema of a results-contract row model (a fixed schema, as a real run writes)."""
-    import types
-    import typing
-
-    simple = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
-    fields = []
-    for name, info in model.model_fields.items():
-        ann = info.annotation
-        if isinstance(ann, types.UnionType):
-            ann = next(a for a in typing.get_args(ann) if a is not type(None))
-        typ = pa.list_(simple[typing.get_args(ann)[0]]) if typing.get_origin(ann) is list else simple[ann]
-        fields.append(pa.field(name, typ))
-    return pa.schema(fields)
-
-
-def random_graph(rng: random.Random, n: int) -> IUGraph:
-    nodes = [{"id": f"IU{k + 1}", "concept": f"concept {k + 1}"} for k in range(n)]
-    edges = []
-    for k in range(1, n):
-        for p in rng.sample(range(k), min(k, rng.choice((0, 1, 1, 2)))):
-            edges.append({"from": f"IU{p + 1}", "to": f"IU{k + 1}"})
-    return IUGraph.model_validate({"nodes": nodes, "edges": edges})
+#: the config hash of the rows and of their commits
+CONFIG_HASH = "0"
 
 
 def random_turn(rng: random.Random, ids: list[str], rate: float, well: float) -> list[SignalEntry]:
@@ -87,7 +67,7 @@ def write_run(run_dir: Path, *, n_items: int = 3, trials: int = 2, seed: int = 0
                     sid = f"synthetic/item{i}/{level}/{cond}/{trial}"
                     fm = {m: sum(t.failure_modes[m] for t in traj.metrics) for m in FAILURE_MODES}
                     row = SessionRow(
-                        run_id="t", config_hash="0", session_id=sid, task="synthetic", item_id=f"item{i}",
+                        run_id="t", config_hash=CONFIG_HASH, session_id=sid, task="synthetic", item_id=f"item{i}",
                         knowledge_level=level, condition=cond, assistant_model=cond.split(":")[0],
                         assistant_strategy=cond.split(":")[1], simulator="structured", trial=trial, seed=seed,
                         rules_preset=rules.preset, graph_size=g.size, tau=traj.tau, iu_labels=list(g.labels),
@@ -114,13 +94,31 @@ def write_run(run_dir: Path, *, n_items: int = 3, trials: int = 2, seed: int = 0
                        "initial_states": [], "graph_json": "{}", "iu_labels": []}  # fmt: skip
     failed = base | {"session_id": "synthetic/failed/0", "status": "failed", "stop_reason": "error", "turns": 0}
     sessions += [baseline, failed]
-    (run_dir / "sessions").mkdir(parents=True, exist_ok=True)
-    (run_dir / "turns").mkdir(parents=True, exist_ok=True)
-    half = len(sessions) // 2  # two files each, rows out of order: the reader must not rely on either
-    ss, ts = arrow_schema(SessionRow), arrow_schema(TurnRow)
-    pq.write_table(pa.Table.from_pylist(sessions[half:], schema=ss), run_dir / "sessions" / "part-0.parquet")
-    pq.write_table(pa.Table.from_pylist(sessions[:half], schema=ss), run_dir / "sessions" / "part-1.parquet")
+    # two commits, rows out of order (the reader must rely on neither), each through the engine's writer
     rng.shuffle(turns)
-    pq.write_table(pa.Table.from_pylist(turns[: len(turns) // 2], schema=ts), run_dir / "turns" / "part-0.parquet")
-    pq.write_table(pa.Table.from_pylist(turns[len(turns) // 2 :], schema=ts), run_dir / "turns" / "part-1.parquet")
+    half = len(sessions) // 2
+    for shard, part in enumerate((sessions[half:], sessions[:half])):
+        named = {row["session_id"] for row in part}
+        write_commit(run_dir, shard_id=f"shard-{shard:06d}", config_hash=CONFIG_HASH,
+                     sessions=pa.Table.from_pylist(part, schema=SESSION_SCHEMA),
+                     turns=pa.Table.from_pylist([t for t in turns if t["session_id"] in named], schema=TURN_SCHEMA))
     return sessions[:-2]
+
+
+def run_dir_config(run_dir: Path, out: Path, **extra: Any) -> dict[str, Any]:
+    cfg: dict[str, Any] = {"name": "t", "source": {"run_dir": str(run_dir)}, "output": str(out)}
+    cfg.update(extra)
+    return cfg
+
+
+def reference_config(shared_ref: Path, out: Path, **extra: Any) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "name": "ref",
+        "source": {
+            "records": [str(shared_ref / "examples" / "*.json")],
+            "graph_cache": [str(shared_ref / "iu_cache" / "math.json")],
+        },
+        "output": str(out),
+    }
+    cfg.update(extra)
+    return cfg

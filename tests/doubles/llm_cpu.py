@@ -4,7 +4,7 @@ They skip, with the way to fix it, unless the tests run under the LLM venv built
 ``scripts/setup_llm_cpu.sh`` (vLLM importable, converted model dir present). Import the fixtures
 you use into a test module (or a conftest.py):
 
-    from llm_cpu_fixtures import llm_ray, smollm2_dir, vllm_cpu_pool, vllm_server  # noqa: F401
+    from tests.doubles.llm_cpu import llm_ray, smollm2_dir, vllm_cpu_pool, vllm_server  # noqa: F401
 
 Each expensive thing starts once per pytest session and is shared: the OpenAI-compatible server
 (~40 s on an idle 2-core machine, 2-3 min when it is busy; ~1.6 GB) and the Ray actor engine
@@ -27,12 +27,29 @@ from typing import Iterator
 
 import pytest
 
+from ray_knowsim.schema.graph import IUGraph
+from ray_knowsim.schema.items import Item
 from tests.doubles.ports import reserve_port, vllm_on_fd_cmd
 
 SETUP_HINT = (
     "run `bash scripts/setup_llm_cpu.sh`, then `.venv-llm/bin/python -m pytest -m llm_cpu tests/llm`"
 )
 SERVED_MODEL_NAME = "smollm2-135m-instruct"
+
+#: the one item and graph the real-model tests simulate (small: three IUs in a chain)
+ITEM = Item(id="frac-1", task="math", question="What is 3/4 + 1/8?",
+            reference_answer="Write 3/4 as 6/8; then 6/8 + 1/8 = 7/8.")
+GRAPH = IUGraph.model_validate({
+    "nodes": [
+        {"id": "IU1", "concept": "equivalent fractions", "abstraction_level": 0.7,
+         "description": "Multiplying top and bottom by one number keeps a fraction's value."},
+        {"id": "IU2", "concept": "common denominator", "abstraction_level": 0.4,
+         "description": "Fractions are added once they share one denominator."},
+        {"id": "IU3", "concept": "adding numerators", "abstraction_level": 0.2,
+         "description": "Over one denominator, add the numerators and keep the denominator."},
+    ],
+    "edges": [{"from": "IU1", "to": "IU2"}, {"from": "IU2", "to": "IU3"}],
+})
 SERVER_READY_TIMEOUT_S = float(os.environ.get("RAY_KNOWSIM_VLLM_READY_TIMEOUT", "300"))
 # CPU engine settings measured to work on a 2-core machine (shared/notes/environment.md).
 CPU_ENGINE_ENV = {
