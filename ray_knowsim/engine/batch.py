@@ -22,12 +22,12 @@ import os
 import time
 import traceback
 import warnings
-from collections import deque
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Collection, Iterator, Mapping
 
+from ray_knowsim.cluster.bounded_fan_out import BoundedFanOut, SharedDirError, check_shared_dir
 from ray_knowsim.engine.build import RunError, make_context, model_prices, place_models, placed_plan, prepare
 from ray_knowsim.engine.codecheck import CodeMismatch, by_value, identity, require_same_code, run_checked
 from ray_knowsim.engine.failfast import FailureGuard, Stop
@@ -219,12 +219,13 @@ def run(
                 display.log(f"run {run_id}: {plan.n_sessions} sessions in {plan.n_shards} shards; "
                             f"{work.committed} committed before, {work.sessions} to run in {len(work.shards)} shards "
                             f"(new {work.new}, rerun infra {work.rerun[INFRA]}, model {work.rerun[MODEL]}) -> {run_dir.root}")
-                unseen = nodes_not_seeing(run_dir)
-                if unseen:
-                    raise RunError(f"the run directory {run_dir.root} is not visible from nodes {unseen}: workers write "
-                                   "their results there, so it must be on storage every node mounts (see docs/cluster.md)")
-                outcome.incomplete, outcome.llm, outcome.stopped = _run_groups(
-                    cfg, plan, inputs, run_dir, make_context(cfg, run_id, config_hash, invocation), work, display, pools)
+                try:  # before any model starts; the fan-out checks the nodes that join later
+                    seen_by = check_shared_dir(run_dir.root, what="the run directory")
+                    outcome.incomplete, outcome.llm, outcome.stopped = _run_groups(
+                        cfg, plan, inputs, run_dir, make_context(cfg, run_id, config_hash, invocation), work, display, pools,
+                        seen_by)
+                except SharedDirError as exc:
+                    raise RunError(str(exc)) from None
             else:
                 asked = plan.n_sessions if sessions is None else f"{len(sessions)} asked-for"
                 display.log(f"run {run_id}: nothing to run, all {asked} sessions committed -> {run_dir.root}")
@@ -327,7 +328,7 @@ def _pools() -> Iterator[dict[str, Any]]:
 
 
 def _run_groups(cfg: RunConfig, plan: Plan, inputs: Any, run_dir: RunDir, ctx: ShardContext, work: Work,
-                display: Display, pools: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any], Stop | None]:
+                display: Display, pools: dict[str, Any], seen_by: set[str]) -> tuple[dict[str, str], dict[str, Any], Stop | None]:
     """Run the shards group by group; the engine pools a group needs are started before it and
     the ones it does not need are stopped (the role models' pools stay up across groups). Stops
     early (returning why) when ``engine.fail_fast`` fires."""
@@ -351,7 +352,7 @@ def _run_groups(cfg: RunConfig, plan: Plan, inputs: Any, run_dir: RunDir, ctx: S
             display.log(f"group {g}/{len(plan.condition_groups)}: conditions {conds}; models {sorted(keys)}")
             shutdown_pools(pools, [k for k in list(pools) if k not in keys])
         models = build_models(cfg, inputs.graphs, str(run_dir.cache), wait_s=900, keys=keys, pools=pools)
-        inc, llm, stop = _fan_out(cfg, plan, run_dir, models, ctx, here, display, guard)
+        inc, llm, stop = _fan_out(cfg, plan, run_dir, models, ctx, here, display, guard, seen_by)
         incomplete.update(inc)
         acc.merge(Accounting.from_dict(llm))
     return incomplete, acc.to_dict(), stop
@@ -359,60 +360,54 @@ def _run_groups(cfg: RunConfig, plan: Plan, inputs: Any, run_dir: RunDir, ctx: S
 
 def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx: ShardContext,
              todo: dict[int, dict[str, Attempt]], display: Display,
-             guard: FailureGuard) -> tuple[dict[str, str], dict[str, Any], Stop | None]:
-    """Submit shard tasks in a bounded window; collect summaries. Returns the shards that did not
-    finish (id -> why), the LLM accounting of the finished ones, and why ``guard`` stopped the
-    batch (then nothing more is submitted and the shards in flight are cancelled; their
-    committed sessions stay committed)."""
+             guard: FailureGuard, seen_by: set[str]) -> tuple[dict[str, str], dict[str, Any], Stop | None]:
+    """Submit shard tasks in a bounded window (cluster.bounded_fan_out); collect summaries.
+    Returns the shards that did not finish (id -> why), the LLM accounting of the finished ones,
+    and why ``guard`` stopped the batch (then nothing more is submitted and the shards in flight
+    are cancelled; their committed sessions stay committed). ``seen_by``: the nodes known to see
+    the run directory (the fan-out checks the ones that join, and adds them)."""
     import ray
 
     stop: Stop | None = None
-    cancelled_at = 0.0
-
     eng = cfg.engine
     task = ray.remote(by_value(run_checked))  # each shard checks its worker's code first (codecheck.py)
     code = identity()
     options = dict(num_cpus=eng.shard_cpus, max_retries=eng.shard_retries, retry_exceptions=False)
     models_ref, ctx_ref = ray.put(models), ray.put(ctx)
     board = progress_actor()
-    queue = deque(sorted(todo.items()))
     policy = CommitPolicy(every=eng.commit_every, every_s=eng.commit_every_s)
-    pending: dict[Any, str] = {}
+
+    def submit(item: tuple[int, dict[str, Attempt]]) -> Any:
+        k, attempts = item
+        spec = plan.shard(k, attempts, reseed={sid: a.attempt for sid, a in attempts.items() if a.reseed})
+        return task.options(name=f"ray-knowsim {spec.shard_id}", **options).remote(
+            code, execute_shard, spec, models_ref, ctx_ref, str(run_dir.root), eng.shard_fn, eng.shard_fn_options,
+            {sid: a for sid, a in attempts.items() if a != Attempt()}, board, policy, plan.fingerprint,
+        )
+
+    fan = BoundedFanOut(sorted(todo.items()), submit, window=lambda: _window(eng), refresh_s=10.0, poll_s=0.25,
+                        shared_dir=run_dir.root, shared_what="the run directory", checked_nodes=seen_by)
     totals = Counts()
     incomplete: dict[str, str] = {}
-    window = _window(eng)
-    last_poll = last_window = 0.0
+    last_poll = 0.0
     snapshots: dict[str, dict[str, Any]] = {}
     with display:
-        while queue or pending:
-            now = time.monotonic()
-            if now - last_window > 10:
-                window, last_window = _window(eng), now
-            while queue and len(pending) < window:
-                k, attempts = queue.popleft()
-                spec = plan.shard(k, attempts, reseed={sid: a.attempt for sid, a in attempts.items() if a.reseed})
-                ref = task.options(name=f"ray-knowsim {spec.shard_id}", **options).remote(
-                    code, execute_shard, spec, models_ref, ctx_ref, str(run_dir.root), eng.shard_fn, eng.shard_fn_options,
-                    {sid: a for sid, a in attempts.items() if a != Attempt()}, board, policy, plan.fingerprint,
-                )
-                pending[ref] = spec.shard_id
-            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.25, fetch_local=False)
-            for ref in ready:
-                shard_id = pending.pop(ref)
+        for finished in fan:
+            for f in finished:
+                shard_id = shard_name(f.item[0])
                 board.drop.remote(shard_id)
                 snapshots.pop(shard_id, None)
-                try:
-                    summary = ray.get(ref)
-                except Exception as exc:  # noqa: BLE001 - a shard failure must not stop the others
-                    if stop is not None:  # cancelled by the stop: its committed sessions stay
-                        incomplete[shard_id] = f"cancelled: {stop.line()}"
-                        continue
-                    incomplete[shard_id] = _short_error(exc)
+                if f.cancelled:  # cancelled by the stop: its committed sessions stay
+                    incomplete[shard_id] = f"cancelled: {stop.line() if stop else 'stopped'}"
+                elif f.error is not None:  # a shard failure must not stop the others
+                    incomplete[shard_id] = _short_error(f.error)
                     display.warn(f"{shard_id} did not finish: {incomplete[shard_id]}")
-                    continue
-                display.shards_done += 1
-                totals.add(Counts(summary["sessions"], summary["new_failed"], summary["turns"], summary["accounting"],
-                                  summary.get("errors", {}), ended_turns=summary["turns"]))
+                else:
+                    summary = f.value
+                    display.shards_done += 1
+                    totals.add(Counts(summary["sessions"], summary["new_failed"], summary["turns"], summary["accounting"],
+                                      summary.get("errors", {}), ended_turns=summary["turns"]))
+            pending = {shard_name(k) for k, _ in fan.in_flight}
             if time.monotonic() - last_poll >= 0.5 or not pending:
                 last_poll = time.monotonic()
                 try:
@@ -423,7 +418,7 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
                                totals.ended_turns)
                 live = 0
                 for sid, snap in snapshots.items():
-                    if sid in pending.values():
+                    if sid in pending:
                         shown.add(Counts.from_dict(snap))
                         live += int(snap.get("live", 0))
                 display.update(shown, live)
@@ -431,58 +426,15 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
                     stop = guard.check(shown.sessions, shown.errors)
                     if stop is not None:
                         display.warn(f"stopping the run: {stop.line()}; committed sessions stay, the same command resumes")
-                        for k, _ in queue:
+                        for k, _ in fan.stop():
                             incomplete[shard_name(k)] = f"not started: {stop.line()}"
-                        queue.clear()
-                        for ref in pending:
-                            ray.cancel(ref)
-                        cancelled_at = time.monotonic()
-            if stop is not None and pending and time.monotonic() - cancelled_at > CANCEL_GRACE_S:
-                for ref in pending:  # a shard that did not react to the cancel: end its worker
-                    ray.cancel(ref, force=True)
-                cancelled_at = time.monotonic()
         display.update(totals, 0)
+    seen_by |= fan.checked_nodes
     guard.absorb(totals.sessions, totals.errors)
     if not display.interactive and not display.quiet:
         print(display.line(totals), flush=True)
     ray.kill(board)
     return incomplete, totals.accounting, stop
-
-
-#: seconds a cancelled shard gets to stop by itself before its worker is ended
-CANCEL_GRACE_S = 20.0
-
-
-def nodes_not_seeing(run_dir: RunDir) -> list[str]:
-    """Addresses of CPU nodes that cannot read a probe file the driver just wrote in the run
-    directory (an unshared output path on a multi-node cluster). One node: nothing to check."""
-    import secrets
-
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
-    if len(nodes) <= 1:
-        return []
-    token = secrets.token_hex(8)
-    probe = run_dir.tmp / f"probe-{token}"
-    probe.write_text(token)
-
-    def sees(path: str, expected: str) -> bool:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                return fh.read() == expected
-        except OSError:
-            return False
-
-    task = ray.remote(num_cpus=0)(sees)
-    try:
-        refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(str(probe), token)
-                for n in nodes]
-        seen = ray.get(refs, timeout=300)
-    finally:
-        probe.unlink(missing_ok=True)
-    return [n.get("NodeManagerAddress", n["NodeID"]) for n, ok in zip(nodes, seen) if not ok]
 
 
 def _window(eng) -> int:

@@ -24,8 +24,9 @@ Output folder:
   identity.csv          the default setting's rows against the source's recorded metrics
   report/               sensitivity tables (CSV) and plots (PNG), listed in report/index.md
 
-The output folder must be one every node mounts at the same path (tasks write there); a task on a
-node that cannot see it fails with a message saying so.
+The output folder must be one every node mounts at the same path (tasks write there): the fan-out
+checks every node before its first piece and each node that joins (cluster.bounded_fan_out), and a
+task that does not find the folder's manifest refuses to write (``commits.check_visible``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import json
 import shutil
 import socket
 import time
-from collections import Counter, deque
+from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,13 +45,13 @@ from typing import Any, Callable
 import pandas as pd
 import pyarrow as pa
 
+from ray_knowsim.cluster.bounded_fan_out import BoundedFanOut
 from ray_knowsim.engine.codecheck import require_same_code
 from ray_knowsim.engine.ray_session import ray_session
 from ray_knowsim.sweep.aggregate import CELL_COLUMNS, partials, reduce
 from ray_knowsim.sweep.commits import (
     MANIFEST,
     MARKERS,
-    SweepCommitError,
     check_visible,
     collect_garbage,
     commit_piece,
@@ -274,15 +275,10 @@ def _prepared(plan: SweepPlan, block: int) -> Prepared:
     return prepare(plan.block(block), plan.backend, resample=plan.init.mode != "keep")
 
 
-def _check_committed(plan: SweepPlan, piece: Piece) -> None:
-    """The driver must see what the task wrote (else the folder is not shared with that node)."""
-    if not (plan.out_dir / MARKERS / f"{piece.name}.json").is_file():
-        raise SweepCommitError(f"piece {piece.name} was committed by a task but {plan.out_dir / MARKERS} does not show it: "
-                               "the sweep's output folder must be on a filesystem every node mounts (docs/sweep.md)")  # fmt: skip
-
-
 def run_pieces(plan: SweepPlan, pieces: list[Piece], progress: Progress) -> PieceStats:
-    """Submit the pieces as Ray tasks (bounded in flight) and collect their receipts."""
+    """Submit the pieces as Ray tasks (bounded in flight, cluster.bounded_fan_out) and collect
+    their receipts; the first piece that fails stops the sweep (the pieces in flight are
+    cancelled; what is committed stays, and the same command resumes)."""
     import ray
 
     stats = PieceStats()
@@ -292,25 +288,20 @@ def run_pieces(plan: SweepPlan, pieces: list[Piece], progress: Progress) -> Piec
     task = ray.remote(num_cpus=1, max_retries=3, retry_exceptions=False)(score_piece)
     left = Counter(p.block for p in pieces)
     block_refs: dict[int, Any] = {}
-    inflight: dict[Any, Piece] = {}
-    queue = deque(pieces)
     ex = plan.cfg.execution
-    limit, limit_at = 0, -WINDOW_REFRESH_S
+
+    def submit(p: Piece) -> Any:
+        if p.block not in block_refs:
+            block_refs[p.block] = ray.put(_prepared(plan, p.block))
+        return task.remote(block_refs[p.block], plan.settings_of(p), plan.init, p, str(plan.out_dir), plan.fingerprint)
+
+    fan = BoundedFanOut(pieces, submit, window=lambda: max(2, ex.inflight_per_cpu * cluster_cpus(ex)),
+                        refresh_s=WINDOW_REFRESH_S, fail_fast=True, shared_dir=plan.out_dir,
+                        shared_what="the sweep's output folder")
     last_report = time.monotonic()
-    while queue or inflight:
-        if time.monotonic() - limit_at >= WINDOW_REFRESH_S:  # nodes may join or leave
-            limit, limit_at = max(2, ex.inflight_per_cpu * cluster_cpus(ex)), time.monotonic()
-        while queue and len(inflight) < limit:
-            p = queue.popleft()
-            if p.block not in block_refs:
-                block_refs[p.block] = ray.put(_prepared(plan, p.block))
-            ref = task.remote(block_refs[p.block], plan.settings_of(p), plan.init, p, str(plan.out_dir), plan.fingerprint)
-            inflight[ref] = p
-        ready, _ = ray.wait(list(inflight), num_returns=1)
-        for ref in ready:
-            p = inflight.pop(ref)
-            receipt = ray.get(ref)
-            _check_committed(plan, p)
+    for finished in fan:
+        for f in finished:
+            p, receipt = f.item, f.value
             stats.add(receipt)
             left[p.block] -= 1
             if not left[p.block]:
