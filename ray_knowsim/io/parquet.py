@@ -2,7 +2,10 @@
 
 * :func:`arrow_schema` — the ONE derivation of an Arrow schema from a pydantic row model;
 * :func:`rows_table` — rows of such a model as an Arrow table of that schema;
-* :func:`write_parquet` / :func:`atomic_write_text` — durable writes (fsync, rename into place).
+* :func:`replace_durably` — THE durable replacement of one file (temp file, fsync, rename, fsync
+  of the folder), which :func:`atomic_write_text`, :func:`atomic_write_parquet` and the table
+  writer (:mod:`ray_knowsim.io.tables`) all go through;
+* :func:`write_parquet` — a Parquet file written and fsynced in place (a temp file of a commit).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import secrets
 import types
 import typing
 from pathlib import Path
-from typing import Any, Sequence
+from typing import IO, Any, Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -70,25 +73,37 @@ def write_parquet(table: pa.Table, path: Path, compression: str = "zstd") -> Non
         os.fsync(fh.fileno())
 
 
+def replace_durably(path: Path, write: Callable[[IO[bytes]], None], tmp_dir: Path | None = None) -> Path:
+    """Make ``path`` hold what ``write(fh)`` writes, so that readers see the old file or the whole
+    new one, never a part, and a crash after the return cannot undo it: a temporary file
+    (``tmp_dir/<name>.<random>.tmp``, or ``.<name>.<random>.tmp`` beside ``path`` when ``tmp_dir`` is
+    None; same filesystem either way), fsynced, renamed over ``path``, then ``path``'s folder
+    fsynced. The temporary file is gone afterwards, whatever ``write`` raised."""
+    if tmp_dir is None:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+    else:
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        tmp = tmp_dir / f"{path.name}.{secrets.token_hex(4)}.tmp"
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+    return path
+
+
 def atomic_write_text(path: Path, text: str, tmp_dir: Path) -> None:
     """Write ``text`` to ``path`` so readers see the old file or the whole new one, never half."""
-    tmp_dir.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_dir / f"{path.name}.{secrets.token_hex(4)}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    replace_durably(path, lambda fh: fh.write(text.encode("utf-8")), tmp_dir)
 
 
-def atomic_write_parquet(table: pa.Table, path: Path, tmp_dir: Path) -> None:
+def atomic_write_parquet(table: pa.Table, path: Path, tmp_dir: Path, compression: str = "zstd") -> None:
     """Write ``table`` to ``path`` through a temporary file in ``tmp_dir`` and a rename."""
-    tmp_dir.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_dir / f"{path.name}.{secrets.token_hex(4)}.tmp"
-    write_parquet(table, tmp)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    replace_durably(path, lambda fh: pq.write_table(table, fh, compression=compression), tmp_dir)
 
 
-__all__ = ["arrow_schema", "atomic_write_parquet", "atomic_write_text", "fsync_dir", "rows_table", "write_parquet"]
+__all__ = ["arrow_schema", "atomic_write_parquet", "atomic_write_text", "fsync_dir", "replace_durably", "rows_table", "write_parquet"]

@@ -17,13 +17,12 @@ made again from the committed rows (io/committed.py keeps those).
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import pandas as pd
 
-from ray_knowsim.io.parquet import fsync_dir
+from ray_knowsim.io.parquet import replace_durably
 
 FORMATS = ("parquet", "csv")
 
@@ -33,26 +32,13 @@ def write_table(df: pd.DataFrame, folder: str | os.PathLike[str], name: str, for
     its index; returns the paths written."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for fmt in formats:
-        path = folder / f"{name}.{fmt}"
-        tmp = folder / f".{path.name}.{secrets.token_hex(4)}.tmp"
-        try:
-            with open(tmp, "wb") as fh:
-                if fmt == "parquet":
-                    df.to_parquet(fh, index=False)
-                elif fmt == "csv":
-                    fh.write(df.to_csv(index=False).encode("utf-8"))
-                else:
-                    raise ValueError(f"table format {fmt!r}: use one of {FORMATS}")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        written.append(path)
-    fsync_dir(folder)
-    return written
+    writers = {"parquet": lambda fh: df.to_parquet(fh, index=False),
+               "csv": lambda fh: fh.write(df.to_csv(index=False).encode("utf-8"))}
+    bad = [fmt for fmt in formats if fmt not in writers]
+    if bad:
+        raise ValueError(f"table format {bad[0]!r}: use one of {FORMATS}")
+    # each file by the one durable replacement (io/parquet.py): a hidden temp file beside it, fsync, rename, fsync of the folder
+    return [replace_durably(folder / f"{name}.{fmt}", writers[fmt]) for fmt in formats]
 
 
 def write_tables(tables: Mapping[str, pd.DataFrame], folder: str | os.PathLike[str], formats: Sequence[str] = FORMATS) -> list[Path]:

@@ -55,3 +55,27 @@ def test_a_crash_at_any_step_leaves_the_old_or_the_new_table(tmp_path, monkeypat
         return pd.read_parquet(scratch / "x.parquet") if fmt == "parquet" else pd.read_csv(scratch / "x.csv")
 
     assert each_crash(monkeypatch, lambda: copy(base, tmp_path / "w"), lambda root: write_table(NEW, root, "t"), check) >= 6
+
+
+def test_arrow_tables_and_text_are_replaced_by_the_same_one_writer(tmp_path, monkeypatch):
+    """atomic_write_parquet (a sweep's settings and aggregates) and atomic_write_text (manifests,
+    markers) go through the table writer's one durable replacement (io/parquet.replace_durably):
+    the staged file fsynced before its rename, the folder after, nothing left in the temp folder."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ray_knowsim.io.parquet import atomic_write_parquet, atomic_write_text
+
+    table = pa.table({"setting": [0, 1], "kg": [0.5, 0.25]})
+    tmp = tmp_path / ".tmp"
+    for name, write in (("a.parquet", lambda p: atomic_write_parquet(table, p, tmp)),
+                        ("b.json", lambda p: atomic_write_text(p, '{"x": 1}', tmp))):
+        final = tmp_path / name
+        with steps(monkeypatch) as s:
+            write(final)
+        rename = next(k for k, (op, p) in enumerate(s.trace) if op == "replace" and p.endswith(f"-> {final}"))
+        staged = s.trace[rename][1].split(" -> ")[0]
+        assert staged.startswith(str(tmp)) and ("fsync", staged) in s.trace[:rename]
+        assert ("fsync", str(tmp_path)) in s.trace[rename:]
+    assert pq.read_table(tmp_path / "a.parquet").equals(table) and (tmp_path / "b.json").read_text() == '{"x": 1}'
+    assert list(tmp.iterdir()) == []
