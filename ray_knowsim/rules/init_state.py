@@ -238,13 +238,15 @@ def ks_to_states(index: GraphIndex, ks: Mapping[str, Any]) -> dict[str, int]:
 
 
 def session_initial_states(
-    index: GraphIndex, level: str, rules: RuleConfig, init_seed: int, cached_ks: Mapping[str, Any] | None = None
+    index: GraphIndex, level: str, rules: RuleConfig, init_seed: int | str, cached_ks: Mapping[str, Any] | None = None
 ) -> dict[str, int]:
-    """The state one session of a run starts from, ``{iu_id: value}`` over every IU: its cached KS
-    (the engine's init cache, a training reset's given state) read back verbatim, else sampled
-    from ``random.Random(init_seed)`` — a session's own stream, so every condition of an item x
-    level x trial starts from the same state (paired conditions). The one place this is decided:
-    the worker (filling a shard's states before the loop) and the loop's session start both call it.
+    """The state one session starts from, ``{iu_id: value}`` over every IU: its cached KS (the
+    engine's init cache, a training reset's given state) read back verbatim, else sampled from
+    ``random.Random(init_seed)`` — a session's own stream, so every condition of an item x level x
+    trial starts from the same state (paired conditions). The one place this is decided: the
+    worker (filling a shard's states before the loop), the loop's session start, and a sweep's
+    re-sampling (``sweep.rescore``; its seed is the string ``"<init seed>/<conversation key>"``,
+    part of the sweep's identity) all call it.
     """
     if cached_ks is not None:
         return ks_to_states(index, cached_ks)

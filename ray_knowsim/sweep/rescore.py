@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 
-import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -28,7 +27,7 @@ from ray_knowsim.schema.graph import GraphIndex
 from ray_knowsim.schema.states import KNOWS_WELL
 from ray_knowsim.rules.config import RuleConfig
 from ray_knowsim.rules.final_metrics import _f1, legacy_absorbed_total, raw_progress
-from ray_knowsim.rules.init_state import sample_initial_states
+from ray_knowsim.rules.init_state import session_initial_states
 from ray_knowsim.rules.termination import mastery_turn
 from ray_knowsim.rules.trajectory import run_trajectory
 from ray_knowsim.sweep.conversation import META_COLUMNS, Conversation
@@ -89,7 +88,7 @@ def resampled_states(graph: GraphIndex, level: str, key: str, rules: RuleConfig,
     memo = (init_key(rules), key)
     if cache is not None and memo in cache:
         return cache[memo]
-    states = sample_initial_states(graph, level, rules, random.Random(f"{plan.seed}/{key}"))
+    states = session_initial_states(graph, level, rules, f"{plan.seed}/{key}")  # the seed string is part of the sweep's identity
     if cache is not None:
         cache[memo] = states
     return states

@@ -127,6 +127,25 @@ def test_resampling_uses_common_random_numbers(run_dir, tmp_path):
     assert starts[0] != [c.initial for c in convs]
 
 
+def test_a_resampled_start_is_the_sessions_sampler_on_the_sweeps_own_seed(run_dir, tmp_path):
+    """One sampler for runs and sweeps (rules.init_state.session_initial_states): a re-sampled
+    start is what it draws from the string seed "<init seed>/<conversation key>" (the sweep's
+    identity), the very stream the sweep drew from before it went through that function."""
+    import random
+
+    from ray_knowsim.rules.init_state import sample_initial_states, session_initial_states
+
+    cfg = parse_sweep_config(run_dir_config(run_dir, tmp_path))
+    convs = load_source(cfg).conversations[:8]
+    rules = expand(SpaceConfig.model_validate({"list": [{"init_ratios.*.known": 0.3}]}), BaseRules())[1].rules
+    plan = InitPlan("resample", 4, rules)
+    for c in convs:
+        level = c.meta.get("knowledge_level", "")
+        start = initial_for(c, rules, plan)[0]
+        assert start == session_initial_states(c.graph, level, rules, f"4/{c.key}")
+        assert start == sample_initial_states(c.graph, level, rules, random.Random(f"4/{c.key}"))
+
+
 def test_sources_fail_early_and_clearly(tmp_path, shared_ref):
     with pytest.raises(SweepConfigError, match="not a run directory"):
         load_source(parse_sweep_config(run_dir_config(tmp_path / "nope", tmp_path)))
