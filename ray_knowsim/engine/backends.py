@@ -35,9 +35,9 @@ class BuildContext:
 
 
 #: a typical chat model's completion lengths per request (tokens): the planner's guess for a
-#: backend that names none and that no earlier run has measured
-TYPICAL_COMPLETION = {"user_sim": 150.0, "judge": 300.0, "judge_termination": 150.0, "extractor_per_iu": 60.0,
-                      "assistant": {"minimal": 120.0, "adaptive": 450.0, "socratic": 300.0, "comprehensive": 900.0}}
+#: backend that names none and that no earlier run has measured. The assistant's reply length is
+#: each strategy's own (``TutorStrategy.reply_tokens``; a backend's ``reply_length`` names the field)
+TYPICAL_COMPLETION = {"user_sim": 150.0, "judge": 300.0, "judge_termination": 150.0, "extractor_per_iu": 60.0}
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,9 @@ class BackendProfile:
     in_process: bool = False  # requests run one at a time in the shard's own process (no overlap)
     free: bool = False  # costs nothing when its entry names no price
     completion_tokens: Mapping[str, Any] = field(default_factory=lambda: TYPICAL_COMPLETION)
+    #: the field of each tutor strategy (ray_knowsim.strategies.base.TutorStrategy) that holds its
+    #: expected reply length under this backend, in the unit of ``count_tokens``
+    reply_length: str = "reply_tokens"
     count_tokens: Callable[[str], int] | None = None  # its own token count (None: ceil(chars / 4))
     token_count_name: str = ""  # how count_tokens counts, for the estimate's notes
 

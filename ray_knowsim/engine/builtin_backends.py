@@ -10,10 +10,10 @@ from ray_knowsim.llm.offline import ntokens
 from ray_knowsim.llm.protocol import ChatModel
 
 #: the offline model's per-request completion lengths (whitespace words), measured on the demo items
-OFFLINE_COMPLETION = {"user_sim": 55.0, "judge": 60.0, "judge_termination": 40.0, "extractor_per_iu": 35.0,
-                      "assistant": {"minimal": 26.0, "adaptive": 75.0, "socratic": 55.0, "comprehensive": 210.0}}
+#: (the assistant's: each strategy's ``offline_reply_words``)
+OFFLINE_COMPLETION = {"user_sim": 55.0, "judge": 60.0, "judge_termination": 40.0, "extractor_per_iu": 35.0}
 OFFLINE_PROFILE = BackendProfile(latency_s=0.03, tokens_per_s=0.0, in_process=True, free=True,
-                                 completion_tokens=OFFLINE_COMPLETION, count_tokens=ntokens,
+                                 completion_tokens=OFFLINE_COMPLETION, reply_length="offline_reply_words", count_tokens=ntokens,
                                  token_count_name="offline model's own count (whitespace-separated words)")
 
 

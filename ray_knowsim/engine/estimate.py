@@ -238,20 +238,31 @@ class CompletionModel(BaseModel):
 
 
 def prior_completions(cfg: RunConfig) -> CompletionModel:
+    from ray_knowsim.strategies import STRATEGIES, TutorStrategy
+
+    def profile(key: str | None) -> Any:
+        """The profile the backend of model ``key`` registered (a typical chat model's by default)."""
+        return BACKENDS.get(cfg.models[key].backend).profile if key in cfg.models else None
+
     def table(key: str | None) -> Mapping[str, Any]:
         """The completion lengths the backend of model ``key`` registered (a typical chat model's by default)."""
-        return BACKENDS.get(cfg.models[key].backend).profile.completion_tokens if key in cfg.models else TYPICAL_COMPLETION
+        p = profile(key)
+        return p.completion_tokens if p is not None else TYPICAL_COMPLETION
 
     user_sim, extractor = (table(cfg.roles.settings(role).model) for role in ("user_sim", "extractor"))
     judge = table(cfg.roles.judge.model) if cfg.roles.judge is not None else TYPICAL_COMPLETION
-    assistants = [table(c.assistant or cfg.roles.assistant.model) for c in cfg.conditions]
-    a_tab = assistants[0] if assistants and all(t is assistants[0] for t in assistants) else TYPICAL_COMPLETION
+    # the assistant's reply length is each strategy's own, in the unit of the backend its conditions talk to
+    # (one field for all: conditions on backends that count differently get a typical chat model's)
+    fields = {getattr(profile(c.assistant or cfg.roles.assistant.model), "reply_length", "reply_tokens") for c in cfg.conditions}
+    reply = fields.pop() if len(fields) == 1 else "reply_tokens"
     return CompletionModel(
-        user_sim=user_sim["user_sim"], assistant=dict(a_tab["assistant"]),
-        assistant_default=float(np.mean(list(a_tab["assistant"].values()))),
+        user_sim=user_sim["user_sim"],
+        assistant={c.strategy: float(getattr(STRATEGIES.get(c.strategy), reply)) for c in cfg.conditions},
+        assistant_default=float(TutorStrategy.__dataclass_fields__[reply].default),  # the built-ins' mean
         extractor_per_iu=extractor["extractor_per_iu"], judge=judge["judge"], judge_termination=judge["judge_termination"],
-        source="prior: each backend's registered completion lengths (the offline model's measured ones, a typical "
-               "chat model's otherwise; engine/backends.py)",
+        source="prior: each strategy's expected reply length (ray_knowsim.strategies) and each backend's registered "
+               "completion lengths for the other roles (the offline model's measured ones, a typical chat model's "
+               "otherwise; engine/backends.py)",
     )
 
 

@@ -89,3 +89,40 @@ def test_the_dry_run_counts_the_first_turn_the_loop_sends(tmp_path):
     assert len(counts) == first.rendered == est.n_sessions
     assert (min(counts), max(counts)) == (first.min_prompt_tokens, first.max_prompt_tokens)
     assert sum(counts) / len(counts) == pytest.approx(first.mean_prompt_tokens)
+
+
+@pytest.fixture
+def long_replies():
+    """A strategy registered from outside the package with its own expected reply lengths (and
+    the checklist plugin, which names none), gone afterwards."""
+    import importlib
+    import sys
+
+    from ray_knowsim.strategies import STRATEGIES, TutorStrategy, register_strategy
+
+    importlib.import_module("tests.plugins.checklist_strategy")
+    register_strategy(TutorStrategy(name="long_replies", template="assistant_adaptive", reply_tokens=777.0,
+                                    offline_reply_words=133.0))
+    yield
+    STRATEGIES._items.pop("long_replies", None)
+    STRATEGIES._items.pop("checklist", None)
+    sys.modules.pop("tests.plugins.checklist_strategy", None)
+
+
+def test_the_prior_reads_each_strategys_reply_length_from_the_strategy(tmp_path, long_replies):
+    """An alias gets its strategy's length (minimal = simple: 120 tokens, not the 442.5 mean a table
+    keyed by the old name gave the name), a plugin strategy its own, one that names none the
+    built-ins' mean; in the unit of the backend the conditions talk to (the offline model's words)."""
+    from ray_knowsim.engine.estimate import prior_completions
+
+    conditions = [{"strategy": s} for s in ("minimal", "simple", "long_replies", "checklist")]
+    http = prior_completions(parse_run_config(http_config(conditions=conditions)))
+    assert {s: http.assistant_for(s) for s in ("minimal", "simple", "long_replies", "checklist")} == {
+        "minimal": 120.0, "simple": 120.0, "long_replies": 777.0, "checklist": 442.5}
+    offline = prior_completions(parse_run_config(small_config(conditions=conditions)))
+    assert {s: offline.assistant_for(s) for s in ("minimal", "simple", "long_replies", "checklist")} == {
+        "minimal": 26.0, "simple": 26.0, "long_replies": 133.0, "checklist": 91.5}
+    # and the dry run spends them: the assistant's completions over the conditions' requests
+    est, _ = dry_run(parse_run_config(http_config(conditions=conditions)), tmp_path / "run")
+    per_request = {name: t.completion_tokens for name, t in est.per_condition.items()}
+    assert per_request["api:long_replies"] > per_request["api:checklist"] > per_request["api:simple"]
