@@ -276,22 +276,28 @@ class CachedModel:
         if not is_cacheable(request):
             return await self.inner.generate(request)
         key = cache_key(self._identity, request)
-        hit = await self.cache.aget(key)
-        if hit is not None:
-            return hit
         twin = self._in_flight.get(key)
-        if twin is not None:  # the same request is out already: share its answer
-            src = await asyncio.shield(twin)
-            if src.error is not None:
+        if twin is not None:  # the same request is being answered already: share its answer
+            src, _ = await asyncio.shield(twin)
+            if src.cached or src.error is not None:
                 return replace(src, usage=Usage(), commit=None)
             return replace(src, usage=Usage(), latency_s=0.0, cached=True, original_usage=replace(src.usage), commit=None)
-        call = asyncio.ensure_future(self.inner.generate(request))
+        # registered before the first await: the lookup is part of the unit a twin waits for, so
+        # identical requests issued together go out once however long the lookup takes
+        call = asyncio.ensure_future(self._look_up_or_ask(key, request))
         self._in_flight[key] = call
         call.add_done_callback(lambda _: self._in_flight.pop(key, None))
-        answer = await asyncio.shield(call)  # a cancelled caller leaves the call to its twins
-        if storable(answer):
+        answer, asked = await asyncio.shield(call)  # a cancelled caller leaves the call to its twins
+        if asked and storable(answer):
             answer = replace(answer, commit=self._committer(key, answer, request.prompt_version))
         return answer
+
+    async def _look_up_or_ask(self, key: str, request: ChatRequest) -> tuple[ChatResponse, bool]:
+        """(the answer, whether the model was asked)."""
+        hit = await self.cache.aget(key)
+        if hit is not None:
+            return hit, False
+        return await self.inner.generate(request), True
 
     def _committer(self, key: str, answer: ChatResponse, prompt_version: str) -> Callable[[], bool]:
         def commit() -> bool:

@@ -194,6 +194,26 @@ def test_errors_and_empty_answers_are_not_stored_and_in_flight_twins_go_once(tmp
     assert not cache.put("k", ChatResponse(text="t", error="timeout"))
 
 
+def test_twins_issued_together_go_once_however_long_the_lookup_takes(tmp_path: Path):
+    """The cache lookup is part of the in-flight unit: a twin whose lookup would have finished after
+    the first request's whole answer (a slow disk, a loaded event loop) still shares that answer."""
+    inner = CountingModel()
+    cache = ResponseCache(tmp_path)
+    delays = iter([0.0, 0.05, 0.0, 0.05])
+    lookup = cache.aget
+
+    async def slow_lookup(key):
+        await asyncio.sleep(next(delays, 0.0))
+        return await lookup(key)
+
+    cache.aget = slow_lookup
+    model = CachedModel(inner, cache)
+    out = accept(ask(model, [req("fail"), req("fail"), req("x"), req("x")]))
+    assert inner.calls == 2  # one "fail", one "x": the second of each waited for the first
+    assert [r.error for r in out] == ["model_error", "model_error", None, None]
+    assert sorted(r.cached for r in out[2:]) == [False, True] and len(cache) == 1
+
+
 def test_only_accepted_untruncated_answers_are_stored(tmp_path: Path):
     class Cut(CountingModel):
         async def generate(self, q):
