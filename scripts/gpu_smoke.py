@@ -14,7 +14,7 @@ Steps (each prints PASS/FAIL with its time; the last line is one JSON object):
  8. a 2-turn simulation of 4 sessions through the real shard loop, every role on the pool;
  9. shutdown and released memory: engines stopped, GPU memory back.
 
-Only steps 3's request recording and the checks' helpers run on CPU (tests/engine/test_gpu_smoke.py).
+Only steps 3's request recording and the checks' helpers run on CPU (tests/backends/test_gpu_smoke.py).
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ def step(name: str) -> Callable:
 
 def demo_shard(n_sessions: int = 24, max_turns: int = 2) -> tuple[Any, Any]:
     """A shard of the packaged demo items and a context with every role (judge included)."""
-    from ray_knowsim.engine.config import parse_run_config
-    from ray_knowsim.engine.plan import Plan, load_inputs
-    from ray_knowsim.engine.runner import make_context
-    from ray_knowsim.engine.worker import with_initial_states
+    from ray_knowsim.config import parse_run_config
+    from ray_knowsim.plan.sessions import Plan, load_inputs
+    from ray_knowsim.plan.build import make_context
+    from ray_knowsim.run.worker import with_initial_states
 
     cfg = parse_run_config({
         "name": "smoke", "tasks": [{"name": "math", "items": "pkg:demo/math.jsonl", "graphs": "pkg:demo/iu_math.json"}],
@@ -139,8 +139,8 @@ def main() -> int:
     model_id = os.environ.get("SMOKE_MODEL", "Qwen/Qwen2.5-1.5B-Instruct")
     import ray
 
-    from ray_knowsim.engine.vllm.config import VLLMModelConfig
-    from ray_knowsim.engine.vllm.pool import VLLMPool
+    from ray_knowsim.backends.vllm.config import VLLMModelConfig
+    from ray_knowsim.backends.vllm.pool import VLLMPool
     from ray_knowsim.llm.protocol import generate_all
     from ray_knowsim.schema.chat import ChatRequest
 

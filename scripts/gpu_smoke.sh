@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# GPU smoke test of the self-hosted model path (engine/vllm/), for a machine with an NVIDIA GPU,
+# GPU smoke test of the self-hosted model path (backends/vllm/), for a machine with an NVIDIA GPU,
 # vLLM (the `gpu` extra: vllm==0.32.0) and this project installed:
 #   pip install -e ".[gpu]" && bash scripts/gpu_smoke.sh            # SMOKE_MODEL=org/model to choose
 # At most 10 minutes (a hard timeout). It cannot run on the CPU-only machines the tests use; there
-# only `bash -n scripts/gpu_smoke.sh` and tests/engine/test_gpu_smoke.py (its CPU-safe parts) run.
+# only `bash -n scripts/gpu_smoke.sh` and tests/backends/test_gpu_smoke.py (its CPU-safe parts) run.
 # Steps: imports and driver, pool start, 64 structured requests of every role that all parse,
 # overlong-request isolation, concurrent callers, determinism at temperature 0 across batch mixes,
 # prefix-cache hits, a 2-turn simulation, shutdown and released memory. Last line: one JSON object.

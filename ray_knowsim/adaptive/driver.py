@@ -2,7 +2,7 @@
 
 Each round adds the next items of the seeded order (:mod:`.schedule`) for the conditions still
 in play at each (task, level), and runs every session asked for so far with
-``engine.runner.run(cfg, sessions=...)``: the same plan, config hash, shards, commits and resume
+``run.fan_out.run(cfg, sessions=...)``: the same plan, config hash, shards, commits and resume
 as a fixed run, into the same run directory. Then it reads the committed rows of the scheduled
 sessions, updates the procedure (:class:`ray_knowsim.stats.adaptive.Procedure`) and records the
 round (the rounds themselves are :func:`ray_knowsim.adaptive.rounds.drive`, shared with the
@@ -24,10 +24,11 @@ import pandas as pd
 from ray_knowsim.adaptive.observe import ROW_KEYS, scheduled
 from ray_knowsim.adaptive.rounds import (Schedule, drive, failure_gap_records, keep_recorded_design, procedure_for, record,
                                          select, spec_changes, spec_of)
-from ray_knowsim.engine.config import RunConfig
-from ray_knowsim.engine.config.adaptive import AdaptiveConfig
-from ray_knowsim.engine.plan import session_id
-from ray_knowsim.engine.runner import RunError, prepare, ray_options, ray_session, run, write_run_tables
+from ray_knowsim.config import RunConfig
+from ray_knowsim.config.adaptive import AdaptiveConfig
+from ray_knowsim.plan.sessions import session_id
+from ray_knowsim.plan.build import RunError, prepare
+from ray_knowsim.run.fan_out import ray_options, ray_session, run, write_run_tables
 from ray_knowsim.io.decisions import read_decisions, write_decisions
 from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.schema.decisions import DecisionsFile, Spend
@@ -53,8 +54,8 @@ def _rows(run_dir: Path, metrics: list[str]) -> pd.DataFrame:
 
 def _spend(run_dir: Path, wanted: set[str], config_hash: str | None = None) -> pd.DataFrame:
     """Tokens and cost of every scheduled session, failed ones included (they were paid for);
-    read through the one run-directory reader (io/rundir.py) and the cost columns of io/cost.py."""
-    from ray_knowsim.io.cost import read_cost_columns
+    read through the one run-directory reader (io/rundir.py) and the cost columns of tables/cost.py."""
+    from ray_knowsim.tables.cost import read_cost_columns
     from ray_knowsim.io.rundir import has_commit_markers
     from ray_knowsim.score.store import RunScores
 
@@ -154,7 +155,7 @@ def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Pa
     """Run ``cfg`` (which has an ``adaptive`` section) in rounds until every decision is made, the
     pool is used up or a budget is reached; ``max_rounds`` stops earlier (the run resumes from
     there when called again). ``rerun_model_failures`` and ``preflight`` are the run's
-    (engine/batch.py); the checks before spending go with the first round this call runs (the
+    (run/fan_out.py); the checks before spending go with the first round this call runs (the
     endpoints are the same in every round)."""
     ad = cfg.adaptive
     if ad is None:

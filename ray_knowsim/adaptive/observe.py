@@ -12,7 +12,7 @@ from typing import Collection
 import numpy as np
 import pandas as pd
 
-from ray_knowsim.engine.plan import session_id
+from ray_knowsim.plan.sessions import session_id
 from ray_knowsim.stats.adaptive import Key, Procedure
 from ray_knowsim.stats.winrate import WinCounts, item_means, pair_counts as _pair_counts
 

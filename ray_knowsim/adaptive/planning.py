@@ -15,7 +15,7 @@ import pandas as pd
 
 from ray_knowsim.adaptive.observe import pair_counts
 from ray_knowsim.adaptive.rounds import Schedule, decision_records, drive, failure_gap_records, procedure_for, record, select, spec_of
-from ray_knowsim.engine.config.adaptive import AdaptiveConfig
+from ray_knowsim.config.adaptive import AdaptiveConfig
 from ray_knowsim.schema.states import level_order
 
 REQUIRED = ("task", "knowledge_level", "condition", "item_id", "trial", "status")

@@ -19,7 +19,7 @@ import pandas as pd
 from ray_knowsim.adaptive.observe import ROW_KEYS, pair_counts
 from ray_knowsim.adaptive.schedule import item_order, round_items
 from ray_knowsim.stats.defaults import ALPHA
-from ray_knowsim.engine.config.adaptive import AdaptiveConfig, DesignConfig
+from ray_knowsim.config.adaptive import AdaptiveConfig, DesignConfig
 from ray_knowsim.schema.decisions import DecisionRecord, DecisionsFile, FailureGap, PairRecord, RoundRecord, Spend
 from ray_knowsim.stats.adaptive import Design, Procedure
 from ray_knowsim.stats.group_sequential import Spending

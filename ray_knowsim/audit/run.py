@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from ray_knowsim.audit.checks import FLAG_KINDS, AuditFlag, SessionFacts, TurnFacts, audit_session
 from ray_knowsim.io.rundir import RunReader
-from ray_knowsim.io.sanity import _entries as signal_entries  # the one reader of an extractor answer's entries
+from ray_knowsim.tables.sanity import _entries as signal_entries  # the one reader of an extractor answer's entries
 from ray_knowsim.schema.graph import IUGraph
 from ray_knowsim.schema.items import Item, item_key
 

@@ -49,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
     import yaml
 
     from ray_knowsim.adaptive.planning import replay
-    from ray_knowsim.engine.config.loading import ConfigError, apply_overrides
+    from ray_knowsim.config.loading import ConfigError, apply_overrides
     from ray_knowsim.io.decisions import read_decisions
     from ray_knowsim.io.rundir import RunDirError, open_run
 

@@ -52,8 +52,8 @@ def _f(x: float) -> str:
 def main(args: argparse.Namespace) -> int:
     from ray_knowsim.compare.agreement import agreement
     from ray_knowsim.compare.runs import IncompatibleRuns
-    from ray_knowsim.engine.config import ConfigError
-    from ray_knowsim.engine.scoring import ScoreError
+    from ray_knowsim.config import ConfigError
+    from ray_knowsim.score.run_stage import ScoreError
     from ray_knowsim.io.rundir import RunDirError
 
     from ray_knowsim.cli.compare import deprecated_flags

@@ -147,7 +147,7 @@ def serve_replicas(args: argparse.Namespace, config) -> int:
                 serve.shutdown()
         finally:
             try:
-                from ray_knowsim.engine.clients import shutdown_pools
+                from ray_knowsim.backends.model_set import shutdown_pools
 
                 shutdown_pools(pools)
             finally:

@@ -9,7 +9,7 @@ sessions that failed on the model's answer (unreadable, truncated, empty) stay r
 
 An ``http`` entry whose endpoint's models list marks it as ``ray-knowsim serve-offline`` (the
 offline test double) gets ``offline_server: true``, said on the terminal and recorded with the config
-(engine/offline_double.py). Before the first session, every model entry is checked with one cheap call (its endpoint's models
+(backends/http/offline_double.py). Before the first session, every model entry is checked with one cheap call (its endpoint's models
 list, or one tiny request), and the run's largest prompts and token budgets are compared with the
 context each endpoint holds; an entry that cannot be used stops the run before anything is sent
 (``--no-preflight`` skips the checks). A run whose sessions keep failing with one error stops
@@ -57,8 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ray_knowsim.engine.config import ConfigError, load_run_config
-    from ray_knowsim.engine.runner import RunError, plan_only
+    from ray_knowsim.config import ConfigError, load_run_config
+    from ray_knowsim.plan.build import RunError
+    from ray_knowsim.run.fan_out import plan_only
 
     try:
         cfg = load_run_config(args.config, overrides=args.overrides)
@@ -77,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
             return 2
         return 0
     if not args.no_preflight:  # an endpoint that is `ray-knowsim serve-offline` gets the facts it answers from
-        from ray_knowsim.engine.offline_double import adopt_offline_doubles
+        from ray_knowsim.backends.http.offline_double import adopt_offline_doubles
 
         cfg, adopted = adopt_offline_doubles(cfg)
         if adopted and not args.quiet:
@@ -89,7 +90,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _dry_run(cfg, args: argparse.Namespace, output) -> int:  # noqa: ANN001
     """The estimate of a run (no model, no Ray, no session): printed and in ``output``/estimate.json."""
-    from ray_knowsim.engine.estimate import dry_run, summary_lines
+    from ray_knowsim.preflight.estimate import dry_run, summary_lines
     from ray_knowsim.io.loaders import LoadError
 
     try:
@@ -105,9 +106,10 @@ def _dry_run(cfg, args: argparse.Namespace, output) -> int:  # noqa: ANN001
 def _run_one(cfg, args: argparse.Namespace, output, resume_dir=None) -> int:  # noqa: ANN001
     """One run to completion (or resume), its final lines, and its exit code. ``resume_dir``: the
     ``-o`` the printed resume command names (default: the run's own directory)."""
-    from ray_knowsim.engine.manifest import ManifestMismatch
-    from ray_knowsim.engine.batch import RunInterrupted
-    from ray_knowsim.engine.runner import RunError, run
+    from ray_knowsim.run.manifest import ManifestMismatch
+    from ray_knowsim.run.fan_out import RunInterrupted
+    from ray_knowsim.plan.build import RunError
+    from ray_knowsim.run.fan_out import run
 
     try:
         outcome = run(cfg, address=args.address, output=output, quiet=args.quiet,
@@ -118,7 +120,7 @@ def _run_one(cfg, args: argparse.Namespace, output, resume_dir=None) -> int:  # 
         return 2
     except RunInterrupted as stop:
         return interrupted(args, stop, resume_dir)
-    from ray_knowsim.engine.outcome_tables import final_line_parts
+    from ray_knowsim.tables.outcome_tables import final_line_parts
 
     stopped = f" ({outcome.stopped.line()})" if outcome.stopped is not None else ""
     said = "".join(f"; {part}" for part in final_line_parts(outcome.tables))  # failures by kind, a broken simulator
@@ -151,7 +153,7 @@ def _simulators(cfg, args: argparse.Namespace) -> int:  # noqa: ANN001
     ``agreement`` over them into ``OUTPUT/agreement`` (the first simulator is the reference)."""
     from pathlib import Path
 
-    from ray_knowsim.engine.config import ConfigError
+    from ray_knowsim.config import ConfigError
 
     if args.plan:
         print("ray-knowsim run: --plan with simulators: not built; plan one simulator's config (without the list)",
@@ -169,7 +171,7 @@ def _simulators(cfg, args: argparse.Namespace) -> int:  # noqa: ANN001
     paths = []
     for name, sub in runs:
         if not args.no_preflight:
-            from ray_knowsim.engine.offline_double import adopt_offline_doubles
+            from ray_knowsim.backends.http.offline_double import adopt_offline_doubles
 
             sub, adopted = adopt_offline_doubles(sub)
             if adopted and not args.quiet:
@@ -192,7 +194,7 @@ def _simulators(cfg, args: argparse.Namespace) -> int:  # noqa: ANN001
 def _warn_what_the_run_will_refuse(cfg) -> None:  # noqa: ANN001
     """The dry run calls nothing, but it can see what the real run would refuse before it starts
     (a missing or empty API-key variable) and says so, with where it looked."""
-    from ray_knowsim.engine.clients import check_secrets, where_secrets_were_checked
+    from ray_knowsim.backends.model_set import check_secrets, where_secrets_were_checked
 
     errors = check_secrets(cfg)
     if errors:
@@ -223,12 +225,12 @@ def resume_command(args: argparse.Namespace, run_dir) -> str:  # noqa: ANN001
 def _adaptive(cfg, args: argparse.Namespace) -> int:
     """A config with an ``adaptive:`` section runs in rounds (docs/adaptive.md)."""
     from ray_knowsim.adaptive.driver import run_adaptive
-    from ray_knowsim.engine.batch import RunInterrupted
-    from ray_knowsim.engine.manifest import ManifestMismatch
-    from ray_knowsim.engine.runner import RunError
+    from ray_knowsim.run.fan_out import RunInterrupted
+    from ray_knowsim.run.manifest import ManifestMismatch
+    from ray_knowsim.plan.build import RunError
 
     if args.overwrite:
-        from ray_knowsim.engine.runner import prepare
+        from ray_knowsim.plan.build import prepare
 
         prepare(cfg, args.output, overwrite=True)
     try:

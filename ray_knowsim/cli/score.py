@@ -37,14 +37,14 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ray_knowsim.engine.config import ConfigError, parse_run_config
-    from ray_knowsim.engine.manifest import read_manifest
+    from ray_knowsim.config import ConfigError, parse_run_config
+    from ray_knowsim.run.manifest import read_manifest
     from ray_knowsim.io.commits import RunDir
     from ray_knowsim.io.rundir import RunReader
-    from ray_knowsim.engine.codecheck import CodeMismatch, require_same_code
-    from ray_knowsim.engine.runner import ray_options, ray_session, write_run_tables
+    from ray_knowsim.cluster.codecheck import CodeMismatch, require_same_code
+    from ray_knowsim.run.fan_out import ray_options, ray_session, write_run_tables
     from ray_knowsim.score.store import ScoreDir
-    from ray_knowsim.engine.scoring import ScoreError, score_run
+    from ray_knowsim.score.run_stage import ScoreError, score_run
     from ray_knowsim.registry import PluginImportError, import_plugins
 
     rd = RunDir(args.run_dir)
@@ -90,6 +90,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _base_dir(manifest: dict, rd: Any) -> Any:
-    from ray_knowsim.engine.extractor import base_dir_of
+    from ray_knowsim.run.extractor import base_dir_of
 
     return base_dir_of(manifest)

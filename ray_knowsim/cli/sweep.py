@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from ray_knowsim.engine.codecheck import CodeMismatch
+from ray_knowsim.cluster.codecheck import CodeMismatch
 from ray_knowsim.io.loaders import LoadError
 from ray_knowsim.sweep.commits import SweepCommitError
 from ray_knowsim.sweep.config import SweepConfigError, load_sweep_config

@@ -77,8 +77,8 @@ def inspect(args: argparse.Namespace) -> int:
 
 def extractor_agreement(args: argparse.Namespace) -> int:
     """The extractor against people's per-IU labels: load, ask (resumed), compare, write."""
-    from ray_knowsim.engine.config import ConfigError
-    from ray_knowsim.engine.scoring import ScoreError
+    from ray_knowsim.config import ConfigError
+    from ray_knowsim.score.run_stage import ScoreError
     from ray_knowsim.validate.conditions import LevelCuts
     from ray_knowsim.validate.knowchat import KnowChatFormatError, load_knowchat
     from ray_knowsim.validate.layout import LayoutError, load_layout
@@ -110,10 +110,10 @@ def _ask_extractor(human, args: argparse.Namespace, out: Path):  # noqa: ANN001
     """Build the extractor from the config and ask it (Ray only for a backend that starts actors)."""
     import random
 
-    from ray_knowsim.engine.config import load_run_config
-    from ray_knowsim.engine.extractor import extractor_model, recorded_config
-    from ray_knowsim.engine.plan import derive_seed, load_inputs
-    from ray_knowsim.engine.scoring import ScoreError, _entry_json, resolve_judge
+    from ray_knowsim.config import load_run_config
+    from ray_knowsim.run.extractor import extractor_model, recorded_config
+    from ray_knowsim.plan.sessions import derive_seed, load_inputs
+    from ray_knowsim.score.run_stage import ScoreError, _entry_json, resolve_judge
     from ray_knowsim.rules.init_state import initial_state_for
     from ray_knowsim.schema.graph import build_index
     from ray_knowsim.schema.items import item_key

@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     import yaml
 
-    from ray_knowsim.engine.config import ConfigError, load_run_config
+    from ray_knowsim.config import ConfigError, load_run_config
 
     try:
         cfg = load_run_config(args.config, check_files=not args.no_data, overrides=args.overrides)
@@ -40,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
                   "output_dir": str(cfg.output_path()),
                   "conditions": cfg.condition_names()}
     if not args.no_data:
-        from ray_knowsim.engine.plan import Plan, load_inputs
+        from ray_knowsim.plan.sessions import Plan, load_inputs
 
         try:
             plan = Plan(cfg, load_inputs(cfg))

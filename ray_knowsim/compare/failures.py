@@ -21,8 +21,8 @@ from typing import Sequence
 import pandas as pd
 import pyarrow as pa
 
-from ray_knowsim.io.outcomes import READ as OUTCOME_READ
-from ray_knowsim.io.outcomes import OutcomeCounter, count_outcomes
+from ray_knowsim.tables.outcomes import READ as OUTCOME_READ
+from ray_knowsim.tables.outcomes import OutcomeCounter, count_outcomes
 from ray_knowsim.schema.failures import FAILURE_CLASSES, session_failure_class
 from ray_knowsim.stats.defaults import ALPHA
 from ray_knowsim.stats.rates import DEFAULT_MIN_DIFF, rate_gap
@@ -44,7 +44,7 @@ def session_classes(outcomes: pd.DataFrame) -> pd.Series:
 def failure_counts(outcomes: pd.DataFrame) -> pd.DataFrame:
     """Per (task, knowledge_level, condition) and per (task, "all", condition): sessions, failed
     (and per class) and the failure rate. ``outcomes``: one row per session, ok or failed.
-    Counted by :class:`ray_knowsim.io.outcomes.OutcomeCounter` (the run's failures table's count)."""
+    Counted by :class:`ray_knowsim.tables.outcomes.OutcomeCounter` (the run's failures table's count)."""
     present = [c for c in OUTCOME_READ if c in outcomes.columns]
     counter = count_outcomes([pa.Table.from_pandas(outcomes[present], preserve_index=False)]) if len(outcomes) else OutcomeCounter()
     rows = []

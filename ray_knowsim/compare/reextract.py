@@ -95,9 +95,9 @@ def read_reference(path: str | Path, items: dict) -> list[Transcript]:  # noqa: 
 def re_extract(reference: str | Path, run: str | Path, label: str, out_dir: str | Path, *,
                address: str | None = None) -> ReExtraction:
     """``run``'s extractor (from its recorded config) labels every exchange of ``reference``."""
-    from ray_knowsim.engine.extractor import extractor_model, recorded_config
-    from ray_knowsim.engine.plan import load_inputs
-    from ray_knowsim.engine.scoring import _entry_json
+    from ray_knowsim.run.extractor import extractor_model, recorded_config
+    from ray_knowsim.plan.sessions import load_inputs
+    from ray_knowsim.score.run_stage import _entry_json
 
     cfg = recorded_config(run)
     key = cfg.roles.extractor.model

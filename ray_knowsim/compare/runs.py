@@ -52,7 +52,7 @@ class LoadedRun(BaseModel):
 
 
 def _model_identity(models: dict[str, Any], key: str | None) -> dict[str, Any]:
-    from ray_knowsim.engine.config.model_entries import answer_fields
+    from ray_knowsim.config.model_entries import answer_fields
 
     if key is None or key not in models:
         return {"model": key}
@@ -60,7 +60,7 @@ def _model_identity(models: dict[str, Any], key: str | None) -> dict[str, Any]:
 
 
 def run_identity(manifest: dict[str, Any], sessions: pd.DataFrame) -> RunIdentity:
-    from ray_knowsim.engine.config.sections import RoleConfig, RulesSection
+    from ray_knowsim.config.sections import RoleConfig, RulesSection
 
     cfg = manifest.get("config") or {}
     rules = RulesSection.model_validate(cfg.get("rules") or {}).config.model_dump(mode="json")

@@ -2,7 +2,7 @@
 
 Layout::
 
-    manifest.json                          what ran (engine/manifest.py)
+    manifest.json                          what ran (run/manifest.py)
     sessions/<shard>.<token>.parquet       the SessionRows of one commit
     turns/<shard>.<token>.parquet          their TurnRows
     commits/<shard>.<token>.json           the commit marker (format 2): one per commit

@@ -440,7 +440,7 @@ def manifest_facts(manifest: dict[str, Any] | None, root: str | Path | None = No
     }
 
 
-#: the driver's heartbeat (engine/manifest.py writes it every HEARTBEAT_EVERY_S while it runs)
+#: the driver's heartbeat (run/manifest.py writes it every HEARTBEAT_EVERY_S while it runs)
 HEARTBEAT_FILE = "heartbeat.json"
 HEARTBEAT_EVERY_S = 10.0
 #: an unfinished invocation whose driver was not seen for this long is a dead driver's (kill -9,

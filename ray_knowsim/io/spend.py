@@ -25,7 +25,7 @@ spent in (``summary.spend_journal``), so the spend of a session in a journal is 
 rows exactly when the session's counted row came from a commit naming that journal. The rest is
 **apart**: ``uncommitted`` (cut off before any commit of it), ``superseded`` (committed, then
 replaced by a rerun's row), ``other_score_sets`` (judged into a score set the tables do not
-show), ``checks`` (the short chat requests of the checks before spending, engine/preflight.py:
+show), ``checks`` (the short chat requests of the checks before spending, preflight/checks.py:
 the tiny request, the speed probe; journal kind "preflight", no session). The run's whole spend is the rows' spend plus what is apart (:func:`run_spend`); requests
 sent whose answer never came (the process died waiting) are counted as ``in_flight``: a provider
 may have billed them, no token count is known.

@@ -1,6 +1,6 @@
 """What a model client needs to know about rate limiting: the limits of an endpoint and the small
 protocol of a limiter. The limiters themselves (in-process and run-wide over Ray) live in
-:mod:`ray_knowsim.engine.limiter`; this layer never imports Ray.
+:mod:`ray_knowsim.backends.limiter`; this layer never imports Ray.
 
     grant = await limiter.acquire(tokens=estimate)   # waits until the request may go out
     ...send the request...

@@ -79,7 +79,7 @@ def _table_html(head: list[str], rows: list[list[str]], css: str = "") -> str:
 
 
 def _table_md(head: list[str], rows: list[list[str]]) -> list[str]:
-    from ray_knowsim.report.markdown import _md
+    from ray_knowsim.report.escape import escape_md as _md
 
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *("| " + " | ".join(_md(c) for c in r) + " |" for r in rows)]
 

@@ -23,12 +23,12 @@ from ray_knowsim.report.judges import judge_blocks, judges_html, judges_markdown
 from ray_knowsim.report.markdown import render_markdown
 from ray_knowsim.report.metrics import Gain, Variant, metric_specs
 from ray_knowsim.report.plots import failure_mode_plot, overview_plot, trajectory_plot
-from ray_knowsim.io.outcomes import READ as OUTCOME_COLUMNS
-from ray_knowsim.io.outcomes import OutcomeCounter, role_totals, truncations_by_role
+from ray_knowsim.tables.outcomes import READ as OUTCOME_COLUMNS
+from ray_knowsim.tables.outcomes import OutcomeCounter, role_totals, truncations_by_role
 from ray_knowsim.audit.run import audit_run
 from ray_knowsim.io.rundir import RunDirError, RunReader, import_run_plugins, open_run, status_words
 from ray_knowsim.report.audit import AuditSection, audit_html, audit_markdown
-from ray_knowsim.io.sanity import JUDGE_SCORES, SanityReport, checks, read_turns, scan_turns
+from ray_knowsim.tables.sanity import JUDGE_SCORES, SanityReport, checks, read_turns, scan_turns
 from ray_knowsim.report.tables import apply_verdicts, failure_table, marginal_table, per_level_table
 from ray_knowsim.score.store import RunScores
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ray_knowsim.io.rundir import Completeness
-from ray_knowsim.io.sanity import SanityReport
+from ray_knowsim.tables.sanity import SanityReport
 from ray_knowsim.report.aggregate import RunSummary
 from ray_knowsim.report.explain import ConversationView
 from ray_knowsim.report.metrics import MetricSpec
@@ -39,7 +39,7 @@ class ReportContent:
     banner: str | None = None
     # What went wrong (report/outcomes.py renders them): n of N planned sessions and why not all;
     # failed sessions per (task, condition, error kind) and truncated answers per (task, condition)
-    # and role (ray_knowsim.io.outcomes); the simulator's sanity checks (ray_knowsim.io.sanity)
+    # and role (ray_knowsim.tables.outcomes); the simulator's sanity checks (ray_knowsim.tables.sanity)
     completeness: Completeness | None = None
     status: tuple[str, str] | None = None  # the run's status word and why (io.rundir.status_words: the viewer's word)
     failure_kinds: Any = None  # pandas DataFrame

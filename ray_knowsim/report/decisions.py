@@ -1,6 +1,6 @@
 """The report's decision sections: an adaptive run's decision trace and its own sequential
 verdicts, or -- for a fixed run -- "who beats whom" per level from ``ray-knowsim compare``'s
-code (:mod:`ray_knowsim.compare`); the verdicts in words; and what the run cost (:mod:`ray_knowsim.io.cost`).
+code (:mod:`ray_knowsim.compare`); the verdicts in words; and what the run cost (:mod:`ray_knowsim.tables.cost`).
 An adaptive run's stopped data is never re-tested with the fixed-sample test (:mod:`.verdicts`).
 """
 
@@ -20,7 +20,7 @@ from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse
 from ray_knowsim.schema.states import level_order
 from ray_knowsim.compare.pipeline import default_metrics
 from ray_knowsim.compare.runs import load_runs
-from ray_knowsim.io.cost import run_cost_table
+from ray_knowsim.tables.cost import run_cost_table
 from ray_knowsim.score.spend import spend_of_run
 from ray_knowsim.io.decisions import DecisionsFormatError, read_decisions
 from ray_knowsim.io.rundir import RunReader, open_run

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 from ray_knowsim.report.content import ReportContent
+from ray_knowsim.report.escape import escape_md as _md
 from ray_knowsim.compare.sentences import interval_text
 from ray_knowsim.report.metrics import fmt, ranked_specs
 from ray_knowsim.report.tables import coverage_note, has_positions, paper_rank_rows, position_lead
 from ray_knowsim.stats.ranks import PAPER_MEAN_RANK_LABEL, PAPER_MEAN_RANK_NOTE
 from ray_knowsim.report.outcomes import failed_note_markdown, flags_markdown, task_sections_markdown
 from ray_knowsim.report.plots import FM_LABELS, FM_ORDER
-
-
-def _md(text: object) -> str:
-    """Escape what would break a table cell or start markup."""
-    s = "" if text is None else str(text)
-    for ch in ("\\", "|", "*", "_", "`", "<", ">", "[", "]"):
-        s = s.replace(ch, "\\" + ch)
-    return s.replace("\n", " ")
 
 
 def _star(text: str, on: bool) -> str:

@@ -1,8 +1,8 @@
 """The report's account of what went wrong: an incomplete run, a simulator that does not work,
 failed sessions by error kind per condition, truncated answers per role.
 
-The numbers are not computed here: the counts are :mod:`ray_knowsim.io.outcomes` (the same
-function the run's tables and the viewer use), the checks :mod:`ray_knowsim.io.sanity`, the n of
+The numbers are not computed here: the counts are :mod:`ray_knowsim.tables.outcomes` (the same
+function the run's tables and the viewer use), the checks :mod:`ray_knowsim.tables.sanity`, the n of
 N planned :meth:`ray_knowsim.io.rundir.RunStatus.completeness`. This module renders them, as HTML
 and as Markdown, for the page's top (the flags) and for each task's section (the tables).
 """
@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ray_knowsim.io.outcomes import TRUNCATION_COLUMNS
+from ray_knowsim.tables.outcomes import TRUNCATION_COLUMNS
 from ray_knowsim.schema.results import TRUNCATION_ROLES
 from ray_knowsim.report.conversation_html import e
+from ray_knowsim.report.escape import escape_md as _md
 
 if TYPE_CHECKING:
     from ray_knowsim.report.content import ReportContent
@@ -27,12 +28,6 @@ CSS = """
 .failed-share { color:#b91c1c; }
 td.reason { max-width:46em; font-size:12px; color:#374151; overflow-wrap:anywhere; }
 """
-
-
-def _md(text: object) -> str:
-    from ray_knowsim.report.markdown import _md as escape_md  # (markdown.py imports this module)
-
-    return escape_md(text)
 
 
 def _task_rows(df: pd.DataFrame | None, task: str | None) -> pd.DataFrame:
@@ -56,7 +51,7 @@ def flags_html(c: "ReportContent") -> str:
         items = "".join(f'<li data-check="{e(w.check)}" data-severe="{str(w.severe).lower()}"><b>{"severe" if w.severe else "warning"}'
                         f"</b> ({e(w.check)}): {e(w.text)}</li>" for w in c.sanity.warnings)
         out.append(f'<div class="banner sanity" id="sanity-warnings" role="alert"><b>{e(c.sanity.heading())}</b> '
-                   "These checks read the rows themselves (ray_knowsim.io.sanity; thresholds there): a broken learner-side "
+                   "These checks read the rows themselves (ray_knowsim.tables.sanity; thresholds there): a broken learner-side "
                    f"model or tutor makes numbers that look like results.<ul>{items}</ul></div>")
     return "".join(out)
 

@@ -1,7 +1,7 @@
 """Each KnowSim role's defaults, in one place: sampling temperature, token cap, attempts, the
 temperature of the one repair round, and the token budget of the first try.
 
-A run config's ``roles.<role>`` overrides any of them (:class:`ray_knowsim.engine.config.sections.RoleConfig`);
+A run config's ``roles.<role>`` overrides any of them (:class:`ray_knowsim.config.sections.RoleConfig`);
 a renderer stamps the defaults on the requests it builds, and the run's settings replace them
 before anything is sent (:meth:`ray_knowsim.sim.types.RoleSettings.apply`). So these values are
 what a role gets when a config says nothing, and nothing else anywhere says otherwise.

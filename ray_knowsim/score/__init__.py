@@ -10,5 +10,5 @@ scores without re-simulating:
 * :mod:`.store` — the ``scores/<name>/`` Parquet dataset (per-shard commits, resume) and the
   join that puts scores beside the session rows for tables and reports.
 
-The run-directory orchestration (which shards, which models) is ``engine/scoring.py``.
+The run-directory orchestration (which shards, which models) is ``score/run_stage.py``.
 """

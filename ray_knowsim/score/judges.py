@@ -105,7 +105,7 @@ class SimulatorReviewJudge(Judge):
     def exchanges(self, t: Transcript) -> list[dict[str, Any]]:
         """Per turn: the learner's message, the tutor's reply ("" after a closing message), the
         states before it ({IU id: name}; None without a record) and the extractor's labels."""
-        from ray_knowsim.io.sanity import _entries as signal_entries  # the one reader of an extractor answer's entries
+        from ray_knowsim.tables.sanity import _entries as signal_entries  # the one reader of an extractor answer's entries
         from ray_knowsim.schema.states import state_name
 
         graph = _recorded_graph(t.graph_json)

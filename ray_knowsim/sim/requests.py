@@ -1,7 +1,7 @@
 """The requests of one turn of a session, built in one place.
 
 The simulation loop (:mod:`ray_knowsim.sim.loop`) sends them and ``run --dry-run``
-(:mod:`ray_knowsim.engine.estimate`) counts their tokens, so what the estimate counts is what a run
+(:mod:`ray_knowsim.preflight.estimate`) counts their tokens, so what the estimate counts is what a run
 sends: the same renderers, fed from the same session facts, with the same history. A turn is the
 learner's message (from the transcript so far), the tutor's reply (the transcript ending with that
 message) and, for a structured learner, the extractor's reading of the exchange (the transcript

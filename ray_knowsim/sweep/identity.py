@@ -12,7 +12,7 @@ it reports the mismatch count and leaves the judgement to the reader).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -36,10 +36,10 @@ def compare(recorded: dict[str, Any], row: dict[str, Any]) -> list[tuple[str, An
     return [(k, v, row.get(k)) for k, v in recorded.items() if k in row and not _same(v, row.get(k))]
 
 
-def check_identity(plan) -> dict[str, Any]:
-    """Compare setting 0's rows with the source; writes ``identity.csv``; returns a summary."""
-    from ray_knowsim.sweep.runner import read_rows
-
+def check_identity(plan, read_rows: Callable[..., pd.DataFrame]) -> dict[str, Any]:
+    """Compare setting 0's rows with the source; writes ``identity.csv``; returns a summary.
+    ``read_rows`` is the sweep's reader of its committed rows (``sweep.runner.read_rows``), handed
+    in by the runner that calls this, so that this module does not import the runner back."""
     if plan.init.resamples(plan.settings[0].rules):
         return {"checked": False, "why": "initial states are re-sampled for the default setting"}
     rows = read_rows(plan.out_dir, settings=[0])

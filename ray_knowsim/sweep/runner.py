@@ -46,8 +46,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ray_knowsim.cluster.bounded_fan_out import BoundedFanOut
-from ray_knowsim.engine.codecheck import require_same_code
-from ray_knowsim.engine.ray_session import ray_session
+from ray_knowsim.cluster.codecheck import require_same_code
+from ray_knowsim.cluster.ray_session import ray_session
 from ray_knowsim.sweep.aggregate import CELL_COLUMNS, partials, reduce
 from ray_knowsim.sweep.commits import (
     MANIFEST,
@@ -420,7 +420,7 @@ def run_sweep(
     finish(plan)
     from ray_knowsim.sweep.identity import check_identity
 
-    identity = check_identity(plan)
+    identity = check_identity(plan, read_rows)
     result = SweepResult(plan, stats.pieces, len(commits.markers), plan.pairs(todo), pairs_done, 0.0, stats.task_seconds, stats,
                          layout, identity)  # fmt: skip
     if report:

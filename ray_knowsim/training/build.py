@@ -1,9 +1,9 @@
 """The environment's parts from a benchmark run config, built by the engine's own builders.
 
-The learner simulator's and the extractor's models come from :func:`ray_knowsim.engine.clients.build_models`
+The learner simulator's and the extractor's models come from :func:`ray_knowsim.backends.model_set.build_models`
 (an HTTP endpoint gets its shared limiter, a vLLM model its pool of engine actors with
 session-affine routing: Ray must be up for those), the rules, role settings and prompt set from
-:func:`ray_knowsim.engine.build.make_context`, the items and graphs from the run's inputs. The
+:func:`ray_knowsim.plan.build.make_context`, the items and graphs from the run's inputs. The
 tutor is the policy, so the run config's assistant models are not built.
 """
 
@@ -30,7 +30,7 @@ DEMO_RUN: dict[str, Any] = {
 
 
 def load_config(config: EnvironmentConfig) -> Any:
-    from ray_knowsim.engine.config.loading import apply_overrides, load_run_config, parse_run_config
+    from ray_knowsim.config.loading import apply_overrides, load_run_config, parse_run_config
 
     if config.run_config is None:
         return parse_run_config(apply_overrides(copy.deepcopy(DEMO_RUN), list(config.overrides)), ".", "the demo environment")
@@ -40,7 +40,7 @@ def load_config(config: EnvironmentConfig) -> Any:
 def item_keys(config: EnvironmentConfig) -> list[str]:
     """The environment's items, ``"<task>/<item_id>"``, in the run config's order (what a taskset
     of episodes is drawn from)."""
-    from ray_knowsim.engine.plan import load_inputs
+    from ray_knowsim.plan.sessions import load_inputs
     from ray_knowsim.schema.items import item_key
 
     inputs = load_inputs(load_config(config))
@@ -52,10 +52,10 @@ def build_parts(config: EnvironmentConfig, pools: dict[str, Any] | None = None) 
 
     ``pools`` receives what the models hold on the cluster (a vLLM model's engine actors, an HTTP
     model's lease on its shared limiter): keep it while the models are in use and release it with
-    :func:`ray_knowsim.engine.clients.shutdown_pools` (a dropped lease lets the limiter end)."""
-    from ray_knowsim.engine.build import make_context
-    from ray_knowsim.engine.clients import build_models
-    from ray_knowsim.engine.plan import load_inputs
+    :func:`ray_knowsim.backends.model_set.shutdown_pools` (a dropped lease lets the limiter end)."""
+    from ray_knowsim.plan.build import make_context
+    from ray_knowsim.backends.model_set import build_models
+    from ray_knowsim.plan.sessions import load_inputs
     from ray_knowsim.llm.accounting import Accounting
     from ray_knowsim.schema.items import item_key
 
@@ -78,9 +78,9 @@ def shared_engine_pools(config: EnvironmentConfig) -> dict[str, Any]:
     the Serve replicas of ``env serve --replicas N`` — so N replicas share one pool instead of
     starting N (each a model's replicas x GPUs); routing stays session-affine, as every replica's
     model picks the engine by the episode's session. Blocks until the engines are ready. The
-    caller shuts them down (:func:`ray_knowsim.engine.clients.shutdown_pools`). Needs Ray."""
-    from ray_knowsim.engine.clients import shutdown_pools
-    from ray_knowsim.engine.vllm.pool import VLLMPool
+    caller shuts them down (:func:`ray_knowsim.backends.model_set.shutdown_pools`). Needs Ray."""
+    from ray_knowsim.backends.model_set import shutdown_pools
+    from ray_knowsim.backends.vllm.pool import VLLMPool
 
     cfg = load_config(config)
     keys = {k for k in (cfg.roles.user_sim.model, cfg.roles.extractor.model) if k}

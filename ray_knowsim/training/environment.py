@@ -99,7 +99,7 @@ class TrainingEnvironment:
     def from_config(cls, config: EnvironmentConfig | None = None, *, pools: Mapping[str, Any] | None = None,
                     **fields: Any) -> "TrainingEnvironment":
         """Items, graphs, rules, prompts and the learner's and extractor's models from the config's
-        benchmark run config, built by the engine's own builders (:mod:`ray_knowsim.engine.clients`).
+        benchmark run config, built by the engine's own builders (:mod:`ray_knowsim.backends.model_set`).
         ``pools``: running vLLM engine pools by model key to use instead of starting them (one pool
         for several environments: :func:`ray_knowsim.training.build.shared_engine_pools`); they are
         borrowed, never shut down here."""
@@ -184,7 +184,7 @@ class TrainingEnvironment:
             if close is not None:
                 await close()
         if self.pools:
-            from ray_knowsim.engine.clients import shutdown_pools
+            from ray_knowsim.backends.model_set import shutdown_pools
 
             await asyncio.to_thread(shutdown_pools, self.pools)  # blocking Ray calls
 
@@ -206,7 +206,7 @@ class TrainingEnvironment:
             get_strategy(strategy)
         except Exception as exc:  # RegistryError: names what is registered
             raise InvalidReset(str(exc)) from None
-        from ray_knowsim.engine.plan import derive_seed
+        from ray_knowsim.plan.sessions import derive_seed
 
         session_id = req.session_id or f"{req.task}/{req.item_id}/{req.level}/policy:{strategy}/{episode_id}"
         init_seed = req.init_seed if req.init_seed is not None else derive_seed(req.seed, f"init/{key}/{req.level}")

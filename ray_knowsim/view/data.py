@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from ray_knowsim.io.commits import COMMITS, SHARDS
 from ray_knowsim.io.rundir import CommittedTable, LiveFile, RunDirError, RunReader, RunStatus, has_commit_markers
-from ray_knowsim.io.sanity import JUDGE_SCORES, MAX_TURN_ROWS, TURN_COLUMNS, SanityInputs, SanityReport, SanityWarning, check_batches
+from ray_knowsim.tables.sanity import JUDGE_SCORES, MAX_TURN_ROWS, TURN_COLUMNS, SanityInputs, SanityReport, SanityWarning, check_batches
 from ray_knowsim.score.store import SCORE_SCHEMA, SCORES, RunScores, ScoreMarker, counted_sessions
 
 #: folders never descended into while looking for outputs (big, or internals of a run)
@@ -374,7 +374,7 @@ class Files:
         """The run's (all, all) row of the project's cost table (``io.cost``: every session, failed
         ones included, plus the judge's spend; ``cost_usd`` is NaN unless every session was priced),
         cached until the committed files change."""
-        from ray_knowsim.io.cost import cost_table, read_cost_columns
+        from ray_knowsim.tables.cost import cost_table, read_cost_columns
 
         if not files.sessions:
             return {"cost_usd": float("nan"), "priced_sessions": 0, "n_sessions": 0}

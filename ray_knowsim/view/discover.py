@@ -17,11 +17,11 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ray_knowsim.io.outcomes import TRUNCATION_COLUMNS
+from ray_knowsim.tables.outcomes import TRUNCATION_COLUMNS
 from ray_knowsim.schema.metrics import names as metric_names
 from ray_knowsim.schema.results import SESSION_METRICS
 from ray_knowsim.io.rundir import Completeness, RunStatus, manifest_facts, status_words
-from ray_knowsim.io.sanity import SanityReport
+from ray_knowsim.tables.sanity import SanityReport
 from ray_knowsim.schema.price import usd_text
 from ray_knowsim.view.data import Files, RunFiles
 
@@ -105,7 +105,7 @@ class RunInfo:
         line (``<COMPONENT> NOT WORKING? ...``, then the milder ones); None when no check fired."""
         if self.sanity is None or not self.sanity.warnings:
             return None
-        from ray_knowsim.engine.outcome_tables import final_line_parts, sanity_table
+        from ray_knowsim.tables.outcome_tables import final_line_parts, sanity_table
 
         line = " · ".join(final_line_parts({"sanity": sanity_table(self.sanity)}))
         return ("severe" if self.sanity.severe else "warning"), line

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from urllib.parse import quote as url_quote
 
 from ray_knowsim.io.rundir import STATUS_WORDS
-from ray_knowsim.io.sanity import SanityReport
+from ray_knowsim.tables.sanity import SanityReport
 from ray_knowsim.schema.failures import error_kind, error_text
 from ray_knowsim.report.conversation_html import conversation_article, legend
 from ray_knowsim.report.explain import ConversationView
@@ -86,7 +86,7 @@ def sanity_banner(sanity: SanityReport | None) -> str:
     items = "".join(f'<li data-check="{e(w.check)}" data-severe="{str(w.severe).lower()}"><b>{"severe" if w.severe else "warning"}</b> '
                     f"({e(w.check)}): {e(w.text)}</li>" for w in sanity.warnings)
     return (f'<div class="banner" id="sanity-warnings" role="alert"><b>{e(sanity.heading())}</b> These checks read the '
-            f"rows themselves (ray_knowsim.io.sanity; thresholds there).<ul>{items}</ul></div>")
+            f"rows themselves (ray_knowsim.tables.sanity; thresholds there).<ul>{items}</ul></div>")
 
 
 def overview(info: RunInfo, banner: str | None, counts: dict[str, dict[str, int]], failures: list[dict[str, Any]],

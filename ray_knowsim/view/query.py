@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, Field
 
-from ray_knowsim.io.outcomes import count_outcomes
+from ray_knowsim.tables.outcomes import count_outcomes
 from ray_knowsim.schema.failures import error_kind
 from ray_knowsim.schema.results import COMPARE_METRICS
 from ray_knowsim.schema.states import level_order
@@ -232,7 +232,7 @@ def facets(table: pa.Table, limit: int = 500) -> dict[str, list[str]]:
 
 def failure_counts(table: pa.Table) -> list[dict[str, Any]]:
     """Failed sessions per (condition, error kind), most frequent first: the run's ``tables/failures``
-    count (:func:`ray_knowsim.io.outcomes.count_outcomes`, levels and tasks summed), each with its
+    count (:func:`ray_knowsim.tables.outcomes.count_outcomes`, levels and tasks summed), each with its
     failure class, share of the condition's sessions and the first reason seen."""
     if not table.num_rows or "status" not in table.column_names:
         return []

@@ -1,7 +1,7 @@
 """Benchmark: the client's own CPU per request, in one process, without Ray (the shard worker's
 share of ``scripts/bench/engine.py`` (b), isolated so it can be profiled and compared quietly).
 
-One shard task as a Ray worker runs it (:func:`ray_knowsim.engine.worker.execute_shard`: the
+One shard task as a Ray worker runs it (:func:`ray_knowsim.run.worker.execute_shard`: the
 simulation loop, the HTTP client, the spend journal, the commits, the progress reporter against
 a board that drops what it is sent), in this process, against ``ray-knowsim serve-offline``
 answering after ``--delay`` seconds, with ``--in-flight`` requests in flight. The figure is this
@@ -56,7 +56,7 @@ class _DroppingBoard:
 
 
 def _config(port: int, sessions: int, turns: int, in_flight: int):
-    from ray_knowsim.engine.config import parse_run_config
+    from ray_knowsim.config import parse_run_config
 
     conditions = 4
     data = base_config(trials_for(sessions, conditions), conditions, turns, 10**6, llm_cache=False)
@@ -92,10 +92,10 @@ class _GcTime:
 
 def run_shard_once(cfg, out: Path, profile: cProfile.Profile | None = None) -> dict:
     """One shard of every planned session through execute_shard; CPU and wall seconds, requests."""
-    from ray_knowsim.engine.build import make_context
-    from ray_knowsim.engine.clients import build_models
-    from ray_knowsim.engine.plan import Plan, load_inputs
-    from ray_knowsim.engine.worker import CommitPolicy, execute_shard
+    from ray_knowsim.plan.build import make_context
+    from ray_knowsim.backends.model_set import build_models
+    from ray_knowsim.plan.sessions import Plan, load_inputs
+    from ray_knowsim.run.worker import CommitPolicy, execute_shard
     from ray_knowsim.llm.accounting import Accounting
 
     inputs = load_inputs(cfg)
@@ -162,11 +162,11 @@ def transport_only(port: int, bodies: list[bytes], in_flight: int) -> tuple[floa
 def sample_bodies(port: int, n: int) -> list[bytes]:
     """``n`` request bodies of the shape the loop sends (one learner request per planned session,
     through the real client's payload builder)."""
-    from ray_knowsim.engine.clients import build_models
+    from ray_knowsim.backends.model_set import build_models
     from ray_knowsim.llm.accounting import Accounting
     from ray_knowsim.sim.requests import TurnRequests
-    from ray_knowsim.engine.build import make_context
-    from ray_knowsim.engine.plan import Plan, load_inputs
+    from ray_knowsim.plan.build import make_context
+    from ray_knowsim.plan.sessions import Plan, load_inputs
     from ray_knowsim.sim.session import start_session
 
     cfg = _config(port, n, 1, 16)

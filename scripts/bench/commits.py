@@ -27,11 +27,11 @@ from pathlib import Path
 
 def shard_rows(sessions: int, turns: int):
     """(order, sessions table, turns table) of one shard of the demo config through the real loop."""
-    from ray_knowsim.engine.build import make_context
-    from ray_knowsim.engine.config import load_run_config
-    from ray_knowsim.engine.clients import build_models
-    from ray_knowsim.engine.plan import Plan, load_inputs
-    from ray_knowsim.engine.worker import load_shard_fn, with_initial_states
+    from ray_knowsim.plan.build import make_context
+    from ray_knowsim.config import load_run_config
+    from ray_knowsim.backends.model_set import build_models
+    from ray_knowsim.plan.sessions import Plan, load_inputs
+    from ray_knowsim.run.worker import load_shard_fn, with_initial_states
     from ray_knowsim.io.commits import SESSION_SCHEMA, TURN_SCHEMA, sort_tables
     from ray_knowsim.io.parquet import rows_table
     from ray_knowsim.llm.accounting import Accounting

@@ -98,12 +98,12 @@ def single_process(cfg) -> tuple[float, int]:
     """The same shards, one after another in this process, rows to one Parquet file."""
     import pyarrow.parquet as pq
 
-    from ray_knowsim.engine.clients import build_models
-    from ray_knowsim.engine.plan import Plan, load_inputs
+    from ray_knowsim.backends.model_set import build_models
+    from ray_knowsim.plan.sessions import Plan, load_inputs
     from ray_knowsim.io.commits import SESSION_SCHEMA, TURN_SCHEMA
     from ray_knowsim.io.parquet import rows_table
-    from ray_knowsim.engine.runner import make_context
-    from ray_knowsim.engine.worker import load_shard_fn, with_initial_states
+    from ray_knowsim.plan.build import make_context
+    from ray_knowsim.run.worker import load_shard_fn, with_initial_states
     from ray_knowsim.llm.accounting import Accounting
 
     t0 = time.perf_counter()
@@ -130,10 +130,10 @@ def single_process(cfg) -> tuple[float, int]:
 
 
 def bench_a(args, workdir: Path) -> dict:
-    from ray_knowsim.engine.config import parse_run_config
-    from ray_knowsim.engine.runner import run
+    from ray_knowsim.config import parse_run_config
+    from ray_knowsim.run.fan_out import run
 
-    from ray_knowsim.engine.reduce import aggregate_item_sums
+    from ray_knowsim.tables.reduce import aggregate_item_sums
     from ray_knowsim.io.rundir import RunReader
 
     n_planned = trials_for(args.sessions_a, 4) * DEMO_ITEMS * 3 * 4
@@ -311,7 +311,7 @@ def kernel_figures(run_dir: Path, prefix: str) -> dict:
             f"{prefix}kernel_calls_by_size": sizes}
 
 
-SHARD_TITLE = "ray::ray-knowsim "  # a shard task's process title (engine/batch.py names each task so)
+SHARD_TITLE = "ray::ray-knowsim "  # a shard task's process title (run/fan_out.py names each task so)
 
 
 def per_run_split(name: str, by_title: dict[str, dict[str, float]], driver_s: float, llm: dict) -> dict:
@@ -349,8 +349,8 @@ def client_cpu_figures(name: str, cpu: dict[str, float], llm: dict, wall: float,
 
 
 def bench_b(args, workdir: Path) -> dict:
-    from ray_knowsim.engine.config import parse_run_config
-    from ray_knowsim.engine.runner import run
+    from ray_knowsim.config import parse_run_config
+    from ray_knowsim.run.fan_out import run
 
     server = subprocess.Popen([sys.executable, "-m", "ray_knowsim.cli.main", "serve-offline", "--host", "127.0.0.1",
                                "--port", "0", "--delay-s", str(args.delay), "--model-name", "offline"],
@@ -474,9 +474,9 @@ def lockstep_bound(chains: dict[str, list[tuple[int, str, float]]], shards: list
 def bench_e(args, workdir: Path) -> dict:
     import urllib.request
 
-    from ray_knowsim.engine.config import parse_run_config
-    from ray_knowsim.engine.plan import Plan, load_inputs
-    from ray_knowsim.engine.runner import run
+    from ray_knowsim.config import parse_run_config
+    from ray_knowsim.plan.sessions import Plan, load_inputs
+    from ray_knowsim.run.fan_out import run
 
     server, port = _start([sys.executable, "-m", "ray_knowsim.cli.main", "serve-offline", "--host", "127.0.0.1",
                            "--port", "0", "--model-name", "offline"], "serve-offline")
@@ -587,7 +587,7 @@ def bench_d(args) -> dict:
     cap as per-process semaphores (cap / tasks each; the baseline) vs the run-wide limiter."""
     import ray
 
-    from ray_knowsim.engine.limiter import RateLimits, get_or_create_limiter
+    from ray_knowsim.backends.limiter import RateLimits, get_or_create_limiter
 
     tasks = args.limiter_tasks
     per_task = math.ceil(args.sessions_b / tasks)

@@ -78,7 +78,7 @@ def start_endpoints(args) -> tuple[dict[str, int], list]:
 
 
 def config(args, name: str, nodes: int, turns: int, trials_per_node: int, port: int):
-    from ray_knowsim.engine.config import parse_run_config
+    from ray_knowsim.config import parse_run_config
 
     shards = nodes * args.shards_per_node
     sessions = trials_per_node * nodes * PER_TRIAL
@@ -93,7 +93,7 @@ def config(args, name: str, nodes: int, turns: int, trials_per_node: int, port: 
 
 
 def measure(args, workdir: Path, nodes: int, endpoint: str, port: int, exclude: tuple[int, ...]) -> dict:
-    from ray_knowsim.engine.runner import run
+    from ray_knowsim.run.fan_out import run
 
     trials = max(1, round(args.sessions_per_node / PER_TRIAL))
     cfg = config(args, f"scaling-{nodes}-{endpoint}", nodes, args.turns, trials, port)
@@ -199,7 +199,7 @@ def main() -> int:
                             print(f"worker node {len(cluster.workers) + 1} did not join (try {attempt}): "
                                   f"{str(exc).splitlines()[-1][:200]}; trying again", flush=True)
                     print(f"worker node {len(cluster.workers)} joined in {time.perf_counter() - t0:.1f}s", flush=True)
-                from ray_knowsim.engine.runner import run
+                from ray_knowsim.run.fan_out import run
 
                 # a worker on every node before measuring (all shards at once: one per CPU slot)
                 run(config(args, f"scaling-warm-{n}", n, 1, 1, ports["0s"]), output=workdir / f"warm{n}", quiet=True,

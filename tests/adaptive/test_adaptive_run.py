@@ -18,8 +18,8 @@ from ray_knowsim.adaptive.driver import run_adaptive
 from ray_knowsim.adaptive.observe import pair_counts
 from ray_knowsim.compare.pipeline import compare_runs
 from ray_knowsim.compare.runs import load_runs
-from ray_knowsim.engine.config import parse_run_config
-from ray_knowsim.engine.runner import run
+from ray_knowsim.config import parse_run_config
+from ray_knowsim.run.fan_out import run
 from ray_knowsim.io.decisions import read_decisions
 from ray_knowsim.stats.adaptive import Procedure
 
@@ -169,7 +169,7 @@ def test_the_planning_replay_over_the_completed_run_decides_what_the_run_did(pla
 
 
 def test_a_resume_with_another_spec_is_refused_naming_the_fields(planted, shared_ref):
-    from ray_knowsim.engine.runner import RunError
+    from ray_knowsim.plan.build import RunError
 
     cfg, adaptive, _, out = planted
     other = parse_run_config(planted_config(shared_ref, adaptive={**planted_config(shared_ref)["adaptive"], "alpha": 0.1,

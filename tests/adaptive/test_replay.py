@@ -70,7 +70,7 @@ def test_a_decisions_file_of_another_format_is_refused_by_name(tmp_path):
     import json
 
     from ray_knowsim.adaptive.driver import locked_spec
-    from ray_knowsim.engine.runner import RunError
+    from ray_knowsim.plan.build import RunError
     from ray_knowsim.io.decisions import DecisionsFormatError, read_decisions
 
     (tmp_path / "decisions.json").write_text(json.dumps({"format": 1, "decisions": []}))
@@ -94,7 +94,7 @@ def test_family_per_decision_tests_each_decision_at_full_alpha():
 def test_a_design_that_can_never_decide_is_refused_before_spending():
     from ray_knowsim.adaptive.driver import check_feasible
     from ray_knowsim.adaptive.rounds import Schedule
-    from ray_knowsim.engine.runner import RunError
+    from ray_knowsim.plan.build import RunError
     from ray_knowsim.stats.adaptive import Procedure
 
     # 7 items, 3 levels x 2 metrics x 3 pairs = 18 at alpha 0.05: a unanimous 7-0 has p = 2^-6 > 0.05 / 18
@@ -113,8 +113,8 @@ def test_a_record_of_the_design_before_keeps_its_design_on_resume_and_replay(tmp
 
     from ray_knowsim.adaptive.driver import locked_spec, recorded_design
     from ray_knowsim.adaptive.rounds import procedure_for, spec_of
-    from ray_knowsim.engine.config.adaptive import AdaptiveConfig
-    from ray_knowsim.engine.runner import RunError
+    from ray_knowsim.config.adaptive import AdaptiveConfig
+    from ray_knowsim.plan.build import RunError
     from ray_knowsim.io.decisions import read_decisions
 
     spec = {"decide": "best", "metrics": ["kg"], "round": {"items": 5, "trials": 1},
@@ -150,8 +150,8 @@ def test_a_record_of_the_open_pairs_default_keeps_it_on_resume_and_replay(tmp_pa
 
     from ray_knowsim.adaptive.driver import locked_spec, recorded_design
     from ray_knowsim.adaptive.rounds import procedure_for, spec_of
-    from ray_knowsim.engine.config.adaptive import AdaptiveConfig
-    from ray_knowsim.engine.runner import RunError
+    from ray_knowsim.config.adaptive import AdaptiveConfig
+    from ray_knowsim.plan.build import RunError
     from ray_knowsim.io.decisions import read_decisions
 
     spec = {"decide": "best", "metrics": ["kg"], "round": {"items": 5, "trials": 1}}

@@ -1,5 +1,5 @@
 """The adaptive layer's pure parts and its hook into the runner (no Ray): the seeded item order,
-the round cells, the adaptive config, and the resume rule (engine/resume.plan_work) with a
+the round cells, the adaptive config, and the resume rule (run/resume.plan_work) with a
 session subset."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from ray_knowsim.adaptive.schedule import item_order, round_items
-from ray_knowsim.engine.config import ConfigError, parse_run_config
-from ray_knowsim.engine.plan import Plan, load_inputs
-from ray_knowsim.engine.resume import Attempt, ResumePolicy, plan_work
+from ray_knowsim.config import ConfigError, parse_run_config
+from ray_knowsim.plan.sessions import Plan, load_inputs
+from ray_knowsim.run.resume import Attempt, ResumePolicy, plan_work
 from ray_knowsim.io.commits import SessionEntry
-from tests.engine.conftest import small_config
+from tests.doubles.run_config import small_config
 
 ADAPTIVE = {"decide": "best", "metrics": ["kg", "dc", "co"], "alpha": 0.05, "round": {"items": 5, "trials": 1},
             "budget": {"sessions": 2000, "usd": 50}}

@@ -12,11 +12,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ray_knowsim.engine.config import parse_run_config
-from ray_knowsim.engine.runner import run
+from ray_knowsim.config import parse_run_config
+from ray_knowsim.run.fan_out import run
 from ray_knowsim.audit.run import audit_run
 from ray_knowsim.io.rundir import RunReader
-from tests.engine.conftest import small_config
+from tests.doubles.run_config import small_config
 from tests.doubles.planted import PLANTS, PLUGIN, planted_sessions
 
 TASKS = [{"name": "math", "items": "pkg:demo/math.jsonl", "graphs": "pkg:demo/iu_math.json"},

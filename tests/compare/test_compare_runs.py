@@ -1,5 +1,5 @@
 """``compare`` on real offline runs: a planted difference and an A/A pair, merging two runs and
-refusing an incompatible one. One local Ray for the module (tests/engine's fixture)."""
+refusing an incompatible one. One local Ray for the module (tests/conftest.py's ray_local fixture)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from ray_knowsim.cli.main import main as cli_main
 from ray_knowsim.compare.pipeline import compare_runs
-from ray_knowsim.engine.config import parse_run_config
-from ray_knowsim.engine.runner import run
+from ray_knowsim.config import parse_run_config
+from ray_knowsim.run.fan_out import run
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
@@ -177,7 +177,7 @@ def assert_within_factor(est, actual, factor=2.0):
 
 
 def test_dry_run_estimate_matches_the_real_run_within_a_factor_of_two(planted, tmp_path, capsys):
-    from ray_knowsim.engine.estimate import Estimate
+    from ray_knowsim.preflight.estimate import Estimate
 
     cfg_file = tmp_path / "planted.yaml"
     import yaml
@@ -191,7 +191,7 @@ def test_dry_run_estimate_matches_the_real_run_within_a_factor_of_two(planted, t
     est = Estimate.model_validate(raw)
     assert est.n_sessions == 96 and est.first_turn["user_sim"].rendered == 96
     # requests: 3 per turn x 3 turns + 1 judge per session, as the real run made (no retries there)
-    from ray_knowsim.io.cost import read_cost_columns
+    from ray_knowsim.tables.cost import read_cost_columns
     from ray_knowsim.io.rundir import RunReader
     from ray_knowsim.score.store import RunScores
 
@@ -203,7 +203,7 @@ def test_dry_run_estimate_matches_the_real_run_within_a_factor_of_two(planted, t
 
 
 def test_dry_run_from_a_previous_run(planted, second, tmp_path):
-    from ray_knowsim.engine.estimate import dry_run
+    from ray_knowsim.preflight.estimate import dry_run
 
     cfg = parse_run_config(planted_config(name="second", conditions=[{"name": "comp", "strategy": "comprehensive"}],
                                           models={"sim": {"backend": "offline", "price": {"input": 1.0, "output": 4.0}}}))

@@ -18,10 +18,10 @@ import pandas as pd
 import pytest
 
 from ray_knowsim.compare.agreement import agreement
-from ray_knowsim.engine.config import parse_run_config
-from ray_knowsim.engine.runner import run
+from ray_knowsim.config import parse_run_config
+from ray_knowsim.run.fan_out import run
 from ray_knowsim.io.rundir import open_run
-from tests.engine.conftest import small_config
+from tests.doubles.run_config import small_config
 
 PLUGIN = "tests.plugins.faulty_simulator"
 PRICE = {"input": 2.0, "output": 8.0}
@@ -137,8 +137,8 @@ def test_the_planted_flips_show_in_kappa_and_tpr_and_a_rerun_asks_nothing(runs, 
 def test_each_exchange_is_shown_the_state_the_learner_held_before_it(runs):
     """The offline extractor's labels do not read the state, so the kappa above cannot see it: checked here."""
     from ray_knowsim.compare.reextract import read_reference, reference_exchanges
-    from ray_knowsim.engine.extractor import recorded_config
-    from ray_knowsim.engine.plan import load_inputs
+    from ray_knowsim.run.extractor import recorded_config
+    from ray_knowsim.plan.sessions import load_inputs
     from ray_knowsim.schema.items import item_key
 
     inputs = load_inputs(recorded_config(runs["ref"]))

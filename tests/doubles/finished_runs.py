@@ -6,9 +6,9 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from ray_knowsim.engine.config import load_run_config
-from ray_knowsim.engine.runner import run
-from tests.engine.conftest import small_config, write_config
+from ray_knowsim.config import load_run_config
+from ray_knowsim.run.fan_out import run
+from tests.doubles.run_config import small_config, write_config
 
 
 def finished_run(folder: Path, **overrides: Any):

@@ -187,7 +187,7 @@ def llm_ray() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def vllm_cpu_config(smollm2_dir: Path):
-    from ray_knowsim.engine.vllm.config import VLLMModelConfig
+    from ray_knowsim.backends.vllm.config import VLLMModelConfig
 
     return VLLMModelConfig(
         model=str(smollm2_dir), served_name=SERVED_MODEL_NAME, num_gpus=0, num_cpus=1,
@@ -205,7 +205,7 @@ def vllm_cpu_pool(llm_ray: None, vllm_cpu_config) -> Iterator[list]:
     """The engine actor pool (one CPU replica), started and ready; shut down at session end."""
     import ray
 
-    from ray_knowsim.engine.vllm.pool import VLLMPool
+    from ray_knowsim.backends.vllm.pool import VLLMPool
 
     t0 = time.perf_counter()
     pool = VLLMPool(vllm_cpu_config)

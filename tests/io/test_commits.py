@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ray_knowsim.engine.build import make_context
-from ray_knowsim.engine.config import parse_run_config
-from ray_knowsim.engine.plan import Plan, load_inputs
-from ray_knowsim.engine.worker import with_initial_states
+from ray_knowsim.plan.build import make_context
+from ray_knowsim.config import parse_run_config
+from ray_knowsim.plan.sessions import Plan, load_inputs
+from ray_knowsim.run.worker import with_initial_states
 from ray_knowsim.io.commits import (
     SESSION_SCHEMA,
     TURN_SCHEMA,
@@ -32,7 +32,7 @@ from ray_knowsim.io.parquet import rows_table
 from ray_knowsim.io.rundir import RunDirError, RunReader
 from ray_knowsim.schema.results import SessionRow, TurnRow
 from tests.doubles.standin import run_shard
-from tests.engine.conftest import small_config
+from tests.doubles.run_config import small_config
 
 FAILED = "math/demo_math_01/novice/sim:socratic/0"
 

@@ -24,8 +24,8 @@ pytestmark = pytest.mark.usefixtures("ray_local")
 def sessions_seen(reader: str, cfg, run_dir: Path, tmp: Path) -> tuple[int, int]:
     """(sessions, ok sessions) the reader works on."""
     if reader == "tables":
-        from ray_knowsim.engine.reduce import aggregate_item_sums
-        from ray_knowsim.io.cost import cost_tables
+        from ray_knowsim.tables.reduce import aggregate_item_sums
+        from ray_knowsim.tables.cost import cost_tables
 
         run = RunReader.open(run_dir)
         cells = aggregate_item_sums(run.sessions.files)  # per (cell, item)
@@ -56,7 +56,7 @@ def sessions_seen(reader: str, cfg, run_dir: Path, tmp: Path) -> tuple[int, int]
         return len(data.conversations) + sum(data.skipped.values()), len(data.conversations) + data.skipped.get(
             "no knowledge state (baseline)", 0)
     if reader == "score":
-        from ray_knowsim.engine.scoring import score_run
+        from ray_knowsim.score.run_stage import score_run
         from ray_knowsim.score.store import RunScores
 
         out = score_run(cfg, run_dir, name=f"again-{tmp.name}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from ray_knowsim.engine.manifest import heartbeat, now
+from ray_knowsim.run.manifest import heartbeat, now
 from ray_knowsim.io.commits import RunDir
 from ray_knowsim.io.rundir import HEARTBEAT_FILE, HEARTBEAT_STALE_S, RunStatus, last_seen_s_ago, manifest_facts
 

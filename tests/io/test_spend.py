@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from ray_knowsim.io.cost import cost_table
+from ray_knowsim.tables.cost import cost_table
 from ray_knowsim.io.spend import SpendJournal, read_journal, read_journals, run_spend, session_of
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.schema.price import Price

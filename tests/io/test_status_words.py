@@ -1,5 +1,5 @@
 """One word for each run status and one wording for "no price", wherever a person reads them: the
-run command's final line (engine.batch.RunOutcome.status_word), the report and the viewer all take
+run command's final line (run.fan_out.RunOutcome.status_word), the report and the viewer all take
 the word from io.rundir.STATUS_WORDS; every cost shown is schema.price.usd_text. An all-failed run
 is "all sessions failed" in all three, and an unpriced run never reads "$0.0000"."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ray_knowsim.engine.batch import RunOutcome
+from ray_knowsim.run.fan_out import RunOutcome
 from ray_knowsim.io.rundir import STATUS_WORDS, open_run, status_key, status_words
 from ray_knowsim.report.build import ReportOptions, build_report
 from ray_knowsim.schema.price import NO_PRICE

@@ -114,9 +114,9 @@ def test_every_field_is_decided_on_once_for_the_key_and_the_config_hash():
     """One list per kind: a request field, an endpoint setting or a vLLM setting is either part of
     what decides an answer or operational, never both, never neither; and the config hash (the
     backends' operational sets) follows the same lists."""
-    from ray_knowsim.engine.backends import ALWAYS_OPERATIONAL, BACKENDS
-    from ray_knowsim.engine.vllm.config import OPERATIONAL_FIELDS as VLLM_OPERATIONAL
-    from ray_knowsim.engine.vllm.config import VLLMModelConfig
+    from ray_knowsim.backends.registry import ALWAYS_OPERATIONAL, BACKENDS
+    from ray_knowsim.backends.vllm.config import OPERATIONAL_FIELDS as VLLM_OPERATIONAL
+    from ray_knowsim.backends.vllm.config import VLLMModelConfig
 
     assert set(REQUEST_FIELDS) | set(REQUEST_IGNORED) == {f.name for f in fields(ChatRequest)}
     assert not set(REQUEST_FIELDS) & set(REQUEST_IGNORED)

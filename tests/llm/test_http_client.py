@@ -16,7 +16,7 @@ from ray_knowsim.llm.http.client import OpenAICompatibleModel, estimate_tokens
 from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.llm.http.credentials import MissingAPIKeyError
 from ray_knowsim.llm.http.wire import OFFLINE_FACTS_FIELD, ROLE_HEADER
-from ray_knowsim.engine.limiter import LocalRateLimiter, RateLimits
+from ray_knowsim.backends.limiter import LocalRateLimiter, RateLimits
 from ray_knowsim.llm.http.client import LimiterRequiredError
 from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.llm.retry import BackoffConfig, backoff_delay, parse_retry_after

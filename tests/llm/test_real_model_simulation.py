@@ -155,7 +155,7 @@ def test_simulation_over_vllm_openai_server(vllm_server):
 
 
 def test_simulation_over_vllm_actor_pool(vllm_cpu_config, vllm_cpu_pool):
-    from ray_knowsim.engine.vllm.pool import VLLMActorModel
+    from ray_knowsim.backends.vllm.pool import VLLMActorModel
 
     result, model, wall = simulate(VLLMActorModel(vllm_cpu_config, actors=vllm_cpu_pool))
     check(result, model)

@@ -13,11 +13,11 @@ from tests.doubles.llm_cpu import (  # noqa: F401  (pytest finds fixtures by nam
     SERVED_MODEL_NAME, llm_ray, post_json, smollm2_dir, vllm_cpu_config, vllm_cpu_pool, vllm_server,
 )
 
-from ray_knowsim.engine.vllm.pool import VLLMActorModel
+from ray_knowsim.backends.vllm.pool import VLLMActorModel
 from ray_knowsim.llm.protocol import generate_all
 from ray_knowsim.schema.chat import ChatRequest
 
-# The actor logic with a fake engine, routing, restarts: tests/engine/test_vllm_actor.py.
+# The actor logic with a fake engine, routing, restarts: tests/backends/test_vllm_actor.py.
 
 # --------------------------------------------------------------------------- real vLLM on CPU
 
@@ -62,7 +62,7 @@ def test_vllm_actor_batch_with_json_schema(vllm_cpu_config, vllm_cpu_pool):
         assert r.usage.prompt_tokens > 10 and 0 < r.usage.completion_tokens <= 64
     assert out[0].text == out[3].text  # greedy decoding is deterministic
     # The default grammar is a plain `vllm serve`'s (free whitespace, VLLM_SERVE_STRUCTURED), so
-    # the two paths decode alike; "compact" removes it (the mapping: tests/engine/test_vllm_actor.py).
+    # the two paths decode alike; "compact" removes it (the mapping: tests/backends/test_vllm_actor.py).
     compact = "\n" not in out[0].text and ": " not in out[0].text
     assert compact == (vllm_cpu_config.json_whitespace == "compact"), out[0].text
     toks = sum(r.usage.completion_tokens for r in out)
@@ -104,7 +104,7 @@ def test_a_vllm_entry_decodes_json_as_a_plain_vllm_server(smollm2_dir):
     `http` entry against a plain `vllm serve` and a `vllm` entry decode the same seeds alike."""
     from vllm.config.structured_outputs import StructuredOutputsConfig
 
-    from ray_knowsim.engine.vllm.config import VLLM_SERVE_STRUCTURED, VLLMModelConfig
+    from ray_knowsim.backends.vllm.config import VLLM_SERVE_STRUCTURED, VLLMModelConfig
 
     served = StructuredOutputsConfig()
     assert {"backend": served.backend, "disable_any_whitespace": served.disable_any_whitespace} == VLLM_SERVE_STRUCTURED

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from ray_knowsim.engine.codecheck import fingerprint
+from ray_knowsim.cluster.codecheck import fingerprint
 from tests.doubles.raycluster import LocalCluster, cluster_env
 from tests.doubles.docs_install import docs_pip_list
 

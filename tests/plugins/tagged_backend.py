@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from ray_knowsim.engine.backends import BuildContext, register_backend
+from ray_knowsim.backends.registry import BuildContext, register_backend
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse
 
 

@@ -147,7 +147,7 @@ def test_verdict_sentences_use_the_catalogue_phrase_for_either_variant():
 
 def test_a_design_metric_is_one_the_tables_reduce():
     """The run config's choice of a decision metric (adaptive.metrics) is checked against the catalogue."""
-    from ray_knowsim.engine.config.adaptive import DECISION_METRICS
+    from ray_knowsim.config.adaptive import DECISION_METRICS
     from ray_knowsim.schema.results import RUN_METRICS
 
     assert DECISION_METRICS == frozenset(RUN_METRICS)

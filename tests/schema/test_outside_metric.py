@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ray_knowsim.schema.metrics import OUTSIDE_METRICS, MetricError, outside_metrics
-from tests.engine.conftest import small_config
+from tests.doubles.run_config import small_config
 
 PLUGIN = "tests.plugins.mastery_metric"
 NAME = "mastery_share"
@@ -38,8 +38,8 @@ def metric_config(**overrides):
 @pytest.mark.usefixtures("ray_local")
 def test_an_outside_metric_end_to_end(tmp_path, plugin_metric):
     from ray_knowsim.compare.pipeline import compare_runs
-    from ray_knowsim.engine.config import parse_run_config
-    from ray_knowsim.engine.runner import run
+    from ray_knowsim.config import parse_run_config
+    from ray_knowsim.run.fan_out import run
     from ray_knowsim.io.rundir import RunReader
     from ray_knowsim.report.build import build_report
 

@@ -13,15 +13,15 @@ import pytest
 
 from ray_knowsim.audit.run import audit_run
 from ray_knowsim.cli.main import main
-from ray_knowsim.engine.clients import ModelSet
-from ray_knowsim.engine.config import parse_run_config
-from ray_knowsim.engine.runner import run
-from ray_knowsim.engine.scoring import score_run
+from ray_knowsim.backends.model_set import ModelSet
+from ray_knowsim.config import parse_run_config
+from ray_knowsim.run.fan_out import run
+from ray_knowsim.score.run_stage import score_run
 from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.llm.offline import OfflineModel
 from ray_knowsim.score.store import ScoreDir
 from tests.doubles.planted import PLUGIN, planted_sessions
-from tests.engine.conftest import small_config
+from tests.doubles.run_config import small_config
 from tests.doubles.finished_runs import digests
 
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]  # two Ray-backed runs as a module fixture: the full suite

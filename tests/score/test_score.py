@@ -8,7 +8,7 @@ import yaml
 
 from ray_knowsim.cli.main import main as cli
 from ray_knowsim.io.rundir import RunReader
-from ray_knowsim.engine.scoring import score_run
+from ray_knowsim.score.run_stage import score_run
 from ray_knowsim.score.store import RunScores, ScoreDir
 from tests.doubles.finished_runs import digests, finished_run
 
@@ -66,7 +66,7 @@ class FailingJudge:
 
 def test_a_failing_judge_keeps_the_simulation_and_names_its_error(finished):
     cfg, out, _ = finished
-    from ray_knowsim.engine.clients import ModelSet
+    from ray_knowsim.backends.model_set import ModelSet
 
     before = digests(out)
     models = ModelSet({"sim": FailingJudge()}, {}, [])
@@ -228,8 +228,8 @@ def test_judge_repairs_refusals_and_warnings_are_stored_counted_and_reported(fin
 
     import pandas as pd
 
-    from ray_knowsim.engine.clients import ModelSet
-    from ray_knowsim.engine.reduce import ITEM_KEYS, level_means, normalise_sums, partial_moments
+    from ray_knowsim.backends.model_set import ModelSet
+    from ray_knowsim.tables.reduce import ITEM_KEYS, level_means, normalise_sums, partial_moments
     from ray_knowsim.report.build import build_report
 
     cfg, out, _ = finished
@@ -268,7 +268,7 @@ def test_judge_repairs_refusals_and_warnings_are_stored_counted_and_reported(fin
 def test_score_refuses_workers_on_other_code_before_judging(finished, capsys, monkeypatch):
     """`score` puts our code on workers (the judges' reduction), so it runs the same code check as
     `run`: a node on another copy of ray_knowsim stops it before any score set is written."""
-    from ray_knowsim.engine import codecheck
+    from ray_knowsim.cluster import codecheck
 
     _, out, _ = finished
     monkeypatch.setattr(codecheck, "cluster_mismatches",

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ray_knowsim.engine.clients import ModelSet
+from ray_knowsim.backends.model_set import ModelSet
 from ray_knowsim.io.rundir import RunReader
-from ray_knowsim.engine.scoring import score_run
+from ray_knowsim.score.run_stage import score_run
 from ray_knowsim.llm.offline import OfflineModel
 from ray_knowsim.score.store import RunScores, ScoreDir
 from tests.doubles.finished_runs import digests, finished_run

@@ -8,14 +8,14 @@ import dataclasses
 
 import pytest
 
-from ray_knowsim.engine.build import make_context
-from ray_knowsim.engine.config import parse_run_config
-from ray_knowsim.engine.plan import Plan, load_inputs
-from ray_knowsim.engine.worker import with_initial_states
+from ray_knowsim.plan.build import make_context
+from ray_knowsim.config import parse_run_config
+from ray_knowsim.plan.sessions import Plan, load_inputs
+from ray_knowsim.run.worker import with_initial_states
 from ray_knowsim.rules.init_state import session_initial_states, states_to_ks
 from ray_knowsim.schema.graph import build_index
 from ray_knowsim.sim.session import start_session
-from tests.engine.conftest import small_config
+from tests.doubles.run_config import small_config
 
 
 @pytest.mark.parametrize("preset", ["reference", "paper"])  # shuffle and topological placement

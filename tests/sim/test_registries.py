@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ray_knowsim.demo import demo_items
-from ray_knowsim.engine.config import parse_run_config
+from ray_knowsim.config import parse_run_config
 from ray_knowsim.prompts.render import render_assistant
 from ray_knowsim.prompts.templates import DEFAULT_PROMPTS, PROMPT_SETS
 from ray_knowsim.registry import RegistryError
@@ -46,7 +46,7 @@ def test_a_strategy_and_a_simulator_from_outside_the_package_run_offline():
 
 
 def test_configs_accept_only_registered_names_and_plugins_register_more(tmp_path):
-    from tests.engine.conftest import small_config
+    from tests.doubles.run_config import small_config
 
     raw = small_config()
     raw["conditions"] = [{"strategy": "lecture"}]

@@ -306,7 +306,7 @@ def test_identity_check_fails_when_the_base_rules_are_not_the_recording_rules(sh
 def test_a_sweep_refuses_workers_on_other_code_before_any_piece(run_dir, tmp_path, monkeypatch):
     """The pieces run our code on every worker: a node on another copy of ray_knowsim stops the
     sweep (the same check as `run`) before any piece is committed."""
-    from ray_knowsim.engine import codecheck
+    from ray_knowsim.cluster import codecheck
 
     monkeypatch.setattr(codecheck, "cluster_mismatches",
                         lambda expected=None: (["node 10.0.0.9 (abc): imports /srv/old/ray_knowsim"], []))

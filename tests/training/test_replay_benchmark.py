@@ -12,7 +12,7 @@ import pytest
 
 from ray_knowsim.training import EnvironmentConfig, TrainingEnvironment
 from ray_knowsim.training.replay import replay
-from tests.engine.conftest import rows
+from tests.doubles.run_config import rows
 
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
 #: the demo config cut to 2 items x 1 level x 2 strategies x 1 trial, 5 turns
@@ -23,8 +23,8 @@ SMALL = ["tasks.0.limit=1", "tasks.1.limit=1", "levels=[novice]", "trials=1", "m
 @pytest.fixture(scope="module", params=["virtual", "stop"])
 def recorded(request, ray_local, tmp_path_factory):
     """(overrides, sessions, turns) of a finished demo run on the offline model."""
-    from ray_knowsim.engine.config import load_run_config
-    from ray_knowsim.engine.runner import run
+    from ray_knowsim.config import load_run_config
+    from ray_knowsim.run.fan_out import run
 
     out = tmp_path_factory.mktemp(f"demo-{request.param}")
     overrides = SMALL + [f"early_stop={request.param}", f"output_dir={out}"]

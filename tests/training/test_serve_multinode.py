@@ -90,7 +90,7 @@ def _start_server(cluster) -> tuple[subprocess.Popen, str, list[str]]:
 
 
 def test_replicas_on_two_nodes_keep_each_episode_and_equal_the_one_node_run():
-    from ray_knowsim.engine.plan import load_inputs
+    from ray_knowsim.plan.sessions import load_inputs
     from ray_knowsim.training import EnvironmentConfig
     from ray_knowsim.training.build import load_config
 

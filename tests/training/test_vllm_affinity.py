@@ -39,7 +39,7 @@ class RecordingEngineActor:
     ``shutdown``), answers from the offline model, and a record of what it served."""
 
     def __init__(self, cfg: dict) -> None:
-        from ray_knowsim.engine.plan import load_inputs
+        from ray_knowsim.plan.sessions import load_inputs
         from ray_knowsim.llm.offline import OfflineModel
         from ray_knowsim.training.build import load_config
 
@@ -98,7 +98,7 @@ def test_every_request_of_an_episode_goes_to_one_engine_actor_and_episodes_sprea
     import ray
     import ray.cloudpickle
 
-    from ray_knowsim.engine.vllm import pool as pool_mod
+    from ray_knowsim.backends.vllm import pool as pool_mod
 
     assert len(RESETS) == EPISODES
     plain = pool_mod.request_dict
@@ -173,8 +173,8 @@ def test_serve_replicas_share_one_engine_pool_and_keep_each_episode_on_one_engin
     serve = pytest.importorskip("ray.serve")
     generic = pytest.importorskip("openenv.core.generic_client", reason="needs the training extra (openenv-core)")
     from ray_knowsim.cli.env import replicas_app
-    from ray_knowsim.engine.clients import shutdown_pools
-    from ray_knowsim.engine.vllm import pool as pool_mod
+    from ray_knowsim.backends.model_set import shutdown_pools
+    from ray_knowsim.backends.vllm import pool as pool_mod
     from ray_knowsim.training.adapters.serve import APP_NAME
     from ray_knowsim.training.build import shared_engine_pools
     from tests.doubles.ports import pick_ports

@@ -115,8 +115,8 @@ def run_labels(human, out, model):  # noqa: ANN001, ANN201
 
 
 def _settings():
-    from ray_knowsim.engine.config import parse_run_config
-    from tests.engine.conftest import small_config
+    from ray_knowsim.config import parse_run_config
+    from tests.doubles.run_config import small_config
 
     return parse_run_config(small_config(), check_files=False).roles.settings("extractor")
 
@@ -207,7 +207,7 @@ def test_an_iu_outside_the_graph_is_an_error_naming_the_row(tmp_path):
 
 def test_cli_extractor_agreement(tmp_path, capsys):
     from ray_knowsim.cli.main import main
-    from tests.engine.conftest import small_config, write_config
+    from tests.doubles.run_config import small_config, write_config
 
     cfg = write_config(tmp_path / "cfg", small_config())
     human, out = write_folder(tmp_path / "h"), tmp_path / "out"
@@ -237,7 +237,7 @@ def test_no_labels_is_a_clear_error(tmp_path):
 def test_cli_reads_the_extractor_from_the_runs_recorded_config(tmp_path, capsys):
     """--sim RUN_DIR: the run's manifest names the config (items, graphs, extractor); output in RUN_DIR/validation."""
     from ray_knowsim.cli.main import main
-    from tests.engine.conftest import small_config
+    from tests.doubles.run_config import small_config
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

@@ -72,7 +72,7 @@ def test_an_incomplete_run_by_the_readers_status(site):
 def test_the_run_list_shows_sanity_warnings_not_a_green_status(site):
     """A run whose simulator checks fire keeps its status word but never its green badge, and the
     list says why in the words of the run's final line; a run without warnings is left as it is."""
-    SEVERE_HEADLINE = "SIMULATOR NOT WORKING?"  # the run's final line's words (engine.outcome_tables.final_line_parts)
+    SEVERE_HEADLINE = "SIMULATOR NOT WORKING?"  # the run's final line's words (tables.outcome_tables.final_line_parts)
 
     base, ids, _ = site
     _, _, body = get(base)
@@ -136,8 +136,8 @@ def test_the_run_list_reads_the_runs_own_sanity_table_only_while_it_is_current(s
     import os
     import shutil
 
-    from ray_knowsim.engine.outcome_tables import sanity_table
-    from ray_knowsim.io.sanity import check_run
+    from ray_knowsim.tables.outcome_tables import sanity_table
+    from ray_knowsim.tables.sanity import check_run
     from ray_knowsim.view.data import Files
 
     _, _, runs = site
@@ -159,7 +159,7 @@ def test_the_run_list_reads_the_runs_own_sanity_table_only_while_it_is_current(s
 
 
 def test_the_banner_names_the_component_the_evidence_points_at():
-    from ray_knowsim.io.sanity import SanityInputs, SanityReport, SanityWarning
+    from ray_knowsim.tables.sanity import SanityInputs, SanityReport, SanityWarning
     from ray_knowsim.view.pages_runs import sanity_banner
 
     tutor = SanityWarning("degenerate_tutor", True, "echo", "every reply echoes the learner", component="tutor")

@@ -83,7 +83,7 @@ class OpenAICompatibleModel:
     were sent; ``reached_model`` whether any attempt got an answer from the model (2xx), i.e.
     whether the call is a model call to count.
 
-    Rate limits: pass the run's limiter (``ray_knowsim.engine.limiter``); without one, a config
+    Rate limits: pass the run's limiter (``ray_knowsim.backends.limiter``); without one, a config
     that sets limits is refused, so that no limit is silently ignored."""
 
     def __init__(
@@ -96,7 +96,7 @@ class OpenAICompatibleModel:
         if limiter is None and config.rate_limits().enabled:
             raise LimiterRequiredError(
                 f"{config.model_name}: the config sets rate limits (requests/tokens per minute or "
-                "max_in_flight_global); pass limiter=ray_knowsim.engine.limiter.make_limiter("
+                "max_in_flight_global); pass limiter=ray_knowsim.backends.limiter.make_limiter("
                 "config.limiter_name, config.rate_limits()) (the engine does this for every run)"
             )
         self.config = config

@@ -36,7 +36,7 @@ _OWN_FIELDS = frozenset(
 #: options (``thinking*``, ``extra_body``: also any extra sampling parameter), which field carries
 #: the cap, whether our own test double gets its facts (``offline_server``), and the name the results
 #: carry. The response cache's key (:meth:`HTTPModelConfig.answer_identity`) and the config hash
-#: (``engine/builtin_backends.py``) both use exactly this split.
+#: (``backends/http/__init__.py`` registers it as the backend's operational fields) both use exactly this split.
 ANSWER_FIELDS = ("base_url", "model", "name", "structured_output", "json_schema_strict", "schema_subset",
                  "max_tokens_field", "offline_server", "thinking", "thinking_off_via", "reasoning_effort_off",
                  "extra_body")

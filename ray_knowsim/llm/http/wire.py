@@ -13,7 +13,7 @@ REQUEST_ID_HEADER = "X-KnowSim-Request-Id"
 OFFLINE_FACTS_FIELD = "knowsim_offline_facts"
 #: the field of a models-list entry by which ``serve-offline`` says that its model is the offline
 #: test double and answers from those facts; ``ray-knowsim run`` then sends them to that entry
-#: (engine/offline_double.py). No other server sets it, so no real model is ever sent the facts.
+#: (backends/http/offline_double.py). No other server sets it, so no real model is ever sent the facts.
 OFFLINE_DOUBLE_FIELD = "knowsim_offline_double"
 
 __all__ = ["OFFLINE_DOUBLE_FIELD", "OFFLINE_FACTS_FIELD", "PROMPT_VERSION_HEADER", "REQUEST_ID_HEADER", "ROLE_HEADER", "SCHEMA_NAME_HEADER"]

@@ -62,7 +62,7 @@ class OfflineModel:
     """Deterministic ChatModel for all KnowSim roles (see the module docstring)."""
 
     #: answers from ``ChatRequest.offline_facts``: served over HTTP, its models list says so
-    #: (llm/offline/server.py), so that a run sends it the facts without a flag (engine/offline_double.py)
+    #: (llm/offline/server.py), so that a run sends it the facts without a flag (backends/http/offline_double.py)
     reads_offline_facts = True
 
     def __init__(

@@ -1,0 +1,326 @@
+"""Below the fan-out of a run — execute: what one shard task does inside a Ray worker. Imported by
+:mod:`ray_knowsim.run.fan_out` (the top); it imports neither that module nor the build part beside
+it (:mod:`ray_knowsim.plan.build`): a worker gets its shard context and models handed in.
+
+1. Skip the shard's sessions already committed at (at least) the attempt this task is to run:
+   a task Ray retries after its worker died mid-shard runs only what the dead one had not
+   committed (session-level resume; the driver's plan may also be older than those commits).
+2. Complete the sessions' initial states.
+3. Run the shard function (:func:`ray_knowsim.sim.shard.run_shard`, imported; ``engine.shard_fn``
+   names another one by string), which yields each session as it finishes, and
+   stamp each row with its attempt, the errors of its earlier attempts and its failure class
+   (:func:`ray_knowsim.schema.failures.failure_class`).
+4. Commit finished sessions in small steps (:class:`CommitPolicy`: every N sessions or T
+   seconds, whichever first; the writes run off the event loop), so a crash loses only the
+   sessions in flight; fold the steps into one commit when the shard ends
+   (:func:`ray_knowsim.io.commits.fold_commits`). Steps the fold rewrites are written
+   uncompressed (most of a small commit's CPU was zstd's per-column start-up); the fold, and a
+   shard's only commit, are zstd.
+5. Check the contract: every planned session exactly once, of this run, failed ones naming why.
+
+Every request the shard's models are sent, and every answer, is appended to the task's spend
+journal as it happens (:mod:`ray_knowsim.io.spend`); each commit names that journal, so the cost
+of sessions cut off before their commit (Ctrl-C, a killed driver or worker) is never lost, and
+each answer moves the progress board (the display counts requests, not only finished turns).
+
+Only a small summary travels back to the driver. No Ray import here: the batch layer wraps
+:func:`execute_shard` in ``ray.remote``; the progress board is an opaque actor handle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ray_knowsim.backends.model_set import ModelSet
+from ray_knowsim.config.sections import DEFAULT_SHARD_FN
+from ray_knowsim.run.progress import Reporter
+from ray_knowsim.run.resume import Attempt
+from ray_knowsim.io.commits import (
+    STEP_COMPRESSION, TURN_SCHEMA, Commit, fold_commits, session_schema, shard_markers, sort_tables, write_commit,
+)
+from ray_knowsim.io.parquet import rows_table
+from ray_knowsim.io.spend import JOURNAL_KEY, SpendJournal
+from ray_knowsim.llm.accounting import Accounting
+from ray_knowsim.schema.failures import failure_class
+from ray_knowsim.schema.graph import build_index
+from ray_knowsim.registry import load_object
+from ray_knowsim.rules.init_state import session_initial_states, states_to_ks
+from ray_knowsim.sim.types import SessionResult, ShardContext, ShardSpec
+
+
+class ShardContractError(RuntimeError):
+    """The shard function broke its contract (a session missing, repeated or foreign)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CommitPolicy:
+    """When finished sessions are committed: after ``every`` sessions, or ``every_s`` seconds after
+    the first one still uncommitted, whichever comes first; ``fold``: one commit per shard at its end."""
+
+    every: int = 8
+    every_s: float = 30.0
+    fold: bool = True
+
+
+def load_shard_fn(path: str = DEFAULT_SHARD_FN, options: dict[str, Any] | None = None) -> Callable:
+    """The product's simulation loop is imported (it is part of the import graph, and a renamed
+    ``run_shard`` fails at import, not at a run's first shard); the config's string is only the
+    override (a test stand-in, a user's own loop), loaded by name. The default keeps its string
+    in the config, which is hashed: runs that leave it keep their hash. The import sits in the
+    function so a driver that imports this module does not load the kernel (numba) it never runs."""
+    if path == DEFAULT_SHARD_FN:
+        from ray_knowsim.sim.shard import run_shard
+
+        fn: Callable = run_shard
+    else:
+        try:
+            fn = load_object(path)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ImportError(f"cannot load the shard function {path!r}: {exc}") from exc
+    return functools.partial(fn, **options) if options else fn
+
+
+def with_initial_states(shard: ShardSpec, ctx: ShardContext) -> ShardSpec:
+    """Sessions without a cached initial state get the one their init seed gives
+    (:func:`ray_knowsim.rules.init_state.session_initial_states`, the same the loop would sample:
+    the same for every condition of an item x level x trial, so conditions stay paired)."""
+    if all(s.initial_ks is not None for s in shard.sessions):
+        return shard
+    indexes: dict[str, Any] = {}
+    sessions = []
+    for s in shard.sessions:
+        if s.initial_ks is None:
+            index = indexes.get(s.item_key)
+            if index is None:
+                index = indexes[s.item_key] = build_index(shard.graph_of(s), s.item_id)
+            states = session_initial_states(index, s.knowledge_level, ctx.rules, s.init_seed)
+            s = dataclasses.replace(s, initial_ks=states_to_ks(index, states))
+        sessions.append(s)
+    return dataclasses.replace(shard, sessions=tuple(sessions))
+
+
+def committed_attempts(run_dir: Path, shard_id: str, config_hash: str) -> dict[str, int]:
+    """Session id -> highest committed attempt, over this shard id's commits of this config."""
+    out: dict[str, int] = {}
+    for c in shard_markers(run_dir, shard_id):
+        if c.config_hash != config_hash:
+            continue
+        for sid, e in c.sessions.items():
+            out[sid] = max(out.get(sid, 0), e.attempt)
+    return out
+
+
+def stamp(result: SessionResult, attempt: Attempt) -> SessionResult:
+    """The row with its attempt, earlier errors and failure class (the loop leaves the defaults)."""
+    row = result.session
+    update = {"attempt": attempt.attempt, "previous_errors": json.dumps(list(attempt.previous_errors)),
+              "failure_class": failure_class(row.error) if row.status != "ok" else None}
+    return SessionResult(session=row.model_copy(update=update), turns=result.turns)
+
+
+class _Contract:
+    """Checks each result as it arrives (before it is committed), and completeness at the end."""
+
+    def __init__(self, shard: ShardSpec, ctx: ShardContext) -> None:
+        self.shard_id = shard.shard_id
+        self.planned = {s.session_id for s in shard.sessions}
+        self.ctx = ctx
+        self.seen: set[str] = set()
+
+    def check(self, r: SessionResult) -> None:
+        sid = r.session.session_id
+        problem = None
+        if sid not in self.planned:
+            problem = f"unplanned session {sid}"
+        elif sid in self.seen:
+            problem = f"session {sid} returned twice"
+        elif r.session.config_hash != self.ctx.config_hash or r.session.run_id != self.ctx.run_id:
+            problem = f"session {sid} carries run {r.session.run_id}/{r.session.config_hash}"
+        elif any(t.session_id != sid for t in r.turns):
+            problem = f"session {sid} has turn rows of another session"
+        elif r.session.status not in ("ok", "failed"):
+            problem = f"session {sid} has status {r.session.status!r} (expected ok/failed)"
+        elif r.session.status == "failed" and not r.session.error:
+            problem = f"session {sid} failed without naming an error"
+        if problem:
+            raise ShardContractError(f"{self.shard_id}: {problem}")
+        self.seen.add(sid)
+
+    def finish(self) -> None:
+        missing = sorted(self.planned - self.seen)
+        if missing:
+            raise ShardContractError(f"{self.shard_id}: missing sessions {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+
+
+class _Spent:
+    """The shard's spend sink: each request and answer goes to its journal at once, and the
+    progress board hears of each answer (throttled), so the display moves with requests, not
+    only with finished turns."""
+
+    def __init__(self, journal: SpendJournal, reporter: Reporter, accounting: Accounting) -> None:
+        self.journal, self.reporter, self.accounting = journal, reporter, accounting
+
+    def sent(self, request: Any, model_key: str) -> None:
+        self.journal.sent(request, model_key)
+
+    def answered(self, request: Any, response: Any, model_key: str) -> None:
+        self.journal.answered(request, response, model_key)
+        self.reporter.update(self.accounting)
+
+
+def execute_shard(
+    shard: ShardSpec,
+    models: ModelSet,
+    ctx: ShardContext,
+    run_dir: str,
+    shard_fn: str,
+    shard_fn_options: dict[str, Any],
+    attempts: Mapping[str, Attempt] | None = None,
+    board: Any = None,
+    policy: CommitPolicy = CommitPolicy(),
+    plan: str = "",
+) -> dict[str, Any]:
+    """Run and commit one shard's sessions (see the module docstring). ``attempts``: the runs
+    the driver plans for reruns (absent: a first run)."""
+    t0 = time.perf_counter()
+    root = Path(run_dir)
+    attempts = dict(attempts or {})
+    order = [s.session_id for s in shard.sessions]
+    done = committed_attempts(root, shard.shard_id, ctx.config_hash)
+    todo = tuple(s for s in shard.sessions if done.get(s.session_id, 0) < attempts.get(s.session_id, Attempt()).attempt)
+    summary: dict[str, Any] = {"shard_id": shard.shard_id, "sessions": 0, "new_failed": 0, "turns": 0,
+                               "already_committed": len(shard.sessions) - len(todo), "accounting": {},
+                               "commits": 0, "commit_seconds": 0.0, "fold_seconds": 0.0, "commit_cpu_seconds": 0.0,
+                               "fold_cpu_seconds": 0.0}
+    if not todo:
+        summary["seconds"] = round(time.perf_counter() - t0, 3)
+        return summary
+    shard = with_initial_states(dataclasses.replace(shard, sessions=todo), ctx)
+    fn = load_shard_fn(shard_fn, shard_fn_options)
+    accounting = Accounting()
+    reporter = Reporter(board, shard.shard_id)
+    # every request is journaled as it leaves and as it is answered (io/spend.py): what this task
+    # spends is on disk even when it is killed before any commit
+    journal = SpendJournal(root, unit=shard.shard_id, config_hash=ctx.config_hash, invocation=ctx.invocation,
+                           prices=ctx.prices)
+    sink = _Spent(journal, reporter, accounting)
+    role_models = models.role_models(accounting, unit=shard.shard_id, sink=sink)  # the shard's own cache folder
+    contract = _Contract(shard, ctx)
+    commits: list[Commit] = []
+
+    kernel: dict[str, Any] = {}
+
+    def on_turn(info: dict[str, Any]) -> None:
+        reporter.live = int(info.get("live", 0))
+        reporter.counts.turns += int(info.get("turns", 0))
+        kernel.update(info.get("kernel") or {})
+        reporter.update(accounting)
+
+    run_ctx = dataclasses.replace(ctx, on_turn=on_turn)
+
+    def commit(batch: list[SessionResult], last: bool = False) -> Commit:
+        """One commit of ``batch``; ``last``: nothing follows it, so no fold will rewrite it. A step
+        the fold rewrites is written uncompressed (io/commits.STEP_COMPRESSION), the rest as zstd."""
+        started, cpu = time.perf_counter(), time.thread_time()  # this thread's CPU: the rest of a commit's wall is fsync
+        sessions = rows_table([r.session for r in batch], session_schema())  # with any outside metrics
+        turns = rows_table([t for r in batch for t in r.turns], TURN_SCHEMA)
+        sessions, turns = sort_tables(sessions, turns, order)
+        made = write_commit(root, shard_id=shard.shard_id, config_hash=ctx.config_hash, plan=plan, sessions=sessions,
+                            turns=turns, summary={"sessions": len(batch), "step": len(commits) + 1, "kernel": dict(kernel),
+                                                  JOURNAL_KEY: journal.token},
+                            compression=STEP_COMPRESSION if policy.fold and not last else "zstd")
+        journal.committed(made.sessions)
+        summary["commit_seconds"] += time.perf_counter() - started
+        summary["commit_cpu_seconds"] += time.thread_time() - cpu
+        return made
+
+    async def drive() -> None:
+        stream = fn(shard, role_models, run_ctx).__aiter__()
+        buffer: list[SessionResult] = []
+        first_at = 0.0
+        upcoming: asyncio.Future | None = asyncio.ensure_future(stream.__anext__())
+
+        async def flush(final: bool = False) -> None:
+            nonlocal buffer
+            if buffer:
+                batch, buffer = buffer, []
+                last = final and not commits  # the shard's only commit: no fold follows
+                commits.append(await asyncio.to_thread(commit, batch, last))  # the loop keeps running sessions
+
+        try:
+            while upcoming is not None:
+                wait = None if not buffer else max(0.0, first_at + policy.every_s - time.monotonic())
+                ready, _ = await asyncio.wait({upcoming}, timeout=wait)
+                if upcoming in ready:
+                    try:
+                        result = upcoming.result()
+                    except StopAsyncIteration:
+                        upcoming = None
+                        break
+                    upcoming = asyncio.ensure_future(stream.__anext__())
+                    contract.check(result)
+                    sid = result.session.session_id
+                    buffer.append(stamp(result, attempts.get(sid, Attempt())))
+                    if len(buffer) == 1:
+                        first_at = time.monotonic()
+                    summary["sessions"] += 1
+                    summary["new_failed"] += result.session.status != "ok"
+                    summary["turns"] += len(result.turns)
+                    reporter.counts.sessions += 1
+                    reporter.counts.ended_turns += len(result.turns)
+                    if result.session.status != "ok":
+                        reporter.counts.fail(result.session.error)
+                    reporter.update(accounting, force=result.session.status != "ok")  # failures reach fail_fast at once
+                if buffer and (len(buffer) >= policy.every or time.monotonic() - first_at >= policy.every_s):
+                    await flush()
+            await flush(final=True)
+        except Exception as exc:
+            if not isinstance(exc, ShardContractError):  # what finished before the failure is kept
+                await flush()
+            raise
+        finally:
+            if upcoming is not None and not upcoming.done():
+                upcoming.cancel()
+                await asyncio.gather(upcoming, return_exceptions=True)  # let the cancelled step unwind first
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()  # the shard function's own clean-up, before its models close
+                except RuntimeError:  # a generator that cannot be closed now (it is already closing)
+                    pass
+            for model in {id(m): m for m in (role_models.user_sim, role_models.extractor,
+                                             *role_models.assistants.values()) if m is not None}.values():
+                close = getattr(model, "aclose", None)
+                if close is not None:
+                    await close()
+
+    try:
+        asyncio.run(drive())
+    finally:
+        journal.close()
+    contract.finish()
+    summary["commits"] = len(commits)
+    if policy.fold and len(commits) > 1:
+        started, cpu = time.perf_counter(), time.thread_time()
+        fold_commits(root, commits, order, plan=plan,
+                     summary={"sessions": summary["sessions"], "kernel": dict(kernel), JOURNAL_KEY: journal.token})
+        summary["fold_seconds"] = round(time.perf_counter() - started, 4)
+        summary["fold_cpu_seconds"] = round(time.thread_time() - cpu, 4)
+    summary["commit_seconds"] = round(summary["commit_seconds"], 4)
+    summary["commit_cpu_seconds"] = round(summary["commit_cpu_seconds"], 4)
+    summary["accounting"] = accounting.to_dict()
+    summary["errors"] = dict(reporter.counts.errors)
+    if kernel:
+        summary["kernel"] = kernel  # kernel calls, sessions stepped, most in one call
+    summary["seconds"] = round(time.perf_counter() - t0, 3)
+    return summary
+
+
+__all__ = ["Attempt", "CommitPolicy", "ShardContractError", "committed_attempts", "execute_shard", "load_shard_fn",
+           "stamp", "with_initial_states"]

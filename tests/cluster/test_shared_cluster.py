@@ -1,0 +1,164 @@
+"""Two runs at once on one cluster, against the same HTTP endpoint with an in-flight cap: both
+finish, and the server never sees more requests in flight than the cap, across both runs.
+
+The endpoint is the offline model behind our OpenAI-compatible server (`serve-offline`'s app, in
+this process), answering each request after a delay and counting what is in flight. The runs are
+two `ray job submit` jobs on one local head, each with its own driver; the second is longer, so
+it runs on after the first ends: the limiter they share must outlive the first run (one limiter
+actor over the whole test, never ended and re-made under the second run), and end once the last
+run let go (the grace period is shortened to seconds here).
+
+No assertion rests on the two runs happening to overlap in time (under load one may finish before
+the other starts). The server makes the overlap certain: it holds the short run's first request
+until the long run's first request has arrived (no wait if that came first), and holds that one
+until the short job has ended.
+So both runs had a request in flight at once, through the one cap, and the long run was still
+running (holding the limiter) when the short one let go. Each request says which run sent it
+(an ``extra_body`` field: answer-neutral for the offline model, outside the limiter's key)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ray_knowsim.io.commits import read_markers
+from tests.doubles.raycluster import LocalCluster, started_cluster
+from tests.doubles.run_config import small_config, write_config
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray_cluster, pytest.mark.timeout(900)]
+ROOT = Path(__file__).resolve().parents[2]
+CAP = 3  # max_in_flight_global of the endpoint; each run alone would send up to 16 per process
+DELAY_S = 0.1
+GRACE_S = 2.0
+GATE_S = 600.0  # the longest a gate holds a request (a run that never comes fails the test, not hangs it)
+RUN_FIELD = "knowsim_test_run"  # the body field naming the run that sent a request
+
+
+def counting_server():
+    """The offline model's app, with a middleware counting requests in flight (and their peak),
+    per run and together, and the two gates described in the module docstring."""
+    import asyncio
+    import threading
+
+    from aiohttp import web
+
+    from ray_knowsim.llm.http.wire import OFFLINE_FACTS_FIELD
+    from ray_knowsim.llm.offline import OfflineModel
+    from ray_knowsim.llm.offline.server import build_app
+
+    state = {"in_flight": 0, "peak": 0, "requests": 0, "both_in_flight": 0,
+             "runs": {"short": 0, "long": 0}, "seen": set(), "held": []}
+    long_arrived = threading.Event()  # gate 1: the short run's first request waits for it
+    short_ended = threading.Event()  # gate 2: the long run's first request waits for it (set by the test)
+
+    async def wait_for(event: threading.Event) -> None:
+        deadline = time.monotonic() + GATE_S
+        while not event.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+    @web.middleware
+    async def count(request, handler):
+        if request.path != "/v1/chat/completions":
+            return await handler(request)
+        body = await request.json()  # aiohttp keeps the body for the handler
+        if OFFLINE_FACTS_FIELD not in body:  # the pre-flight's probe (sent before the run, not under its limiter)
+            return await handler(request)
+        run = body.get(RUN_FIELD, "?")
+        first = run not in state["seen"]
+        state["seen"].add(run)
+        state["in_flight"] += 1
+        state["runs"][run] += 1
+        state["requests"] += 1
+        state["peak"] = max(state["peak"], state["in_flight"])
+        state[f"peak_{run}"] = max(state.get(f"peak_{run}", 0), state["runs"][run])  # one run alone, to tell where a breach is
+        if all(state["runs"].values()):
+            state["both_in_flight"] += 1
+        try:
+            if first and run == "short":
+                state["held"].append("short")
+                await wait_for(long_arrived)
+            elif first and run == "long":
+                state["held"].append("long")
+                long_arrived.set()
+                await wait_for(short_ended)
+            return await handler(request)
+        finally:
+            state["in_flight"] -= 1
+            state["runs"][run] -= 1
+
+    app = build_app(OfflineModel(name="shared"), delay_s=DELAY_S)
+    app.middlewares.append(count)
+    return app, state, short_ended
+
+
+@pytest.fixture
+def shared_head():
+    # the drivers pass RAY_KNOWSIM_LEASE_GRACE_S to the limiter they create
+    with started_cluster(multi_node=False, head_cpus=4, head_extra=("--object-store-memory", str(200 * 2**20)),
+                         env={"RAY_KNOWSIM_LEASE_GRACE_S": str(GRACE_S)}) as cluster:
+        yield cluster
+
+
+def limiter_actors(cluster: LocalCluster) -> list[dict]:
+    rows = cluster.api("/api/v0/actors?detail=1&limit=1000")
+    return [r for r in rows if "Limiter" in str(r.get("class_name", ""))]
+
+
+def commit_window(run_dir: Path) -> tuple[float, float]:
+    times = [m.committed_at for m in read_markers(run_dir)]
+    return min(times), max(times)
+
+
+def test_two_runs_share_one_endpoint_budget(shared_head, tmp_path):
+    from ray_knowsim.llm.offline.server import serve_app_in_thread
+
+    app, state, short_ended = counting_server()
+    with serve_app_in_thread(app) as server:
+        endpoint = {"backend": "http", "base_url": server.base_url, "model": "shared", "offline_server": True,
+                    "max_in_flight": 16, "max_in_flight_global": CAP, "timeout_s": GATE_S + 60}
+        roles = {"user_sim": "ep", "extractor": "ep", "judge": "ep", "assistant": {"model": "ep"}}
+        jobs = {}
+        for name, trials in (("short", 1), ("long", 3)):
+            data = small_config(name=name, models={"ep": {**endpoint, "extra_body": {RUN_FIELD: name}}}, trials=trials, max_turns=2,
+                                engine={"shard_fn": "ray_knowsim.sim.shard:run_shard", "shard_cpus": 0.25})
+            data["roles"] = roles
+            path = write_config(tmp_path / name, data)
+            job = f"{name}-{uuid.uuid4().hex[:8]}"
+            proc = shared_head.submit(["python", "-m", "ray_knowsim", "run", str(path), "-o", str(tmp_path / name / "out"),
+                                       "--quiet"], cwd=ROOT, working_dir=ROOT, no_wait=True, extra=("--submission-id", job))
+            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+            jobs[name] = (job, 24 * trials)
+        statuses = {"short": shared_head.wait_job(jobs["short"][0], timeout_s=700)}
+        short_ended.set()  # gate 2: the long run's held request goes on now
+        statuses["long"] = shared_head.wait_job(jobs["long"][0], timeout_s=700)
+        logs = {name: shared_head.job_logs(job) for name, (job, _) in jobs.items()}
+    for name, (job, n) in jobs.items():
+        assert statuses[name] == "SUCCEEDED", f"{name}: {statuses[name]}\n{logs[name][-3000:]}"
+        assert f"sessions ok {n}, failed 0, of {n}" in logs[name], logs[name][-3000:]
+    short, long = commit_window(tmp_path / "short" / "out"), commit_window(tmp_path / "long" / "out")
+    print(f"two runs on one endpoint: {state['requests']} requests, peak in flight {state['peak']} (cap {CAP}), "
+          f"{state['both_in_flight']} requests sent while the other run had one in flight; commits short "
+          f"{short[1] - short[0]:.1f} s, long {long[1] - long[0]:.1f} s (informational: load moves these)")
+    # both gates held a request, in either order (the long job's driver may send first: then the
+    # short run's first request passes gate 1 at once, while gate 2 still holds the long one in
+    # flight until the short job has ended): the runs overlapped
+    assert sorted(state["held"]) == ["long", "short"], state["held"]
+    assert state["both_in_flight"] >= 1, state
+    assert long[1] > short[1]  # the long run's held request kept it going after the short job ended
+    assert state["requests"] > 200
+    # the cap held across both runs, and bound (each run alone sends more than it at once)
+    assert state["peak"] == CAP, state
+
+    # one limiter actor all along: not ended under the long run when the short one let go
+    deadline = time.monotonic() + GRACE_S + 30
+    while time.monotonic() < deadline:
+        actors = limiter_actors(shared_head)
+        if actors and all(a.get("state") == "DEAD" for a in actors):
+            break
+        time.sleep(1)
+    assert len(actors) == 1, json.dumps(actors, indent=1, default=str)[:3000]
+    assert actors[0]["state"] == "DEAD"  # and it ended once the last run let go

@@ -1,0 +1,128 @@
+"""``run --dry-run`` for a config of HTTP models (no server exists: nothing may be called)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ray_knowsim.config import parse_run_config
+from ray_knowsim.preflight.estimate import char_proxy, dry_run, filler
+from ray_knowsim.llm.offline import ntokens
+from tests.doubles.run_config import small_config
+
+
+def http_config(**over):
+    api = {"backend": "http", "model": "some-model", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "NO_SUCH_KEY",
+           "requests_per_minute": 60, "price": {"input": 2.0, "cached_input": 0.5, "output": 8.0}}
+    return small_config(models={"api": api}, roles={"user_sim": "api", "extractor": "api", "judge": "api",
+                                                     "assistant": {"model": "api"}},
+                        engine={"shard_size": 4}, **over)
+
+
+def test_filler_counts_the_same_under_both_counters():
+    assert ntokens(filler(37)) == 37 and char_proxy(filler(37)) == 37
+
+
+def test_http_dry_run_counts_with_the_character_proxy_and_respects_rate_limits(tmp_path):
+    cfg = parse_run_config(http_config())
+    est, path = dry_run(cfg, tmp_path / "run")
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["estimate.json"]
+    assert est.n_sessions == 24
+    assert est.totals.requests == 24 * (3 * 3 + 1)
+    assert "character proxy" in est.per_role["extractor"].token_counter
+    # prompts grow over turns: the whole run costs more than 3 x the first turn
+    first = est.first_turn["assistant"]
+    assert est.per_role["assistant"].prompt_tokens > 3 * first.mean_prompt_tokens * 24 * 0.99
+    # cost: no cached tokens assumed without --from-run
+    want = sum(e.prompt_tokens * 2.0 + e.completion_tokens * 8.0 for e in est.per_role.values()) / 1e6
+    assert est.totals.cost_usd == pytest.approx(want)
+    assert est.upper_bound.completion_tokens > est.totals.completion_tokens
+    # 240 requests at 60 per minute on one endpoint: at least 4 minutes
+    assert est.totals.minutes >= 240 / 60
+    assert est.assumptions["wall_time"]["endpoints"]["api"]["minutes"] == pytest.approx(4.0)
+
+
+def test_unpriced_model_leaves_cost_unknown(tmp_path):
+    cfg = http_config()
+    del cfg["models"]["api"]["price"]
+    est, _ = dry_run(parse_run_config(cfg), tmp_path / "run")
+    assert est.totals.cost_usd is None and est.totals.prompt_tokens > 0
+    assert all(v.cost_usd is None for v in est.per_condition.values())
+    assert not math.isnan(est.totals.minutes)
+
+
+def test_the_dry_run_counts_the_first_turn_the_loop_sends(tmp_path):
+    """The estimate and the loop build a turn's requests in one place (sim/requests.py): the
+    learner prompt the dry run counts for turn 1 is, token for token, the one every session sends
+    (offline models: their own count), for structured and baseline learners alike."""
+    import asyncio
+
+    from ray_knowsim.backends.model_set import build_models
+    from ray_knowsim.plan.sessions import Plan, load_inputs
+    from ray_knowsim.plan.build import make_context
+    from ray_knowsim.run.worker import with_initial_states
+    from ray_knowsim.llm.accounting import Accounting
+    from ray_knowsim.llm.recording import RecordingModel
+    from ray_knowsim.sim.shard import run_shard
+
+    cfg = parse_run_config(small_config(max_turns=1, conditions=[{"strategy": "adaptive"}, {"simulator": "zero-shot-cot"}]))
+    est, _ = dry_run(cfg, tmp_path / "run")
+    inputs = load_inputs(cfg)
+    plan = Plan(cfg, inputs)
+    ctx = make_context(cfg, "t", cfg.config_hash())
+    recorders: list[RecordingModel] = []
+
+    models = build_models(cfg, inputs.graphs, None)
+    for k in range(plan.n_shards):
+        role_models = models.role_models(Accounting())
+        role_models.user_sim = RecordingModel(role_models.user_sim)
+        recorders.append(role_models.user_sim)
+
+        async def drain(shard=with_initial_states(plan.shard(k), ctx)):
+            return [r async for r in run_shard(shard, role_models, ctx)]
+
+        asyncio.run(drain())
+    sent = [c.request for rec in recorders for c in rec.calls]
+    counts = [sum(ntokens(m["content"]) for m in r.messages) for r in sent if r.role == "user_sim"]
+    first = est.first_turn["user_sim"]
+    assert len(counts) == first.rendered == est.n_sessions
+    assert (min(counts), max(counts)) == (first.min_prompt_tokens, first.max_prompt_tokens)
+    assert sum(counts) / len(counts) == pytest.approx(first.mean_prompt_tokens)
+
+
+@pytest.fixture
+def long_replies():
+    """A strategy registered from outside the package with its own expected reply lengths (and
+    the checklist plugin, which names none), gone afterwards."""
+    import importlib
+    import sys
+
+    from ray_knowsim.strategies import STRATEGIES, TutorStrategy, register_strategy
+
+    importlib.import_module("tests.plugins.checklist_strategy")
+    register_strategy(TutorStrategy(name="long_replies", template="assistant_adaptive", reply_tokens=777.0,
+                                    offline_reply_words=133.0))
+    yield
+    STRATEGIES._items.pop("long_replies", None)
+    STRATEGIES._items.pop("checklist", None)
+    sys.modules.pop("tests.plugins.checklist_strategy", None)
+
+
+def test_the_prior_reads_each_strategys_reply_length_from_the_strategy(tmp_path, long_replies):
+    """An alias gets its strategy's length (minimal = simple: 120 tokens, not the 442.5 mean a table
+    keyed by the old name gave the name), a plugin strategy its own, one that names none the
+    built-ins' mean; in the unit of the backend the conditions talk to (the offline model's words)."""
+    from ray_knowsim.preflight.estimate import prior_completions
+
+    conditions = [{"strategy": s} for s in ("minimal", "simple", "long_replies", "checklist")]
+    http = prior_completions(parse_run_config(http_config(conditions=conditions)))
+    assert {s: http.assistant_for(s) for s in ("minimal", "simple", "long_replies", "checklist")} == {
+        "minimal": 120.0, "simple": 120.0, "long_replies": 777.0, "checklist": 442.5}
+    offline = prior_completions(parse_run_config(small_config(conditions=conditions)))
+    assert {s: offline.assistant_for(s) for s in ("minimal", "simple", "long_replies", "checklist")} == {
+        "minimal": 26.0, "simple": 26.0, "long_replies": 133.0, "checklist": 91.5}
+    # and the dry run spends them: the assistant's completions over the conditions' requests
+    est, _ = dry_run(parse_run_config(http_config(conditions=conditions)), tmp_path / "run")
+    per_request = {name: t.completion_tokens for name, t in est.per_condition.items()}
+    assert per_request["api:long_replies"] > per_request["api:checklist"] > per_request["api:simple"]

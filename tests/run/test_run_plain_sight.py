@@ -1,0 +1,51 @@
+"""`ray-knowsim run` says what failed: its final line counts failed sessions by error kind per
+condition, its tables hold them with their reasons (and truncations per role, sanity warnings),
+and a simulator that does not work is named on the final line."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from ray_knowsim.cli.main import main as cli
+from ray_knowsim.tables.outcome_tables import final_line_parts, sanity_table
+from ray_knowsim.io.rundir import RunReader
+from ray_knowsim.tables.sanity import check_run
+from tests.doubles.broken import HTTP_400_DETAIL, broken_simulator
+from tests.doubles.run_config import small_config, write_config
+from tests.doubles.rundirs import committed_run
+
+FAILS = {
+    "math/demo_math_01/novice/sim:adaptive/0": f"extractor_http_400: {HTTP_400_DETAIL}",
+    "math/demo_math_02/advanced/sim:adaptive/0": f"extractor_http_400: {HTTP_400_DETAIL}",
+    "math/demo_math_03/novice/sim:socratic/0": "extractor_http_400",
+    "math/demo_math_04/novice/sim:socratic/0": "assistant_truncated: the answer was cut at max_tokens=64",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_local")
+def test_final_line_and_tables_count_failures_by_kind_per_condition(tmp_path, capsys):
+    path = write_config(tmp_path, small_config(engine={"shard_fn_options": {"fail_sessions": FAILS}}))
+    out = tmp_path / "run"
+    assert cli(["run", str(path), "-o", str(out), "--quiet"]) == 1
+    line = capsys.readouterr().out.strip().splitlines()[0]
+    assert "failed by kind: extractor_http_400 3 (sim:adaptive 2, sim:socratic 1); assistant_truncated 1 (sim:socratic 1)" in line, line
+    failures = pd.read_csv(out / "tables" / "failures.csv")
+    assert failures.groupby("error_kind")["n_failed"].sum().to_dict() == {"extractor_http_400": 3, "assistant_truncated": 1}
+    adaptive = failures[failures.condition == "sim:adaptive"]
+    assert set(adaptive["example"]) == {HTTP_400_DETAIL} and set(adaptive["failure_class"]) == {"infra"}
+    rows = RunReader.open(out).sessions.read(["session_id", "error", "error_detail"]).to_pylist()
+    details = {r["session_id"]: (r["error"], r["error_detail"]) for r in rows if r["error"]}
+    assert details["math/demo_math_01/novice/sim:adaptive/0"] == ("extractor_http_400", HTTP_400_DETAIL)
+    assert details["math/demo_math_03/novice/sim:socratic/0"] == ("extractor_http_400", None)
+    assert (out / "tables" / "truncations.csv").is_file() and (out / "tables" / "sanity.csv").is_file()
+
+
+def test_a_simulator_that_does_not_work_is_named_on_the_final_line(tmp_path):
+    run = committed_run(tmp_path, "broken", n_sessions=24, max_turns=3, seed=3, edit=broken_simulator)
+    parts = final_line_parts({"sanity": sanity_table(check_run(RunReader.open(run)))})
+    assert parts == ["SIMULATOR NOT WORKING? extractor: one label for every IU in 72 of 72 answers; "
+                     "no state moved in any of 3 conditions; judge: IQ 1 for all 24"]
+    healthy = committed_run(tmp_path, "healthy", n_sessions=24, max_turns=3, seed=3)
+    assert final_line_parts({"sanity": sanity_table(check_run(RunReader.open(healthy))), "failures": None}) == []

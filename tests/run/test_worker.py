@@ -1,0 +1,95 @@
+"""The execute layer without Ray: a shard task commits finished sessions in small steps (by count,
+or by time when sessions finish slowly), folds them at its end, keeps what finished before a
+crash, and — run again as Ray runs a retried task — runs only what is not committed. Rows carry
+their attempt, the earlier errors and the failure class."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ray_knowsim.plan.build import make_context
+from ray_knowsim.config import parse_run_config
+from ray_knowsim.backends.model_set import ModelSet
+from ray_knowsim.plan.sessions import Plan, load_inputs
+from ray_knowsim.run.resume import Attempt
+from ray_knowsim.run.worker import CommitPolicy, ShardContractError, execute_shard
+from ray_knowsim.io.commits import read_markers
+from ray_knowsim.io.rundir import RunReader
+from ray_knowsim.llm.offline import OfflineModel
+from tests.doubles.run_config import STANDIN, small_config
+
+
+@pytest.fixture(scope="module")
+def setup():
+    cfg = parse_run_config(small_config())
+    plan = Plan(cfg, load_inputs(cfg))
+    ctx = make_context(cfg, "t-run", cfg.config_hash())
+    models = ModelSet({"sim": OfflineModel(name="sim")}, {"user_sim": "sim", "extractor": "sim"}, ["sim"])
+    return plan, ctx, models
+
+
+def execute(setup, root, policy=CommitPolicy(), attempts=None, **options):
+    plan, ctx, models = setup
+    return execute_shard(plan.shard(0), models, ctx, str(root), STANDIN, options, attempts, None, policy, plan.fingerprint)
+
+
+def rows(root):
+    return {r["session_id"]: r for r in RunReader.open(root, config_hash=None).sessions.read().to_pylist()}
+
+
+def test_small_commits_by_count_then_one_fold(setup, tmp_path):
+    out = execute(setup, tmp_path, CommitPolicy(every=2, every_s=60))
+    assert out["commits"] == 2 and out["sessions"] == 4 and out["already_committed"] == 0
+    markers = read_markers(tmp_path)
+    assert len(markers) == 1 and markers[0].summary["folded"] and len(markers[0].sessions) == 4
+    assert markers[0].plan == setup[0].fingerprint and len(rows(tmp_path)) == 4
+
+
+def test_slow_sessions_are_committed_by_time(setup, tmp_path):
+    out = execute(setup, tmp_path, CommitPolicy(every=100, every_s=0.1, fold=False), stream_delay_s=1.0)
+    assert out["commits"] == 4 and len(read_markers(tmp_path)) == 4  # each session on its own, as it finished
+
+
+def test_a_crash_keeps_what_finished_and_a_retry_runs_only_the_rest(setup, tmp_path):
+    with pytest.raises(RuntimeError, match="crashed after 2"):
+        execute(setup, tmp_path, CommitPolicy(every=1), raise_after=2)
+    assert len(rows(tmp_path)) == 2  # committed before the crash, folded or not
+    again = execute(setup, tmp_path, CommitPolicy(every=1))  # Ray's retry: the same arguments
+    assert again["already_committed"] == 2 and again["sessions"] == 2
+    clean = tmp_path / "clean"
+    execute(setup, clean)
+    got, want = rows(tmp_path), rows(clean)
+    assert got.keys() == want.keys() and RunReader.open(tmp_path).status().superseded_rows == 0
+    for sid in want:
+        assert got[sid] == want[sid]
+
+
+def test_rows_carry_attempt_errors_and_class(setup, tmp_path):
+    plan = setup[0]
+    a, b = plan.shard_session_ids(0)[:2]
+    attempts = {a: Attempt(2, ("assistant_http_503",))}
+    execute(setup, tmp_path, attempts=attempts, fail_sessions={a: "extractor_invalid_json", b: "user_sim_timeout"})
+    got = rows(tmp_path)
+    assert got[a]["attempt"] == 2 and json.loads(got[a]["previous_errors"]) == ["assistant_http_503"]
+    assert got[a]["failure_class"] == "model" and got[b]["failure_class"] == "infra" and got[b]["attempt"] == 1
+    ok = [r for r in got.values() if r["status"] == "ok"]
+    assert ok and all(r["failure_class"] is None and r["previous_errors"] == "[]" for r in ok)
+    # the same attempts again (a retried task): nothing left to run
+    assert execute(setup, tmp_path, attempts=attempts)["sessions"] == 0
+
+
+def test_a_broken_contract_is_refused_before_its_rows_are_committed(setup, tmp_path, monkeypatch):
+    from tests.doubles.standin import _result as real
+
+
+    def foreign(shard, s, ctx, *args):
+        result = real(shard, s, ctx, *args)
+        result.session.run_id = "another-run"
+        return result
+
+    monkeypatch.setattr("tests.doubles.standin._result", foreign)
+    with pytest.raises(ShardContractError, match="carries run another-run"):
+        execute(setup, tmp_path)
+    assert not (tmp_path / "commits").exists() or read_markers(tmp_path) == []
