@@ -230,7 +230,8 @@ def test_the_checks_chat_requests_are_journaled_apart_in_the_runs_spend(tmp_path
     """The tiny request and the speed probe are requests the endpoint answers (and may bill): the
     run's spend records them, apart from any session's (io/spend.py: ``checks``)."""
     from ray_knowsim.run.fan_out import journal_checks
-    from ray_knowsim.preflight.checks import Capacity, Preflight
+    from ray_knowsim.backends.probe import Capacity
+    from ray_knowsim.preflight.checks import Preflight
     from ray_knowsim.io.spend import read_journals, run_spend
     from ray_knowsim.schema.price import Price
 
