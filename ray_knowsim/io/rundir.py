@@ -34,7 +34,7 @@ written by ``ray-knowsim run``) — a Parquet export, synthetic test data — is
 or ``sessions.parquet``), and a session id found twice is an error naming both files — with no
 marker to say which copy counts, none is picked.
 
-No Ray here (the engine's Ray Data reduction takes :meth:`CommittedTable.files`).
+No Ray here (the run's Ray Data reduction, ``tables/reduce.py``, takes :meth:`CommittedTable.files`).
 """
 
 from __future__ import annotations

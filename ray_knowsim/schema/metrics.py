@@ -1,7 +1,7 @@
 """THE metric catalogue: every conversation metric, once, with what each consumer needs.
 
 The session row's metric columns (:mod:`ray_knowsim.schema.results`), the run's tables
-(``engine``'s reduction), ``compare``'s default metrics and its verdict sentences, the mean rank
+(``tables``' reduction), ``compare``'s default metrics and its verdict sentences, the mean rank
 (:mod:`ray_knowsim.stats.ranks`), the report's metric table (:mod:`ray_knowsim.report.metrics`),
 the sweep's re-scored columns and the run config's choices of a decision metric are all derived
 from :data:`BUILTIN_METRICS` (and the metrics plugins register): adding a field here is how a

@@ -1,4 +1,4 @@
-"""Result rows: the contract between the engine (writer) and sweep / report / validate (readers).
+"""Result rows: the contract between the run (``run/``, the writer) and sweep / report / validate (readers).
 
 A run directory holds two Parquet tables:
 * ``sessions/`` — one :class:`SessionRow` per finished (or explicitly failed) conversation;

@@ -1,4 +1,5 @@
-"""The contract between the engine (planner, Ray workers) and one shard's simulation loop.
+"""The contract between the run machinery (``plan/`` plans, ``run/`` fans out to Ray workers) and one
+shard's simulation loop.
 
 The engine plans sessions, groups them into :class:`ShardSpec`s and, inside a Ray worker, calls
 

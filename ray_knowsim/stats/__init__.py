@@ -7,7 +7,8 @@ scipy; no Ray, no I/O).
 * :mod:`.descriptive` — streaming moments and the **item-clustered** mean and 95 % interval of a
   cell (one level) or of the level-marginal (the unweighted mean of level means);
 * :mod:`.tables` — the run's ``level_means`` / ``marginal`` / ``ranks`` tables from per-item sums
-  (the engine's Ray Data reduction and the report's streaming pass both hand their sums here);
+  (the run's Ray Data reduction, ``tables/reduce.py``, and the report's streaming pass both hand
+  their sums here);
 * :mod:`.ranks` — competition ranks, the ONE definition of the paper's mean rank
   (``paper_mean_ranks``) and the mean item rank (the Borda count of the item win rates);
 * :mod:`.leaderboard` — one metric's leaderboard from its verdicts: order (never against a

@@ -1,6 +1,6 @@
 """The run's results tables from per-item sums: the one place their means, intervals and ranks
-are computed (the engine's Ray Data reduction and the report's streaming pass hand their sums
-here, so the terminal, ``tables/`` and the report show the same numbers).
+are computed (the run's Ray Data reduction, ``tables/reduce.py``, and the report's streaming pass
+hand their sums here, so the terminal, ``tables/`` and the report show the same numbers).
 
 Input ``item_sums``: one row per (task, condition, knowledge_level, item_id) with, per metric
 ``m``, ``m__n`` (values), ``m__s1`` (sum) and ``m__s2`` (sum of squares) over the ok sessions of

@@ -1,4 +1,4 @@
-"""The environment's parts from a benchmark run config, built by the engine's own builders.
+"""The environment's parts from a benchmark run config, built by the run's own builders.
 
 The learner simulator's and the extractor's models come from :func:`ray_knowsim.backends.model_set.build_models`
 (an HTTP endpoint gets its shared limiter, a vLLM model its pool of engine actors with

@@ -99,7 +99,7 @@ class TrainingEnvironment:
     def from_config(cls, config: EnvironmentConfig | None = None, *, pools: Mapping[str, Any] | None = None,
                     **fields: Any) -> "TrainingEnvironment":
         """Items, graphs, rules, prompts and the learner's and extractor's models from the config's
-        benchmark run config, built by the engine's own builders (:mod:`ray_knowsim.backends.model_set`).
+        benchmark run config, built by the run's own builders (:mod:`ray_knowsim.backends.model_set`).
         ``pools``: running vLLM engine pools by model key to use instead of starting them (one pool
         for several environments: :func:`ray_knowsim.training.build.shared_engine_pools`); they are
         borrowed, never shut down here."""
