@@ -13,6 +13,7 @@ from ray_knowsim.compare.failures import failure_counts, failure_gaps, gap_warni
 from ray_knowsim.compare.leaderboard import leaderboard, render_html
 from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse, pick_metrics, too_few_items
 from ray_knowsim.stats.defaults import ALPHA, POWER
+from ray_knowsim.stats.rates import DEFAULT_MIN_DIFF
 from ray_knowsim.compare.runs import LoadedRun, load_runs, merged_sessions
 from ray_knowsim.io.tables import write_table
 
@@ -153,7 +154,7 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
                    "family_size); mde: the same as a mean difference under a normal shift, sd_item_diff * Phi^-1(q)",
             "too_few_items": [msg for msg in (too_few_items(tables["paired"], t, alpha) for t in sorted(sessions["task"].unique())) if msg],
             "failure_gaps": "Fisher's exact two-sided test on (failed, ok) x (a, b) per (task, level); biased when "
-                            f"p < {alpha} and the rates differ by >= 0.05 (p unadjusted)",
+                            f"p < {alpha} and the rates differ by >= {DEFAULT_MIN_DIFF} (p unadjusted)",
             "warnings": warnings, "incomplete": incomplete, "adaptive_runs": adaptive,
             "simulator_dependence": {"note": dependence.note, "flagged_sessions": dependence.n_flagged,
                                      "changed": dependence.changed}}

@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 
 from ray_knowsim.config.base import Strict
 from ray_knowsim.schema.results import RUN_METRICS
+from ray_knowsim.stats.defaults import ALPHA
 
 #: metrics a decision can be about: every metric the run's tables reduce
 DECISION_METRICS = frozenset(RUN_METRICS)
@@ -51,7 +52,7 @@ class DesignConfig(Strict):
 class AdaptiveConfig(Strict):
     decide: Literal["best", "ranking", "pairs"] = "best"
     metrics: list[str] = Field(default_factory=lambda: ["kg", "dc", "co"], min_length=1)
-    alpha: float = Field(0.05, gt=0, lt=1)
+    alpha: float = Field(ALPHA, gt=0, lt=1)
     round: RoundConfig = Field(default_factory=RoundConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     # pairs: a pair is resolved when shown smaller than this margin of the win rate: its whole

@@ -23,11 +23,13 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
 from ray_knowsim.schema.results import COMPARE_METRICS as DEFAULT_METRICS
+from ray_knowsim.stats.defaults import ALPHA, POWER, WIN_RATE
 from ray_knowsim.stats.feasibility import feasibility
 
-#: the effect the dry run prices: a condition better on 65 % of items (ties half); power 0.8
-PLANNING_WIN_RATE = 0.65
-PLANNING_POWER = 0.8
+#: the effect the dry run prices (stats/defaults: a condition better on 65 % of items, ties half)
+#: and the power it asks for, the same as compare's
+PLANNING_WIN_RATE = WIN_RATE
+PLANNING_POWER = POWER
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ def design_checks(cfg: Any, items_per_task: Mapping[str, int], win_rate: float =
     else:
         metrics = [m for m in DEFAULT_METRICS if m != "iq" or cfg.roles.judge is not None]
         per_task = (len(cfg.levels) + 1) * len(metrics)
-        family, alpha, design = per_task * len(tasks) * _pairs(k), 0.05, "compare (default family: every paired row)"
+        family, alpha, design = per_task * len(tasks) * _pairs(k), ALPHA, "compare (default family: every paired row)"
     for task in tasks:
         n = int(items_per_task.get(task, 0))
         f = feasibility(n, alpha, family, win_rate=win_rate, power=power)

@@ -1,7 +1,11 @@
 """Two shapes the layer test does not see: no two modules of the package import each other in a
-loop at module level (an import inside a function runs later and is not part of the loop), and no
-top-level folder holds more than a fixed share of the package's lines (a folder that keeps growing
-is a drawer: split it by what it holds)."""
+loop, and no top-level folder holds more than a fixed share of the package's lines (a folder that
+keeps growing is a drawer: split it by what it holds).
+
+Loops are checked twice: at module level (a loop there breaks an import outright), and counting the
+imports inside functions too — a lazy import that closes a loop still ties two modules into one
+(the issue's four circles were of that kind: build <-> batch <-> pre-flight <-> estimate, ...), so
+neither can be read, moved or tested without the other."""
 
 from __future__ import annotations
 
@@ -55,12 +59,28 @@ def module_level_imports(path: Path, name: str, is_init: bool) -> set[str]:
     return out
 
 
-def module_graph() -> dict[str, set[str]]:
+def every_import(path: Path, name: str, is_init: bool) -> set[str]:
+    """Every module an import anywhere in the file names: function bodies and ``if TYPE_CHECKING:``
+    included (what a reader has to open to follow the module)."""
+    package = name.split(".") if is_init else name.split(".")[:-1]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
+            module = ".".join(x for x in (base, node.module or "") if x)
+            out.add(module)
+            out.update(f"{module}.{a.name}" for a in node.names)
+    return out
+
+
+def module_graph(imports=module_level_imports) -> dict[str, set[str]]:
     names = {}
     for path in all_files():
         names[path] = module_name(path)
     known = {n for n, _ in names.values()}
-    return {n: {m for m in module_level_imports(p, n, i) if m in known and m != n} for p, (n, i) in names.items()}
+    return {n: {m for m in imports(p, n, i) if m in known and m != n} for p, (n, i) in names.items()}
 
 
 def cycles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
@@ -116,6 +136,11 @@ def test_no_module_level_import_cycle():
     assert not gone, "these cycles are gone; remove them from KNOWN_CYCLES:\n" + "\n".join(gone)
 
 
+def test_no_import_cycle_even_through_imports_inside_functions():
+    found = [" <-> ".join(sorted(c)) for c in cycles(module_graph(every_import))]
+    assert not found, "import cycles (counting imports inside functions):\n" + "\n".join(found)
+
+
 def test_the_cycle_check_finds_a_cycle():
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert cycles(edges) == [frozenset({"a", "b", "c"})]
@@ -125,10 +150,12 @@ def test_the_cycle_check_finds_a_cycle():
     try:
         path.write_text(ast.unparse(tree), encoding="utf-8")
         got = module_level_imports(path, "ray_knowsim.pkg.mod", False)
+        every = every_import(path, "ray_knowsim.pkg.mod", False)
     finally:
         path.unlink()
     assert {"x.y", "ray_knowsim.pkg", "ray_knowsim.pkg.z", "p.q", "p.q.r", "s", "t"} <= got
     assert not {"no", "no2"} & got
+    assert {"no", "no2"} <= every and got <= every
 
 
 def folder_lines() -> dict[str, int]:
