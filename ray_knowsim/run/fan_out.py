@@ -40,7 +40,7 @@ from ray_knowsim.run.manifest import close_manifest, heartbeat, open_manifest
 from ray_knowsim.backends.model_set import ModelSet, build_models, model_backends, secret_env_names, shutdown_pools, test_double_roles
 from ray_knowsim.cluster.node_loss import retry_on_node_loss
 from ray_knowsim.plan.sessions import Plan, largest_graph, shard_name
-from ray_knowsim.run.progress import Counts, Display, progress_actor
+from ray_knowsim.run.progress import Counts, Display, progress_board
 from ray_knowsim.run.resume import Attempt, ResumePolicy, Work, plan_work
 from ray_knowsim.run.worker import CommitPolicy, execute_shard
 from ray_knowsim.io.commits import RunDir, collect_garbage
@@ -376,7 +376,7 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
     code = identity()
     options = dict(num_cpus=eng.shard_cpus, max_retries=eng.shard_retries, retry_exceptions=False)
     models_ref, ctx_ref = ray.put(models), ray.put(ctx)
-    board = progress_actor()
+    board: Any = None  # this driver's board of an earlier run, if idle (set below, before any submit)
     policy = CommitPolicy(every=eng.commit_every, every_s=eng.commit_every_s)
 
     def submit(item: tuple[int, dict[str, Attempt]]) -> Any:
@@ -393,7 +393,7 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
     incomplete: dict[str, str] = {}
     last_poll = 0.0
     snapshots: dict[str, dict[str, Any]] = {}
-    with display:
+    with display, progress_board() as board:
         for finished in fan:
             for f in finished:
                 shard_id = shard_name(f.item[0])
@@ -435,7 +435,6 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
     guard.absorb(totals.sessions, totals.errors)
     if not display.interactive and not display.quiet:
         print(display.line(totals), flush=True)
-    ray.kill(board)
     return incomplete, totals.accounting, stop
 
 

@@ -10,8 +10,9 @@ non-terminal stdout gets a plain line every ``PLAIN_EVERY_S`` instead of a live 
 
 from __future__ import annotations
 
+import contextlib
 import logging
-
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,6 +83,11 @@ class ProgressBoard:
     def snapshot(self) -> dict[str, dict[str, Any]]:
         return dict(self._shards)
 
+    def clear(self) -> bool:
+        """Forget every snapshot (a reused board starts its next run empty)."""
+        self._shards.clear()
+        return True
+
 
 def progress_actor() -> Any:
     """The run's own board (unnamed: several runs on one cluster never share one), on the driver's
@@ -91,6 +97,44 @@ def progress_actor() -> Any:
     from ray_knowsim.cluster.node_loss import on_this_node
 
     return ray.remote(num_cpus=0)(ProgressBoard).options(**on_this_node()).remote()
+
+
+#: this driver's idle board per (Ray job, driver node): a board is a worker process of its own
+#: (~1 CPU-s to start on a small machine), so a driver's later runs reuse it
+_IDLE_BOARDS: dict[tuple[str, str], Any] = {}
+_IDLE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def progress_board():
+    """The board of one run, for the time of the ``with``: this driver's idle board from an
+    earlier run (a sweep's runs, a benchmark's warm-up, a notebook's), cleared first, else a new
+    one (:func:`progress_actor`). Never two runs at once: a run that finds none idle starts its
+    own, and whichever board is not parked at the end is killed. A board that does not answer the
+    clearing (its process died) is replaced. The parked board lives until the driver's job ends."""
+    import ray
+
+    rt = ray.get_runtime_context()
+    key = (rt.get_job_id(), rt.get_node_id())
+    with _IDLE_LOCK:
+        board = _IDLE_BOARDS.pop(key, None)
+        _IDLE_BOARDS.clear()  # boards of an earlier Ray session (before a ray.shutdown): not valid in this one
+    if board is not None:
+        try:
+            ray.get(board.clear.remote(), timeout=10)
+        except Exception:  # noqa: BLE001 - dead or unreachable: start a new one
+            board = None
+    if board is None:
+        board = progress_actor()
+    try:
+        yield board
+    finally:
+        with _IDLE_LOCK:
+            park = key not in _IDLE_BOARDS
+            if park:
+                _IDLE_BOARDS[key] = board
+        if not park:
+            ray.kill(board)
 
 
 class Reporter:
@@ -215,4 +259,4 @@ class Display:
         return outer
 
 
-__all__ = ["Counts", "Display", "ProgressBoard", "Reporter", "progress_actor"]
+__all__ = ["Counts", "Display", "ProgressBoard", "Reporter", "progress_actor", "progress_board"]

@@ -32,6 +32,7 @@ class _Progress:
     def __init__(self, ctx: ShardContext, sessions: list[LiveSession], kernel: KernelBatcher | None) -> None:
         self.hook, self.sessions, self.kernel = ctx.on_turn, sessions, kernel
         self.turns = 0
+        self.ended = 0  # sessions whose task has ended (counted, not scanned for: a report per iteration)
         self._scheduled = False
 
     def turn_done(self) -> None:
@@ -44,7 +45,7 @@ class _Progress:
         self._scheduled = False
         if self.hook is None:
             return
-        info = {"turns": self.turns, "live": sum(1 for s in self.sessions if s.live)}
+        info = {"turns": self.turns, "live": len(self.sessions) - self.ended}
         if self.kernel is not None:
             info["kernel"] = self.kernel.stats.to_dict()
         self.turns = 0
@@ -66,6 +67,7 @@ async def run_shard(shard: ShardSpec, models: RoleModels, ctx: ShardContext) -> 
         try:
             await run_session(sessions[k], models, ctx, kernel, slots.get(id(sessions[k])), progress.turn_done)
         finally:
+            progress.ended += 1
             finished.put_nowait(k)
 
     tasks = [asyncio.ensure_future(session_task(k)) for k in range(len(sessions))]
