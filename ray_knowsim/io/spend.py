@@ -44,6 +44,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import orjson
+
 from ray_knowsim.io.commits import new_token
 from ray_knowsim.io.parquet import fsync_dir
 
@@ -60,6 +62,32 @@ def session_of(request_id: str) -> str:
     (:func:`ray_knowsim.sim.types.request_id`); "" for a request of no session."""
     sid, sep, _ = (request_id or "").rpartition("#")
     return sid if sep else ""
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    """One journal line: compact JSON and a newline, the bytes ``json.dumps(separators=(",", ":"))``
+    writes. Two lines per request: orjson writes them in ~0.2 us where json took 3-7 us, and for
+    what the journal holds (printable ASCII names, ints, None, lists of names, floats in fixed
+    notation) its bytes are json's; anything else (an exponent-form or non-finite float, other
+    text) is written by json, so every line is what it always was."""
+    if all(_same_in_orjson(v) for v in record.values()):
+        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    return (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def _same_in_orjson(value: Any) -> bool:
+    t = type(value)
+    if t is str:
+        return value.isascii() and value.isprintable() and '"' not in value and "\\" not in value
+    if t is int:
+        return -(2**63) <= value < 2**64
+    if t is float:  # Python's repr and orjson agree in fixed notation (repr's range for it)
+        return value == 0.0 or 1e-4 <= abs(value) < 1e16
+    if value is None or t is bool:
+        return True
+    if t is list:
+        return all(_same_in_orjson(v) for v in value)
+    return False
 
 
 class SpendJournal:
@@ -81,7 +109,7 @@ class SpendJournal:
     def _write(self, record: dict[str, Any]) -> None:
         if self._fd is None:
             return
-        os.write(self._fd, (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8"))
+        os.write(self._fd, _line(record))
 
     # the SpendSink protocol of llm/accounting.py
     def sent(self, request: Any, model_key: str) -> None:

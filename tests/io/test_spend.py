@@ -118,3 +118,28 @@ def test_cost_table_whole_row_adds_what_is_apart(tmp_path):
     assert math.isnan(cost_table(_rows(2, 50), unpriced).iloc[-1]["cost_usd"])  # unknown, not a smaller number
     plain = cost_table(_rows(2, 50)).set_index(["task", "condition"])  # a run without journals: its rows only
     assert list(plain.index) == [("math", "a"), ("all", "all")] and plain.loc[("all", "all"), "requests"] == 6
+
+
+def test_journal_lines_are_the_bytes_json_writes():
+    """The journal's lines (orjson where it writes what json writes) are byte for byte
+    ``json.dumps(separators=(",", ":"))`` and a newline, for the values a journal holds and for
+    the ones orjson writes otherwise (exponent-form and non-finite floats, non-ASCII and control
+    characters, ints beyond 64 bits), which go through json."""
+    import json
+    import math
+    import random
+
+    from ray_knowsim.io.spend import _line
+
+    rng = random.Random(7)
+    floats = [0.0, -0.0, 1e-4, 9.99e-5, 1e-5, 1.5e-7, 0.000123, 12.5, 1e15, 9.999e15, 1e16, 1.2e17, -3.25e-6,
+              math.nan, math.inf, -math.inf, 1 / 3, 2.0**52 + 0.5]
+    texts = ["demo-514b9bd3/math-0003-novice-t1-c2", "", "extractor", "caf\u00e9", "a\tb", "line\nbreak", 'q"uote',
+             "back\\slash", "\x7f", "\u2028", "emoji \U0001f600", "sl/ash"]
+    ints = [0, 1, -1, 3456, 2**63 - 1, -(2**63), 2**64 - 1, 2**64, -(2**63) - 1, 10**30]
+    pool = floats + texts + ints + [None, True, False, [], ["a", "b"], ["caf\u00e9"], [1e-5]]
+    for _ in range(3000):
+        record = {f"k{j}": rng.choice(pool) for j in range(rng.randint(1, 6))}
+        expected = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+        assert _line(record) == expected, record
+    assert json.loads(_line({"s": "x", "usd": 1.5e-7})) == {"s": "x", "usd": 1.5e-7}
