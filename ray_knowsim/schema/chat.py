@@ -29,6 +29,25 @@ class ChatRequest:
     offline_facts: Mapping[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
 
 
+
+_REQUEST_FIELDS = frozenset(ChatRequest.__dataclass_fields__)
+
+
+def with_fields(request: ChatRequest, **changes: Any) -> ChatRequest:
+    """``dataclasses.replace(request, **changes)``, equal to it field for field, without its walk
+    over the fields and its ``__init__`` call (a request has no ``__post_init__``): a request is
+    copied several times on its way out (its budget, its attempt's seed, the role's settings),
+    and ``replace`` cost ~4 us a copy."""
+    unknown = changes.keys() - _REQUEST_FIELDS
+    if unknown:
+        raise TypeError(f"ChatRequest has no field {sorted(unknown)[0]!r}")
+    new = object.__new__(type(request))
+    fields = new.__dict__
+    fields.update(request.__dict__)
+    fields.update(changes)
+    return new
+
+
 @dataclass
 class Usage:
     prompt_tokens: int = 0

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from ray_knowsim.llm.parse import ParseResult
 from ray_knowsim.llm.protocol import ChatModel
-from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage, with_fields
 from ray_knowsim.schema.roles import MIN_BUDGET, first_budget
 from ray_knowsim.prompts.repair import build_retry
 from ray_knowsim.sim.types import SEED_MODULUS
@@ -117,11 +117,11 @@ async def ask(
     ``estimate`` (optional) the first attempt's budget; ``attempts`` the tries an unreadable answer
     gets; ``repair_temperature`` the temperature of the repairs (None: the request's own)."""
     answer: Answer[Any] = Answer(prompt_version=request.prompt_version)
-    first = replace(request, max_tokens=first_budget(request.max_tokens, estimate))
+    first = with_fields(request, max_tokens=first_budget(request.max_tokens, estimate))
     pending = _Pending(original=first, request=first, cap=request.max_tokens, repair_temperature=repair_temperature)
     limit = max(1, attempts)
     while True:
-        sent = replace(pending.request, seed=attempt_seed(pending.request.seed, pending.sent))
+        sent = with_fields(pending.request, seed=attempt_seed(pending.request.seed, pending.sent))
         pending.sent += 1
         response = await model.generate(sent)
         result = parse(response.text) if response.error is None else None
@@ -162,8 +162,8 @@ def _settle(
         a.truncations += 1
         if not p.bumped and sent.max_tokens < p.cap:  # our budget was short: ask again with all of it
             p.bumped = True
-            p.original = replace(p.original, max_tokens=p.cap)
-            p.request = replace(p.request, max_tokens=p.cap)
+            p.original = with_fields(p.original, max_tokens=p.cap)
+            p.request = with_fields(p.request, max_tokens=p.cap)
             return True
         if not result.ok:
             a.tries += 1

@@ -22,11 +22,11 @@ and a test can build it by hand. Three promises the loop must keep for resume to
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Literal, Mapping, Protocol
 
 from ray_knowsim.llm.protocol import ChatModel
-from ray_knowsim.schema.chat import ChatRequest
+from ray_knowsim.schema.chat import ChatRequest, with_fields
 from ray_knowsim.schema.graph import IUGraph
 from ray_knowsim.schema.items import Item, item_key
 from ray_knowsim.schema.results import SessionRow, TurnRow
@@ -111,7 +111,7 @@ class RoleSettings:
 
     def apply(self, request: ChatRequest) -> ChatRequest:
         """``request`` with this role's temperature and token limit (the run config's, or the spec's)."""
-        return replace(request, temperature=self.temperature, max_tokens=self.max_tokens)
+        return with_fields(request, temperature=self.temperature, max_tokens=self.max_tokens)
 
 
 @dataclass(frozen=True)
