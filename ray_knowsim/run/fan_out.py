@@ -40,7 +40,7 @@ from ray_knowsim.run.manifest import close_manifest, heartbeat, open_manifest
 from ray_knowsim.backends.model_set import ModelSet, build_models, model_backends, secret_env_names, shutdown_pools, test_double_roles
 from ray_knowsim.cluster.node_loss import retry_on_node_loss
 from ray_knowsim.plan.sessions import Plan, largest_graph, shard_name
-from ray_knowsim.run.progress import Counts, Display, progress_board
+from ray_knowsim.run.progress import REPORT_EVERY_S, Counts, Display, progress_board
 from ray_knowsim.run.resume import Attempt, ResumePolicy, Work, plan_work
 from ray_knowsim.run.worker import CommitPolicy, execute_shard
 from ray_knowsim.io.commits import RunDir, collect_garbage
@@ -410,7 +410,7 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
                     totals.add(Counts(summary["sessions"], summary["new_failed"], summary["turns"], summary["accounting"],
                                       summary.get("errors", {}), ended_turns=summary["turns"]))
             pending = {shard_name(k) for k, _ in fan.in_flight}
-            if time.monotonic() - last_poll >= 0.5 or not pending:
+            if time.monotonic() - last_poll >= REPORT_EVERY_S or not pending:
                 last_poll = time.monotonic()
                 try:
                     snapshots = ray.get(board.snapshot.remote(), timeout=5)
