@@ -393,15 +393,20 @@ def remove_commit(root: Path, commit: Commit) -> None:
 
 
 def fold_commits(root: Path, commits: Sequence[Commit], order: Sequence[str], plan: str = "",
-                 summary: dict[str, Any] | None = None) -> Commit | None:
+                 summary: dict[str, Any] | None = None,
+                 tables: Sequence[tuple[pa.Table, pa.Table]] | None = None) -> Commit | None:
     """One commit holding the rows of ``commits`` (all of one shard, all counted), sessions in
-    ``order``; the folded ones are removed after it is committed. None when there is nothing to fold."""
+    ``order``; the folded ones are removed after it is committed. None when there is nothing to fold.
+    ``tables``: the (sessions, turns) each commit wrote, when the caller still holds them (the shard
+    worker that wrote them): the fold then does not read them back, and writes the same bytes."""
     if len(commits) < 2:
         return None
     shard_ids = {c.shard_id for c in commits}
     if len(shard_ids) != 1:
         raise ValueError(f"fold_commits folds commits of one shard, not {sorted(shard_ids)}")
-    parts = [read_commit_tables(root, c) for c in commits]
+    if tables is not None and len(tables) != len(commits):
+        raise ValueError(f"fold_commits: {len(tables)} table pairs for {len(commits)} commits")
+    parts = list(tables) if tables is not None else [read_commit_tables(root, c) for c in commits]
     sessions, turns = sort_tables(pa.concat_tables([p[0] for p in parts], promote_options="default"),
                                   pa.concat_tables([p[1] for p in parts], promote_options="default"), order)
     folded = write_commit(root, shard_id=commits[0].shard_id, config_hash=commits[0].config_hash, plan=plan,

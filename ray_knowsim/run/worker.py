@@ -58,6 +58,11 @@ class ShardContractError(RuntimeError):
     """The shard function broke its contract (a session missing, repeated or foreign)."""
 
 
+#: the fold writes from the step tables the worker still holds while they take at most this much
+#: memory (a 252-session, 4-turn shard: a few MB), else it reads them back from their files
+FOLD_FROM_MEMORY_BYTES = 256 * 2**20
+
+
 @dataclasses.dataclass(frozen=True)
 class CommitPolicy:
     """When finished sessions are committed: after ``every`` sessions, or ``every_s`` seconds after
@@ -213,6 +218,9 @@ def execute_shard(
     role_models = models.role_models(accounting, unit=shard.shard_id, sink=sink)  # the shard's own cache folder
     contract = _Contract(shard, ctx)
     commits: list[Commit] = []
+    # what each step wrote, for the fold to write from instead of reading it back (while small)
+    written: list[tuple[Any, Any]] | None = []
+    written_bytes = 0
 
     kernel: dict[str, Any] = {}
 
@@ -227,6 +235,7 @@ def execute_shard(
     def commit(batch: list[SessionResult], last: bool = False) -> Commit:
         """One commit of ``batch``; ``last``: nothing follows it, so no fold will rewrite it. A step
         the fold rewrites is written uncompressed (io/commits.STEP_COMPRESSION), the rest as zstd."""
+        nonlocal written, written_bytes
         started, cpu = time.perf_counter(), time.thread_time()  # this thread's CPU: the rest of a commit's wall is fsync
         sessions = rows_table([r.session for r in batch], session_schema())  # with any outside metrics
         turns = rows_table([t for r in batch for t in r.turns], TURN_SCHEMA)
@@ -236,6 +245,11 @@ def execute_shard(
                                                   JOURNAL_KEY: journal.token},
                             compression=STEP_COMPRESSION if policy.fold and not last else "zstd")
         journal.committed(made.sessions)
+        written_bytes += sessions.nbytes + turns.nbytes
+        if written is not None:
+            written.append((sessions, turns))
+            if written_bytes > FOLD_FROM_MEMORY_BYTES:
+                written = None  # a big shard's fold reads its steps back instead
         summary["commit_seconds"] += time.perf_counter() - started
         summary["commit_cpu_seconds"] += time.thread_time() - cpu
         return made
@@ -309,7 +323,8 @@ def execute_shard(
     if policy.fold and len(commits) > 1:
         started, cpu = time.perf_counter(), time.thread_time()
         fold_commits(root, commits, order, plan=plan,
-                     summary={"sessions": summary["sessions"], "kernel": dict(kernel), JOURNAL_KEY: journal.token})
+                     summary={"sessions": summary["sessions"], "kernel": dict(kernel), JOURNAL_KEY: journal.token},
+                     tables=written if written is not None and len(written) == len(commits) else None)
         summary["fold_seconds"] = round(time.perf_counter() - started, 4)
         summary["fold_cpu_seconds"] = round(time.thread_time() - cpu, 4)
     summary["commit_seconds"] = round(summary["commit_seconds"], 4)

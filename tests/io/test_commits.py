@@ -226,6 +226,29 @@ def test_fold_makes_one_commit_of_a_shards_steps(tmp_path, rows):
     assert CommitIndex(read_markers(tmp_path)).entries().keys() == set(ids)
 
 
+
+def test_a_fold_from_the_tables_its_steps_wrote_writes_the_bytes_of_one_that_reads_them_back(tmp_path, rows):
+    """The shard worker hands the fold the tables its steps wrote (engine/worker.py): the folded
+    files are byte for byte those of a fold that reads the steps back from disk, steps written
+    uncompressed as a worker writes them; a table pair per commit or none."""
+    from ray_knowsim.io.commits import STEP_COMPRESSION
+
+    shard, sessions, turns = rows
+    ids = sessions.column("session_id").to_pylist()
+    folded = {}
+    for how in ("read", "tables"):
+        root = tmp_path / how
+        parts = [(only(sessions, part), only(turns, part)) for part in (ids[3:], ids[:1], ids[1:3])]
+        steps = [write_commit(root, shard_id=shard.shard_id, config_hash="hash", sessions=s, turns=t,
+                              compression=STEP_COMPRESSION) for s, t in parts]
+        folded[how] = (root, fold_commits(root, steps, ids, tables=parts if how == "tables" else None))
+        with pytest.raises(ValueError):
+            fold_commits(root, steps, ids, tables=parts[:2])
+    for table in ("sessions", "turns"):
+        (ra, a), (rb, b) = folded["read"], folded["tables"]
+        assert (ra / a.files()[table]).read_bytes() == (rb / b.files()[table]).read_bytes()
+
+
 def test_a_plain_parquet_folder_reads_each_session_once(tmp_path, rows):
     _, sessions, turns = rows
     for name, table in (("sessions", sessions), ("turns", turns)):
