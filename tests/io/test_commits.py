@@ -228,7 +228,7 @@ def test_fold_makes_one_commit_of_a_shards_steps(tmp_path, rows):
 
 
 def test_a_fold_from_the_tables_its_steps_wrote_writes_the_bytes_of_one_that_reads_them_back(tmp_path, rows):
-    """The shard worker hands the fold the tables its steps wrote (engine/worker.py): the folded
+    """The shard worker hands the fold the tables its steps wrote (run/worker.py): the folded
     files are byte for byte those of a fold that reads the steps back from disk, steps written
     uncompressed as a worker writes them; a table pair per commit or none."""
     from ray_knowsim.io.commits import STEP_COMPRESSION
