@@ -172,3 +172,28 @@ def test_no_folder_holds_more_than_its_share():
     total = sum(lines.values())
     big = {top: f"{n / total:.1%}" for top, n in lines.items() if n > MAX_FOLDER_SHARE * total}
     assert not big, f"folders over {MAX_FOLDER_SHARE:.0%} of the package's {total} lines (split them by what they hold): {big}"
+
+
+def any_imports(path: Path) -> set[str]:
+    """Every module an import anywhere in the file names (function bodies included)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+def test_the_parts_of_a_run_import_as_their_docstrings_say():
+    """run/fan_out.py, plan/build.py and run/worker.py describe a run as the fan-out on top of two
+    parts, build and execute, that import neither each other nor the fan-out (any import counts)."""
+    fan_out, build, worker = "ray_knowsim.run.fan_out", "ray_knowsim.plan.build", "ray_knowsim.run.worker"
+    got = {m: any_imports(PKG.joinpath(*m.split(".")[1:]).with_suffix(".py")) for m in (fan_out, build, worker)}
+    assert {build, worker} <= got[fan_out]
+    assert not {fan_out, worker} & got[build]
+    assert not {fan_out, build} & got[worker]
+    for module in (fan_out, build, worker):
+        doc = ast.get_docstring(ast.parse(PKG.joinpath(*module.split(".")[1:]).with_suffix(".py").read_text(encoding="utf-8")))
+        assert "Layer " not in doc  # the parts are named by what they do, not numbered
