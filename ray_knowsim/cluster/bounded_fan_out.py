@@ -18,12 +18,18 @@ node mounts at the same path. :func:`check_shared_dir` writes a probe file there
 on every alive node (one zero-CPU task pinned to each, the driver's own included: a driver may
 join a one-node cluster on another machine); a node that does not see it raises
 :class:`SharedDirError`. A fan-out given ``shared_dir`` checks the nodes before its first task and
-every node that joins while it runs.
+every node that joins while it runs. Between two of those checks a new node can already run a task
+(an autoscaler adds nodes exactly when tasks wait), so the task side checks too:
+:func:`require_visible` is called by every run shard and sweep piece before it writes, and refuses
+unless it reads the manifest the driver wrote for this work — a node without the shared mount would
+otherwise write a private copy nobody reads.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
+import socket
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -96,6 +102,18 @@ def check_shared_dir(directory: Path, *, what: str = "the output directory", ski
                              "workers write their results there, so it must be on storage every node mounts at the same "
                              "path (docs/cluster.md)")
     return {n["NodeID"] for n in nodes}
+
+
+def require_visible(manifest: Path, key: str, expected: str, *, what: str, doc: str) -> None:
+    """Raise :class:`SharedDirError` unless ``manifest`` (the driver's, written before any task)
+    reads here with ``manifest[key] == expected``: the task side of the check (module docstring)."""
+    try:
+        found = json.loads(Path(manifest).read_text(encoding="utf-8")).get(key)
+    except (OSError, ValueError, AttributeError):
+        found = None
+    if found != expected:
+        raise SharedDirError(f"node {socket.gethostname()}: {manifest} is missing or belongs to other work; {what} must "
+                             f"be on a filesystem every node mounts at the same path ({doc})")
 
 
 class BoundedFanOut(Generic[T]):
@@ -195,4 +213,4 @@ class BoundedFanOut(Generic[T]):
             raise
 
 
-__all__ = ["CANCEL_GRACE_S", "BoundedFanOut", "Finished", "SharedDirError", "check_shared_dir"]
+__all__ = ["CANCEL_GRACE_S", "BoundedFanOut", "Finished", "SharedDirError", "check_shared_dir", "require_visible"]

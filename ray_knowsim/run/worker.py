@@ -5,6 +5,8 @@ it (:mod:`ray_knowsim.plan.build`): a worker gets its shard context and models h
 1. Skip the shard's sessions already committed at (at least) the attempt this task is to run:
    a task Ray retries after its worker died mid-shard runs only what the dead one had not
    committed (session-level resume; the driver's plan may also be older than those commits).
+   Refuse to go on unless this node reads the driver's manifest of this run
+   (:func:`ray_knowsim.cluster.bounded_fan_out.require_visible`).
 2. Complete the sessions' initial states.
 3. Run the shard function (:func:`ray_knowsim.sim.shard.run_shard`, imported; ``engine.shard_fn``
    names another one by string), which yields each session as it finishes, and
@@ -41,8 +43,9 @@ from ray_knowsim.backends.model_set import ModelSet
 from ray_knowsim.config.sections import DEFAULT_SHARD_FN
 from ray_knowsim.run.progress import Reporter
 from ray_knowsim.run.resume import Attempt
+from ray_knowsim.cluster.bounded_fan_out import require_visible
 from ray_knowsim.io.commits import (
-    STEP_COMPRESSION, TURN_SCHEMA, Commit, fold_commits, session_schema, shard_markers, sort_tables, write_commit,
+    STEP_COMPRESSION, TURN_SCHEMA, Commit, RunDir, fold_commits, session_schema, shard_markers, sort_tables, write_commit,
 )
 from ray_knowsim.io.parquet import rows_table
 from ray_knowsim.io.spend import JOURNAL_KEY, SpendJournal
@@ -206,6 +209,9 @@ def execute_shard(
     if not todo:
         summary["seconds"] = round(time.perf_counter() - t0, 3)
         return summary
+    # before anything is written or asked: a node that does not mount the run directory (one that
+    # joined after the driver's probe) would commit into a private copy and its sessions be lost
+    require_visible(RunDir(root).manifest, "config_hash", ctx.config_hash, what="the run directory", doc="docs/cluster.md")
     shard = with_initial_states(dataclasses.replace(shard, sessions=todo), ctx)
     fn = load_shard_fn(shard_fn, shard_fn_options)
     accounting = Accounting()

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from ray_knowsim.cluster.bounded_fan_out import SharedDirError, require_visible
 from ray_knowsim.io.committed import CommittedDataset, new_token, read_json_marker
 from ray_knowsim.sweep.pieces import Piece, Range, assign, union
 from ray_knowsim.sweep.store import read_json
@@ -83,17 +84,14 @@ class Marker:
 
 
 def check_visible(out_dir: Path, fingerprint: str) -> None:
-    """Refuse to write where the driver cannot read: a worker node that does not mount the sweep
-    folder would otherwise create a private copy of it and its rows would never be seen."""
+    """Refuse to write where the driver cannot read (:func:`ray_knowsim.cluster.bounded_fan_out.require_visible`,
+    the one task-side check): a worker node that does not mount the sweep folder would otherwise
+    create a private copy of it and its rows would never be seen."""
     try:
-        found = read_json(out_dir / MANIFEST).get("fingerprint")
-    except (OSError, ValueError):
-        found = None
-    if found != fingerprint:
-        raise SweepCommitError(
-            f"node {socket.gethostname()}: {out_dir / MANIFEST} is missing or belongs to another sweep; "
-            "the sweep's output folder must be on a filesystem every node mounts at the same path (docs/sweep.md)"
-        )
+        require_visible(out_dir / MANIFEST, "fingerprint", fingerprint, what="the sweep's output folder",
+                        doc="docs/sweep.md")
+    except SharedDirError as exc:
+        raise SweepCommitError(f"{exc} (or the folder belongs to another sweep)") from exc
 
 
 def commit_piece(out_dir: Path, fingerprint: str, piece: Piece, rows: pa.Table, partials: pa.Table, *,

@@ -95,6 +95,8 @@ def run_shard_once(cfg, out: Path, profile: cProfile.Profile | None = None) -> d
     from ray_knowsim.plan.build import make_context
     from ray_knowsim.backends.model_set import build_models
     from ray_knowsim.plan.sessions import Plan, load_inputs
+    from ray_knowsim.io.commits import RunDir
+    from ray_knowsim.run.manifest import write_manifest
     from ray_knowsim.run.worker import CommitPolicy, execute_shard
     from ray_knowsim.llm.accounting import Accounting
 
@@ -102,6 +104,7 @@ def run_shard_once(cfg, out: Path, profile: cProfile.Profile | None = None) -> d
     plan = Plan(cfg, inputs)
     models = build_models(cfg, inputs.graphs, None)
     ctx = make_context(cfg, "client-cpu", cfg.config_hash())
+    write_manifest(RunDir(out), {"config_hash": ctx.config_hash})  # what a run's driver writes before any shard
     shard = plan.shard(0)
     c0, t0 = time.process_time(), time.perf_counter()
     if profile is not None:

@@ -15,7 +15,9 @@ from ray_knowsim.backends.model_set import ModelSet
 from ray_knowsim.plan.sessions import Plan, load_inputs
 from ray_knowsim.run.resume import Attempt
 from ray_knowsim.run.worker import CommitPolicy, ShardContractError, execute_shard
-from ray_knowsim.io.commits import read_markers
+from ray_knowsim.cluster.bounded_fan_out import SharedDirError
+from ray_knowsim.io.commits import RunDir, read_markers
+from ray_knowsim.run.manifest import write_manifest
 from ray_knowsim.io.rundir import RunReader
 from ray_knowsim.llm.offline import OfflineModel
 from tests.doubles.run_config import STANDIN, small_config
@@ -30,8 +32,11 @@ def setup():
     return plan, ctx, models
 
 
-def execute(setup, root, policy=CommitPolicy(), attempts=None, **options):
+def execute(setup, root, policy=CommitPolicy(), attempts=None, manifest=True, **options):
+    """One shard task; ``manifest``: the driver wrote the run's manifest first (as every run does)."""
     plan, ctx, models = setup
+    if manifest and not RunDir(root).manifest.exists():
+        write_manifest(RunDir(root), {"config_hash": ctx.config_hash})
     return execute_shard(plan.shard(0), models, ctx, str(root), STANDIN, options, attempts, None, policy, plan.fingerprint)
 
 
@@ -93,3 +98,16 @@ def test_a_broken_contract_is_refused_before_its_rows_are_committed(setup, tmp_p
     with pytest.raises(ShardContractError, match="carries run another-run"):
         execute(setup, tmp_path)
     assert not (tmp_path / "commits").exists() or read_markers(tmp_path) == []
+
+
+def test_a_node_that_does_not_see_the_run_directory_refuses_before_anything_is_written(setup, tmp_path):
+    """What a worker node without the shared mount sees: no manifest (or another run's). The task
+    fails with the one shared-directory error, and writes nothing there: no commit, no journal."""
+    private = tmp_path / "not-shared"
+    with pytest.raises(SharedDirError, match="every node mounts at the same path"):
+        execute(setup, private, manifest=False)
+    assert not private.exists()
+    write_manifest(RunDir(private), {"config_hash": "0" * 16})  # another run's directory
+    with pytest.raises(SharedDirError, match="belongs to other work"):
+        execute(setup, private, manifest=False)
+    assert [p.name for p in private.rglob("*") if p.is_file()] == ["manifest.json"]  # folders only, besides it
