@@ -13,6 +13,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+import networkx as nx
+
 from tests.doubles.package_tree import PKG, ROOT, all_files, kernels_dir
 
 #: the largest share of the package's lines (ray_knowsim/ and kernels/) one top-level folder may hold
@@ -30,10 +32,26 @@ def module_name(path: Path) -> tuple[str, bool]:
     return ".".join(parts[:-1] if is_init else parts), is_init
 
 
+def named_modules(node: ast.AST, package: list[str]) -> set[str]:
+    """The modules one import statement names (``from pkg import module`` names both); none for
+    another statement."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names}
+    if isinstance(node, ast.ImportFrom):
+        base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
+        module = ".".join(x for x in (base, node.module or "") if x)
+        return {module, *(f"{module}.{a.name}" for a in node.names)}
+    return set()
+
+
+def _package(name: str, is_init: bool) -> list[str]:
+    return name.split(".") if is_init else name.split(".")[:-1]
+
+
 def module_level_imports(path: Path, name: str, is_init: bool) -> set[str]:
     """Every module named by an import that runs when the module is imported: the module body,
     class bodies and if/try/with blocks, not function bodies and not ``if TYPE_CHECKING:``."""
-    package = name.split(".") if is_init else name.split(".")[:-1]
+    package = _package(name, is_init)
     out: set[str] = set()
 
     def walk(body: list[ast.stmt]) -> None:
@@ -43,13 +61,7 @@ def module_level_imports(path: Path, name: str, is_init: bool) -> set[str]:
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 walk(node.orelse)
                 continue
-            if isinstance(node, ast.Import):
-                out.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
-                module = ".".join(x for x in (base, node.module or "") if x)
-                out.add(module)
-                out.update(f"{module}.{a.name}" for a in node.names)  # `from pkg import module`
+            out.update(named_modules(node, package))
             for child in ("body", "orelse", "finalbody"):
                 walk(getattr(node, child, []) or [])
             for handler in getattr(node, "handlers", []) or []:
@@ -62,17 +74,8 @@ def module_level_imports(path: Path, name: str, is_init: bool) -> set[str]:
 def every_import(path: Path, name: str, is_init: bool) -> set[str]:
     """Every module an import anywhere in the file names: function bodies and ``if TYPE_CHECKING:``
     included (what a reader has to open to follow the module)."""
-    package = name.split(".") if is_init else name.split(".")[:-1]
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
-            module = ".".join(x for x in (base, node.module or "") if x)
-            out.add(module)
-            out.update(f"{module}.{a.name}" for a in node.names)
-    return out
+    package = _package(name, is_init)
+    return {m for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) for m in named_modules(node, package)}
 
 
 def module_graph(imports=module_level_imports) -> dict[str, set[str]]:
@@ -84,48 +87,11 @@ def module_graph(imports=module_level_imports) -> dict[str, set[str]]:
 
 
 def cycles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
-    """The strongly connected components of more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    found = []
-    counter = 0
-    for root in sorted(edges):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(edges[root])))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on.add(root)
-        while work:
-            node, it = work[-1]
-            nxt = next(it, None)
-            if nxt is not None:
-                if nxt not in index:
-                    index[nxt] = low[nxt] = counter
-                    counter += 1
-                    stack.append(nxt)
-                    on.add(nxt)
-                    work.append((nxt, iter(sorted(edges[nxt]))))
-                elif nxt in on:
-                    low[node] = min(low[node], index[nxt])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                comp = set()
-                while True:
-                    top = stack.pop()
-                    on.discard(top)
-                    comp.add(top)
-                    if top == node:
-                        break
-                if len(comp) > 1:
-                    found.append(frozenset(comp))
-    return found
+    """The strongly connected components of more than one module (networkx, a dependency)."""
+    graph = nx.DiGraph()
+    graph.add_nodes_from(edges)
+    graph.add_edges_from((a, b) for a, bs in edges.items() for b in bs)
+    return sorted((frozenset(c) for c in nx.strongly_connected_components(graph) if len(c) > 1), key=sorted)
 
 
 def test_no_module_level_import_cycle():
