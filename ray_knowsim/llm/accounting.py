@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Protocol
 
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse
-from ray_knowsim.llm.protocol import ChatModel
+from ray_knowsim.llm.protocol import ChatModel, on_request_leaving, reports_leaving
 
 
 @dataclass
@@ -130,12 +130,28 @@ class AccountedModel:
         return f"AccountedModel({self.inner!r})"
 
     async def generate(self, request: ChatRequest) -> ChatResponse:
-        if self.sink is not None:
-            self.sink.sent(request, self.key)
-        response = await self.inner.generate(request)
+        sink = self.sink
+        if sink is None:
+            response = await self.inner.generate(request)
+        elif not reports_leaving(self.inner):  # no word of when it leaves: it counts as sent now
+            sink.sent(request, self.key)
+            response = await self.inner.generate(request)
+        else:  # "sent" when the transport says the request goes out, not while it waits for a slot
+            left = False
+
+            def on_leaving() -> None:
+                nonlocal left
+                if not left:
+                    left = True
+                    sink.sent(request, self.key)
+
+            with on_request_leaving(on_leaving):
+                response = await self.inner.generate(request)
+            if not left:  # answered without leaving (a cache hit, a twin's answer, refused before sending)
+                sink.sent(request, self.key)
         self.accounting.record(request, response)
-        if self.sink is not None:
-            self.sink.answered(request, response, self.key)
+        if sink is not None:
+            sink.answered(request, response, self.key)
         return response
 
     async def aclose(self) -> None:

@@ -39,7 +39,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ray_knowsim.llm.protocol import ChatModel
+from ray_knowsim.llm.protocol import ChatModel, reports_leaving
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
 
 log = logging.getLogger(__name__)
@@ -268,6 +268,10 @@ class CachedModel:
     @property
     def cache_identity(self) -> Any:
         return self._identity
+
+    @property
+    def reports_leaving(self) -> bool:
+        return reports_leaving(self.inner)  # a hit never leaves; a miss is the inner model's request
 
     def __repr__(self) -> str:
         return f"CachedModel({self.inner!r}, {self.cache!r})"

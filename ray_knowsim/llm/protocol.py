@@ -13,9 +13,40 @@ Wrappers (response cache, accounting, limiters) take a model and are one: they c
 from __future__ import annotations
 
 import asyncio
-from typing import Iterable, Protocol, runtime_checkable
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Callable, Iterable, Iterator, Protocol, runtime_checkable
 
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse
+
+
+#: set by the accounting wrapper around one request to a model that ``reports_leaving``: called when
+#: the request goes out (after any wait for an in-flight slot or a rate grant), so that the spend
+#: journal counts as "sent" only what left, never what was still queued when the process died
+_ON_LEAVING: ContextVar[Callable[[], None] | None] = ContextVar("ray_knowsim_on_leaving", default=None)
+
+
+def request_leaves() -> None:
+    """Said by a transport right before an attempt of the current request is sent (idempotent per
+    request: a retry says it again, the first counts)."""
+    hook = _ON_LEAVING.get()
+    if hook is not None:
+        hook()
+
+
+@contextmanager
+def on_request_leaving(hook: Callable[[], None]) -> Iterator[None]:
+    """Within the block (one request's ``generate``), :func:`request_leaves` calls ``hook``."""
+    token = _ON_LEAVING.set(hook)
+    try:
+        yield
+    finally:
+        _ON_LEAVING.reset(token)
+
+
+def reports_leaving(model: object) -> bool:
+    """Whether ``model`` (or the model it wraps) calls :func:`request_leaves` for what it sends."""
+    return bool(getattr(model, "reports_leaving", False))
 
 
 @runtime_checkable

@@ -434,6 +434,48 @@ def test_reasoning_tokens_are_recorded_in_the_run_accounting():
     assert stats["reasoning_tokens"] == 18 and stats["completion_tokens"] == 24
 
 
+class EventSink:
+    """A spend sink that keeps the order of what it is told ("sent <text>", "answered <text>")."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def sent(self, request, model_key):
+        self.events.append(f"sent {request.messages[-1]['content']}")
+
+    def answered(self, request, response, model_key):
+        self.events.append(f"answered {request.messages[-1]['content']}")
+
+
+def test_a_request_counts_as_sent_when_it_leaves_not_while_it_waits_for_a_slot():
+    """With one in-flight slot, three requests asked at once leave one after another: the spend
+    journal hears "sent" for each as it leaves (a process killed now would have ONE request in
+    flight that a provider may bill, not three)."""
+    from ray_knowsim.llm.accounting import AccountedModel, Accounting
+
+    server = Scripted([(200, ok_body(), None, 0.15)])
+    sink = EventSink()
+    with serve_app_in_thread(server.app()) as h:
+        model = AccountedModel(OpenAICompatibleModel(config(h.base_url, max_in_flight=1)), Accounting(), sink=sink)
+        run(model, [req("a"), req("b"), req("c")])
+    assert server.peak == 1 and server.hits == 3
+    sent_while_out = [sum(1 for e in sink.events[: i + 1] if e.startswith("sent")) - sum(1 for e in sink.events[: i + 1] if e.startswith("answered"))
+                      for i in range(len(sink.events))]
+    assert max(sent_while_out) == 1, sink.events  # before: sent a, sent b, sent c, answered ...
+
+
+def test_a_model_that_does_not_say_when_it_leaves_counts_as_sent_when_asked():
+    from ray_knowsim.llm.accounting import AccountedModel, Accounting
+    from ray_knowsim.llm.offline import OfflineModel
+    from ray_knowsim.llm.protocol import reports_leaving
+
+    assert reports_leaving(OpenAICompatibleModel(config("http://h/v1"))) and not reports_leaving(OfflineModel())
+    sink = EventSink()
+    model = AccountedModel(OfflineModel(), Accounting(), sink=sink)
+    run(model, [req("a")])
+    assert sink.events == ["sent a", "answered a"]
+
+
 def test_portable_schema_subset_for_hosted_strict_modes():
     from ray_knowsim.demo import demo_graphs
     from ray_knowsim.schema.outputs import signal_report_schema

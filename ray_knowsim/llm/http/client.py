@@ -37,6 +37,7 @@ from ray_knowsim.llm.http.wire import (
     OFFLINE_FACTS_FIELD, PROMPT_VERSION_HEADER, REQUEST_ID_HEADER, ROLE_HEADER, SCHEMA_NAME_HEADER,
 )
 from ray_knowsim.llm.limiter import Grant, RateLimiter
+from ray_knowsim.llm.protocol import request_leaves
 from ray_knowsim.llm.retry import backoff_delay, parse_retry_after
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,13 @@ class OpenAICompatibleModel:
     whether the call is a model call to count.
 
     Rate limits: pass the run's limiter (``ray_knowsim.backends.limiter``); without one, a config
-    that sets limits is refused, so that no limit is silently ignored."""
+    that sets limits is refused, so that no limit is silently ignored.
+
+    It says when a request goes out (:func:`ray_knowsim.llm.protocol.request_leaves`, once it holds
+    its in-flight slot and rate grant), so a process killed while requests wait for a slot leaves
+    them out of the spend journal's requests in flight: only what left may have been billed."""
+
+    reports_leaving = True
 
     def __init__(
         self,
@@ -275,6 +282,7 @@ class OpenAICompatibleModel:
                             last = TransportFailure("limiter_error", retryable=False, sent=False)
                             break
                     t0 = time.perf_counter()
+                    request_leaves()  # slot and grant held: it goes out now (the spend journal's "sent")
                     try:
                         response = await self._attempt(session, request, data)
                     except TransportFailure as failure:
