@@ -28,7 +28,9 @@ replaced by a rerun's row), ``other_score_sets`` (judged into a score set the ta
 show), ``checks`` (the short chat requests of the checks before spending, preflight/checks.py:
 the tiny request, the speed probe; journal kind "preflight", no session). The run's whole spend is the rows' spend plus what is apart (:func:`run_spend`); requests
 sent whose answer never came (the process died waiting) are counted as ``in_flight``: a provider
-may have billed them, no token count is known.
+may have billed them, no token count is known. "Sent" is when a request leaves the client: a model
+that says so (the HTTP client, :func:`ray_knowsim.llm.protocol.request_leaves`) is journaled then,
+so requests still waiting for an in-flight slot or a rate grant are not counted.
 
 No Ray here; the writer is used by the shard worker and the scoring stage, the reader by the
 cost table and the manifest.
