@@ -1,4 +1,5 @@
-"""Reading and writing files: the only place below the engine that touches the file system."""
+"""Reading and writing files: the input loaders, the run directory's reader and writer, the one
+committed-dataset primitive, durable file replacement and tables, the spend journals."""
 
 from ray_knowsim.io.loaders import (
     GraphLoadError,
