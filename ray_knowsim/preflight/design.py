@@ -26,10 +26,6 @@ from ray_knowsim.schema.results import COMPARE_METRICS as DEFAULT_METRICS
 from ray_knowsim.stats.defaults import ALPHA, POWER, WIN_RATE
 from ray_knowsim.stats.feasibility import feasibility
 
-#: the effect the dry run prices (stats/defaults: a condition better on 65 % of items, ties half)
-#: and the power it asks for, the same as compare's
-PLANNING_WIN_RATE = WIN_RATE
-PLANNING_POWER = POWER
 
 
 @dataclass(frozen=True)
@@ -66,8 +62,8 @@ def _pairs(k: int) -> int:
     return k * (k - 1) // 2
 
 
-def design_checks(cfg: Any, items_per_task: Mapping[str, int], win_rate: float = PLANNING_WIN_RATE,
-                  power: float = PLANNING_POWER) -> list[DesignCheck]:
+def design_checks(cfg: Any, items_per_task: Mapping[str, int], win_rate: float = WIN_RATE,
+                  power: float = POWER) -> list[DesignCheck]:
     """One check per task of ``cfg`` (a RunConfig); ``items_per_task``: task -> items it has."""
     ad = cfg.adaptive
     k = len(ad.conditions) if ad is not None and ad.conditions else len(cfg.conditions)
@@ -97,4 +93,4 @@ def as_records(checks: list[DesignCheck]) -> list[dict[str, Any]]:
     return [asdict(c) | {"line": c.line()} for c in checks]
 
 
-__all__ = ["DesignCheck", "PLANNING_POWER", "PLANNING_WIN_RATE", "as_records", "design_checks"]
+__all__ = ["DesignCheck", "as_records", "design_checks"]
