@@ -40,7 +40,7 @@ def _reference_extract(text, *, allow_array=False) -> JsonExtraction:
 
 # strings a model writes: LaTeX commands, escapes, quotes, control characters, non-ASCII
 _pieces = st.sampled_from(["\\frac{1}{2}", "\\theta", "\\nabla", "\\nu", "\\tan x", "$\\nu$", "\\(", "\\sqrt2", "\n", "\t",
-                           "\r\n", "\"", "\\", "é", "→", "x", " ", "{", "}", "[", "]", ",", "abc", "\\u0041", "\b", "\f"])
+                           "\r\n", "\"", "\\", "é", "→", "’", "\x0b", "\x1f", "x", " ", "{", "}", "[", "]", ",", "abc", "\\u0041", "\b", "\f"])
 _texts = st.lists(_pieces, max_size=8).map("".join)
 _scalars = st.one_of(_texts, st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False), st.booleans(),
                      st.none())
@@ -50,10 +50,13 @@ _values = st.recursive(_scalars, lambda inner: st.one_of(st.lists(inner, max_siz
 
 @settings(max_examples=150, deadline=None)
 @given(value=st.dictionaries(_texts, _values, max_size=5), before=_texts, after=_texts, fenced=st.booleans(),
-       allow_array=st.booleans(), mangle=st.sampled_from(["", "latex", "comma", "cut"]))
-def test_extract_json_fast_path_equals_the_scan(value, before, after, fenced, allow_array, mangle):
-    text = json.dumps(value, ensure_ascii=False)
-    if mangle == "latex":  # a model's raw LaTeX: backslashes JSON refuses or misreads
+       allow_array=st.booleans(), mangle=st.sampled_from(["", "latex", "comma", "cut", "u_escapes"]), ascii=st.booleans())
+def test_extract_json_fast_path_equals_the_scan(value, before, after, fenced, allow_array, mangle, ascii):
+    text = json.dumps(value, ensure_ascii=ascii)  # ascii: non-ASCII as \\uXXXX escapes, which need no restoration
+    if mangle == "u_escapes":  # control characters written as \\u00XX, which do
+        for short, long in (("\\b", "\\u0008"), ("\\f", "\\u000C"), ("\\n", "\\u000a"), ("\\t", "\\u0009"), ("\\r", "\\u000D")):
+            text = text.replace(short, long)
+    elif mangle == "latex":  # a model's raw LaTeX: backslashes JSON refuses or misreads
         text = text.replace("\\\\", "\\")
     elif mangle == "comma":
         text = text.replace("}", ",}", 1)

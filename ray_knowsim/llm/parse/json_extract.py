@@ -187,9 +187,12 @@ def _loads(text: str, *, strict: bool = True) -> tuple[bool, Any]:
         return False, None
 
 
-#: an escape that can decode to a control character (``\\b \\f \\n \\r \\t``, ``\\uXXXX``): a strictly
-#: decoded text without one holds no control character, so :func:`restore_latex` has nothing to do
-_CONTROL_ESCAPE = re.compile(r"\\[bfnrtu]")
+#: an escape that can decode to one of the control characters :func:`restore_latex` reads
+#: (``\\b \\f \\n \\r \\t``, or a ``\\u00XX`` below U+0020): a strictly decoded text without one
+#: holds none of them (strict JSON has no raw control characters in strings), so the restoration has
+#: nothing to do. Other ``\\uXXXX`` escapes (``\\u2019``, ``\\u00e9``: a model's or json.dumps'
+#: ASCII-only non-ASCII) decode to printable text and no longer send the value through the walk.
+_CONTROL_ESCAPE = re.compile(r"\\(?:[bfnrt]|u00[01])")
 _DECODER = json.JSONDecoder()
 
 
