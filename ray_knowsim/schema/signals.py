@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 TeachingQuality = Literal["well_explained", "shallow", "not_mentioned"]
 AttemptType = Literal["reasoning", "articulation", "none"]
@@ -113,6 +113,18 @@ _CANONICAL = {
     "user_attempt_type",
     "assistant_response_role",
 }
+
+
+_ENTRY_TUPLE = TypeAdapter(tuple[SignalEntry, ...])
+
+
+def canonical_entries(entries: list[dict[str, Any]]) -> tuple[SignalEntry, ...]:
+    """SignalEntry objects for entries already in canonical form: every field present with its
+    canonical value (a string id, string texts, an attempt type of the three; other keys are extras).
+    :func:`normalize_entry` would return each as it is, so they are validated as they stand, all
+    in one call: the live parser (:mod:`ray_knowsim.llm.parse.signals`) does this once per turn and
+    its per-entry Python was most of the report's parsing time (issue 30)."""
+    return _ENTRY_TUPLE.validate_python(entries)
 
 
 def raw_entries(raw: Any) -> list[dict]:
