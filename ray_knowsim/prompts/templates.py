@@ -49,15 +49,36 @@ class Template:
             raise TemplateError(f"template {self.prompt_version} has no section {key!r}") from None
 
     def fill(self, key: str, values: Mapping[str, object]) -> str:
-        """The section with every ``{{name}}`` replaced; a placeholder without a value is an error."""
-        text = self.section(key)
-        missing = sorted({m for m in _PLACEHOLDER.findall(text) if m not in values})
+        """The section with every ``{{name}}`` replaced; a placeholder without a value is an error.
+
+        The section is split once into literal text and placeholder names (:func:`_pieces`) and
+        filled by one join: a regex substitution with a callback per placeholder was about half
+        of a prompt's render time, and every request fills two to four sections."""
+        literals, names = _pieces(self.section(key))
+        if not names:
+            return literals[0]
+        missing = [m for m in names if m not in values]
         if missing:
-            raise TemplateError(f"template {self.prompt_version} section {key!r} needs values for {missing}")
-        return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), text)
+            raise TemplateError(f"template {self.prompt_version} section {key!r} needs values for {sorted(set(missing))}")
+        parts = [literals[0]]
+        for name, literal in zip(names, literals[1:]):
+            parts.append(str(values[name]))
+            parts.append(literal)
+        return "".join(parts)
 
     def placeholders(self, key: str) -> set[str]:
-        return set(_PLACEHOLDER.findall(self.section(key)))
+        return set(_pieces(self.section(key))[1])
+
+
+@lru_cache(maxsize=4096)
+def _pieces(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``text`` split at its ``{{name}}`` placeholders: the literal runs (one more than the names)
+    and the names in order, so ``literals[0] + value(names[0]) + literals[1] + ...`` is the filled
+    text, exactly what one pass of :data:`_PLACEHOLDER` substitution gives (values are inserted
+    verbatim, never scanned again). Keyed by the section's text itself, so a cached split can
+    never belong to other wording; sections are a few hundred distinct texts in all."""
+    split = _PLACEHOLDER.split(text)  # literal, name, literal, name, ..., literal
+    return tuple(split[0::2]), tuple(split[1::2])
 
 
 def _templates_dir():
