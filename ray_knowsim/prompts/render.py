@@ -22,7 +22,7 @@ from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.schema.outputs import SignalReport, UserTurn, shared_signal_report_schema
 from ray_knowsim.schema.graph import GraphIndex, IUGraph, build_index
 from ray_knowsim.schema.items import Item
-from ray_knowsim.schema.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
+from ray_knowsim.schema.states import KNOWS_WELL, PARTIAL, STATE_NAMES, STRUGGLING, UNAWARE
 from ray_knowsim.prompts.request import (
     NO_REFERENCE,
     build_request,
@@ -44,6 +44,8 @@ from ray_knowsim.prompts.views import (
     density_line,
     explained_names,
     format_transcript,
+    graph_concepts,
+    graph_json_dict,
     graph_prompt_json,
     ids_at,
     learner_names,
@@ -67,9 +69,8 @@ def _index(graph: IUGraph, index: GraphIndex | None, item: Item) -> GraphIndex:
 
 
 def _iu_rows(index: GraphIndex, graph: IUGraph, codes: dict[str, int]) -> list[dict]:
-    concepts = {n.id: n.concept for n in graph.nodes}
-    names = states_by_id(index, codes)
-    return [{"id": i, "concept": concepts[i], "state": names[i]} for i in index.ids]
+    concepts = graph_concepts(graph)
+    return [{"id": i, "concept": concepts[i], "state": STATE_NAMES[codes[i]]} for i in index.ids]
 
 
 @dataclass(frozen=True)
@@ -272,7 +273,7 @@ def render_extractor(
     facts = {
         "task": item.task,
         "item_id": item.id,
-        "graph": graph.to_json_dict(),
+        "graph": graph_json_dict(graph),
         "state": states_by_id(index, codes),
         "transcript": pairs,
         "user_message": user_message,

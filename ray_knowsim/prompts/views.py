@@ -85,13 +85,23 @@ def connectable_unknowns(
     ]
 
 
-def learner_names(index: GraphIndex, graph: IUGraph, *, with_ids: bool) -> dict[str, str]:
+def learner_names(index: GraphIndex, graph: IUGraph, *, with_ids: bool) -> Mapping[str, str]:
     """How the learner's prompt names each IU: its concept name (prompt set v2: the learner never
-    sees IU ids), or its ``"IUk: concept"`` label (v1 re-renders)."""
+    sees IU ids), or its ``"IUk: concept"`` label (v1 re-renders). Made once per graph and index
+    and shared by every prompt of them: READ-ONLY."""
+    return _of_graph(graph, ("names", with_ids), lambda g: _learner_names(index, g, with_ids), index)
+
+
+def _learner_names(index: GraphIndex, graph: IUGraph, with_ids: bool) -> dict[str, str]:
     if with_ids:
         return {i: index.label_of(i) for i in index.ids}
-    concepts = {n.id: n.concept for n in graph.nodes}
+    concepts = graph_concepts(graph)
     return {i: concepts[i] for i in index.ids}
+
+
+def graph_concepts(graph: IUGraph) -> Mapping[str, str]:
+    """``{IU id: concept}`` of ``graph`` (the last node of an id wins), made once per graph: READ-ONLY."""
+    return _of_graph(graph, "concepts", lambda g: {n.id: n.concept for n in g.nodes})
 
 
 def bullet_names(names: Mapping[str, str], ids: Sequence[str]) -> str:
@@ -103,9 +113,28 @@ def states_by_name(index: GraphIndex, names: Mapping[str, str], codes: Mapping[s
 
 
 def explained_names(index: GraphIndex, names: Mapping[str, str], explained: Sequence[str]) -> list[str]:
-    """``explained_concepts`` (labels) as the learner's prompt names them, in the same order."""
-    by_label = {label: names[i] for i, label in zip(index.ids, index.labels)}
-    return [by_label.get(label, label) for label in explained]
+    """``explained_concepts`` (labels) as the learner's prompt names them, in the same order (a
+    label the graph does not have stays as it is)."""
+    if not explained:
+        return []
+    ids = _label_ids(index)
+    return [names[ids[label]] if label in ids else label for label in explained]
+
+
+#: index id -> (the index, {label: IU id}); an index is frozen, so its labels never change
+_LABEL_IDS: dict[int, tuple[GraphIndex, dict[str, str]]] = {}
+
+
+def _label_ids(index: GraphIndex) -> dict[str, str]:
+    """``{label: IU id}`` of an index (the last IU of a label wins), made once per index."""
+    hit = _LABEL_IDS.get(id(index))
+    if hit is not None and hit[0] is index:
+        return hit[1]
+    made = {label: i for i, label in zip(index.ids, index.labels)}
+    if len(_LABEL_IDS) >= _PER_GRAPH_MAX:
+        _LABEL_IDS.pop(next(iter(_LABEL_IDS)))
+    _LABEL_IDS[id(index)] = (index, made)
+    return made
 
 
 def density_line(value: float) -> str:
@@ -167,22 +196,40 @@ def graph_for_prompt(graph: IUGraph) -> dict:
     }
 
 
-#: graph id -> (the graph, its prompt JSON): every extractor request of an item shows the same
-#: text, and a graph is never changed once loaded (its holder is kept, so the id stays its own)
-_GRAPH_JSON: dict[int, tuple[IUGraph, str]] = {}
-_GRAPH_JSON_MAX = 512
-
-
 def graph_prompt_json(graph: IUGraph) -> str:
     """:func:`graph_for_prompt` as the extractor's prompt shows it (:func:`pretty_json`), made once per graph."""
-    hit = _GRAPH_JSON.get(id(graph))
-    if hit is not None and hit[0] is graph:
-        return hit[1]
-    text = pretty_json(graph_for_prompt(graph))
-    if len(_GRAPH_JSON) >= _GRAPH_JSON_MAX:
-        _GRAPH_JSON.pop(next(iter(_GRAPH_JSON)))
-    _GRAPH_JSON[id(graph)] = (graph, text)
-    return text
+    return _of_graph(graph, "prompt_json", lambda g: pretty_json(graph_for_prompt(g)))
+
+
+def graph_json_dict(graph: IUGraph) -> dict:
+    """``graph.to_json_dict()`` made once per graph and shared by every request that carries it
+    (the extractor's offline facts): READ-ONLY. Dumping the model was ~8 us per extractor request."""
+    return _of_graph(graph, "json", lambda g: g.to_json_dict())
+
+
+#: graph id -> (the graph, {what: made}): what every prompt of an item shows of its graph, made
+#: once. A graph is never changed once loaded, and its holder is kept, so the id stays its own
+#: while the entry lives; oldest entries leave first past the bound.
+_PER_GRAPH: dict[int, tuple[IUGraph, dict[Any, Any]]] = {}
+_PER_GRAPH_MAX = 512
+
+
+def _of_graph(graph: IUGraph, what: Any, make: Any, index: GraphIndex | None = None) -> Any:
+    """``make(graph)``, cached per graph under ``what`` (and per ``index`` when one is given: the
+    entry then keeps the index too and is used only for that same index)."""
+    hit = _PER_GRAPH.get(id(graph))
+    if hit is None or hit[0] is not graph:
+        if len(_PER_GRAPH) >= _PER_GRAPH_MAX:
+            _PER_GRAPH.pop(next(iter(_PER_GRAPH)))
+        hit = _PER_GRAPH[id(graph)] = (graph, {})
+    made = hit[1]
+    key = what if index is None else (what, id(index))
+    got = made.get(key)
+    if got is not None and (index is None or got[0] is index):
+        return got if index is None else got[1]
+    value = make(graph)
+    made[key] = value if index is None else (index, value)
+    return value
 
 
 _SCALARS = (str, int, float, bool, type(None))
