@@ -53,8 +53,8 @@ def build_request(
         defaults = ROLE_DEFAULTS[role]
         temperature = defaults.temperature if temperature is None else temperature
         max_tokens = defaults.max_tokens if max_tokens is None else max_tokens
-    if output is not None:  # a fixed output model: its schema, under its name
-        schema, schema_name = output.json_schema(text_bounds=text_bounds), output.__name__
+    if output is not None:  # a fixed output model: its (shared, read-only) schema, under its name
+        schema, schema_name = output.shared_json_schema(text_bounds=text_bounds), output.__name__
     values = {"context": "", **values}
     messages = [{"role": "system", "content": tpl.fill("system", values)}]
     if "user" in tpl.sections:

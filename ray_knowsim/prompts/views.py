@@ -239,14 +239,23 @@ def pretty_json(value: Any) -> str:
     """``value`` as indented JSON (one space per level). A flat object of scalars (a knowledge
     state: every turn's prompt shows one) is written with the C encoder, byte for byte what
     ``json.dumps(value, ensure_ascii=False, indent=1)`` writes (which runs in Python)."""
-    if isinstance(value, dict) and value and all(type(k) is str and type(v) in _SCALARS for k, v in value.items()):
-        return "{\n" + ",\n".join(f" {_flat(k)}: {_flat(v)}" for k, v in value.items()) + "\n}"
+    if isinstance(value, dict) and value:
+        # one pass that writes and checks (a knowledge state's values are state names, str): a
+        # generator under all() and another under join cost ~5 us per state of 14 IUs
+        enc, lines = _FLAT_STR, []
+        for k, v in value.items():
+            if type(k) is not str:
+                break
+            if type(v) is str:
+                lines.append(f" {enc(k)}: {enc(v)}")
+            elif type(v) in _SCALARS:
+                lines.append(f" {enc(k)}: {_FLAT.encode(v)}")
+            else:
+                break
+        else:
+            return "{\n" + ",\n".join(lines) + "\n}"
     return json.dumps(value, ensure_ascii=False, indent=1)
 
 
 _FLAT = json.JSONEncoder(ensure_ascii=False)
 _FLAT_STR = getattr(json.encoder, "c_encode_basestring", None) or json.encoder.py_encode_basestring
-
-
-def _flat(value: Any) -> str:
-    return _FLAT_STR(value) if type(value) is str else _FLAT.encode(value)

@@ -90,6 +90,19 @@ class StructuredOutput(BaseModel):
                 schema["properties"][name]["maxLength"] = limit
         return schema
 
+    @classmethod
+    def shared_json_schema(cls, *, text_bounds: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """:meth:`json_schema` as ONE object per model and bounds, shared by every request that
+        asks with it: READ-ONLY (as :func:`shared_signal_report_schema`). Every learner request
+        carries one; decoding a fresh copy for each was ~1.5 us and a dozen objects for the
+        garbage collector to track."""
+        return _shared_json_schema(cls, tuple(sorted((text_bounds or {}).items())))
+
+
+@lru_cache(maxsize=64)
+def _shared_json_schema(model: type[StructuredOutput], bounds: tuple[tuple[str, int], ...]) -> dict[str, Any]:
+    return model.json_schema(text_bounds=dict(bounds))
+
 
 # --- learner simulators ---------------------------------------------------------------------
 
