@@ -49,10 +49,9 @@ from ray_knowsim.prompts.views import (
     graph_prompt_json,
     ids_at,
     learner_names,
-    pretty_json,
     state_codes,
+    state_json,
     states_by_id,
-    states_by_name,
     transcript_pairs,
 )
 from ray_knowsim.rules.prerequisites import articulation_mode, density
@@ -190,7 +189,7 @@ def render_user_turn(
         "transcript": format_transcript(pairs, NO_TRANSCRIPT_USER, speakers(tpl)),
         "density_line": density_line(dens),
         "mode_text": section_or(tpl, _MODE_SECTION[mode], mode),
-        "state_json": pretty_json(states_by_name(index, names, codes)),
+        "state_json": state_json(index, graph, codes, "label" if tpl.version == "v1" else "concept"),
         "connectable_heading": section_or(tpl, f"connectable_{connectable}", ""),
         "connectable": bullet_names(names, ready),
         "unaware": bullet_names(names, unaware),
@@ -270,11 +269,12 @@ def render_extractor(
     codes = state_codes(index, states)
     pairs = transcript_pairs(prior)
     tpl = load_template("extractor", prompts)
+    by_id = states_by_id(index, codes)
     facts = {
         "task": item.task,
         "item_id": item.id,
         "graph": graph_json_dict(graph),
-        "state": states_by_id(index, codes),
+        "state": by_id,
         "transcript": pairs,
         "user_message": user_message,
         "assistant_message": assistant_message,
@@ -285,7 +285,7 @@ def render_extractor(
         "graph_json": graph_prompt_json(graph),
         "reference_answer": item.reference_answer or section_or(tpl, "no_reference", NO_REFERENCE),
         "transcript": format_transcript(pairs, section_or(tpl, "no_transcript", NO_TRANSCRIPT_EXTRACTOR), speakers(tpl)),
-        "state_json": pretty_json(states_by_id(index, codes)),
+        "state_json": state_json(index, graph, codes, "id"),
         "user_message": user_message,
         "assistant_message": assistant_message,
         "n_concepts": index.size,

@@ -94,8 +94,10 @@ PROMPT_SETS: tuple[str, ...] = ("v1", "v2", "v3")
 DEFAULT_PROMPTS = "v3"
 
 
+@lru_cache(maxsize=256)
 def version_number(version: str) -> int:
-    """``"v3"`` -> 3 (a malformed version is an error)."""
+    """``"v3"`` -> 3 (a malformed version is an error). Cached: a handful of versions exist, and
+    every learner and extractor request asks (its schema's legacy bounds)."""
     if not re.fullmatch(r"v[0-9]+", version):
         raise TemplateError(f"a prompt version looks like 'v2', got {version!r}")
     return int(version[1:])
