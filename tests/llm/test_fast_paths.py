@@ -10,13 +10,14 @@ body's bytes.
 from __future__ import annotations
 
 import json
+import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ray_knowsim.llm.http.client import encode_body
 from ray_knowsim.llm.parse import json_extract
-from ray_knowsim.llm.parse.json_extract import JsonExtraction, decode_json, extract_json
+from ray_knowsim.llm.parse.json_extract import JsonExtraction, decode_json, extract_json, fenced_blocks
 from ray_knowsim.prompts.views import pretty_json
 
 
@@ -72,6 +73,17 @@ def test_extract_json_fast_path_equals_the_scan_for_arrays(items, before):
     reply = before.lstrip("{[") + json.dumps(items)
     for allow in (True, False):
         assert extract_json(reply, allow_array=allow) == _reference_extract(reply, allow_array=allow)
+
+
+#: what a fenced block was before fenced_blocks: a lazy scan to the closing backticks
+_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["`", "``", "```", "````", "```json", "```py-3_x", "json", " ", "\t", "\n", "\r\n", "x",
+                                 "{", "}", "[", "é", "-", "_"]), max_size=24).map("".join))
+def test_fenced_blocks_are_the_lazy_regex_groups(text):
+    assert list(fenced_blocks(text)) == [m.group(1) for m in _FENCE.finditer(text)]
 
 
 def test_a_valid_reply_with_escaped_latex_still_gets_its_backslashes_back():
