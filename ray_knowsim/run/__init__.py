@@ -6,5 +6,6 @@
 * :mod:`.worker` — one shard inside a Ray worker (initial states, the loop, streamed commits).
 
 Beside them: :mod:`.resume` (what is left to run), :mod:`.manifest`, :mod:`.progress`,
-:mod:`.eta`, :mod:`.fail_fast`, and :mod:`.extractor` (a run config's extractor model outside a run).
+:mod:`.eta`, :mod:`.fail_fast`, :mod:`.collector` (fewer garbage collections while a shard runs), and
+:mod:`.extractor` (a run config's extractor model outside a run).
 """

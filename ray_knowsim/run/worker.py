@@ -43,6 +43,7 @@ from ray_knowsim.backends.model_set import ModelSet
 from ray_knowsim.config.sections import DEFAULT_SHARD_FN
 from ray_knowsim.run.progress import Reporter
 from ray_knowsim.run.resume import Attempt
+from ray_knowsim.run.collector import fewer_collections
 from ray_knowsim.cluster.bounded_fan_out import require_visible
 from ray_knowsim.io.commits import (
     STEP_COMPRESSION, TURN_SCHEMA, Commit, RunDir, fold_commits, session_schema, shard_markers, sort_tables, write_commit,
@@ -321,7 +322,8 @@ def execute_shard(
                     await close()
 
     try:
-        asyncio.run(drive())
+        with fewer_collections():  # the loop's garbage is nearly all acyclic: run/collector.py
+            asyncio.run(drive())
     finally:
         journal.close()
     contract.finish()

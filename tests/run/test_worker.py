@@ -111,3 +111,26 @@ def test_a_node_that_does_not_see_the_run_directory_refuses_before_anything_is_w
     with pytest.raises(SharedDirError, match="belongs to other work"):
         execute(setup, private, manifest=False)
     assert [p.name for p in private.rglob("*") if p.is_file()] == ["manifest.json"]  # folders only, besides it
+
+
+def test_the_shard_loop_runs_with_fewer_collections_and_the_settings_come_back(setup, tmp_path, monkeypatch):
+    """The sessions' event loop runs inside run/collector.fewer_collections; after the shard the
+    worker process has its own settings again (another task may run in it next)."""
+    import gc
+
+    from ray_knowsim.run import worker
+    from ray_knowsim.run.collector import YOUNG_THRESHOLD
+
+    seen = []
+    real_run = worker.asyncio.run
+
+    def run(coro):
+        seen.append((gc.get_threshold()[0], gc.get_freeze_count() > 0))
+        return real_run(coro)
+
+    monkeypatch.setattr(worker.asyncio, "run", run)
+    before = gc.get_threshold(), gc.get_freeze_count()
+    out = execute(setup, tmp_path)
+    assert out["sessions"] == 4
+    assert seen == [(max(before[0][0], YOUNG_THRESHOLD), True)]
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before
