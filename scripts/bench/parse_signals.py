@@ -36,7 +36,7 @@ def _replies() -> dict[str, list[tuple[str, dict]]]:
     ref = ROOT.parent / "shared" / "knowsim-ref"
     if ref.is_dir():
         sys.path.insert(0, str(ROOT))
-        from tests.llm.parse.make_signal_reports import reference_replies
+        from tests.doubles.signal_reports import reference_replies
 
         out["reference"] = [(text, graph) for _, graph, text in reference_replies(ref)]
     return out

@@ -2,7 +2,7 @@
 corpus was recorded: the accepted entries (values, types, field order, extras), the repairs and
 their order, every failure's name and detail, and the decoded ``raw``, with the graph given as an
 ``IUGraph`` and as a ``GraphIndex``. Speed-ups of the parser must keep all of it byte-identical;
-the corpus and how it is made are described in ``make_signal_reports.py`` beside this file."""
+the corpus and how it is made are described in tests/doubles/signal_reports.py, which writes it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from tests.llm.parse.make_signal_reports import FIXTURE, outcome, reference_replies
+from tests.doubles.signal_reports import FIXTURE, outcome, reference_replies
 
 from ray_knowsim.llm.parse import parse_signal_report
 from ray_knowsim.schema.graph import IUGraph, build_index

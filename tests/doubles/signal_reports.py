@@ -1,10 +1,10 @@
-"""Writes ``signal_reports.json.xz``: extractor replies and what ``parse_signal_report`` made of each.
+"""Writes tests/llm/parse/signal_reports.json.xz: extractor replies and what ``parse_signal_report`` made of each.
 
 The fixture pins the parser's whole outcome (value, error, detail, repairs and their order,
 warnings, the decoded ``raw``) for a large corpus, so that a faster parser can be proved to read
 every reply exactly as the one it replaces did (tests/llm/parse/test_signal_report_golden.py).
 Regenerate it ONLY on purpose, from the commit whose behaviour is the reference, and say so in
-the commit message: ``python tests/llm/parse/make_signal_reports.py``.
+the commit message: ``python tests/doubles/signal_reports.py``.
 
 The corpus, all deterministic (a seeded ``random.Random``):
 
@@ -33,9 +33,8 @@ from typing import Any, Iterator
 
 from pydantic import BaseModel
 
-HERE = Path(__file__).resolve().parent
-FIXTURE = HERE / "signal_reports.json.xz"
-ROOT = HERE.parents[2]
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "llm" / "parse" / "signal_reports.json.xz"
 
 LABELS = {
     "teaching_quality": ("well_explained", "shallow", "not_mentioned"),
