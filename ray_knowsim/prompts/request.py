@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from ray_knowsim.schema.chat import ChatRequest
 from ray_knowsim.schema.items import Item
-from ray_knowsim.schema.outputs import V2_REASONING_MAX_CHARS, V2_TEXT_BOUNDS, StructuredOutput
+from ray_knowsim.schema.outputs import V2_REASONING_MAX_CHARS, V2_TEXT_BOUNDS, StructuredOutput, shared_json_fragment
 from ray_knowsim.schema.roles import ROLE_DEFAULTS
 from ray_knowsim.prompts.templates import Template, in_prompt_set, load_template, version_number
 from ray_knowsim.prompts.views import DEFAULT_SPEAKERS
@@ -66,12 +66,20 @@ def build_request(
         temperature=temperature,
         max_tokens=max_tokens,
         seed=seed,
-        json_schema=dict(schema) if schema is not None else None,
+        json_schema=_own(schema),
         schema_name=schema_name,
         prompt_version=tpl.prompt_version,
         request_id=request_id,
         offline_facts={"template": tpl.name, "version": tpl.version, "role": role, **facts},
     )
+
+
+def _own(schema: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The request's schema: a shared read-only one as it is (so the HTTP client writes it from
+    its bytes made once, :func:`~ray_knowsim.schema.outputs.share_json`), any other one copied."""
+    if schema is None:
+        return None
+    return schema if shared_json_fragment(schema) is not None else dict(schema)
 
 
 #: the newest prompt set whose decoding schemas bound free text by characters; from v3 on, the

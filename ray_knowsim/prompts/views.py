@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any, Iterable, Literal, Sequence
 
 from ray_knowsim.schema.graph import GraphIndex, IUGraph
+from ray_knowsim.schema.outputs import share_json
 from ray_knowsim.schema.states import KNOWS_WELL, PARTIAL, STATE_NAMES, STRUGGLING, UNAWARE, state_value
 from ray_knowsim.rules.prerequisites import density_band, in_zpd
 
@@ -238,7 +239,7 @@ def graph_prompt_json(graph: IUGraph) -> str:
 def graph_json_dict(graph: IUGraph) -> dict:
     """``graph.to_json_dict()`` made once per graph and shared by every request that carries it
     (the extractor's offline facts): READ-ONLY. Dumping the model was ~8 us per extractor request."""
-    return _of_graph(graph, "json", lambda g: g.to_json_dict())
+    return _of_graph(graph, "json", lambda g: share_json(g.to_json_dict()))
 
 
 #: graph id -> (the graph, {what: made}): what every prompt of an item shows of its graph, made

@@ -132,3 +132,31 @@ def test_the_extractor_asks_with_one_shared_schema_per_graph_that_sending_leaves
                                                           structured_output=structured, schema_subset=subset))
             encode_body(model.build_payload(first))
     assert shared_signal_report_schema(graph) == fresh == signal_report_schema(graph)
+
+
+def test_shared_objects_are_written_from_their_bytes_exactly_as_in_place_and_the_body_is_left_alone():
+    """encode_body writes a shared read-only object (a graph's schema, the offline facts' graph)
+    from its JSON fragment: the bytes must be those orjson writes for the object in place, at its
+    key's position, and the body handed in must not be edited."""
+    import copy
+
+    import orjson
+
+    from ray_knowsim.llm.http.wire import OFFLINE_FACTS_FIELD
+    from ray_knowsim.schema.outputs import share_json, shared_json_fragment
+
+    schema = share_json({"type": "object", "properties": {"x": {"type": "string", "const": "caf\u00e9"}}})
+    graph = share_json({"nodes": [{"id": "IU1", "concept": "\u2014 \"q\""}], "edges": []})
+    assert shared_json_fragment(schema) is not None and shared_json_fragment(dict(schema)) is None
+    bodies = [
+        {"model": "m", "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": schema, "strict": True}},
+         OFFLINE_FACTS_FIELD: {"role": "extractor", "graph": graph, "turn": 2}, "seed": 1},
+        {"model": "m", "response_format": {"type": "json_object", "schema": schema}, "max_tokens": 9},
+        {"model": "m", OFFLINE_FACTS_FIELD: {"graph": graph}},
+        {"model": "m", "response_format": {"type": "json_object", "schema": dict(schema)}},  # not shared
+    ]
+    for body in bodies:
+        before = copy.deepcopy(body)
+        assert encode_body(body) == orjson.dumps(before, option=orjson.OPT_NON_STR_KEYS)
+        assert body == before
+    assert bodies[0]["response_format"]["json_schema"]["schema"] is schema and bodies[2][OFFLINE_FACTS_FIELD]["graph"] is graph

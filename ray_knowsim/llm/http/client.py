@@ -27,7 +27,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from ray_knowsim.schema.outputs import portable_schema
+from ray_knowsim.schema.outputs import portable_schema, shared_json_fragment
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
 from ray_knowsim.llm.http.config import HTTPModelConfig
 from ray_knowsim.llm.http.credentials import Secret, auth_header
@@ -56,8 +56,37 @@ def encode_body(body: dict[str, Any]) -> bytes:
     """The JSON bytes of a request body. orjson, not json: an extractor's body (its prompt, the
     per-graph decoding schema) is tens of KB of nested objects, and json spent about as much CPU
     encoding it as the rest of the client's work on the request (docs/performance.md). Non-str
-    keys become strings, as with json; anything JSON cannot hold raises TypeError."""
-    return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+    keys become strings, as with json; anything JSON cannot hold raises TypeError. The read-only
+    objects the request path shares (a graph's decoding schema, the offline facts' graph:
+    :func:`~ray_knowsim.schema.outputs.share_json`) are written from their bytes made once, the
+    same bytes orjson writes for them in place."""
+    return orjson.dumps(_shared_as_fragments(body), option=orjson.OPT_NON_STR_KEYS)
+
+
+def _shared_as_fragments(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` (unchanged) or a copy of the dicts on the way to its shared objects, with those
+    objects replaced by their JSON fragments, every key where it was."""
+    out = None
+    rf = body.get("response_format")
+    if type(rf) is dict:
+        inner = rf.get("json_schema")
+        if type(inner) is dict:  # json_schema: {"name", "schema", "strict"}
+            frag = shared_json_fragment(inner.get("schema"))
+            if frag is not None:
+                out = dict(body)
+                out["response_format"] = {**rf, "json_schema": {**inner, "schema": frag}}
+        else:  # json_object: {"type", "schema"}
+            frag = shared_json_fragment(rf.get("schema"))
+            if frag is not None:
+                out = dict(body)
+                out["response_format"] = {**rf, "schema": frag}
+    facts = body.get(OFFLINE_FACTS_FIELD)
+    if type(facts) is dict:
+        frag = shared_json_fragment(facts.get("graph"))
+        if frag is not None:
+            out = dict(body) if out is None else out
+            out[OFFLINE_FACTS_FIELD] = {**facts, "graph": frag}
+    return body if out is None else out
 
 
 def _schema_name(request: ChatRequest) -> str:
