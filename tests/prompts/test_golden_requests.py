@@ -3,14 +3,14 @@
 The renderers cache what is static per graph, item and template and fill compiled templates
 (issue 30); this is the proof that none of it changes a prompt, a request field or an HTTP body.
 The fixture and how to regenerate it (only for an intended wording or field change):
-``tests/prompts/golden_requests.py``.
+``tests/doubles/golden_requests.py``.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.prompts.golden_requests import GOLDEN, generate
+from tests.doubles.golden_requests import GOLDEN, generate
 
 
 def _check() -> None:

@@ -12,7 +12,7 @@ facts, dict key order included) and the bytes the HTTP client would send (:func:
 
 ``tests/prompts/test_golden_requests.py`` reruns it and compares. Regenerate ONLY when a prompt's
 wording or a request field is meant to change (a new prompt set, a new field), never to make a
-speed change pass: ``python tests/prompts/golden_requests.py --write``.
+speed change pass: ``python -m tests.doubles.golden_requests --write``.
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ from pathlib import Path
 
 import orjson
 
-HERE = Path(__file__).resolve().parent
-GOLDEN = HERE / "golden_requests.txt"
-ROOT = HERE.parents[1]
+GOLDEN = Path(__file__).resolve().parents[1] / "prompts" / "golden_requests.txt"  # the fixture stays beside its test
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
