@@ -11,6 +11,7 @@ from collections.abc import Mapping  # not typing's alias: its isinstance checks
 from types import MappingProxyType
 from typing import Any, Iterable, Literal, Sequence
 
+from ray_knowsim.identity_memo import IdentityMemo
 from ray_knowsim.schema.graph import GraphIndex, IUGraph
 from ray_knowsim.schema.outputs import share_json
 from ray_knowsim.schema.states import KNOWS_WELL, PARTIAL, STATE_NAMES, STRUGGLING, UNAWARE, state_value
@@ -156,20 +157,13 @@ def explained_names(index: GraphIndex, names: Mapping[str, str], explained: Sequ
     return [names[ids[label]] if label in ids else label for label in explained]
 
 
-#: index id -> (the index, {label: IU id}); an index is frozen, so its labels never change
-_LABEL_IDS: dict[int, tuple[GraphIndex, dict[str, str]]] = {}
+#: an index's {label: IU id}; an index is frozen, so its labels never change
+_LABEL_IDS = IdentityMemo(512)
 
 
 def _label_ids(index: GraphIndex) -> dict[str, str]:
     """``{label: IU id}`` of an index (the last IU of a label wins), made once per index."""
-    hit = _LABEL_IDS.get(id(index))
-    if hit is not None and hit[0] is index:
-        return hit[1]
-    made = {label: i for i, label in zip(index.ids, index.labels)}
-    if len(_LABEL_IDS) >= _PER_GRAPH_MAX:
-        _LABEL_IDS.pop(next(iter(_LABEL_IDS)))
-    _LABEL_IDS[id(index)] = (index, made)
-    return made
+    return _LABEL_IDS.get_or_make(index, lambda ix: {label: i for i, label in zip(ix.ids, ix.labels)})
 
 
 def density_line(value: float) -> str:
@@ -242,22 +236,15 @@ def graph_json_dict(graph: IUGraph) -> dict:
     return _of_graph(graph, "json", lambda g: share_json(g.to_json_dict()))
 
 
-#: graph id -> (the graph, {what: made}): what every prompt of an item shows of its graph, made
-#: once. A graph is never changed once loaded, and its holder is kept, so the id stays its own
-#: while the entry lives; oldest entries leave first past the bound.
-_PER_GRAPH: dict[int, tuple[IUGraph, dict[Any, Any]]] = {}
-_PER_GRAPH_MAX = 512
+#: a graph's {what: made}: what every prompt of an item shows of its graph, made once (a graph is
+#: never changed once loaded)
+_PER_GRAPH = IdentityMemo(512)
 
 
 def _of_graph(graph: IUGraph, what: Any, make: Any, index: GraphIndex | None = None) -> Any:
     """``make(graph)``, cached per graph under ``what`` (and per ``index`` when one is given: the
     entry then keeps the index too and is used only for that same index)."""
-    hit = _PER_GRAPH.get(id(graph))
-    if hit is None or hit[0] is not graph:
-        if len(_PER_GRAPH) >= _PER_GRAPH_MAX:
-            _PER_GRAPH.pop(next(iter(_PER_GRAPH)))
-        hit = _PER_GRAPH[id(graph)] = (graph, {})
-    made = hit[1]
+    made = _PER_GRAPH.get_or_make(graph, lambda g: {})
     key = what if index is None else (what, id(index))
     got = made.get(key)
     if got is not None and (index is None or got[0] is index):

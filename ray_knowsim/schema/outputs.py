@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Literal, Mapping, get_args
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from ray_knowsim.identity_memo import IdentityMemo
 from ray_knowsim.schema.graph import IUGraph
 from ray_knowsim.schema.signals import AttemptType, ResponseRole, TeachingQuality
 
@@ -104,10 +105,8 @@ def _shared_json_schema(model: type[StructuredOutput], bounds: tuple[tuple[str, 
     return share_json(model.json_schema(text_bounds=dict(bounds)))
 
 
-#: id -> (a READ-ONLY object the request path shares, its JSON as an orjson.Fragment); the holder
-#: is kept, so the id stays its own while the entry lives; oldest entries leave first
-_SHARED_JSON: dict[int, tuple[Any, orjson.Fragment]] = {}
-_SHARED_JSON_MAX = 4096
+#: a READ-ONLY object the request path shares -> its JSON as an orjson.Fragment
+_SHARED_JSON = IdentityMemo(4096)
 
 
 def share_json(obj: Any) -> Any:
@@ -115,16 +114,13 @@ def share_json(obj: Any) -> Any:
     return it: the HTTP client then writes it from bytes made once (:func:`shared_json_fragment`)
     instead of encoding it again in every request body (an extractor's schema was ~6 us of its
     ~20 us body). An object recorded here must never be changed."""
-    if len(_SHARED_JSON) >= _SHARED_JSON_MAX:
-        _SHARED_JSON.pop(next(iter(_SHARED_JSON)))
-    _SHARED_JSON[id(obj)] = (obj, orjson.Fragment(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)))
+    _SHARED_JSON.put(obj, orjson.Fragment(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)))
     return obj
 
 
 def shared_json_fragment(obj: Any) -> orjson.Fragment | None:
     """The JSON bytes of ``obj`` if it was recorded by :func:`share_json`, else None."""
-    hit = _SHARED_JSON.get(id(obj))
-    return hit[1] if hit is not None and hit[0] is obj else None
+    return _SHARED_JSON.get(obj)
 
 
 # --- learner simulators ---------------------------------------------------------------------
