@@ -27,7 +27,6 @@ from ray_knowsim.stats.defaults import ALPHA, POWER, WIN_RATE
 from ray_knowsim.stats.feasibility import feasibility
 
 
-
 @dataclass(frozen=True)
 class DesignCheck:
     task: str
