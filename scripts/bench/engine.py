@@ -15,6 +15,9 @@ Parquet commits, the Ray Data reduction), each figure against a baseline measure
     ``--limiter-variant`` adds the same cap enforced by the run-wide limiter (local shares of one
     Ray actor's budget) over smaller shards: ``limiter_vs_bound_ratio`` (target <= 1.15) and
     ``limiter_vs_per_process_ratio`` (against the per-process cap measured in the same run).
+    Beside the client's CPU, the host's pace: a fixed piece of Python work timed in the driver just
+    before each variant and every 2 s during it (``<name>_reference_ms_before/during``), so a run
+    on a slow host says so (a witness, not a divisor: docs/performance.md).
 (d) with ``--limiter-variant``, the limiter alone: (b)'s lockstep request pattern from
     ``--limiter-tasks`` Ray tasks with no simulation CPU, per-process semaphores (baseline) vs the
     run-wide limiter: ``limiter_isolated_vs_bound_ratio``, ``limiter_isolated_vs_per_process_ratio``.
@@ -348,6 +351,64 @@ def client_cpu_figures(name: str, cpu: dict[str, float], llm: dict, wall: float,
     return out
 
 
+_REFERENCE_BODY = {"model": "offline", "temperature": 0.7, "max_tokens": 512,
+                   "messages": [{"role": "system", "content": "You are a learner. " * 40},
+                                {"role": "user", "content": "Explain the chain rule, step by step. " * 20}],
+                   "state": {f"iu_{k}": ("unaware", "struggling", "partial_understanding", "knows_well")[k % 4]
+                             for k in range(24)}}
+
+
+def reference_ms(repeats: int = 5, clock=time.process_time) -> float:
+    """The CPU time of a fixed piece of client-like Python work (a request-sized body encoded and
+    decoded, a template filled, a state walked), in ms: the median of ``repeats`` rounds, in this
+    process. The host's speed varies (one two-core KVM guest ran the same loop 1.85x slower two
+    hours apart, docs/performance.md), so each variant reports it beside the client's CPU
+    (:class:`ReferenceDuringRun`): a figure from a slow host is then visibly one. It is not a
+    divisor: the client's CPU per request did not move in proportion to it (measured: the
+    reference 5.1 -> 9.6 ms between two runs, the client's 1.41 -> 1.62 ms per request)."""
+    rounds = []
+    for _ in range(repeats):
+        t0 = clock()
+        for k in range(200):
+            text = json.dumps(_REFERENCE_BODY)
+            back = json.loads(text)
+            "{}: {} ({})".format(k, back["messages"][1]["content"][:40], len(text))
+            sum(1 for v in back["state"].values() if v != "unaware")
+        rounds.append(1000 * (clock() - t0))
+    return sorted(rounds)[len(rounds) // 2]
+
+
+class ReferenceDuringRun:
+    """:func:`reference_ms` in a driver thread every ``every_s`` while a run goes on (its own
+    thread's CPU clock), so the host's pace is sampled under the run's own load, where the
+    client's CPU is measured (a neighbour on the other core slows the same work too: 5.2 ms
+    before a run, 13.1 ms in the second after it, in one measured case). Its CPU (~5 ms a
+    sample) is in the driver's figure: ~0.01 ms per request over the issue's command."""
+
+    def __init__(self, every_s: float = 2.0) -> None:
+        import threading
+
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._every = every_s
+        self._thread = threading.Thread(target=self._sample, name="bench-reference", daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self._every):
+            self.samples.append(reference_ms(repeats=1, clock=time.thread_time))
+
+    def __enter__(self) -> "ReferenceDuringRun":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def median(self) -> float | None:
+        return sorted(self.samples)[len(self.samples) // 2] if self.samples else None
+
+
 def bench_b(args, workdir: Path) -> dict:
     from ray_knowsim.config import parse_run_config
     from ray_knowsim.run.fan_out import run
@@ -395,19 +456,25 @@ def bench_b(args, workdir: Path) -> dict:
             run(config(1, 1, math.ceil(DEMO_ITEMS * 3 * conditions / n_shards), v["shard_cpus"], v["ep"]),
                 output=workdir / f"b-warm-{name}", quiet=True, tables=False)
             cfg = config(trials_for(args.sessions_b, conditions), args.turns, v["shard_size"], v["shard_cpus"], v["ep"])
+            ref_before = reference_ms()
             cpu0 = _cpu_s(server.pid)
             load0 = os.getloadavg()[0]
-            with ClientCpu(exclude=(server.pid,)) as client:
+            with ClientCpu(exclude=(server.pid,)) as client, ReferenceDuringRun() as during:
                 t0 = time.perf_counter()
                 out = run(cfg, output=workdir / f"b-{name}", quiet=True, tables=False)
                 wall = time.perf_counter() - t0
             server_cpu = _cpu_s(server.pid) - cpu0  # the test server's own work on the same cores
+            ref_during = during.median() or ref_before
             res.update({f"{name}_wall_s": round(wall, 2), f"{name}_failed": out.n_failed,
                         f"{name}_server_cpu_s": round(server_cpu, 1), f"{name}_wall_vs_bound_ratio": round(wall / bound, 3) if bound else None,  # --delay 0: no bound
                         f"{name}_loadavg_1m": round(load0, 2)})
             res.update(client_cpu_figures(name, client.seconds(), out.llm, wall, n))
             res.update(per_run_split(name, client.workers_by_title(), client.seconds()["driver"], out.llm))
             res[f"{name}_workers_started"] = client.workers_started()
+            # the host's pace on a quiet machine just before, and under the run's own load (the
+            # median of the samples taken during it)
+            res.update({f"{name}_reference_ms_before": round(ref_before, 2), f"{name}_reference_ms_during": round(ref_during, 2),
+                        f"{name}_reference_samples": len(during.samples)})
             res.update(kernel_figures(workdir / f"b-{name}", f"{name}_"))
             print(f"(b) {name}: {n} sessions x {args.turns} turns x {roles} roles at {args.delay}s, {args.concurrency} in flight "
                   f"({v['shard_size']}-session shards): wall {wall:.1f}s vs ideal lockstep bound {bound:.1f}s: "
@@ -415,7 +482,9 @@ def bench_b(args, workdir: Path) -> dict:
                   f"the client {res[f'{name}_client_cpu_s']:.1f} CPU-s, {res[f'{name}_client_cpu_ms_per_request']:.2f} ms "
                   f"per request (driver {res[f'{name}_driver_cpu_s']:.1f}, workers {res[f'{name}_workers_cpu_s']:.1f}, "
                   f"Ray's daemons {res[f'{name}_ray_system_cpu_s']:.1f} CPU-s); workers started meanwhile "
-                  f"{res[f'{name}_workers_started']}; load {load0:.2f}", flush=True)
+                  f"{res[f'{name}_workers_started']}; load {load0:.2f}; the host's reference work {ref_before:.1f} ms before, "
+                  f"{ref_during:.1f} ms during",
+                  flush=True)
         if "http_global_limiter_wall_s" in res:
             # the run-wide limiter against the per-process cap measured just before (same server,
             # same sessions): what sharing one cap across every worker costs
