@@ -48,6 +48,7 @@ import asyncio
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -375,7 +376,7 @@ def reference_ms(repeats: int = 5, clock=time.process_time) -> float:
             "{}: {} ({})".format(k, back["messages"][1]["content"][:40], len(text))
             sum(1 for v in back["state"].values() if v != "unaware")
         rounds.append(1000 * (clock() - t0))
-    return sorted(rounds)[len(rounds) // 2]
+    return statistics.median(rounds)
 
 
 class ReferenceDuringRun:
@@ -406,7 +407,7 @@ class ReferenceDuringRun:
         self._thread.join()
 
     def median(self) -> float | None:
-        return sorted(self.samples)[len(self.samples) // 2] if self.samples else None
+        return statistics.median(self.samples) if self.samples else None
 
 
 def bench_b(args, workdir: Path) -> dict:
