@@ -27,7 +27,6 @@ Run: ``source scripts/_venv.sh && python scripts/bench/client_cpu.py`` (``--quic
 from __future__ import annotations
 
 import argparse
-import asyncio
 import cProfile
 import gc
 import json
@@ -41,7 +40,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine import _start, base_config, trials_for  # noqa: E402  (the same configs as engine.py's (b))
+from engine import _start, base_config, transport_only, trials_for  # noqa: E402  (the same configs and baseline as engine.py's (b))
+from engine import sample_bodies as engine_sample_bodies  # noqa: E402
 
 
 class _DroppingBoard:
@@ -124,68 +124,10 @@ def run_shard_once(cfg, out: Path, profile: cProfile.Profile | None = None) -> d
             "gc_cpu_s": collector.seconds, "gc_collections": collector.collections}
 
 
-def transport_only(port: int, bodies: list[bytes], in_flight: int) -> tuple[float, float]:
-    """The baseline: ``bodies`` POSTed, ``in_flight`` at a time, answers read as bytes, through
-    the transport the model client uses for this URL (:func:`ray_knowsim.llm.http.plain.use_plain`:
-    the plain-http client, or aiohttp with ``RAY_KNOWSIM_HTTP_TRANSPORT=aiohttp``); (CPU seconds,
-    wall seconds)."""
-    import aiohttp
-
-    from ray_knowsim.llm.http.plain import PlainHTTPPool, use_plain
-
-    url = f"http://127.0.0.1:{port}/v1/chat/completions"
-    headers = {"Content-Type": "application/json"}
-
-    async def main() -> None:
-        sem = asyncio.Semaphore(in_flight)
-        if use_plain(url):
-            pool = PlainHTTPPool(url, timeout_s=120, connect_timeout_s=10)
-
-            async def one(body: bytes) -> None:
-                async with sem:
-                    await pool.post(body, headers)
-
-            await asyncio.gather(*(one(b) for b in bodies))
-            await pool.close()
-            return
-        connector = aiohttp.TCPConnector(limit=in_flight, limit_per_host=in_flight)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            async def one(body: bytes) -> None:
-                async with sem:
-                    async with session.post(url, data=body, headers=headers) as resp:
-                        await resp.read()
-
-            await asyncio.gather(*(one(b) for b in bodies))
-
-    c0, t0 = time.process_time(), time.perf_counter()
-    asyncio.run(main())
-    return time.process_time() - c0, time.perf_counter() - t0
-
-
 def sample_bodies(port: int, n: int) -> list[bytes]:
-    """``n`` request bodies of the shape the loop sends (one learner request per planned session,
-    through the real client's payload builder)."""
-    from ray_knowsim.backends.model_set import build_models
-    from ray_knowsim.llm.accounting import Accounting
-    from ray_knowsim.sim.requests import TurnRequests
-    from ray_knowsim.plan.build import make_context
-    from ray_knowsim.plan.sessions import Plan, load_inputs
-    from ray_knowsim.sim.session import start_session
-
-    cfg = _config(port, n, 1, 16)
-    inputs = load_inputs(cfg)
-    plan = Plan(cfg, inputs)
-    shard = plan.shard(0)
-    ctx = make_context(cfg, "client-cpu", cfg.config_hash())
-    model = build_models(cfg, inputs.graphs, None).role_models(Accounting()).user_sim
-    while not hasattr(model, "build_payload"):  # the HTTP client under its wrappers
-        model = model.inner
-    build = TurnRequests.of(ctx)
-    bodies = []
-    for spec in shard.sessions[:n]:
-        live = start_session(spec, shard.item_of(spec), shard.graph_of(spec), ctx.rules)
-        bodies.append(json.dumps(model.build_payload(ctx.roles["user_sim"].apply(build.learner(live, [], 1)))).encode())
-    return bodies
+    """``n`` request bodies of the shape the loop sends (engine.py's :func:`engine.sample_bodies`
+    over this bench's config)."""
+    return engine_sample_bodies(_config(port, n, 1, 16), n)
 
 
 def main() -> int:

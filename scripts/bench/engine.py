@@ -410,6 +410,99 @@ class ReferenceDuringRun:
         return statistics.median(self.samples) if self.samples else None
 
 
+def transport_only(port: int, bodies: list[bytes], in_flight: int) -> tuple[float, float]:
+    """The baseline: ``bodies`` POSTed, ``in_flight`` at a time, answers read as bytes, through
+    the transport the model client uses for this URL (:func:`ray_knowsim.llm.http.plain.use_plain`:
+    the plain-http client, or aiohttp with ``RAY_KNOWSIM_HTTP_TRANSPORT=aiohttp``); (CPU seconds
+    of this process, wall seconds)."""
+    import aiohttp
+
+    from ray_knowsim.llm.http.plain import PlainHTTPPool, use_plain
+
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    headers = {"Content-Type": "application/json"}
+
+    async def main() -> None:
+        sem = asyncio.Semaphore(in_flight)
+        if use_plain(url):
+            pool = PlainHTTPPool(url, timeout_s=120, connect_timeout_s=10)
+
+            async def one(body: bytes) -> None:
+                async with sem:
+                    await pool.post(body, headers)
+
+            await asyncio.gather(*(one(b) for b in bodies))
+            await pool.close()
+            return
+        connector = aiohttp.TCPConnector(limit=in_flight, limit_per_host=in_flight)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            async def one(body: bytes) -> None:
+                async with sem:
+                    async with session.post(url, data=body, headers=headers) as resp:
+                        await resp.read()
+
+            await asyncio.gather(*(one(b) for b in bodies))
+
+    c0, t0 = time.process_time(), time.perf_counter()
+    asyncio.run(main())
+    return time.process_time() - c0, time.perf_counter() - t0
+
+
+def sample_bodies(cfg, n: int) -> list[bytes]:
+    """``n`` request bodies of the shape the loop sends (one learner request per planned session
+    of ``cfg``'s first shard, through the real client's payload builder)."""
+    from ray_knowsim.backends.model_set import build_models
+    from ray_knowsim.llm.accounting import Accounting
+    from ray_knowsim.plan.build import make_context
+    from ray_knowsim.plan.sessions import Plan, load_inputs
+    from ray_knowsim.sim.requests import TurnRequests
+    from ray_knowsim.sim.session import start_session
+
+    inputs = load_inputs(cfg)
+    shard = Plan(cfg, inputs).shard(0)
+    ctx = make_context(cfg, "bodies", cfg.config_hash())
+    model = build_models(cfg, inputs.graphs, None).role_models(Accounting()).user_sim
+    while not hasattr(model, "build_payload"):  # the HTTP client under its wrappers
+        model = model.inner
+    build = TurnRequests.of(ctx)
+    bodies = []
+    for spec in shard.sessions[:n]:
+        live = start_session(spec, shard.item_of(spec), shard.graph_of(spec), ctx.rules)
+        bodies.append(json.dumps(model.build_payload(ctx.roles["user_sim"].apply(build.learner(live, [], 1)))).encode())
+    return bodies
+
+
+def _transport_shard(port: int, bodies: list[bytes], requests: int, in_flight: int) -> float:
+    """One shard task's worth of the transport baseline, in a Ray worker: ``requests`` POSTs of
+    ``bodies`` (cycled), ``in_flight`` at a time; the worker's CPU seconds for them."""
+    return transport_only(port, (bodies * math.ceil(requests / len(bodies)))[:requests], in_flight)[0]
+
+
+def transport_baseline(name: str, port: int, bodies: list[bytes], requests: int, shards: int, shard_cpus: float,
+                       in_flight: int, server_pid: int) -> dict:
+    """The client's CPU with no simulation, over Ray, in the variant's layout: ``shards`` tasks at
+    ``shard_cpus`` each, all at once, sending the variant's ``requests`` between them (``in_flight``
+    per task: the run's cap split evenly) through the same HTTP transport; measured like the run
+    (driver and workers, the server left out: :class:`ClientCpu`) after a warm pass. The run's
+    client CPU over this is ``<name>_client_vs_transport_ratio``: both are measured on the same host
+    minutes apart, so the ratio does not move with the host's pace as the ms figures do."""
+    import ray
+
+    remote = ray.remote(num_cpus=shard_cpus)(_transport_shard)
+    per = math.ceil(requests / shards)
+    ray.get([remote.remote(port, bodies, min(per, 4 * in_flight), in_flight) for _ in range(shards)])  # warm
+    with ClientCpu(exclude=(server_pid,)) as cpu:
+        t0 = time.perf_counter()
+        ray.get([remote.remote(port, bodies, per, in_flight) for _ in range(shards)])
+        wall = time.perf_counter() - t0
+    seconds = cpu.seconds()
+    client = seconds["driver"] + seconds["workers"]
+    sent = per * shards
+    return {f"{name}_transport_requests": sent, f"{name}_transport_wall_s": round(wall, 2),
+            f"{name}_transport_cpu_ms_per_request": round(1000 * client / max(1, sent), 3),
+            f"{name}_transport_in_flight_per_task": in_flight}
+
+
 def bench_b(args, workdir: Path) -> dict:
     from ray_knowsim.config import parse_run_config
     from ray_knowsim.run.fan_out import run
@@ -445,6 +538,9 @@ def bench_b(args, workdir: Path) -> dict:
             data["roles"] = {"user_sim": "ep", "extractor": "ep", "judge": None, "assistant": {"model": "ep"}}
             return parse_run_config(data)
 
+        # learner request bodies for the transport baseline (a config without the run-wide limiter:
+        # the bodies are the same, and building them starts no actor)
+        bodies = sample_bodies(config(trials_for(args.sessions_b, conditions), 1, 10**6, 1.0, {"max_in_flight": 16}), 200)
         for name, v in variants.items():
             if name != "http" and not args.limiter_variant:
                 continue
@@ -477,6 +573,11 @@ def bench_b(args, workdir: Path) -> dict:
             res.update({f"{name}_reference_ms_before": round(ref_before, 2), f"{name}_reference_ms_during": round(ref_during, 2),
                         f"{name}_reference_samples": len(during.samples)})
             res.update(kernel_figures(workdir / f"b-{name}", f"{name}_"))
+            res.update(transport_baseline(name, port, bodies, res[f"{name}_requests"], n_shards, v["shard_cpus"],
+                                          math.ceil(args.concurrency / n_shards), server.pid))
+            transport = res[f"{name}_transport_cpu_ms_per_request"]
+            res[f"{name}_client_vs_transport_ratio"] = (round(res[f"{name}_client_cpu_ms_per_request"] / transport, 3)
+                                                        if transport else None)
             print(f"(b) {name}: {n} sessions x {args.turns} turns x {roles} roles at {args.delay}s, {args.concurrency} in flight "
                   f"({v['shard_size']}-session shards): wall {wall:.1f}s vs ideal lockstep bound {bound:.1f}s: "
                   f"ratio {wall / bound if bound else float('nan'):.3f} (target <= 1.15); the server itself used {server_cpu:.0f} CPU-s; "
@@ -484,7 +585,8 @@ def bench_b(args, workdir: Path) -> dict:
                   f"per request (driver {res[f'{name}_driver_cpu_s']:.1f}, workers {res[f'{name}_workers_cpu_s']:.1f}, "
                   f"Ray's daemons {res[f'{name}_ray_system_cpu_s']:.1f} CPU-s); workers started meanwhile "
                   f"{res[f'{name}_workers_started']}; load {load0:.2f}; the host's reference work {ref_before:.1f} ms before, "
-                  f"{ref_during:.1f} ms during",
+                  f"{ref_during:.1f} ms during; the transport alone in the same layout "
+                  f"{transport:.3f} ms per request: the client {res[f'{name}_client_vs_transport_ratio']} x that",
                   flush=True)
         if "http_global_limiter_wall_s" in res:
             # the run-wide limiter against the per-process cap measured just before (same server,
