@@ -17,7 +17,10 @@ Parquet commits, the Ray Data reduction), each figure against a baseline measure
     ``limiter_vs_per_process_ratio`` (against the per-process cap measured in the same run).
     Beside the client's CPU, the host's pace: a fixed piece of Python work timed in the driver just
     before each variant and every 2 s during it (``<name>_reference_ms_before/during``), so a run
-    on a slow host says so (a witness, not a divisor: docs/performance.md).
+    on a slow host says so (a witness, not a divisor: docs/performance.md). After each variant,
+    its baseline: the transport alone in the same layout (as many Ray tasks at the shards' CPUs,
+    the variant's requests and cap split between them, no simulation):
+    ``<name>_transport_cpu_ms_per_request`` and ``<name>_client_vs_transport_ratio``.
 (d) with ``--limiter-variant``, the limiter alone: (b)'s lockstep request pattern from
     ``--limiter-tasks`` Ray tasks with no simulation CPU, per-process semaphores (baseline) vs the
     run-wide limiter: ``limiter_isolated_vs_bound_ratio``, ``limiter_isolated_vs_per_process_ratio``.
@@ -485,7 +488,8 @@ def transport_baseline(name: str, port: int, bodies: list[bytes], requests: int,
     per task: the run's cap split evenly) through the same HTTP transport; measured like the run
     (driver and workers, the server left out: :class:`ClientCpu`) after a warm pass. The run's
     client CPU over this is ``<name>_client_vs_transport_ratio``: both are measured on the same host
-    minutes apart, so the ratio does not move with the host's pace as the ms figures do."""
+    minutes apart, so the ratio moves less with the host's pace than the ms figures do (measured:
+    about half as much, docs/performance.md)."""
     import ray
 
     remote = ray.remote(num_cpus=shard_cpus)(_transport_shard)
