@@ -40,8 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine import _start, base_config, transport_only, trials_for  # noqa: E402  (the same configs and baseline as engine.py's (b))
-from engine import sample_bodies as engine_sample_bodies  # noqa: E402
+from engine import _start, base_config, sample_bodies as engine_sample_bodies, transport_only, trials_for  # noqa: E402  (engine.py (b)'s configs and baseline)
 
 
 class _DroppingBoard:
