@@ -255,6 +255,21 @@ def pack_turn(
     return PackedSignals(off, node, tq, att, role, 1, None, graph_of)
 
 
+def pack_picked(packed: PackedGraphs, graphs: Sequence[int], signal_lists: Sequence[Sequence[SignalEntry]]) -> PackedSignals:
+    """One turn's signal lists of a few picked sessions, list ``k`` read against graph ``graphs[k]``
+    (segment ``k`` of the result): what ``update.run_picked`` reads, packed with as few array
+    operations as there are arrays."""
+    if len(signal_lists) != len(graphs):
+        raise ValueError(f"{len(signal_lists)} signal lists for {len(graphs)} sessions")
+    bounds = [0]
+    for entries in signal_lists:
+        bounds.append(bounds[-1] + len(entries))
+    node, tq, att, role = _alloc(bounds[-1])
+    for g, entries, at in zip(graphs, signal_lists, bounds):
+        _encode(packed.index[g], entries, node, tq, att, role, at)
+    return PackedSignals(np.array(bounds, dtype=np.int64), node, tq, att, role, 1)
+
+
 def pack_trajectories(
     packed: PackedGraphs,
     graph_of: np.ndarray,
@@ -298,6 +313,7 @@ __all__ = [
     "STATE_DTYPE",
     "counters_dict",
     "pack_graphs",
+    "pack_picked",
     "pack_states",
     "pack_trajectories",
     "pack_turn",

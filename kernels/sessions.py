@@ -24,6 +24,7 @@ from ray_knowsim.kernels.pack import (
     PackedGraphs,
     PackedSignals,
     pack_graphs,
+    pack_picked,
     pack_states,
     pack_trajectories,
     pack_turn,
@@ -146,6 +147,7 @@ class BatchState:
         self.parallel = parallel
         self._max_n = max(int(packed.sizes.max(initial=0)), 1)
         self._traj_of = np.arange(graph_of.shape[0], dtype=np.int64)  # session s reads signal segment s
+        self._graph_list: list[int] = graph_of.tolist()  # graph_of as ints: step_sessions looks sessions up one by one
 
     @property
     def n_sessions(self) -> int:
@@ -187,12 +189,24 @@ class BatchState:
     def step_sessions(self, sessions: Sequence[int], signals: Sequence[Sequence[SignalEntry]]) -> np.ndarray:
         """Advance only ``sessions`` (distinct indices) one turn, session ``sessions[k]`` with
         ``signals[k]``; returns their counters ``[len(sessions), len(COUNTERS)]`` in that order.
-        The same kernel call as :meth:`step` with an ``active`` list, packed for the named sessions
-        only: a micro-batcher steps whatever few sessions are ready in a batch of thousands."""
-        if len(set(sessions)) != len(sessions):
+
+        A micro-batcher steps whatever few sessions are ready in a batch of thousands, so this call
+        costs what the named sessions cost, not the batch: only their signals are packed, and one
+        kernel call (``update.run_picked``) steps just them, in the calling thread (a handful of
+        sessions never pays for threads). The kernel reads nothing of one session while stepping
+        another, so this is exactly :meth:`step` with an ``active`` list (tests/kernels/test_pack.py)."""
+        picked = [int(s) for s in sessions]
+        if len(set(picked)) != len(picked):
             raise ValueError("step_sessions: a session is named twice")
-        counters = self.step(pack_turn(self.packed, self.graph_of, signals, sessions), list(sessions))
-        return counters[np.asarray(sessions, dtype=np.int64)]
+        if picked and (min(picked) < 0 or max(picked) >= self.n_sessions):
+            raise IndexError(f"step_sessions: a session index outside 0..{self.n_sessions - 1}")
+        packed_sig = pack_picked(self.packed, [self._graph_list[s] for s in picked], signals)
+        return K.run_picked(
+            np.array(picked, dtype=np.int64), self.graph_of, self.packed.node_off, self.packed.pre_off,
+            self.packed.pre_idx, self.packed.upd, self.packed.depth, self.s_off, self.state, self.carry, self.params,
+            self.turn, packed_sig.off, packed_sig.node, packed_sig.tq, packed_sig.attempt, packed_sig.role,
+            self._max_n, _TWO,
+        )  # fmt: skip
 
     def session(self, s: int) -> tuple[dict[str, int], dict[str, float]]:
         """Session s's ``({id: state}, {id: carry})``."""

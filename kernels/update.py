@@ -24,7 +24,9 @@ Layout (built by ``ray_knowsim.kernels.pack``): graphs and sessions are flat arr
   indexed by local node / entry position: threads never share it, and sessions may share one
   signal trajectory (the sweep layout) because they only read it.
 * one kernel family serves both whole replays and the turn-by-turn loop (a turn is a trajectory of
-  one segment; an inactive session is given 0 turns): fewer kernels, less compile time.
+  one segment; an inactive session is given 0 turns): fewer kernels, less compile time. The
+  loop's micro-batcher, which steps a few ready sessions of thousands, calls ``run_picked``: the
+  same ``session_turn`` for just the sessions named, so its cost follows them, not the batch.
 
 ``two`` must be the run-time value 2.0: eta uses ``math.pow(x, two)`` because CPython evaluates
 ``x**2`` with libm ``pow``, which differs from ``x*x`` (what LLVM folds a constant exponent into) in
@@ -480,6 +482,42 @@ def run_range(
 def run_serial(graph_of, *args):
     """All sessions in this thread: ``run_range(0, S, ...)``."""
     run_range(0, graph_of.shape[0], graph_of, *args)
+
+
+@njit(cache=True)
+def run_picked(
+    picked, graph_of, g_node_off, g_pre_off, g_pre_idx, g_upd, g_depth,
+    s_off, state, carry, params, turn, seg_off, sig_node, sig_tq, sig_att, sig_role, max_n, two,
+):  # fmt: skip
+    """One turn of sessions ``picked`` (distinct indices) only, session ``picked[j]`` reading
+    segment ``j`` of ``seg_off``; its turn number ``turn[s]`` is used and advanced. Returns the
+    counters ``[len(picked), N_COUNTERS]`` in that order. The micro-batcher's call: it steps the few
+    sessions ready out of thousands, so everything it does is sized by ``picked``, and the subset
+    is taken here rather than by fancy indexing the per-session arrays in Python first."""
+    k = picked.shape[0]
+    out = np.full((k, N_COUNTERS), np.nan)
+    max_seg = 1
+    for j in range(k):
+        max_seg = max(max_seg, seg_off[j + 1] - seg_off[j])
+    pre = np.empty(max_n, dtype=state.dtype)
+    cpre = np.empty(max_n, dtype=np.int8)
+    last = np.empty(max_n, dtype=np.int64)
+    expl = np.empty(max_n, dtype=np.int64)
+    eff = np.empty(max_n, dtype=np.float64)
+    rank = np.empty(max_seg, dtype=np.int64)
+    keys = np.empty(max_seg, dtype=np.int64)
+    wrank = np.empty(4, dtype=np.int64)
+    for j in range(k):
+        s = picked[j]
+        g = graph_of[s]
+        gn0 = g_node_off[g]
+        session_turn(
+            turn[s], params[s], gn0, g_node_off[g + 1] - gn0, s_off[s], seg_off[j], seg_off[j + 1],
+            g_pre_off, g_pre_idx, g_upd, g_depth, sig_node, sig_tq, sig_att, sig_role,
+            state, carry, out[j], pre, cpre, last, expl, eff, rank, keys, wrank, two,
+        )  # fmt: skip
+        turn[s] += 1
+    return out
 
 
 @njit(cache=True, parallel=True)

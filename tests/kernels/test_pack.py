@@ -162,11 +162,23 @@ def test_step_sessions_groupings_give_the_same_states_and_counters():
         return [b.session(s) for s in range(5)], b.turn.tolist(), counters
 
     together = play([[[0, 1, 2, 3, 4]]] * 4)
+    whole = BatchState(graphs, reference_rules(), [{}, {"P": 2}, {"A": 1}, {}, {}], max_turns=4)  # step(): every session's row
+    whole_counters = {(t, s): row.tolist() for t in range(4) for s, row in enumerate(whole.step(turns[t]))}
+    assert ([whole.session(s) for s in range(5)], whole.turn.tolist(), whole_counters) == together
+    half = BatchState(graphs, reference_rules(), [{}, {"P": 2}, {"A": 1}, {}, {}], max_turns=4)  # step() with an active list
+    half_counters = {}
+    for t in range(4):
+        for group in ([4, 1], [0, 2, 3]):
+            rows = half.step([turns[t][s] if s in group else [] for s in range(5)], active=group)
+            half_counters.update({(t, s): rows[s].tolist() for s in group})
+    assert ([half.session(s) for s in range(5)], half.turn.tolist(), half_counters) == together
     assert play([[[s] for s in (4, 2, 0, 3, 1)]] * 4) == together
     assert play([[[3, 1], [0], [4, 2]], [[2, 0, 4, 1, 3]], [[1], [3, 4, 0], [2]], [[0, 1], [2, 3, 4]]]) == together
     b = BatchState(graphs, reference_rules())
     with pytest.raises(ValueError, match="named twice"):
         b.step_sessions([1, 1], [[], []])
+    with pytest.raises(IndexError, match="outside 0..4"):
+        b.step_sessions([5], [[]])
 
 
 def test_from_arrays_and_run_packed_checks():
