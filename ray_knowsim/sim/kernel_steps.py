@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
@@ -43,20 +44,29 @@ class Step:
         """The step as the rules' own per-turn records (the kernel is their numba twin: the same
         values, read back from the counter row by field name)."""
         update = _from_counters(TurnUpdate, self.counters, post=self.post, carries=self.carries)
-        modes = {name: int(self.counters[COUNTER_INDEX[name]]) for name in FAILURE_MODES + FAILURE_MODE_VARIANTS}
+        row = self.counters.tolist()
+        modes = {name: int(row[COUNTER_INDEX[name]]) for name in FAILURE_MODES + FAILURE_MODE_VARIANTS}
         return update, _from_counters(TurnMetrics, self.counters, failure_modes=modes)
 
 
 _CASTS = {"int": int, "bool": bool, "float": float, int: int, bool: bool, float: float}
 
 
+@functools.cache
+def _counter_fields(cls: type) -> tuple[tuple[str, int, Callable[[float], Any]], ...]:
+    """``cls``'s scalar fields named like a counter: (name, counter column, cast to the field's type),
+    looked up once per class rather than on every one of a run's steps."""
+    return tuple((f.name, COUNTER_INDEX[f.name], _CASTS[f.type]) for f in dataclasses.fields(cls) if f.name in COUNTER_INDEX)
+
+
 def _from_counters(cls: type, counters: np.ndarray, **given: Any) -> Any:
     """A rules dataclass (TurnUpdate, TurnMetrics) from the kernel's counter row: every scalar
     field named like a counter is read from it (cast to the field's type); the rest is ``given``."""
     values = dict(given)
-    for f in dataclasses.fields(cls):
-        if f.name not in values and f.name in COUNTER_INDEX:
-            values[f.name] = _CASTS[f.type](float(counters[COUNTER_INDEX[f.name]]))
+    row = counters.tolist()
+    for name, column, cast in _counter_fields(cls):
+        if name not in values:
+            values[name] = cast(row[column])
     return cls(**values)
 
 

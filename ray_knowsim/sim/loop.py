@@ -73,9 +73,9 @@ async def run_session(
             report = await extractor(live, models.extractor, ctx, build, turn)  # 3. extractor
             if report is None:
                 break
-            await update_state(live, kernel, slot, turn, report)  # type: ignore[arg-type]  # 4. state update
+            await update_state(live, kernel, slot, turn, report, run_id=ctx.run_id)  # type: ignore[arg-type]  # 4. state update
         else:
-            live.turn_rows.append(baseline_turn_row(live, turn))  # a baseline learner has no state to update
+            live.turn_rows.append(baseline_turn_row(live, turn, run_id=ctx.run_id))  # a baseline learner has no state to update
         if (reason := rules_stop(live, ctx)) is not None:  # 5. termination: the rules' early stop
             live.finish(reason)
         on_turn()
@@ -139,7 +139,7 @@ async def _ask(live: LiveSession, model: ChatModel, request: ChatRequest, ctx: S
 
 
 async def update_state(live: LiveSession, kernel: StepBatcher, slot: Hashable, turn: int,
-                       report: Answer[SignalAnalysis]) -> None:
+                       report: Answer[SignalAnalysis], run_id: str = "") -> None:
     """One kernel step on the report's signals (in the next flush, with the other sessions ready
     then), taken into the learner's knowledge and recorded as the turn's row (``repairs`` /
     ``refusals``: the extractor's drift this turn, see :mod:`ray_knowsim.sim.ask`)."""
@@ -147,7 +147,7 @@ async def update_state(live: LiveSession, kernel: StepBatcher, slot: Hashable, t
     update, metrics = (await kernel.step(slot, entries)).records()
     live.knowledge.advance(live.index, entries, update, metrics)
     live.turn_rows.append(state_turn_row(live, turn, entries, update, metrics, repairs=report.repairs,
-                                         refusals=report.refusals))
+                                         refusals=report.refusals, run_id=run_id))
 
 
 # -- 5: termination -------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from pydantic import TypeAdapter
+
 from ray_knowsim.schema.chat import Usage
 from ray_knowsim.schema.results import (
     FAILURE_MODES, SIMULATION_ROLES, TRUNCATION_ROLES, SessionRow, TurnRow, session_row_model, truncation_column, usage_columns,
@@ -30,6 +32,18 @@ NO_UPDATE: dict[str, float | bool] = {"comprehension_load": 0.0, "attempt_load":
 
 def _zero(column: str) -> int | float:
     return 0.0 if TurnRow.model_fields[column].annotation is float else 0
+
+
+_SIGNAL_LIST = TypeAdapter(list[SignalEntry])
+
+
+def signals_json(entries: Sequence[SignalEntry]) -> str:
+    """A turn's signal list as its row's JSON: the entries as ``model_dump(mode="json")`` gives them,
+    one serializer call for the whole list when every entry is a plain SignalEntry (a subclass is
+    dumped by its own model, as ever: the list serializer would dump it as the base class)."""
+    if all(e.__class__ is SignalEntry for e in entries):
+        return json.dumps(_SIGNAL_LIST.dump_python(list(entries), mode="json"), ensure_ascii=False)
+    return json.dumps([e.model_dump(mode="json") for e in entries], ensure_ascii=False)
 
 
 def turn_row(
@@ -59,7 +73,7 @@ def turn_row(
         fields |= {c: _zero(c) for c in METRIC_COLUMNS}
     return TurnRow(
         run_id=run_id, session_id=session_id, turn=turn, user_message=user_message, assistant_message=assistant_message,
-        signals_json=json.dumps([e.model_dump(mode="json") for e in entries], ensure_ascii=False),
+        signals_json=signals_json(entries),
         states=list(states), carries=list(carries), density=density,
         extractor_repairs=json.dumps(list(extractor_repairs), ensure_ascii=False),
         extractor_refusals=json.dumps(list(extractor_refusals), ensure_ascii=False), **fields,
@@ -67,21 +81,22 @@ def turn_row(
 
 
 def state_turn_row(live: LiveSession, turn: int, entries: Sequence[SignalEntry], update: TurnUpdate, metrics: TurnMetrics,
-                   *, repairs: Sequence[str] = (), refusals: Sequence[str] = ()) -> TurnRow:
+                   *, repairs: Sequence[str] = (), refusals: Sequence[str] = (), run_id: str = "") -> TurnRow:
     """The row of a structured learner's turn ``turn``, the last exchange of ``live``'s transcript,
     after its state update."""
     ids = live.index.ids
     return turn_row(
         live.spec.session_id, turn, live.transcript[-2][1], live.transcript[-1][1], entries=entries, update=update,
         metrics=metrics, states=[update.post[v] for v in ids], carries=[update.carries[v] for v in ids],
-        density=density(live.index, update.post), extractor_repairs=repairs, extractor_refusals=refusals,
+        density=density(live.index, update.post), extractor_repairs=repairs, extractor_refusals=refusals, run_id=run_id,
     )  # fmt: skip
 
 
-def baseline_turn_row(live: LiveSession, turn: int) -> TurnRow:
+def baseline_turn_row(live: LiveSession, turn: int, run_id: str = "") -> TurnRow:
     """The row of a baseline learner's turn: the exchange, no state."""
     n = live.index.size
-    return turn_row(live.spec.session_id, turn, live.transcript[-2][1], live.transcript[-1][1], states=[0] * n, carries=[0.0] * n)
+    return turn_row(live.spec.session_id, turn, live.transcript[-2][1], live.transcript[-1][1], states=[0] * n,
+                    carries=[0.0] * n, run_id=run_id)
 
 
 def session_row(live: LiveSession, ctx: ShardContext) -> SessionRow:
@@ -136,8 +151,11 @@ def session_row(live: LiveSession, ctx: ShardContext) -> SessionRow:
 
 
 def session_rows(live: LiveSession, ctx: ShardContext) -> tuple[SessionRow, list[TurnRow]]:
-    """The finished session's row and its turns' rows, each under the run's id."""
-    return session_row(live, ctx), [t.model_copy(update={"run_id": ctx.run_id}) for t in live.turn_rows]
+    """The finished session's row and its turns' rows, each under the run's id (the loop writes
+    turn rows under it already; one written under another is copied, not changed in place)."""
+    run_id = ctx.run_id
+    return session_row(live, ctx), [t if t.run_id == run_id else t.model_copy(update={"run_id": run_id})
+                                    for t in live.turn_rows]
 
 
 __all__ = ["METRIC_COLUMNS", "NO_UPDATE", "UPDATE_COLUMNS", "baseline_turn_row", "session_row", "session_rows",

@@ -1,0 +1,38 @@
+"""The turn row's signal JSON: one serializer call for the list, the bytes each entry's own dump gave."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings, strategies as st
+
+from ray_knowsim.schema.signals import SignalEntry
+from ray_knowsim.sim.rows import signals_json
+
+_TEXT = st.text(max_size=12)  # any characters: non-ASCII, quotes, escapes, surrogate-free
+
+
+@st.composite
+def _entry(draw) -> SignalEntry:
+    extra = draw(st.dictionaries(st.sampled_from(["note", "score", "flag", "tags"]),
+                                 st.one_of(_TEXT, st.integers(), st.floats(allow_nan=False), st.booleans(), st.none(),
+                                           st.lists(_TEXT, max_size=2)), max_size=2))
+    return SignalEntry(id=draw(st.one_of(st.none(), _TEXT)), concept=draw(_TEXT),
+                       teaching_quality=draw(st.sampled_from(["well_explained", "shallow", "not_mentioned", "wrong"])),
+                       user_attempt_type=draw(st.sampled_from(["none", "reasoning", "articulation"])), **extra)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_entry(), max_size=5))
+def test_signal_json_is_each_entrys_own_dump(entries):
+    assert signals_json(entries) == json.dumps([e.model_dump(mode="json") for e in entries], ensure_ascii=False)
+
+
+def test_a_subclassed_entry_keeps_its_own_fields():
+    class Tagged(SignalEntry):
+        source: str = "replay"
+
+    entries = [SignalEntry(id="a"), Tagged(id="b")]
+    out = json.loads(signals_json(entries))
+    assert out[1]["source"] == "replay"
+    assert signals_json(entries) == json.dumps([e.model_dump(mode="json") for e in entries], ensure_ascii=False)
