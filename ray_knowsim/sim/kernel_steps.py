@@ -89,6 +89,7 @@ class KernelStats:
     largest: int = 0  # most sessions in one call
     seconds: float = 0.0
     sizes: dict[str, int] = field(default_factory=dict)
+    load_seconds: float = 0.0  # the kernel's one load (numba's cache, or a compile) before the first step
 
     def record(self, n: int, seconds: float) -> None:
         self.calls += 1
@@ -100,7 +101,8 @@ class KernelStats:
 
     def to_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "sessions": self.sessions, "max": self.largest, "seconds": round(self.seconds, 6),
-                "sizes": {k: self.sizes[k] for k in SIZE_BUCKETS if k in self.sizes}}
+                "sizes": {k: self.sizes[k] for k in SIZE_BUCKETS if k in self.sizes},
+                "load_seconds": round(self.load_seconds, 6)}
 
 
 class StepBatcher:
@@ -157,6 +159,13 @@ class KernelBatcher(StepBatcher):
                  max_turns: int) -> None:
         super().__init__()
         self.batch = BatchState(list(graphs), rules, list(initial), max_turns=max_turns)
+        # Load the kernel now, before any session has a request out: a worker's first kernel call
+        # loads it from numba's cache (~0.5 s of CPU here; a compile without one), and made mid-run
+        # that would stall the event loop, every in-flight answer waiting behind it, and be counted
+        # as a step's cost. A step of no session loads the same specialisation and changes nothing.
+        started = time.thread_time()
+        self.batch.step_sessions([], [])
+        self.stats.load_seconds = time.thread_time() - started
 
     def _step_ready(self, slots: list[Hashable], signals: list[list[SignalEntry]]) -> list[Step]:
         counters = self.batch.step_sessions(slots, signals)  # type: ignore[arg-type]

@@ -252,3 +252,20 @@ def test_the_loop_endings_empty_learner_terminating_baseline_empty_tutor(items):
     assert (r.status, r.error, r.turns) == ("failed", "assistant_empty", 0)
     assert model.calls[(mute_tutor.session_id, "assistant")] == attempts
     assert results[mute_once.session_id].status == "ok" and results[mute_once.session_id].turns == 3
+
+
+def test_the_kernel_is_loaded_before_the_first_step_and_a_step_of_no_session_changes_nothing():
+    """The batcher loads the kernel when it is built (before any request is out), not in the first
+    flush: the flushes' CPU is the steps', the load is its own figure; the load steps nothing."""
+    from ray_knowsim.rules.config import RuleConfig
+    from ray_knowsim.schema.graph import IUGraph, build_index
+    from ray_knowsim.sim.kernel_steps import KernelBatcher
+
+    graph = IUGraph.model_validate({"nodes": [{"id": "A", "concept": "a"}, {"id": "B", "concept": "b"}],
+                                    "edges": [{"source": "A", "target": "B"}]})
+    index = build_index(graph, "item")
+    batcher = KernelBatcher([index, index], RuleConfig(), [{"A": 2}, {}], max_turns=4)
+    stats = batcher.stats.to_dict()
+    assert stats["load_seconds"] > 0 and stats["calls"] == 0 and stats["sessions"] == 0
+    assert batcher.batch.session(0) == ({"A": 2, "B": 0}, {"A": 0.0, "B": 0.0})
+    assert batcher.batch.turn.tolist() == [1, 1]
