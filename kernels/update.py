@@ -439,6 +439,17 @@ def session_turn(
 
 
 @njit(cache=True)
+def _scratch(state, max_n, max_seg):
+    """One caller's scratch for ``session_turn``: pre, cpre, last, expl, eff (``max_n``), rank,
+    keys (``max_seg``), wrank (4)."""
+    return (
+        np.empty(max_n, dtype=state.dtype), np.empty(max_n, dtype=np.int8), np.empty(max_n, dtype=np.int64),
+        np.empty(max_n, dtype=np.int64), np.empty(max_n, dtype=np.float64), np.empty(max_seg, dtype=np.int64),
+        np.empty(max_seg, dtype=np.int64), np.empty(4, dtype=np.int64),
+    )  # fmt: skip
+
+
+@njit(cache=True)
 def run_range(
     lo, hi, graph_of, g_node_off, g_pre_off, g_pre_idx, g_upd, g_depth,
     s_off, state, carry, params, first_turn, traj_of, n_turns,
@@ -452,14 +463,7 @@ def run_range(
     ``max_n`` >= the largest graph, ``max_seg`` >= the longest segment."""
     t_max = out.shape[1]
     record = state_hist.shape[0] > 0
-    pre = np.empty(max_n, dtype=state.dtype)
-    cpre = np.empty(max_n, dtype=np.int8)
-    last = np.empty(max_n, dtype=np.int64)
-    expl = np.empty(max_n, dtype=np.int64)
-    eff = np.empty(max_n, dtype=np.float64)
-    rank = np.empty(max_seg, dtype=np.int64)
-    keys = np.empty(max_seg, dtype=np.int64)
-    wrank = np.empty(4, dtype=np.int64)
+    pre, cpre, last, expl, eff, rank, keys, wrank = _scratch(state, max_n, max_seg)
     for s in range(lo, hi):
         g = graph_of[s]
         gn0 = g_node_off[g]
@@ -499,14 +503,7 @@ def run_picked(
     max_seg = 1
     for j in range(k):
         max_seg = max(max_seg, seg_off[j + 1] - seg_off[j])
-    pre = np.empty(max_n, dtype=state.dtype)
-    cpre = np.empty(max_n, dtype=np.int8)
-    last = np.empty(max_n, dtype=np.int64)
-    expl = np.empty(max_n, dtype=np.int64)
-    eff = np.empty(max_n, dtype=np.float64)
-    rank = np.empty(max_seg, dtype=np.int64)
-    keys = np.empty(max_seg, dtype=np.int64)
-    wrank = np.empty(4, dtype=np.int64)
+    pre, cpre, last, expl, eff, rank, keys, wrank = _scratch(state, max_n, max_seg)
     for j in range(k):
         s = picked[j]
         g = graph_of[s]
