@@ -3,9 +3,9 @@
 Layout::
 
     manifest.json                          what ran (run/manifest.py)
-    sessions/<shard>.<token>.parquet       the SessionRows of one commit
-    turns/<shard>.<token>.parquet          their TurnRows
-    commits/<shard>.<token>.json           the commit marker (format 2): one per commit
+    sessions/<shard>.<token>.parquet       the SessionRows of one commit (.arrow: a step, see below)
+    turns/<shard>.<token>.parquet          their TurnRows (.arrow likewise)
+    commits/<shard>.<token>.json           the commit marker (format 2, or 3 for a step): one per commit
     shards/<shard>.json                    a format-1 marker (releases before streamed commits; read, never written)
     .tmp/                                  files being written (never read)
 
@@ -13,6 +13,8 @@ Layout::
 ``.tmp/``, fsyncs them, renames them into place, then writes the marker the same way. The
 marker's rename is the commit (the discipline of every committed dataset: io/committed.py). A shard commits in small steps while it runs (a crash loses only
 the sessions in flight), and folds its steps into one commit when it ends (:func:`fold_commits`).
+The steps a fold rewrites are written as Arrow IPC files (``.arrow``, io/datafiles.py: a
+fraction of Parquet's CPU), everything that is kept as Parquet; every reader reads both.
 
 **Marker format 2** (``commits/<shard>.<token>.json``)::
 
@@ -22,6 +24,11 @@ the sessions in flight), and folds its steps into one commit when it ends (:func
      "sessions": {"<session id>": {"status": "ok", "attempt": 1, "error": null,
                                    "failure_class": null, "previous_errors": []}, …},
      "summary": {…}}
+
+**Format 3** is format 2 with ``"files": "arrow"``: the commit's data files are Arrow IPC
+(``<table>/<shard>.<token>.arrow``). Only a step is written so; a marker says format 2 whenever
+its files are Parquet, so a release that predates format 3 reads every finished run directory and
+refuses, by name, an interrupted one holding steps.
 
 It names its sessions with what resume needs (status, attempt, error and its class), so the
 driver plans a resume from markers alone, without opening a Parquet file. The files are named by
@@ -56,16 +63,18 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ray_knowsim.io.committed import CommittedDataset, Garbage, new_token, read_json_marker
+from ray_knowsim.io.datafiles import SUFFIXES, FileFormat, read_schema, read_table
 from ray_knowsim.io.parquet import arrow_schema
 from ray_knowsim.schema.failures import failure_class
 from ray_knowsim.schema.results import SessionRow, TurnRow, session_row_model
 
 MARKER_FORMAT = 2
-READABLE_FORMATS = (1, 2)
+#: the marker format of a commit whose data files are Arrow IPC (a step; see the module docstring)
+ARROW_MARKER_FORMAT = 3
+READABLE_FORMATS = (1, 2, 3)
 TABLES = ("sessions", "turns")
 COMMITS = "commits"
 SHARDS = "shards"  # format-1 markers
@@ -97,8 +106,10 @@ def conform_sessions(table: pa.Table) -> pa.Table:
     return table.select(target.names).cast(target)
 #: what a shard id and a token may hold (they name files)
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-#: a data file written by a commit: ``<shard>.<token>.parquet`` (tokens are hex digits)
-COMMIT_FILE = re.compile(r"^(?P<shard>[A-Za-z0-9_-]+)\.(?P<token>[0-9a-f]{8,})\.parquet$")
+#: a data file written by a commit: ``<shard>.<token>.parquet`` or ``.arrow`` (tokens are hex digits)
+COMMIT_FILE = re.compile(r"^(?P<shard>[A-Za-z0-9_-]+)\.(?P<token>[0-9a-f]{8,})\.(?:parquet|arrow)$")
+#: the data files of a shard's step commits, which its fold rewrites as Parquet (io/datafiles.py)
+STEP_FILES: FileFormat = "arrow"
 
 
 class RunDirError(ValueError):
@@ -158,8 +169,11 @@ class SessionEntry(BaseModel):
 
 
 class MarkerV2(BaseModel):
+    """Formats 2 and 3 (3: format 2 naming Arrow IPC data files in ``files``)."""
+
     model_config = ConfigDict(extra="ignore")
-    format: Literal[2]
+    format: Literal[2, 3]
+    files: Literal["parquet", "arrow"] = "parquet"
     shard_id: str
     token: str
     config_hash: str
@@ -198,6 +212,7 @@ class Commit:
     rows: dict[str, int] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
     format: int = MARKER_FORMAT
+    file_format: FileFormat = "parquet"  # the data files' (io/datafiles.py)
 
     @property
     def name(self) -> str:
@@ -206,7 +221,8 @@ class Commit:
 
     def files(self) -> dict[str, str]:
         """Table -> file path relative to the run directory."""
-        return {t: f"{t}/{self.name}.parquet" for t in TABLES}
+        suffix = SUFFIXES[self.file_format]
+        return {t: f"{t}/{self.name}{suffix}" for t in TABLES}
 
     def rank(self, session_id: str) -> tuple[int, float, str]:
         """Which commit's row of a session counts: the highest rank (see the module docstring)."""
@@ -217,9 +233,13 @@ class Commit:
         return sum(e.status == "ok" for e in self.sessions.values())
 
     def to_json(self) -> str:
-        data = MarkerV2(format=2, shard_id=self.shard_id, token=self.token, config_hash=self.config_hash, plan=self.plan,
-                        committed_at=self.committed_at, rows=self.rows, sessions=self.sessions, summary=self.summary)
-        return json.dumps(data.model_dump(mode="json"), indent=1)
+        """The marker: format 2 for Parquet files (as every release before format 3 wrote it),
+        format 3 naming Arrow IPC ones."""
+        arrow = self.file_format == "arrow"
+        data = MarkerV2(format=ARROW_MARKER_FORMAT if arrow else MARKER_FORMAT, files=self.file_format, shard_id=self.shard_id,
+                        token=self.token, config_hash=self.config_hash, plan=self.plan, committed_at=self.committed_at,
+                        rows=self.rows, sessions=self.sessions, summary=self.summary)
+        return json.dumps(data.model_dump(mode="json", exclude=None if arrow else {"files"}), indent=1)
 
 
 def dataset(root: Path) -> CommittedDataset:
@@ -235,7 +255,7 @@ def read_marker(path: Path) -> Commit:
         raise MarkerError(path, f"has format {fmt!r}; this release reads formats {list(READABLE_FORMATS)} "
                                 "(was it written by a newer release?)")
     try:
-        model = MarkerV2.model_validate(data) if fmt == 2 else MarkerV1.model_validate(data)
+        model = MarkerV1.model_validate(data) if fmt == 1 else MarkerV2.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "(object)"
@@ -245,9 +265,13 @@ def read_marker(path: Path) -> Commit:
             raise MarkerError(path, f"{what} {value!r} is not a file-name-safe name")
     if isinstance(model, MarkerV2):
         expected = f"{model.shard_id}.{model.token}.json"
+        named = "files" in data
+        if (model.format == ARROW_MARKER_FORMAT) != (named and model.files == "arrow"):
+            raise MarkerError(path, f"format {model.format} with files {data.get('files', '(not named)')!r}: format 3 "
+                                    "names Arrow IPC files (\"files\": \"arrow\"), format 2 Parquet ones")
         sessions = dict(model.sessions)
         commit = Commit(model.shard_id, model.token, model.config_hash, model.committed_at, sessions, path, model.plan,
-                        dict(model.rows), dict(model.summary), 2)
+                        dict(model.rows), dict(model.summary), model.format, model.files)
     else:
         expected = f"{model.shard_id}.json"
         sessions = {sid: SessionEntry(status="failed" if sid in model.failed else "ok", error=model.failed.get(sid),
@@ -344,24 +368,21 @@ def _entries(sessions: pa.Table) -> dict[str, SessionEntry]:
     return out
 
 
-#: the compression of a shard's step commits, which the fold at the shard's end rewrites (as zstd):
-#: zstd starts a context per column chunk, which on a step commit's few rows of 85 columns cost
-#: about 4x the CPU of writing them plain (the client's CPU per request, docs/performance.md)
-STEP_COMPRESSION = "none"
-
-
 def write_commit(root: Path, *, shard_id: str, config_hash: str, sessions: pa.Table, turns: pa.Table,
                  plan: str = "", summary: dict[str, Any] | None = None, not_before: float = 0.0,
-                 compression: str = "zstd") -> Commit:
+                 file_format: FileFormat = "parquet", compression: str = "zstd") -> Commit:
     """Commit ``sessions`` (with their ``turns``) of one shard: files, then the marker (see the
     module docstring). ``not_before``: a floor for ``committed_at`` (a fold must outrank what it
-    folds); ``compression``: the Parquet files' (:data:`STEP_COMPRESSION` for steps a fold rewrites)."""
+    folds); ``file_format``: the data files' (:data:`STEP_FILES` for steps a fold rewrites);
+    ``compression``: a Parquet file's."""
     if not _NAME.match(shard_id):
         raise ValueError(f"shard id {shard_id!r} is not a file-name-safe name")
     commit = Commit(shard_id=shard_id, token=new_token(), config_hash=config_hash,
                     committed_at=max(time.time(), not_before), sessions=_entries(sessions),
                     marker=root / COMMITS / "", plan=plan, rows={"sessions": sessions.num_rows, "turns": turns.num_rows},
-                    summary=dict(summary or {}))
+                    summary=dict(summary or {}), file_format=file_format)
+    if file_format == "arrow":
+        commit.format = ARROW_MARKER_FORMAT
     files = commit.files()
     commit.marker = dataset(root).commit([(files["sessions"], sessions), (files["turns"], turns)],
                                          f"{COMMITS}/{commit.name}.json", commit.to_json(), compression=compression)
@@ -371,15 +392,16 @@ def write_commit(root: Path, *, shard_id: str, config_hash: str, sessions: pa.Ta
 def read_commit_tables(root: Path, commit: Commit, drop: Iterable[str] = (),
                        session_columns: Sequence[str] | None = None,
                        turn_columns: Sequence[str] | None = None) -> tuple[pa.Table, pa.Table]:
-    """A commit's sessions and turns (all columns, or the ones named), without the sessions in ``drop``."""
+    """A commit's sessions and turns (all columns, or the ones named), without the sessions in
+    ``drop``; the same tables whichever format its files are in."""
     import pyarrow.compute as pc
 
     files = commit.files()
     out = []
     for table, cols in (("sessions", session_columns), ("turns", turn_columns)):
         path = root / files[table]
-        schema = session_schema(pq.read_schema(path)) if table == "sessions" else SCHEMAS[table]
-        data = pq.read_table(path, schema=schema, columns=list(cols) if cols is not None else None)
+        schema = session_schema(read_schema(path)) if table == "sessions" else SCHEMAS[table]
+        data = read_table(path, schema=schema, columns=cols)
         dropped = list(drop)
         if dropped and "session_id" in data.column_names:
             data = data.filter(pc.invert(pc.is_in(data.column("session_id"), value_set=pa.array(dropped, pa.string()))))
@@ -420,13 +442,28 @@ def fold_commits(root: Path, commits: Sequence[Commit], order: Sequence[str], pl
 
 def sort_tables(sessions: pa.Table, turns: pa.Table, order: Sequence[str]) -> tuple[pa.Table, pa.Table]:
     """Sessions in plan order, turns by (plan order, turn): files are byte-for-byte reproducible."""
-    rank = {sid: k for k, sid in enumerate(order)}
-    s_sid = sessions.column("session_id").to_pylist()
-    s_idx = sorted(range(sessions.num_rows), key=lambda i: rank.get(s_sid[i], len(rank)))
-    t_sid = turns.column("session_id").to_pylist()
-    t_turn = turns.column("turn").to_pylist()
-    t_idx = sorted(range(turns.num_rows), key=lambda i: (rank.get(t_sid[i], len(rank)), t_turn[i]))
+    s_idx, t_idx = _plan_order(order, sessions.column("session_id").to_pylist(), turns.column("session_id").to_pylist(),
+                               turns.column("turn").to_pylist())
     return sessions.take(pa.array(s_idx, pa.int64())), turns.take(pa.array(t_idx, pa.int64()))
+
+
+def sort_rows(sessions: Sequence[Any], turns: Sequence[Any], order: Sequence[str]) -> tuple[list[Any], list[Any]]:
+    """Session and turn rows (objects with ``session_id`` / ``turn``) in :func:`sort_tables`'s
+    order, before they become tables: a step commit sorts its few rows here rather than taking
+    every column of its tables (~1 ms of CPU a step on ~85 columns)."""
+    s_idx, t_idx = _plan_order(order, [r.session_id for r in sessions], [t.session_id for t in turns], [t.turn for t in turns])
+    return [sessions[i] for i in s_idx], [turns[i] for i in t_idx]
+
+
+def _plan_order(order: Sequence[str], session_ids: Sequence[str], turn_session_ids: Sequence[str],
+                turn_numbers: Sequence[int]) -> tuple[list[int], list[int]]:
+    """THE row order of a commit's files: sessions by their place in ``order`` (unplanned ones
+    last, as they came), turns by (that place, turn number); stable."""
+    rank = {sid: k for k, sid in enumerate(order)}
+    last = len(rank)
+    s_idx = sorted(range(len(session_ids)), key=lambda i: rank.get(session_ids[i], last))
+    t_idx = sorted(range(len(turn_numbers)), key=lambda i: (rank.get(turn_session_ids[i], last), turn_numbers[i]))
+    return s_idx, t_idx
 
 
 #: leftovers younger than this are left for the next clean-up: a worker of a driver that was just
@@ -450,8 +487,8 @@ def collect_garbage(root: Path, commits: Sequence[Commit], index: CommitIndex,
 
 
 __all__ = [
-    "COMMITS", "COMMIT_FILE", "LEFTOVER_MIN_AGE_S", "Commit", "CommitIndex", "Garbage", "MARKER_FORMAT", "MarkerError", "READABLE_FORMATS",
-    "RunDir", "RunDirError", "SCHEMAS", "SESSION_SCHEMA", "SHARDS", "STEP_COMPRESSION", "SessionEntry", "TABLES", "TURN_SCHEMA", "collect_garbage", "conform_sessions", "dataset", "session_schema",
+    "ARROW_MARKER_FORMAT", "COMMITS", "COMMIT_FILE", "LEFTOVER_MIN_AGE_S", "Commit", "CommitIndex", "Garbage", "MARKER_FORMAT", "MarkerError", "READABLE_FORMATS",
+    "RunDir", "RunDirError", "SCHEMAS", "SESSION_SCHEMA", "SHARDS", "STEP_FILES", "SessionEntry", "TABLES", "TURN_SCHEMA", "collect_garbage", "conform_sessions", "dataset", "session_schema",
     "fold_commits", "new_token", "read_commit_tables", "read_marker", "read_markers", "remove_commit", "shard_markers",
-    "sort_tables", "write_commit",
+    "sort_rows", "sort_tables", "write_commit",
 ]

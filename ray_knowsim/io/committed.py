@@ -38,7 +38,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import pyarrow as pa
 
-from ray_knowsim.io.parquet import atomic_write_text, fsync_dir, write_parquet
+from ray_knowsim.io.datafiles import format_of, write_table
+from ray_knowsim.io.parquet import atomic_write_text, fsync_dir
 
 #: builds a dataset's own error for a marker that cannot be read: (marker path, why) -> exception
 MarkerErrorFactory = Callable[[Path, str], Exception]
@@ -61,6 +62,15 @@ def read_json_marker(path: Path, error: MarkerErrorFactory) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise error(path, "is not a JSON object")
     return data
+
+
+def _write_durably(table: pa.Table, part: Path, final: Path, compression: str) -> None:
+    """``table`` written to ``part`` in the format of ``final``'s name, and fsynced."""
+    fmt = format_of(final)
+    with open(part, "wb") as fh:
+        write_table(table, fh, fmt, compression)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 @dataclass
@@ -89,7 +99,8 @@ class CommittedDataset:
     def commit(self, files: Sequence[tuple[str, pa.Table]], marker: str, text: str | Callable[[], str], *,
                compression: str = "zstd") -> Path:
         """Commit ``files`` (path relative to the root, table) under the marker ``marker`` holding
-        ``text`` (a callable: made once the files are in place). Returns the marker's path."""
+        ``text`` (a callable: made once the files are in place). Returns the marker's path. Each
+        file is written in the format its suffix names (io/datafiles.py); ``compression``: Parquet's."""
         tmp = self.tmp_dir
         tmp.mkdir(parents=True, exist_ok=True)
         staged = []
@@ -97,7 +108,7 @@ class CommittedDataset:
             final = self.root / rel
             final.parent.mkdir(parents=True, exist_ok=True)
             part = tmp / f"{final.name}.{secrets.token_hex(4)}.tmp"
-            write_parquet(table, part, compression)
+            _write_durably(table, part, final, compression)
             staged.append((part, final))
         for part, final in staged:
             os.replace(part, final)

@@ -5,7 +5,6 @@
 * :func:`replace_durably` — THE durable replacement of one file (temp file, fsync, rename, fsync
   of the folder), which :func:`atomic_write_text`, :func:`atomic_write_parquet` and the table
   writer (:mod:`ray_knowsim.io.tables`) all go through;
-* :func:`write_parquet` — a Parquet file written and fsynced in place (a temp file of a commit).
 """
 
 from __future__ import annotations
@@ -66,13 +65,6 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_parquet(table: pa.Table, path: Path, compression: str = "zstd") -> None:
-    with open(path, "wb") as fh:
-        pq.write_table(table, fh, compression=compression)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
 def replace_durably(path: Path, write: Callable[[IO[bytes]], None], tmp_dir: Path | None = None) -> Path:
     """Make ``path`` hold what ``write(fh)`` writes, so that readers see the old file or the whole
     new one, never a part, and a crash after the return cannot undo it: a temporary file
@@ -106,4 +98,4 @@ def atomic_write_parquet(table: pa.Table, path: Path, tmp_dir: Path, compression
     replace_durably(path, lambda fh: pq.write_table(table, fh, compression=compression), tmp_dir)
 
 
-__all__ = ["arrow_schema", "atomic_write_parquet", "atomic_write_text", "fsync_dir", "replace_durably", "rows_table", "write_parquet"]
+__all__ = ["arrow_schema", "atomic_write_parquet", "atomic_write_text", "fsync_dir", "replace_durably", "rows_table"]

@@ -47,7 +47,6 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
 from ray_knowsim.io.commits import (
     COMMITS,
@@ -61,6 +60,7 @@ from ray_knowsim.io.commits import (
     read_markers,
     session_schema,
 )
+from ray_knowsim.io.datafiles import dataset_format, read_schema
 from ray_knowsim.io.decisions import DECISIONS_FILE  # an adaptive run's record: its procedure may end it before the plan does
 from ray_knowsim.schema.failures import session_failure_class
 
@@ -99,22 +99,27 @@ class CommittedTable:
         return self.count_rows()
 
     def _dataset(self, paths: Sequence[str]) -> ds.Dataset:
+        """The files ``paths``, all of one format (:meth:`_groups` keeps them so): Parquet, or a
+        shard's Arrow IPC steps (io/datafiles.py)."""
         try:
-            return ds.dataset(list(paths), schema=self.schema, format="parquet", partitioning=self._partitioning)
+            return ds.dataset(list(paths), schema=self.schema, format=dataset_format(paths[0]) if paths else "parquet",
+                              partitioning=self._partitioning)
         except (pa.ArrowInvalid, OSError) as exc:
             raise RunDirError(f"cannot read the {self.name} files ({exc})") from exc
 
     def _groups(self) -> Iterator[tuple[list[str], frozenset[str]]]:
-        """Runs of consecutive files with the same drop set (in file order: readers that sample see
-        the rows in a stable order)."""
+        """Runs of consecutive files with the same drop set and format (in file order: readers that
+        sample see the rows in a stable order)."""
         run: list[str] = []
         drop: frozenset[str] = frozenset()
+        suffix = ""
         for f in self.files:
-            if run and f.drop != drop:
+            here = Path(f.path).suffix
+            if run and (f.drop != drop or here != suffix):
                 yield run, drop
                 run = []
             run.append(f.path)
-            drop = f.drop
+            drop, suffix = f.drop, here
         if run:
             yield run, drop
 
@@ -322,7 +327,7 @@ def _sessions_schema(files: Sequence[LiveFile]) -> pa.Schema:
     if not files:
         return session_schema()
     try:
-        return session_schema(pq.read_schema(files[0].path))
+        return session_schema(read_schema(files[0].path))
     except (pa.ArrowInvalid, OSError):  # the scan that needs the file says what is wrong with it
         return session_schema()
 

@@ -46,7 +46,7 @@ from ray_knowsim.run.resume import Attempt
 from ray_knowsim.run.collector import fewer_collections
 from ray_knowsim.cluster.bounded_fan_out import require_visible
 from ray_knowsim.io.commits import (
-    STEP_COMPRESSION, TURN_SCHEMA, Commit, RunDir, fold_commits, session_schema, shard_markers, sort_tables, write_commit,
+    STEP_FILES, TURN_SCHEMA, Commit, RunDir, fold_commits, session_schema, shard_markers, sort_rows, write_commit,
 )
 from ray_knowsim.io.parquet import rows_table
 from ray_knowsim.io.spend import JOURNAL_KEY, SpendJournal
@@ -241,16 +241,16 @@ def execute_shard(
 
     def commit(batch: list[SessionResult], last: bool = False) -> Commit:
         """One commit of ``batch``; ``last``: nothing follows it, so no fold will rewrite it. A step
-        the fold rewrites is written uncompressed (io/commits.STEP_COMPRESSION), the rest as zstd."""
+        the fold rewrites is written as Arrow IPC (io/commits.STEP_FILES), the rest as Parquet."""
         nonlocal written, written_bytes
         started, cpu = time.perf_counter(), time.thread_time()  # this thread's CPU: the rest of a commit's wall is fsync
-        sessions = rows_table([r.session for r in batch], session_schema())  # with any outside metrics
-        turns = rows_table([t for r in batch for t in r.turns], TURN_SCHEMA)
-        sessions, turns = sort_tables(sessions, turns, order)
+        session_rows, turn_rows = sort_rows([r.session for r in batch], [t for r in batch for t in r.turns], order)
+        sessions = rows_table(session_rows, session_schema())  # with any outside metrics
+        turns = rows_table(turn_rows, TURN_SCHEMA)
         made = write_commit(root, shard_id=shard.shard_id, config_hash=ctx.config_hash, plan=plan, sessions=sessions,
                             turns=turns, summary={"sessions": len(batch), "step": len(commits) + 1, "kernel": dict(kernel),
                                                   JOURNAL_KEY: journal.token},
-                            compression=STEP_COMPRESSION if policy.fold and not last else "zstd")
+                            file_format=STEP_FILES if policy.fold and not last else "parquet")
         journal.committed(made.sessions)
         written_bytes += sessions.nbytes + turns.nbytes
         if written is not None:

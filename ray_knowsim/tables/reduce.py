@@ -41,6 +41,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ray_knowsim.io.datafiles import format_of, read_table
 from ray_knowsim.io.rundir import LiveFile
 from ray_knowsim.schema.failures import FAILURE_CLASSES, MODEL, failure_class
 from ray_knowsim.schema.results import DRIFT_COLUMNS, FAILURE_MODES, RUN_METRICS
@@ -166,12 +167,30 @@ def counted_dataset(files: Sequence[LiveFile], columns: Sequence[str] | None = N
         raise FileNotFoundError(f"no committed {table} rows")
     schema = SCHEMAS[table]
     cols = [c for c in (columns or schema.names) if c in schema.names]
-    drops = {Path(f.path).name: f.drop for f in files if f.drop}
-    ds = ray.data.read_parquet([str(f.path) for f in files], schema=schema, include_paths=bool(drops))
-    ds = ds.select_columns([*cols, *(["path"] if drops else [])])  # pushed down into the read
-    if drops:  # rows outranked by another commit's row of the same session (io/commits.py)
-        ds = ds.map_batches(functools.partial(drop_superseded, drops=drops), batch_format="pyarrow")
-    return ds
+    parquet = [f for f in files if format_of(f.path) == "parquet"]
+    steps = [f for f in files if format_of(f.path) != "parquet"]
+    out = None
+    if parquet:
+        drops = {Path(f.path).name: f.drop for f in parquet if f.drop}
+        out = ray.data.read_parquet([str(f.path) for f in parquet], schema=schema, include_paths=bool(drops))
+        out = out.select_columns([*cols, *(["path"] if drops else [])])  # pushed down into the read
+        if drops:  # rows outranked by another commit's row of the same session (io/commits.py)
+            out = out.map_batches(functools.partial(drop_superseded, drops=drops), batch_format="pyarrow")
+    if steps:
+        # a shard's step commits (Arrow IPC; only in a run whose shards did not all end, io/datafiles.py):
+        # a few sessions each, read here and handed to Ray Data as they are, outranked rows left out
+        parts = [_without(read_table(f.path, schema=schema, columns=[*cols, *(["session_id"] if "session_id" not in cols else [])]),
+                          f.drop).select(cols) for f in steps]
+        more = ray.data.from_arrow(parts)
+        out = more if out is None else out.union(more)
+    return out
+
+
+def _without(rows: pa.Table, dropped: frozenset[str]) -> pa.Table:
+    """``rows`` without the sessions in ``dropped``."""
+    if not dropped:
+        return rows
+    return rows.filter(pc.invert(pc.is_in(rows.column("session_id"), value_set=pa.array(sorted(dropped), pa.string()))))
 
 
 def open_dataset(run_dir: str | Path, table: str = "sessions", config_hash: str | None = None) -> Any:

@@ -5,8 +5,12 @@ A shard task commits its finished sessions in small steps (``engine.commit_every
 here, in one run, on the same rows (a shard of the demo's real simulation loop, offline models):
 
 * baseline: ONE commit of the whole shard (what a shard did before streamed commits);
-* streamed: ceil(n / every) small commits, then the fold;
-* per small commit (ms) and the reader's open (markers read, index built) over many commits.
+* streamed: ceil(n / every) small commits written as the worker writes them (Arrow IPC steps,
+  io/commits.STEP_FILES), then the fold;
+* per small commit: its wall time, and its CPU (this thread's: the rest of the wall is fsync) as
+  an Arrow IPC step against the same step as uncompressed Parquet (what steps were written as
+  before), measured alternately in the same run: ``step_arrow_vs_parquet_cpu_ratio``;
+* the reader's open (markers read, index built) over many commits.
 
 Each variant is repeated (``--repeat``) in fresh folders; medians are reported. The last line is
 one JSON object; ``streamed_vs_single_commit_ratio`` = streamed / baseline wall time.
@@ -65,7 +69,7 @@ def main() -> None:
 
     import pyarrow.compute as pc
 
-    from ray_knowsim.io.commits import fold_commits, write_commit
+    from ray_knowsim.io.commits import STEP_FILES, fold_commits, write_commit
     from ray_knowsim.io.rundir import RunReader
 
     order, sessions, turns = shard_rows(args.sessions, args.turns)
@@ -76,6 +80,7 @@ def main() -> None:
 
     chunks = [range(k, min(k + args.every, len(order))) for k in range(0, len(order), args.every)]
     single, streamed, small = [], [], []
+    step_cpu: dict[str, list[float]] = {"parquet": [], "arrow": []}
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as d:
             t0 = time.perf_counter()
@@ -87,10 +92,18 @@ def main() -> None:
             for chunk in chunks:
                 t1 = time.perf_counter()
                 made.append(write_commit(Path(d), shard_id="shard-000000", config_hash="h",
-                                         sessions=part(sessions, chunk), turns=part(turns, chunk)))
+                                         sessions=part(sessions, chunk), turns=part(turns, chunk), file_format=STEP_FILES))
                 small.append(time.perf_counter() - t1)
             fold_commits(Path(d), made, order)
             streamed.append(time.perf_counter() - t0)
+        with tempfile.TemporaryDirectory() as d:
+            pieces = [(part(sessions, chunk), part(turns, chunk)) for chunk in chunks]
+            for fmt in ("parquet", "arrow") if len(single) % 2 else ("arrow", "parquet"):  # alternated
+                for s_part, t_part in pieces:
+                    c1 = time.thread_time()
+                    write_commit(Path(d), shard_id="shard-000000", config_hash="h", sessions=s_part, turns=t_part,
+                                 file_format=fmt, compression="none")
+                    step_cpu[fmt].append(time.thread_time() - c1)
     with tempfile.TemporaryDirectory() as d:
         one = part(sessions, range(1)), part(turns, range(1))
         for k in range(args.open_commits):
@@ -101,13 +114,17 @@ def main() -> None:
             RunReader.open(d, config_hash="h")
             opens.append(time.perf_counter() - t0)
     base, stream = statistics.median(single), statistics.median(streamed)
+    cpu = {fmt: statistics.median(v) for fmt, v in step_cpu.items()}
     print(f"shard of {len(order)} sessions x {args.turns} turns ({sessions.nbytes + turns.nbytes:,} bytes in Arrow)")
     print(f"one commit per shard: {base * 1e3:.1f} ms; {len(chunks)} commits of {args.every} + fold: {stream * 1e3:.1f} ms")
-    print(f"one small commit: median {statistics.median(small) * 1e3:.1f} ms")
+    print(f"one small commit: median {statistics.median(small) * 1e3:.1f} ms; its CPU as Arrow IPC {cpu['arrow'] * 1e3:.2f} ms, "
+          f"as Parquet {cpu['parquet'] * 1e3:.2f} ms")
     print(f"reader open over {args.open_commits} commits: {statistics.median(opens) * 1e3:.0f} ms")
     print(json.dumps({"sessions": len(order), "turns": args.turns, "every": args.every, "single_commit_ms": round(base * 1e3, 2),
                       "streamed_ms": round(stream * 1e3, 2), "small_commit_ms": round(statistics.median(small) * 1e3, 2),
                       "reader_open_ms_per_commit": round(statistics.median(opens) * 1e3 / args.open_commits, 3),
+                      "step_cpu_ms_arrow": round(cpu["arrow"] * 1e3, 3), "step_cpu_ms_parquet": round(cpu["parquet"] * 1e3, 3),
+                      "step_arrow_vs_parquet_cpu_ratio": round(cpu["arrow"] / cpu["parquet"], 3),
                       "streamed_vs_single_commit_ratio": round(stream / base, 2)}))
 
 

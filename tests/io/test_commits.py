@@ -230,8 +230,8 @@ def test_fold_makes_one_commit_of_a_shards_steps(tmp_path, rows):
 def test_a_fold_from_the_tables_its_steps_wrote_writes_the_bytes_of_one_that_reads_them_back(tmp_path, rows):
     """The shard worker hands the fold the tables its steps wrote (run/worker.py): the folded
     files are byte for byte those of a fold that reads the steps back from disk, steps written
-    uncompressed as a worker writes them; a table pair per commit or none."""
-    from ray_knowsim.io.commits import STEP_COMPRESSION
+    as Arrow IPC as a worker writes them; a table pair per commit or none."""
+    from ray_knowsim.io.commits import STEP_FILES
 
     shard, sessions, turns = rows
     ids = sessions.column("session_id").to_pylist()
@@ -240,13 +240,70 @@ def test_a_fold_from_the_tables_its_steps_wrote_writes_the_bytes_of_one_that_rea
         root = tmp_path / how
         parts = [(only(sessions, part), only(turns, part)) for part in (ids[3:], ids[:1], ids[1:3])]
         steps = [write_commit(root, shard_id=shard.shard_id, config_hash="hash", sessions=s, turns=t,
-                              compression=STEP_COMPRESSION) for s, t in parts]
+                              file_format=STEP_FILES) for s, t in parts]
+        assert all(f.endswith(".arrow") for c in steps for f in c.files().values())
         folded[how] = (root, fold_commits(root, steps, ids, tables=parts if how == "tables" else None))
         with pytest.raises(ValueError):
             fold_commits(root, steps, ids, tables=parts[:2])
     for table in ("sessions", "turns"):
         (ra, a), (rb, b) = folded["read"], folded["tables"]
+        assert a.files()[table].endswith(".parquet")
         assert (ra / a.files()[table]).read_bytes() == (rb / b.files()[table]).read_bytes()
+
+
+def test_step_commits_in_arrow_ipc_read_as_the_same_rows_as_parquet_ones(tmp_path, rows):
+    """A shard's steps are Arrow IPC files under a format-3 marker (io/commits.py): an
+    interrupted run holding them (mixed with Parquet commits, one of them outranked) reads as the
+    same rows, in the same order, as one whose commits are all Parquet -- through the reader's
+    scans, one session's turns, read_commit_tables and garbage collection of unnamed leftovers."""
+    from ray_knowsim.io.commits import read_commit_tables
+
+    shard, sessions, turns = rows
+    ids = sessions.column("session_id").to_pylist()
+    runs = {}
+    for fmt in ("parquet", "arrow"):
+        root = tmp_path / fmt
+        manifest(root)
+        made = [write_commit(root, shard_id=shard.shard_id, config_hash="hash", sessions=only(sessions, part),
+                             turns=only(turns, part), file_format=f)
+                for part, f in ((ids[:2], fmt), (ids[2:3], "parquet"), (ids[3:], fmt), (ids[1:2], fmt))]  # the last outranks one row
+        runs[fmt] = (root, made)
+    root, made = runs["arrow"]
+    marker = json.loads(made[0].marker.read_text())
+    assert marker["format"] == 3 and marker["files"] == "arrow"
+    assert "files" not in json.loads(made[1].marker.read_text()) and json.loads(made[1].marker.read_text())["format"] == 2
+    assert sorted(p.name for p in (root / "sessions").iterdir()) == sorted(c.files()["sessions"].split("/")[1] for c in made)
+    assert [c.file_format for c in read_markers(root)] == [c.file_format for c in sorted(made, key=lambda c: c.name)]
+    a, b = RunReader.open(runs["parquet"][0]), RunReader.open(root)
+    assert a.sessions.read().equals(b.sessions.read()) and a.turns.read().equals(b.turns.read())
+    assert b.sessions.count_rows() == 4 and b.status().superseded_rows == 1
+    assert b.turns_of(ids[1]) == a.turns_of(ids[1]) and b.sessions.rows_of(ids[:2]) == a.sessions.rows_of(ids[:2])
+    for x, y in zip(runs["parquet"][1], made):
+        for got, want in zip(read_commit_tables(root, y, drop=[ids[0]]), read_commit_tables(runs["parquet"][0], x, drop=[ids[0]])):
+            assert got.equals(want)
+    stray = root / "turns" / f"{shard.shard_id}.0123456789abcdef.arrow"  # a step whose marker never landed
+    shutil.copy(root / made[0].files()["turns"], stray)
+    assert RunReader.open(root).turns.count_rows() == b.turns.count_rows()  # never read
+    garbage = collect_garbage(root, b.all_commits, b.index, min_age_s=0)
+    assert garbage.leftover_files == 1 and not stray.exists() and garbage.ignored == []
+
+
+@pytest.mark.parametrize("edit", ["format 3 without files", "format 2 naming arrow", "files of another format"])
+def test_a_marker_whose_format_and_files_disagree_is_refused(tmp_path, rows, edit):
+    shard, sessions, turns = rows
+    manifest(tmp_path)
+    step = write_commit(tmp_path, shard_id=shard.shard_id, config_hash="hash", sessions=sessions, turns=turns,
+                        file_format="arrow")
+    data = json.loads(step.marker.read_text())
+    if edit == "format 3 without files":
+        del data["files"]
+    elif edit == "format 2 naming arrow":
+        data["format"] = 2
+    else:
+        data["files"] = "feather"
+    step.marker.write_text(json.dumps(data))
+    with pytest.raises(MarkerError, match=step.marker.name):
+        RunReader.open(tmp_path)
 
 
 def test_a_plain_parquet_folder_reads_each_session_once(tmp_path, rows):

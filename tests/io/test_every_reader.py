@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ray_knowsim.io.commits import new_token, read_commit_tables, write_commit
+from ray_knowsim.io.commits import STEP_FILES, new_token, read_commit_tables, remove_commit, write_commit
 from ray_knowsim.io.rundir import RunReader
 from tests.doubles.finished_runs import finished_run
 
@@ -102,6 +102,45 @@ def test_every_reader_sees_each_session_once(runs, reader, tmp_path):
         assert expected[0] == n
     if expected[1] >= 0:
         assert expected[1] == n_ok
+
+
+@pytest.fixture(scope="module")
+def stepped(runs, tmp_path_factory):
+    """The clean run as an interrupted one leaves it: every shard's rows in Arrow IPC step commits
+    (what a shard writes before its fold, io/datafiles.py), a few sessions each, one session
+    committed twice (the later step outranks the earlier)."""
+    _, clean, _, _ = runs
+    root = tmp_path_factory.mktemp("stepped") / "run"
+    shutil.copytree(clean, root)
+    import pyarrow.compute as pc
+
+    for k, commit in enumerate(RunReader.open(root).index.live()):
+        sessions, turns = read_commit_tables(root, commit)
+        ids = sessions.column("session_id").to_pylist()
+        parts = [ids[: len(ids) // 2], ids[len(ids) // 2:]] + ([ids[:1]] if k == 0 else [])
+        remove_commit(root, commit)
+        for part in parts:
+            keep = pa_ids(part)
+            write_commit(root, shard_id=commit.shard_id, config_hash=commit.config_hash, plan=commit.plan,
+                         summary=commit.summary, file_format=STEP_FILES,
+                         sessions=sessions.filter(pc.is_in(sessions.column("session_id"), value_set=keep)),
+                         turns=turns.filter(pc.is_in(turns.column("session_id"), value_set=keep)))
+    names = {p.suffix for t in ("sessions", "turns") for p in (root / t).iterdir()}
+    assert names == {".arrow"} and RunReader.open(root).status().superseded_rows == 1
+    return root
+
+
+def pa_ids(ids):
+    import pyarrow as pa
+
+    return pa.array(ids, pa.string())
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_every_reader_reads_a_run_left_in_step_commits_as_the_finished_run(runs, stepped, reader, tmp_path):
+    """An interrupted run's unfolded steps (Arrow IPC) read as the same sessions as its folded Parquet."""
+    cfg, clean, _, _ = runs
+    assert sessions_seen(reader, cfg, stepped, tmp_path / "stepped") == sessions_seen(reader, cfg, clean, tmp_path / "clean")
 
 
 @pytest.mark.parametrize("reader", READERS)
