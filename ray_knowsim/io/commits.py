@@ -417,11 +417,13 @@ def remove_commit(root: Path, commit: Commit) -> None:
 def fold_commits(root: Path, commits: Sequence[Commit], order: Sequence[str], plan: str = "",
                  summary: dict[str, Any] | None = None,
                  tables: Sequence[tuple[pa.Table, pa.Table]] | None = None) -> Commit | None:
-    """One commit holding the rows of ``commits`` (all of one shard, all counted), sessions in
-    ``order``; the folded ones are removed after it is committed. None when there is nothing to fold.
+    """One Parquet commit holding the rows of ``commits`` (all of one shard, all counted), sessions
+    in ``order``; the folded ones are removed after it is committed. None when there is nothing to
+    fold (no commit, or one that is Parquet already: a lone Arrow step is rewritten).
     ``tables``: the (sessions, turns) each commit wrote, when the caller still holds them (the shard
-    worker that wrote them): the fold then does not read them back, and writes the same bytes."""
-    if len(commits) < 2:
+    worker that wrote them): the fold then does not read them back, and writes the same bytes; or
+    each commit's rows without those another commit outranks (they go with the commit)."""
+    if not commits or (len(commits) == 1 and commits[0].file_format == "parquet"):
         return None
     shard_ids = {c.shard_id for c in commits}
     if len(shard_ids) != 1:

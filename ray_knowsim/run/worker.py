@@ -15,9 +15,11 @@ it (:mod:`ray_knowsim.plan.build`): a worker gets its shard context and models h
 4. Commit finished sessions in small steps (:class:`CommitPolicy`: every N sessions or T
    seconds, whichever first; the writes run off the event loop), so a crash loses only the
    sessions in flight; fold the steps into one commit when the shard ends
-   (:func:`ray_knowsim.io.commits.fold_commits`). Steps the fold rewrites are written
-   uncompressed (most of a small commit's CPU was zstd's per-column start-up); the fold, and a
-   shard's only commit, are zstd.
+   (:func:`ray_knowsim.io.commits.fold_commits`). Steps the fold rewrites are Arrow IPC files
+   (a fraction of Parquet's CPU, io/datafiles.py); the fold, and a shard's only commit, are zstd
+   Parquet. Steps an earlier run of this shard left unfolded (it was cut off) are folded too,
+   one Parquet commit per spend journal they name (:func:`fold_leftover_steps`), so a resumed
+   run ends as Parquet files only.
 5. Check the contract: every planned session exactly once, of this run, failed ones naming why.
 
 Every request the shard's models are sent, and every answer, is appended to the task's spend
@@ -46,7 +48,8 @@ from ray_knowsim.run.resume import Attempt
 from ray_knowsim.run.collector import fewer_collections
 from ray_knowsim.cluster.bounded_fan_out import require_visible
 from ray_knowsim.io.commits import (
-    STEP_FILES, TURN_SCHEMA, Commit, RunDir, fold_commits, session_schema, shard_markers, sort_rows, write_commit,
+    STEP_FILES, TURN_SCHEMA, Commit, CommitIndex, RunDir, fold_commits, read_commit_tables, remove_commit, session_schema, shard_markers,
+    sort_rows, write_commit,
 )
 from ray_knowsim.io.parquet import rows_table
 from ray_knowsim.io.spend import JOURNAL_KEY, SpendJournal
@@ -123,6 +126,34 @@ def committed_attempts(run_dir: Path, shard_id: str, config_hash: str) -> dict[s
         for sid, e in c.sessions.items():
             out[sid] = max(out.get(sid, 0), e.attempt)
     return out
+
+
+def fold_leftover_steps(run_dir: Path, shard_id: str, config_hash: str, order: list[str], plan: str = "",
+                        skip: frozenset[str] = frozenset()) -> tuple[int, int]:
+    """Fold the step commits (Arrow IPC) an earlier run of this shard left when it was cut off
+    before its fold -- all but the commits named in ``skip`` -- into Parquet: one commit per spend
+    journal they name (a commit names the journal its sessions were spent in, io/spend.py), holding
+    the sessions they still count (rows another commit outranks are left out, and go with the
+    step); a step whose every row is outranked is removed, as garbage collection would. Returns
+    (steps folded, steps removed)."""
+    mine = [c for c in shard_markers(run_dir, shard_id) if c.config_hash == config_hash]
+    index = CommitIndex(mine)
+    by_journal: dict[Any, list[Commit]] = {}
+    for c in index.live():
+        if c.file_format == "arrow" and c.name not in skip:
+            by_journal.setdefault(c.summary.get(JOURNAL_KEY), []).append(c)
+    removed = 0
+    for c in index.dead():
+        if c.file_format == "arrow" and c.name not in skip:
+            remove_commit(run_dir, c)
+            removed += 1
+    folded = 0
+    for journal, steps in by_journal.items():
+        tables = [read_commit_tables(run_dir, c, drop=index.superseded[c.name]) for c in steps]
+        summary = {"sessions": sum(t[0].num_rows for t in tables), "late_fold": True, JOURNAL_KEY: journal}
+        fold_commits(run_dir, steps, order, plan=plan, summary=summary, tables=tables)
+        folded += len(steps)
+    return folded, removed
 
 
 def stamp(result: SessionResult, attempt: Attempt) -> SessionResult:
@@ -208,6 +239,8 @@ def execute_shard(
                                "commits": 0, "commit_seconds": 0.0, "fold_seconds": 0.0, "commit_cpu_seconds": 0.0,
                                "fold_cpu_seconds": 0.0}
     if not todo:
+        summary["leftover_steps_folded"], summary["leftover_steps_removed"] = fold_leftover_steps(
+            root, shard.shard_id, ctx.config_hash, order, plan)
         summary["seconds"] = round(time.perf_counter() - t0, 3)
         return summary
     # before anything is written or asked: a node that does not mount the run directory (one that
@@ -335,6 +368,8 @@ def execute_shard(
                      tables=written if written is not None and len(written) == len(commits) else None)
         summary["fold_seconds"] = round(time.perf_counter() - started, 4)
         summary["fold_cpu_seconds"] = round(time.thread_time() - cpu, 4)
+    summary["leftover_steps_folded"], summary["leftover_steps_removed"] = fold_leftover_steps(
+        root, shard.shard_id, ctx.config_hash, order, plan, skip=frozenset(c.name for c in commits))
     summary["commit_seconds"] = round(summary["commit_seconds"], 4)
     summary["commit_cpu_seconds"] = round(summary["commit_cpu_seconds"], 4)
     summary["accounting"] = accounting.to_dict()

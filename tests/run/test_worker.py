@@ -69,6 +69,32 @@ def test_a_crash_keeps_what_finished_and_a_retry_runs_only_the_rest(setup, tmp_p
     assert got.keys() == want.keys() and RunReader.open(tmp_path).status().superseded_rows == 0
     for sid in want:
         assert got[sid] == want[sid]
+    # the crashed run's two steps (Arrow IPC) were folded by the retry into one Parquet commit
+    # naming their own spend journal, beside the retry's fold: only Parquet is left
+    assert (again["leftover_steps_folded"], again["leftover_steps_removed"]) == (2, 0)
+    markers = read_markers(tmp_path)
+    assert len(markers) == 2 and {m.file_format for m in markers} == {"parquet"}
+    assert len({m.summary["spend_journal"] for m in markers}) == 2
+    assert {p.suffix for t in ("sessions", "turns") for p in (tmp_path / t).iterdir()} == {".parquet"}
+
+
+def test_a_rerun_folds_the_steps_it_left_without_the_rows_it_outranked(setup, tmp_path):
+    """A session that failed before the crash is rerun at attempt 2: the crashed run's step of it
+    holds only its outranked first row and goes; the other step is folded (the rerun's row counts)."""
+    plan = setup[0]
+    first = plan.shard_session_ids(0)[0]
+    with pytest.raises(RuntimeError, match="crashed after 2"):
+        execute(setup, tmp_path, CommitPolicy(every=1), raise_after=2, fail_sessions={first: "assistant_http_503"})
+    before = RunReader.open(tmp_path)
+    assert {c.file_format for c in before.all_commits} == {"arrow"} and rows(tmp_path)[first]["status"] == "failed"
+    again = execute(setup, tmp_path, CommitPolicy(every=1), attempts={first: Attempt(2, ("assistant_http_503",))})
+    assert again["sessions"] == 3 and (again["leftover_steps_folded"], again["leftover_steps_removed"]) == (1, 1)
+    run = RunReader.open(tmp_path)
+    assert {c.file_format for c in run.all_commits} == {"parquet"} and run.status().superseded_rows == 0
+    got = rows(tmp_path)
+    assert len(got) == 4 and got[first]["status"] == "ok" and got[first]["attempt"] == 2
+    late = [c for c in run.all_commits if c.summary.get("late_fold")]
+    assert len(late) == 1 and first not in late[0].sessions and len(late[0].sessions) == 1
 
 
 def test_rows_carry_attempt_errors_and_class(setup, tmp_path):
