@@ -4,6 +4,8 @@ and a simulator that does not work is named on the final line."""
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 
@@ -23,13 +25,23 @@ FAILS = {
 }
 
 
+#: a line Ray's log monitor forwards from a raylet or a worker into the driver's output (on a
+#: loaded machine, e.g. "(raylet) WARNING: 8 PYTHON worker processes have been started ...")
+_RAY_FORWARDED = re.compile(r"^(\x1b\[[0-9;]*m)*\((raylet|pid=|[\w.:-]+ pid=)")
+
+
+def own_lines(out: str) -> list[str]:
+    """The command's own lines of ``out``, without what Ray forwarded into it."""
+    return [line for line in out.strip().splitlines() if not _RAY_FORWARDED.match(line)]
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("ray_local")
 def test_final_line_and_tables_count_failures_by_kind_per_condition(tmp_path, capsys):
     path = write_config(tmp_path, small_config(engine={"shard_fn_options": {"fail_sessions": FAILS}}))
     out = tmp_path / "run"
     assert cli(["run", str(path), "-o", str(out), "--quiet"]) == 1
-    line = capsys.readouterr().out.strip().splitlines()[0]
+    line = own_lines(capsys.readouterr().out)[0]
     assert "failed by kind: extractor_http_400 3 (sim:adaptive 2, sim:socratic 1); assistant_truncated 1 (sim:socratic 1)" in line, line
     failures = pd.read_csv(out / "tables" / "failures.csv")
     assert failures.groupby("error_kind")["n_failed"].sum().to_dict() == {"extractor_http_400": 3, "assistant_truncated": 1}
