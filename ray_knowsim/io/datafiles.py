@@ -1,17 +1,17 @@
-"""The two formats a run directory's data files are written in, told apart by their suffix, and
-the one place that writes and reads either.
+"""The two formats a run directory's commit data files are written in, told apart by their
+suffix, and the one place that writes and reads a commit's files in either.
 
-* **Parquet** (``.parquet``, zstd): every file a reader is meant to keep -- a shard's only commit,
-  the fold of its steps, every table under ``tables/``. Columnar, compressed, with statistics that
-  prune row groups; what users, Ray Data and every other tool read.
+* **Parquet** (``.parquet``, zstd): every commit a reader is meant to keep -- a shard's only commit,
+  the fold of its steps. Columnar, compressed, with statistics that prune row groups; what users,
+  Ray Data and every other tool read.
 * **Arrow IPC** (``.arrow``, the Arrow file format, uncompressed): a shard's *step* commits, which
-  the fold at the shard's end rewrites as Parquet. A step is a few sessions of ~85 columns: Parquet
-  encodes every column chunk (dictionaries, statistics, page headers), which measured ~3.4 ms of
-  CPU per step file in the run against ~0.1-0.2 ms for the same rows in IPC, ~0.07 ms of the
-  client's CPU per request at 96 requests a step (docs/performance.md). A step only lives on disk
-  from its commit to the fold, or until a rerun folds over it when the shard did not end; every
-  reader of a run directory reads it through :func:`read_table` / :func:`dataset_format`, so an
-  interrupted run reads as a finished one.
+  the fold at the shard's end rewrites as Parquet. A step is a few sessions of ~85 columns, and
+  Parquet encodes every column chunk (dictionaries, statistics, page headers): a step's CPU measured
+  1.9 ms as IPC against 5.5-6.0 ms as uncompressed Parquet (scripts/bench/commits.py), ~0.03 ms of
+  the client's CPU per request at ~96 requests a step (docs/performance.md, the fifth round). A
+  step lives on disk from its commit to the fold, or, when the shard was cut off, until the shard's
+  next run folds it (run/worker.fold_leftover_steps); every reader of a run directory reads it
+  through :func:`read_table` / :func:`dataset_format`, so an interrupted run reads as a finished one.
 
 No Ray here.
 """
