@@ -361,7 +361,8 @@ def execute_shard(
         journal.close()
     contract.finish()
     summary["commits"] = len(commits)
-    if policy.fold and len(commits) > 1:
+    if policy.fold and (len(commits) > 1 or (commits and commits[0].file_format == "arrow")):
+        # several steps, or one step that found nothing after it (the shard's last session filled it)
         started, cpu = time.perf_counter(), time.thread_time()
         fold_commits(root, commits, order, plan=plan,
                      summary={"sessions": summary["sessions"], "kernel": dict(kernel), JOURNAL_KEY: journal.token},

@@ -52,6 +52,17 @@ def test_small_commits_by_count_then_one_fold(setup, tmp_path):
     assert markers[0].plan == setup[0].fingerprint and len(rows(tmp_path)) == 4
 
 
+def test_a_shard_whose_last_step_took_its_last_session_ends_as_one_parquet_commit(setup, tmp_path):
+    """Four sessions, a step every four: the one step (Arrow IPC, more might have followed) is
+    rewritten as Parquet when the shard ends, as a fold of several steps is."""
+    out = execute(setup, tmp_path, CommitPolicy(every=4, every_s=60))
+    assert out["commits"] == 1 and out["sessions"] == 4
+    markers = read_markers(tmp_path)
+    assert len(markers) == 1 and markers[0].file_format == "parquet" and len(markers[0].sessions) == 4
+    assert {p.suffix for t in ("sessions", "turns") for p in (tmp_path / t).iterdir()} == {".parquet"}
+    assert len(rows(tmp_path)) == 4
+
+
 def test_slow_sessions_are_committed_by_time(setup, tmp_path):
     out = execute(setup, tmp_path, CommitPolicy(every=100, every_s=0.1, fold=False), stream_delay_s=1.0)
     assert out["commits"] == 4 and len(read_markers(tmp_path)) == 4  # each session on its own, as it finished
