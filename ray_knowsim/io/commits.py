@@ -380,9 +380,8 @@ def write_commit(root: Path, *, shard_id: str, config_hash: str, sessions: pa.Ta
     commit = Commit(shard_id=shard_id, token=new_token(), config_hash=config_hash,
                     committed_at=max(time.time(), not_before), sessions=_entries(sessions),
                     marker=root / COMMITS / "", plan=plan, rows={"sessions": sessions.num_rows, "turns": turns.num_rows},
-                    summary=dict(summary or {}), file_format=file_format)
-    if file_format == "arrow":
-        commit.format = ARROW_MARKER_FORMAT
+                    summary=dict(summary or {}), file_format=file_format,
+                    format=ARROW_MARKER_FORMAT if file_format == "arrow" else MARKER_FORMAT)
     files = commit.files()
     commit.marker = dataset(root).commit([(files["sessions"], sessions), (files["turns"], turns)],
                                          f"{COMMITS}/{commit.name}.json", commit.to_json(), compression=compression)
