@@ -40,15 +40,18 @@ def zpd(g: GraphIndex, states: Mapping[str, int]) -> set[str]:
 
 
 def density(g: GraphIndex, states: Mapping[str, int]) -> float:
-    """Mean share of each IU's neighbours that are known (>= partial); isolated IUs count 1."""
+    """Mean share of each IU's neighbours that are known (>= partial); isolated IUs count 1.
+    The known IUs are found once and each neighbourhood counted by a set intersection (twice per
+    turn: the learner's prompt and the turn's row): the same counts, summed in the same order."""
+    if not g.ids:
+        return 0.0
+    known = {u for u, s in states.items() if s >= PARTIAL}
+    neighbours = g.neighbours
     total = 0.0
     for v in g.ids:
-        nbrs = g.neighbours[v]
-        if not nbrs:
-            total += 1.0
-        else:
-            total += sum(1 for u in nbrs if states.get(u, 0) >= PARTIAL) / len(nbrs)
-    return total / len(g.ids) if g.ids else 0.0
+        nbrs = neighbours[v]
+        total += len(known & nbrs) / len(nbrs) if nbrs else 1.0
+    return total / len(g.ids)
 
 
 def articulation_mode(value: float) -> str:

@@ -160,3 +160,61 @@ def test_shared_objects_are_written_from_their_bytes_exactly_as_in_place_and_the
         assert encode_body(body) == orjson.dumps(before, option=orjson.OPT_NON_STR_KEYS)
         assert body == before
     assert bodies[0]["response_format"]["json_schema"]["schema"] is schema and bodies[2][OFFLINE_FACTS_FIELD]["graph"] is graph
+
+
+# bodies a server sends: any JSON text json reads, wide integers (orjson reads those outside 64 bits
+# as floats), and the texts orjson refuses and json reads (NaN, Infinity, a lone surrogate)
+_numbers = st.one_of(st.integers(), st.integers(2**63 - 3, 2**64 + 3), st.integers(-(2**63) - 3, -(2**63) + 3),
+                     st.floats(allow_nan=False, allow_infinity=False))
+_body_values = st.recursive(st.one_of(_texts, _numbers, st.booleans(), st.none()),
+                            lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_texts, inner, max_size=4)),
+                            max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(usage=st.dictionaries(st.sampled_from(["prompt_tokens", "completion_tokens", "prompt_tokens_details", "x"]),
+                             _body_values, max_size=4),
+       rest=_body_values, extra=st.sampled_from(["", "NaN", "Infinity", '"\\ud800"', "1e400"]))
+def test_a_body_decodes_as_json_reads_it_and_reads_as_the_same_answer(usage, rest, extra):
+    from ray_knowsim.llm.http.response import ResponseReader, decode_body
+
+    body = {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}], "usage": usage, "rest": rest}
+    text = json.dumps(body)
+    if extra:
+        text = text[:-1] + f', "extra": {extra}}}'
+    raw = text.encode("utf-8")
+    expected = json.loads(raw)
+    got = decode_body(raw)
+    assert repr(got) == repr(expected)  # every value of the same type, keys in the same order (NaN included)
+    assert repr(ResponseReader("t", None).read(raw)) == repr(_json_read(raw))
+
+
+def _json_read(raw: bytes):
+    """The reader as it was: json decoding every body."""
+    from ray_knowsim.llm.http import response
+
+    fast, response.decode_body = response.decode_body, _json_or_none
+    try:
+        return response.ResponseReader("t", None).read(raw)
+    finally:
+        response.decode_body = fast
+
+
+def _json_or_none(raw: bytes):
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def test_a_body_json_cannot_read_is_none_and_utf16_or_a_bom_still_decodes():
+    from ray_knowsim.llm.http.response import decode_body
+
+    assert decode_body(b"{not json") is None
+    assert decode_body(b"") is None
+    assert decode_body(b"\xff\xfe") is None
+    assert decode_body('{"a": "é"}'.encode("utf-16")) == {"a": "é"}
+    assert decode_body(b'\xef\xbb\xbf{"a": 1}') == {"a": 1}
+    wide = b'{"usage": {"prompt_tokens": 123456789012345678901234567890}, "n": [-9223372036854775809]}'
+    assert decode_body(wide) == {"usage": {"prompt_tokens": 123456789012345678901234567890}, "n": [-9223372036854775809]}
+    assert decode_body(b'{"a": 1, "b": 2, "a": 3}') == {"a": 3, "b": 2} and list(decode_body(b'{"a": 1, "b": 2, "a": 3}')) == ["a", "b"]

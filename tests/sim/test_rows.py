@@ -36,3 +36,12 @@ def test_a_subclassed_entry_keeps_its_own_fields():
     out = json.loads(signals_json(entries))
     assert out[1]["source"] == "replay"
     assert signals_json(entries) == json.dumps([e.model_dump(mode="json") for e in entries], ensure_ascii=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_entry(), max_size=5), st.data())
+def test_entries_without_extras_read_in_place_dump_as_the_model_dumps_them(entries, data):
+    plain = [SignalEntry(**{k: v for k, v in e.model_dump().items() if k in SignalEntry.model_fields}) for e in entries]
+    mixed = plain + entries[: data.draw(st.integers(0, len(entries)))]  # with extras too: the list serializer
+    for group in (plain, mixed):
+        assert signals_json(group) == json.dumps([e.model_dump(mode="json") for e in group], ensure_ascii=False)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ray_knowsim.identity_memo import IdentityMemo
 from ray_knowsim.llm.parse.json_extract import extract_json
 from ray_knowsim.llm.parse.result import ParseResult, fail
 from ray_knowsim.schema.graph import GraphIndex, IUGraph, iu_label
@@ -68,6 +69,11 @@ class _Graph:
             )
             return cls(graph.ids, concepts)
         return cls(tuple(n.id for n in graph.nodes), tuple(n.concept for n in graph.nodes))
+
+
+#: each graph's ids and concepts, made once per graph object (a loaded graph or its index is never
+#: changed: ray_knowsim/identity_memo.py); every turn of every session of an item reads the same
+_GRAPHS = IdentityMemo(512)
 
 
 def _squash(text: str) -> str:
@@ -232,7 +238,7 @@ def parse_signal_report(
     module docstring). Failures: ``extractor_empty``, ``extractor_invalid_json``,
     ``extractor_invalid_output`` (no entry list), ``extractor_invalid_signals`` (drift that is
     not harmless)."""
-    g = _Graph.of(graph)
+    g = _GRAPHS.get_or_make(graph, _Graph.of)
     ext = extract_json(text, allow_array=True)
     if ext.error is not None:
         kind = "empty" if not (text or "").strip() else "invalid_json"
