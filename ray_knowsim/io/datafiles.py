@@ -47,14 +47,19 @@ def dataset_format(path: str | os.PathLike[str]) -> str:
 
 def write_table(table: pa.Table, fh: IO[bytes], fmt: FileFormat, compression: str = "zstd") -> None:
     """Write ``table`` to the open file ``fh`` in ``fmt`` (``compression``: Parquet's; an IPC file
-    is written uncompressed, it is rewritten by the fold)."""
-    if fmt == "parquet":
-        pq.write_table(table, fh, compression=compression)
-    elif fmt == "arrow":
-        with ipc.new_file(fh, table.schema) as writer:
-            writer.write_table(table)
-    else:
+    is written uncompressed, it is rewritten by the fold). The file is made in Arrow's memory and
+    handed to ``fh`` in one write: the writers given a Python file call into Python once per
+    buffer (a few per column: a step's 85-column sessions file cost 655 against 411 us here, a
+    shard's fold ~15 % more), and the bytes are the same (tests/io/test_datafiles.py)."""
+    if fmt not in SUFFIXES:
         raise ValueError(f"unknown data file format {fmt!r} (expected {', '.join(SUFFIXES)})")
+    sink = pa.BufferOutputStream()
+    if fmt == "parquet":
+        pq.write_table(table, sink, compression=compression)
+    else:
+        with ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+    fh.write(sink.getvalue())
 
 
 def read_schema(path: str | os.PathLike[str]) -> pa.Schema:
