@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ray_knowsim.schema.graph import GraphIndex, IUGraph, build_index, capacity
 from ray_knowsim.schema.items import Item
@@ -82,10 +82,13 @@ class LiveSession:
         self.error_detail = bounded_detail(mask_secrets(detail)) if detail else None
 
 
-def start_session(spec: SessionSpec, item: Item, graph: IUGraph, rules: RuleConfig) -> LiveSession:
+def start_session(spec: SessionSpec, item: Item, graph: IUGraph, rules: RuleConfig,
+                  index: GraphIndex | None = None) -> LiveSession:
     """Initial state: the engine's (init cache or sampled), else sampled from the session's init seed
-    (both by :func:`ray_knowsim.rules.init_state.session_initial_states`)."""
-    index = build_index(graph, item.id)
+    (both by :func:`ray_knowsim.rules.init_state.session_initial_states`). ``index``: the graph's
+    index (``build_index(graph, item.id)``), shared by the sessions of an item (:func:`shared_indexes`)."""
+    if index is None:
+        index = build_index(graph, item.id)
     initial = session_initial_states(index, spec.knowledge_level, rules, spec.init_seed, spec.initial_ks)
     tau = capacity(index.size, rules.capacity_ratio, rules.capacity_floor)
     simulator = SIMULATORS.get(spec.simulator)
@@ -96,4 +99,22 @@ def start_session(spec: SessionSpec, item: Item, graph: IUGraph, rules: RuleConf
     return live
 
 
-__all__ = ["LiveSession", "start_session"]
+def shared_indexes() -> Callable[[Item, IUGraph], GraphIndex]:
+    """``index_of(item, graph)``: one :class:`GraphIndex` per item and graph object, shared by every
+    session of that item. An index is frozen and only read, so sharing it changes no result; what
+    it saves is everything made once per index object: the index itself, the prompts' per-graph
+    lines and names (:func:`ray_knowsim.prompts.views._of_graph`), and the kernel's packed graphs
+    (a batch packs each distinct index once, not once per session)."""
+    made: dict[tuple[str, int], tuple[IUGraph, GraphIndex]] = {}
+
+    def index_of(item: Item, graph: IUGraph) -> GraphIndex:
+        key = (item.id, id(graph))
+        got = made.get(key)
+        if got is None or got[0] is not graph:
+            got = made[key] = (graph, build_index(graph, item.id))
+        return got[1]
+
+    return index_of
+
+
+__all__ = ["LiveSession", "shared_indexes", "start_session"]

@@ -22,7 +22,7 @@ from ray_knowsim.registry import import_plugins
 from ray_knowsim.sim.kernel_steps import KernelBatcher
 from ray_knowsim.sim.loop import run_session
 from ray_knowsim.sim.rows import session_rows
-from ray_knowsim.sim.session import LiveSession, start_session
+from ray_knowsim.sim.session import LiveSession, shared_indexes, start_session
 from ray_knowsim.sim.types import RoleModels, SessionResult, ShardContext, ShardSpec
 
 
@@ -55,7 +55,9 @@ class _Progress:
 async def run_shard(shard: ShardSpec, models: RoleModels, ctx: ShardContext) -> AsyncIterator[SessionResult]:
     """Run every session of ``shard`` at once; yield each one's result as it finishes."""
     import_plugins(list(ctx.plugins))
-    sessions = [start_session(spec, shard.item_of(spec), shard.graph_of(spec), ctx.rules) for spec in shard.sessions]
+    index_of = shared_indexes()  # one index per item: see shared_indexes
+    sessions = [start_session(spec, item, graph, ctx.rules, index_of(item, graph))
+                for spec in shard.sessions for item, graph in [(shard.item_of(spec), shard.graph_of(spec))]]
     structured = [s for s in sessions if s.structured]
     kernel = (KernelBatcher([s.index for s in structured], ctx.rules, [s.knowledge.initial for s in structured], max_turns=ctx.max_turns)
               if structured else None)  # fmt: skip

@@ -119,3 +119,24 @@ def test_stop_mode_ends_the_conversation_at_the_rules_stop(items):
     stopped = run(shard_of([spec]), offline_models(), context(max_turns=8, early_stop="stop"))[0].session
     assert stopped.turns == virtual.early_stop_turn
     assert stopped.stop_reason == virtual.early_stop_reason
+
+
+def test_sessions_of_an_item_share_one_index_and_write_what_own_indexes_write(items, monkeypatch):
+    """One GraphIndex per item in a shard (the prompts' per-graph lines and the kernel's packed
+    graphs are then made once per item): the rows are the ones a per-session index writes."""
+    from ray_knowsim.schema.graph import build_index as fresh_index
+    from ray_knowsim.sim import shard as shard_module
+    from ray_knowsim.sim.session import shared_indexes
+
+    index_of = shared_indexes()
+    specs = [session(items[0], level, strategy) for level in ("novice", "advanced") for strategy in ("socratic", "adaptive")]
+    specs += [session(items[1], "intermediate", "comprehensive")]
+    shard = shard_of(specs)
+    a, b, c = (index_of(shard.item_of(s), shard.graph_of(s)) for s in (specs[0], specs[3], specs[4]))
+    assert a is b and a is not c
+    assert a == fresh_index(shard.graph_of(specs[0]), specs[0].item_id)  # the same facts as its own index
+    shared = run(shard, offline_models(), context(max_turns=3))
+    monkeypatch.setattr(shard_module, "shared_indexes", lambda: lambda item, graph: fresh_index(graph, item.id))
+    own = run(shard, offline_models(), context(max_turns=3))
+    assert [r.session for r in shared] == [r.session for r in own]
+    assert [r.turns for r in shared] == [r.turns for r in own]
