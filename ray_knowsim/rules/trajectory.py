@@ -61,9 +61,13 @@ class Trajectory:
         """Final and at-early-stop metrics under the session table's names (the catalogue's,
         :mod:`ray_knowsim.schema.metrics`), and each registered outside metric's value."""
         stop = self.early_stop(rules)
-        out: dict = dict(paper_metrics(self.metrics, self.initial, self.final, self.basis))
+        whole = paper_metrics(self.metrics, self.initial, self.final, self.basis)
+        out: dict = dict(whole)
         k = stop.turn if stop else len(self.metrics)
-        prefix = paper_metrics(self.metrics[:k], self.initial, self.states[k], self.basis)
+        # up to the stop: the whole conversation again when it did not stop early (the same
+        # metrics and final state: the same pure function of the same values, not computed twice)
+        same = k == len(self.metrics) == len(self.updates)
+        prefix = whole if same else paper_metrics(self.metrics[:k], self.initial, self.states[k], self.basis)
         for m in BUILTIN_METRICS:
             if m.source == "state" and m.es_name:
                 out[m.es_name] = prefix[m.name]

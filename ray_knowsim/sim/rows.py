@@ -8,7 +8,9 @@ from typing import Any, Sequence
 
 from pydantic import TypeAdapter
 
+from ray_knowsim.identity_memo import IdentityMemo
 from ray_knowsim.schema.chat import Usage
+from ray_knowsim.schema.graph import IUGraph
 from ray_knowsim.schema.results import (
     FAILURE_MODES, SIMULATION_ROLES, TRUNCATION_ROLES, SessionRow, TurnRow, session_row_model, truncation_column, usage_columns,
 )  # fmt: skip
@@ -37,6 +39,17 @@ def _zero(column: str) -> int | float:
 _SIGNAL_LIST = TypeAdapter(list[SignalEntry])
 #: ``json.dumps(value, ensure_ascii=False)``, without making an encoder on each call
 _JSON_TEXT = json.JSONEncoder(ensure_ascii=False).encode
+
+
+#: a graph's ``graph_json`` column, by graph object (a loaded graph is never changed)
+_GRAPH_JSON = IdentityMemo(512)
+
+
+def graph_json(graph: IUGraph) -> str:
+    """``json.dumps(graph.to_json_dict(), ensure_ascii=False)``, the session row's copy of its
+    graph, written once per graph object rather than once per session (dumping the model and
+    writing the JSON took about a sixth of a session row's CPU)."""
+    return _GRAPH_JSON.get_or_make(graph, lambda g: json.dumps(g.to_json_dict(), ensure_ascii=False))
 
 
 def signals_json(entries: Sequence[SignalEntry]) -> str:
@@ -129,7 +142,7 @@ def session_row(live: LiveSession, ctx: ShardContext) -> SessionRow:
         "tau": k.tau,
         "iu_labels": list(live.index.labels),
         "initial_states": [k.initial[v] for v in live.index.ids],
-        "graph_json": json.dumps(live.graph.to_json_dict(), ensure_ascii=False),
+        "graph_json": graph_json(live.graph),
         "status": "failed" if failed else "ok",
         "turns": live.turns_done,
         "stop_reason": live.stop_reason,

@@ -45,3 +45,17 @@ def test_entries_without_extras_read_in_place_dump_as_the_model_dumps_them(entri
     mixed = plain + entries[: data.draw(st.integers(0, len(entries)))]  # with extras too: the list serializer
     for group in (plain, mixed):
         assert signals_json(group) == json.dumps([e.model_dump(mode="json") for e in group], ensure_ascii=False)
+
+
+def test_graph_json_is_the_graphs_json_written_once_per_graph():
+    import json as _json
+
+    from ray_knowsim.demo import demo_graphs
+    from ray_knowsim.sim.rows import graph_json
+
+    graph = next(iter(demo_graphs().values()))
+    text = graph_json(graph)
+    assert text == _json.dumps(graph.to_json_dict(), ensure_ascii=False)
+    assert graph_json(graph) is text  # found again, not written again
+    other = graph.model_copy(deep=True)
+    assert graph_json(other) == text and graph_json(other) is not text  # another object: its own entry
