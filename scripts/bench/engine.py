@@ -15,6 +15,10 @@ Parquet commits, the Ray Data reduction), each figure against a baseline measure
     ``--limiter-variant`` adds the same cap enforced by the run-wide limiter (local shares of one
     Ray actor's budget) over smaller shards: ``limiter_vs_bound_ratio`` (target <= 1.15) and
     ``limiter_vs_per_process_ratio`` (against the per-process cap measured in the same run).
+    Each variant is measured on warm workers: a one-turn run in its layout, then as many worker
+    processes as it has shards held at once (``<name>_workers_prestarted``), kept idle by Ray
+    until the measured run (``IDLE_WORKERS_KEPT``); workers Ray still starts during it are
+    counted (``<name>_workers_started``) with their CPU.
     Beside the client's CPU, the host's pace: a fixed piece of Python work timed in the driver just
     before each variant and every 2 s during it (``<name>_reference_ms_before/during``), so a run
     on a slow host says so (a witness, not a divisor: docs/performance.md). After each variant,
@@ -507,6 +511,59 @@ def transport_baseline(name: str, port: int, bodies: list[bytes], requests: int,
             f"{name}_transport_in_flight_per_task": in_flight}
 
 
+def _hold_warm(gate, n: int, timeout_s: float) -> int:
+    """One worker's warm-up: the shard's imports and the kernel's load, then held until ``n``
+    tasks hold a worker each (so they are ``n`` distinct processes)."""
+    import ray
+
+    from ray_knowsim.demo import demo_graphs
+    from ray_knowsim.rules.config import reference_rules
+    from ray_knowsim.run.worker import execute_shard  # noqa: F401  (what a shard task imports)
+    from ray_knowsim.schema.graph import build_index
+    from ray_knowsim.sim.kernel_steps import KernelBatcher
+
+    item_id, graph = next(iter(demo_graphs().items()))
+    index = build_index(graph, item_id)
+    KernelBatcher([index], reference_rules(), [{v: 0 for v in index.ids}], max_turns=4)  # loads the kernel
+    ray.get(gate.arrive.remote())
+    deadline = time.monotonic() + timeout_s
+    while ray.get(gate.arrived.remote()) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return os.getpid()
+
+
+class _Gate:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def arrive(self) -> None:
+        self.n += 1
+
+    def arrived(self) -> int:
+        return self.n
+
+
+#: idle worker processes Ray keeps in the bench (more than any variant runs at once)
+IDLE_WORKERS_KEPT = 32
+
+
+def prestart_workers(n: int, cpus_each: float, cpus: int, timeout_s: float = 120.0) -> int:
+    """Have ``n`` warm worker processes idle in the pool (the shard tasks' imports done and the
+    kernel loaded in each): ``n`` tasks at the shards' CPUs held until all ``n`` run at once.
+    Returns how many distinct processes held one (``n`` unless they cannot all fit at once)."""
+    import ray
+
+    if n * cpus_each > cpus + 1e-9:  # they could not all run at once: the measured run cannot either
+        return 0
+    gate = ray.remote(_Gate).options(num_cpus=0).remote()
+    hold = ray.remote(_hold_warm).options(num_cpus=cpus_each)
+    try:
+        pids = ray.get([hold.remote(gate, n, timeout_s) for _ in range(n)], timeout=timeout_s + 60)
+    finally:
+        ray.kill(gate)
+    return len(set(pids))
+
+
 def bench_b(args, workdir: Path) -> dict:
     from ray_knowsim.config import parse_run_config
     from ray_knowsim.run.fan_out import run
@@ -556,6 +613,11 @@ def bench_b(args, workdir: Path) -> dict:
             n_shards = math.ceil(n / v["shard_size"])
             run(config(1, 1, math.ceil(DEMO_ITEMS * 3 * conditions / n_shards), v["shard_cpus"], v["ep"]),
                 output=workdir / f"b-warm-{name}", quiet=True, tables=False)
+            # a short warm run's shards end before every worker has started, and Ray hands the
+            # next shard to a worker that is free: so the run may warm fewer processes than the
+            # measured run keeps busy at once, and each missing one starts mid-measurement (3-4
+            # CPU-s of start, imports and the kernel's load, charged to its first shard)
+            res[f"{name}_workers_prestarted"] = prestart_workers(n_shards, v["shard_cpus"], args.cpus)
             cfg = config(trials_for(args.sessions_b, conditions), args.turns, v["shard_size"], v["shard_cpus"], v["ep"])
             ref_before = reference_ms()
             cpu0 = _cpu_s(server.pid)
@@ -876,8 +938,13 @@ def main() -> int:
             import ray
             from ray.data import DataContext
 
+            # Ray keeps only num_cpus idle workers and ends the rest after a few idle seconds, so
+            # between a variant's warm-up and its measured run the warmed processes would be ended
+            # and started again mid-measurement (3-4 CPU-s each: process start, imports, the kernel's
+            # load). A long run keeps its workers busy and pays that once; the bench keeps its warm
+            # ones (IDLE_WORKERS_KEPT) so that what it measures is that long run's steady cost per request.
             ray.init(address="local", num_cpus=args.cpus, object_store_memory=256 * 2**20, include_dashboard=False,
-                     logging_level="ERROR", log_to_driver=False)
+                     logging_level="ERROR", log_to_driver=False, _system_config={"num_workers_soft_limit": IDLE_WORKERS_KEPT})
             DataContext.get_current().enable_progress_bars = False
             try:
                 if "a" not in skip:
