@@ -135,7 +135,12 @@ def test_sessions_of_an_item_share_one_index_and_write_what_own_indexes_write(it
     a, b, c = (index_of(shard.item_of(s), shard.graph_of(s)) for s in (specs[0], specs[3], specs[4]))
     assert a is b and a is not c
     assert a == fresh_index(shard.graph_of(specs[0]), specs[0].item_id)  # the same facts as its own index
+    given = []  # (item id, index object) of each session run_shard starts
+    start = shard_module.start_session
+    monkeypatch.setattr(shard_module, "start_session",
+                        lambda spec, item, graph, rules, index=None: given.append((item.id, index)) or start(spec, item, graph, rules, index))
     shared = run(shard, offline_models(), context(max_turns=3))
+    assert len({id(ix) for item_id, ix in given if item_id == items[0].id}) == 1 and len({id(ix) for _, ix in given}) == 2
     monkeypatch.setattr(shard_module, "shared_indexes", lambda: lambda item, graph: fresh_index(graph, item.id))
     own = run(shard, offline_models(), context(max_turns=3))
     assert [r.session for r in shared] == [r.session for r in own]
