@@ -49,6 +49,7 @@ from typing import Any, Iterable, Mapping
 import orjson
 
 from ray_knowsim.io.commits import new_token
+from ray_knowsim.json_exact import loads_as_json
 from ray_knowsim.io.parquet import fsync_dir
 
 SPEND = "spend"
@@ -260,7 +261,7 @@ def read_journal(path: Path) -> Journal | None:
         return None
     for raw in text.splitlines():
         try:
-            line = json.loads(raw)
+            line = loads_as_json(raw)  # json's values; orjson's speed: two lines a request, read by the driver
         except ValueError:
             continue
         if not isinstance(line, dict):

@@ -143,3 +143,28 @@ def test_journal_lines_are_the_bytes_json_writes():
         expected = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
         assert _line(record) == expected, record
     assert json.loads(_line({"s": "x", "usd": 1.5e-7})) == {"s": "x", "usd": 1.5e-7}
+
+
+def test_a_journal_reads_the_values_json_reads(tmp_path, monkeypatch):
+    """Journal lines are decoded by orjson where it gives json's values: a journal with lines json
+    alone reads (NaN, an integer outside 64 bits, a float of integer value), a torn last line and
+    one that is no object reads exactly as with json.loads."""
+    import dataclasses
+    import json
+
+    from ray_knowsim.io import spend as spend_module
+
+    journal = SpendJournal(tmp_path, unit="shard-000000", config_hash="h")
+    _ask(journal, request_id("s1", "assistant", 1), "assistant", 10, 5)
+    journal.close()
+    with open(journal.path, "a") as fh:
+        fh.write('{"s":"s2","role":"judge","model":"m","calls":1,"prompt":123456789012345678901234,"completion":2,"usd":NaN}\n')
+        fh.write('{"s":"s3","role":"judge","model":"m","calls":1,"prompt":3,"completion":1e3,"usd":1e20}\n')
+        fh.write('[1, 2]\n{"committed": ["s1"]}\n{"s": "s4", "ro')  # not an object, a commit, a torn line
+    fast = read_journal(journal.path)
+    monkeypatch.setattr(spend_module, "loads_as_json", json.loads)
+    slow = read_journal(journal.path)
+    assert fast is not None and fast.answered == 3 and fast.committed == {"s1"}
+    as_dicts = lambda j: {k: dataclasses.asdict(v) for k, v in j.spend.items()}  # noqa: E731
+    assert (fast.header, fast.sent, fast.answered, fast.committed) == (slow.header, slow.sent, slow.answered, slow.committed)
+    assert repr(as_dicts(fast)) == repr(as_dicts(slow))  # repr: NaN != NaN, and types count (int vs float)

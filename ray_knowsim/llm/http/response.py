@@ -12,8 +12,7 @@ import logging
 import re
 from typing import Any
 
-import orjson
-
+from ray_knowsim.json_exact import loads_as_json
 from ray_knowsim.schema.chat import ChatResponse, Usage
 from ray_knowsim.llm.http.credentials import Secret, mask_secrets
 from ray_knowsim.llm.retry import is_retryable_status
@@ -24,44 +23,14 @@ log = logging.getLogger(__name__)
 _ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 #: characters of a server's error message kept in ChatResponse.detail
 MESSAGE_CHARS = 400
-#: where orjson and json part ways on a text both decode: an integer outside 64 bits (json: an
-#: int; orjson: a float, which can round to -2**63 itself); a float of an integer value this far
-#: from 0 is decoded again by json (a real float reads the same there)
-_WIDE = float(2**63)
-_NESTED_OR_FLOAT = frozenset({dict, list, float})
-
-
 def decode_body(raw: bytes) -> Any:
-    """A 2xx body decoded exactly as ``json.loads`` decodes it, or None when it is no JSON. orjson
-    first (a chat answer of a few KB: ~3.5 us with the check below, against ~7.5 us for json, once
-    per request); what orjson refuses (NaN, Infinity, a lone surrogate, UTF-16, a byte-order mark,
-    nesting past 1024) goes to json as before, and so does a body in which orjson read a float
-    that json would have read as an integer (one outside 64 bits: tests/llm/test_fast_paths.py)."""
+    """A 2xx body decoded exactly as ``json.loads`` decodes it (:func:`ray_knowsim.json_exact.loads_as_json`:
+    ~3.5 us for a chat answer of a few KB against ~7.5 us for json, once per request), or None
+    when it is no JSON."""
     try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        data = _NOT_ORJSON
-    if data is _NOT_ORJSON or (data.__class__ in _NESTED_OR_FLOAT and _wide_float(data)):
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return None
-    return data
-
-
-_NOT_ORJSON = object()
-
-
-def _wide_float(value: Any) -> bool:
-    """Whether ``value`` holds, at any depth, a float with an integer value outside 64 bits (what
-    orjson makes of such an integer; a real float that large reads the same in json)."""
-    kind = value.__class__
-    if kind is dict or kind is list:
-        for item in value.values() if kind is dict else value:
-            if item.__class__ in _NESTED_OR_FLOAT and _wide_float(item):
-                return True
-        return False
-    return kind is float and value.is_integer() and abs(value) >= _WIDE
+        return loads_as_json(raw)
+    except ValueError:
+        return None
 
 
 class TransportFailure(Exception):
