@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -28,6 +29,10 @@ if [ -n "${STUB_WAIT:-}" ]; then
 fi
 exit 0
 """
+
+
+#: runs argv[1:] with SIGINT at its default disposition (which survives exec; SIG_IGN would too)
+_WITH_DEFAULT_SIGINT = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])"
 
 
 def _checkout(tmp_path: Path) -> Path:
@@ -83,7 +88,11 @@ def test_ci_runs_the_full_suite():
 def test_ctrl_c_stops_the_script_and_nothing_after_it_runs(tmp_path):
     root = _checkout(tmp_path)
     waiting = tmp_path / "pytest_started"
-    proc = subprocess.Popen(["bash", "scripts/test.sh", "--full"], cwd=root, env=_env(tmp_path, STUB_WAIT=str(waiting)),
+    # as from a terminal: Ctrl-C's signal at its default. A test run started in the background of a
+    # non-interactive shell (`cmd &`, a launcher's job) ignores SIGINT, children inherit that, and a
+    # shell cannot trap a signal ignored on entry, so the script would never see the Ctrl-C
+    proc = subprocess.Popen([sys.executable, "-c", _WITH_DEFAULT_SIGINT, "bash", "scripts/test.sh", "--full"], cwd=root,
+                            env=_env(tmp_path, STUB_WAIT=str(waiting)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 240  # generous: seen slow to start at a load average of ~100
