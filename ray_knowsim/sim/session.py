@@ -105,14 +105,13 @@ def shared_indexes() -> Callable[[Item, IUGraph], GraphIndex]:
     it saves is everything made once per index object: the index itself, the prompts' per-graph
     lines and names (:func:`ray_knowsim.prompts.views._of_graph`), and the kernel's packed graphs
     (a batch packs each distinct index once, not once per session)."""
-    made: dict[tuple[str, int], tuple[IUGraph, GraphIndex]] = {}
+    made: dict[tuple[str, int], tuple[IUGraph, GraphIndex]] = {}  # the graph is kept: its id stays its own
 
     def index_of(item: Item, graph: IUGraph) -> GraphIndex:
         key = (item.id, id(graph))
-        got = made.get(key)
-        if got is None or got[0] is not graph:
-            got = made[key] = (graph, build_index(graph, item.id))
-        return got[1]
+        if key not in made:
+            made[key] = (graph, build_index(graph, item.id))
+        return made[key][1]
 
     return index_of
 

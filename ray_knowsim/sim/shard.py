@@ -56,8 +56,10 @@ async def run_shard(shard: ShardSpec, models: RoleModels, ctx: ShardContext) -> 
     """Run every session of ``shard`` at once; yield each one's result as it finishes."""
     import_plugins(list(ctx.plugins))
     index_of = shared_indexes()  # one index per item: see shared_indexes
-    sessions = [start_session(spec, item, graph, ctx.rules, index_of(item, graph))
-                for spec in shard.sessions for item, graph in [(shard.item_of(spec), shard.graph_of(spec))]]
+    sessions = []
+    for spec in shard.sessions:
+        item, graph = shard.item_of(spec), shard.graph_of(spec)
+        sessions.append(start_session(spec, item, graph, ctx.rules, index_of(item, graph)))
     structured = [s for s in sessions if s.structured]
     kernel = (KernelBatcher([s.index for s in structured], ctx.rules, [s.knowledge.initial for s in structured], max_turns=ctx.max_turns)
               if structured else None)  # fmt: skip
