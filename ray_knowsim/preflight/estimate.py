@@ -369,7 +369,7 @@ def _render_judges(live, turns: int, comp: CompletionModel, counters, prompts: s
 def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | None = None) -> Estimate:
     from ray_knowsim.plan.build import make_context, model_prices
     from ray_knowsim.sim.requests import TurnRequests
-    from ray_knowsim.sim.session import start_session
+    from ray_knowsim.sim.session import shared_indexes, start_session
 
     comp = completions_from_run(from_run) if from_run else prior_completions(cfg)
     config_hash = cfg.config_hash()  # digests every input file: once
@@ -400,10 +400,11 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
     growth: dict[tuple, dict[str, list[int]]] = {}
     judges: dict[tuple, tuple[int, int | None]] = {}
     items = {item_key(task, it.id): it for task, its in inputs.items.items() for it in its}
+    index_of = shared_indexes()  # one index per item, as the shards make them (1,008 sessions: 0.47 -> 0.33 CPU-s)
 
     for spec in plan.iter_sessions():
         item, graph = items[spec.item_key], inputs.graphs[spec.item_key]
-        live = start_session(spec, item, graph, cfg.rule_config)
+        live = start_session(spec, item, graph, cfg.rule_config, index_of(item, graph))
         T = turns_for(live.structured)
         p1 = _render_turn(live, 1, comp, counters, build)
         for role, n in p1.items():

@@ -126,3 +126,32 @@ def test_the_prior_reads_each_strategys_reply_length_from_the_strategy(tmp_path,
     est, _ = dry_run(parse_run_config(http_config(conditions=conditions)), tmp_path / "run")
     per_request = {name: t.completion_tokens for name, t in est.per_condition.items()}
     assert per_request["api:long_replies"] > per_request["api:checklist"] > per_request["api:simple"]
+
+
+def test_the_estimate_shares_one_index_per_item_and_counts_as_with_one_per_session(monkeypatch):
+    """The estimate starts its sessions with one GraphIndex per item (sim.session.shared_indexes),
+    as the shards do: every session of an item gets the same object, and the estimate equals the
+    one made with a fresh index per session (an index is only read)."""
+    from ray_knowsim.plan.sessions import Plan, load_inputs
+    from ray_knowsim.preflight import estimate as estimate_module
+    from ray_knowsim.schema.graph import build_index
+    from ray_knowsim.sim import session as session_module
+
+    cfg = parse_run_config(small_config(max_turns=2, conditions=[{"strategy": "adaptive"}, {"simulator": "zero-shot-cot"}]))
+    inputs = load_inputs(cfg)
+    plan = Plan(cfg, inputs)
+    seen: dict[str, set[int]] = {}
+    start = session_module.start_session
+
+    def spying_start(spec, item, graph, rules, index=None):
+        assert index is not None, "the estimate started a session without the item's shared index"
+        seen.setdefault(spec.item_key, set()).add(id(index))
+        return start(spec, item, graph, rules, index)
+
+    monkeypatch.setattr(session_module, "start_session", spying_start)
+    shared = estimate_module.estimate(cfg, plan, inputs)
+    assert seen and all(len(ids) == 1 for ids in seen.values())
+    assert sum(1 for _ in plan.iter_sessions()) > len(seen)  # items with several sessions each
+
+    monkeypatch.setattr(session_module, "shared_indexes", lambda: (lambda item, graph: build_index(graph, item.id)))
+    assert estimate_module.estimate(cfg, plan, inputs) == shared
