@@ -43,10 +43,10 @@ def state_codes(index: GraphIndex, states: StatesLike) -> dict[str, int]:
     if isinstance(states, Mapping):
         out = {}
         for node_id, label in zip(index.ids, index.labels):
-            if label in states:
-                out[node_id] = _code(states[label])
-            else:
-                out[node_id] = _code(states.get(node_id))
+            value = states[label] if label in states else states.get(node_id)
+            # an ordinal in range (the live state's every value) is its own code: _code's checks,
+            # Mapping's above all, took most of this loop's time (two or three calls a turn)
+            out[node_id] = value if value.__class__ is int and UNAWARE <= value <= KNOWS_WELL else _code(value)
         return out
     values = list(states)
     if len(values) != index.size:

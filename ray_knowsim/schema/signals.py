@@ -28,6 +28,10 @@ ARROW_LABEL = re.compile(r"(?:->|→)\s*(well_explained|shallow|not_mentioned)\b
 _ATTEMPTS = ("reasoning", "articulation", "none")
 
 
+#: a user_attempt_type's kernel code (SignalEntry.attempt_code)
+_ATTEMPT_CODES = {"none": ATTEMPT_NONE, "reasoning": ATTEMPT_REASONING, "articulation": ATTEMPT_ARTICULATION}
+
+
 class SignalEntry(BaseModel):
     """One IU's signals for one turn, after normalisation.
 
@@ -54,9 +58,7 @@ class SignalEntry(BaseModel):
 
     @property
     def attempt_code(self) -> int:
-        return {"none": ATTEMPT_NONE, "reasoning": ATTEMPT_REASONING, "articulation": ATTEMPT_ARTICULATION}[
-            self.user_attempt_type
-        ]
+        return _ATTEMPT_CODES[self.user_attempt_type]
 
     @property
     def mentioned(self) -> bool:

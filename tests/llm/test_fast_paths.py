@@ -3,7 +3,7 @@
 Each hot-path shortcut taken for the client's CPU per request (docs/performance.md) is checked
 here against the straightforward code it replaces, on generated inputs: reading a reply's JSON
 (decoded at C speed when valid, the LaTeX restoration skipped when no escape can have produced a
-control character), the flat-object indented JSON of the prompts' state views, and the request
+control character), the flat-object indented JSON of the prompts' state views, a state mapping's codes, and the request
 body's bytes.
 """
 
@@ -218,3 +218,40 @@ def test_a_body_json_cannot_read_is_none_and_utf16_or_a_bom_still_decodes():
     wide = b'{"usage": {"prompt_tokens": 123456789012345678901234567890}, "n": [-9223372036854775809]}'
     assert decode_body(wide) == {"usage": {"prompt_tokens": 123456789012345678901234567890}, "n": [-9223372036854775809]}
     assert decode_body(b'{"a": 1, "b": 2, "a": 3}') == {"a": 3, "b": 2} and list(decode_body(b'{"a": 1, "b": 2, "a": 3}')) == ["a", "b"]
+
+
+def _reference_state_codes(index, states):
+    """views.state_codes of a mapping as it was before its shortcut: every value through _code."""
+    from ray_knowsim.prompts.views import _code
+
+    return {node_id: _code(states[label]) if label in states else _code(states.get(node_id))
+            for node_id, label in zip(index.ids, index.labels)}
+
+
+_STATE_VALUES = st.one_of(st.integers(-2, 5), st.booleans(), st.none(),
+                          st.sampled_from(["unaware", "struggling", "partial_understanding", "knows_well", "KNOWS_WELL", "nope"]),
+                          st.fixed_dictionaries({"state": st.sampled_from(["struggling", "knows_well", 2])}))
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_state_codes_shortcut_equals_the_code_of_every_value(data):
+    """A state mapping's in-range ordinals are taken as they are; every other value (a bool, an
+    ordinal out of range, a name, a KS entry, None) still goes through _code, with its error."""
+    from ray_knowsim.prompts.views import state_codes
+    from ray_knowsim.schema.graph import IUGraph, build_index
+
+    n = data.draw(st.integers(1, 6))
+    graph = IUGraph.model_validate({"nodes": [{"id": f"IU{k}", "concept": data.draw(st.sampled_from(["", f"c{k}"]))}
+                                              for k in range(1, n + 1)], "edges": []})
+    index = build_index(graph, "item")
+    keys = st.sampled_from([*index.ids, *index.labels])
+    states = data.draw(st.dictionaries(keys, _STATE_VALUES, max_size=2 * n))
+
+    def outcome(fn):
+        try:
+            return fn(index, states)
+        except ValueError as exc:
+            return ("error", type(exc), str(exc))
+
+    assert outcome(state_codes) == outcome(_reference_state_codes)
