@@ -218,6 +218,7 @@ class ClientCpu:
         self._titles: dict[int, str] = {}  # worker pid -> the title of the last task it ran (ray::IDLE: none)
         self._stop = threading.Event()
         self._own = 0.0
+        self._foreign = 0.0  # CPU of the bench's other threads in the driver process (not the client's)
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _kind(self, p) -> str:
@@ -277,8 +278,13 @@ class ClientCpu:
         out = dict.fromkeys(self.PARTS, 0.0)
         for pid, (kind, cpu) in self._last.items():
             out[kind] += cpu - self._start.get(pid, 0.0)
-        out["driver"] = max(0.0, out["driver"] - self._own)
+        out["driver"] = max(0.0, out["driver"] - self._own - self._foreign)
         return out
+
+    def exclude_driver_cpu(self, seconds: float) -> None:
+        """Take ``seconds`` of the bench's own work in the driver process (a thread's CPU clock)
+        out of the driver's figure, as the sampling's own CPU is."""
+        self._foreign += seconds
 
     def workers_started(self) -> int:
         """Worker processes that started while sampled (each pays the process start, the imports
@@ -391,12 +397,14 @@ class ReferenceDuringRun:
     thread's CPU clock), so the host's pace is sampled under the run's own load, where the
     client's CPU is measured (a neighbour on the other core slows the same work too: 5.2 ms
     before a run, 13.1 ms in the second after it, in one measured case). Its CPU (~5 ms a
-    sample) is in the driver's figure: ~0.01 ms per request over the issue's command."""
+    sample, ~0.07 CPU-s over one variant of the issue's command) is the bench's work, not the
+    client's: it is taken out of the driver's figure (:meth:`ClientCpu.exclude_driver_cpu`)."""
 
     def __init__(self, every_s: float = 2.0) -> None:
         import threading
 
         self.samples: list[float] = []
+        self.own_cpu_s = 0.0  # this thread's CPU: the bench's work, which the driver's figure leaves out
         self._stop = threading.Event()
         self._every = every_s
         self._thread = threading.Thread(target=self._sample, name="bench-reference", daemon=True)
@@ -404,6 +412,7 @@ class ReferenceDuringRun:
     def _sample(self) -> None:
         while not self._stop.wait(self._every):
             self.samples.append(reference_ms(repeats=1, clock=time.thread_time))
+        self.own_cpu_s = time.thread_time()
 
     def __enter__(self) -> "ReferenceDuringRun":
         self._thread.start()
@@ -627,6 +636,7 @@ def bench_b(args, workdir: Path) -> dict:
                 out = run(cfg, output=workdir / f"b-{name}", quiet=True, tables=False)
                 wall = time.perf_counter() - t0
             server_cpu = _cpu_s(server.pid) - cpu0  # the test server's own work on the same cores
+            client.exclude_driver_cpu(during.own_cpu_s)  # the reference samples are the bench's work
             ref_during = during.median() or ref_before
             res.update({f"{name}_wall_s": round(wall, 2), f"{name}_failed": out.n_failed,
                         f"{name}_server_cpu_s": round(server_cpu, 1), f"{name}_wall_vs_bound_ratio": round(wall / bound, 3) if bound else None,  # --delay 0: no bound
