@@ -3,8 +3,8 @@
 Each hot-path shortcut taken for the client's CPU per request (docs/performance.md) is checked
 here against the straightforward code it replaces, on generated inputs: reading a reply's JSON
 (decoded at C speed when valid, the LaTeX restoration skipped when no escape can have produced a
-control character), the flat-object indented JSON of the prompts' state views, a state mapping's codes, and the request
-body's bytes.
+control character), the flat-object indented JSON of the prompts' state views, a state mapping's
+codes, and the request body's bytes.
 """
 
 from __future__ import annotations
