@@ -27,6 +27,10 @@ NONE_LISTED = "(none)"
 
 
 def _code(value: Any) -> int:
+    # an ordinal in range, as every value of the live state is, is its own code: the checks below
+    # (Mapping's above all) cost most of a call, two or three calls a turn per IU
+    if value.__class__ is int and UNAWARE <= value <= KNOWS_WELL:
+        return value
     if isinstance(value, Mapping):
         value = value.get("state")
     if isinstance(value, bool):
@@ -43,10 +47,7 @@ def state_codes(index: GraphIndex, states: StatesLike) -> dict[str, int]:
     if isinstance(states, Mapping):
         out = {}
         for node_id, label in zip(index.ids, index.labels):
-            value = states[label] if label in states else states.get(node_id)
-            # an ordinal in range (the live state's every value) is its own code: _code's checks,
-            # Mapping's above all, took most of this loop's time (two or three calls a turn)
-            out[node_id] = value if value.__class__ is int and UNAWARE <= value <= KNOWS_WELL else _code(value)
+            out[node_id] = _code(states[label] if label in states else states.get(node_id))
         return out
     values = list(states)
     if len(values) != index.size:

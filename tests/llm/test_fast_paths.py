@@ -220,11 +220,26 @@ def test_a_body_json_cannot_read_is_none_and_utf16_or_a_bom_still_decodes():
     assert decode_body(b'{"a": 1, "b": 2, "a": 3}') == {"a": 3, "b": 2} and list(decode_body(b'{"a": 1, "b": 2, "a": 3}')) == ["a", "b"]
 
 
-def _reference_state_codes(index, states):
-    """views.state_codes of a mapping as it was before its shortcut: every value through _code."""
-    from ray_knowsim.prompts.views import _code
+def _reference_code(value):
+    """views._code as it was before its shortcut for an in-range ordinal: every check, in order."""
+    from collections.abc import Mapping
 
-    return {node_id: _code(states[label]) if label in states else _code(states.get(node_id))
+    from ray_knowsim.schema.states import KNOWS_WELL, UNAWARE, state_value
+
+    if isinstance(value, Mapping):
+        value = value.get("state")
+    if isinstance(value, bool):
+        return UNAWARE
+    if isinstance(value, int):
+        if not UNAWARE <= value <= KNOWS_WELL:
+            raise ValueError(f"state ordinal out of range: {value}")
+        return value
+    return state_value(value)
+
+
+def _reference_state_codes(index, states):
+    """views.state_codes of a mapping with every value through the checks of :func:`_reference_code`."""
+    return {node_id: _reference_code(states[label]) if label in states else _reference_code(states.get(node_id))
             for node_id, label in zip(index.ids, index.labels)}
 
 
