@@ -217,8 +217,7 @@ class ClientCpu:
         self._last: dict[int, tuple[str, float]] = {}
         self._titles: dict[int, str] = {}  # worker pid -> the title of the last task it ran (ray::IDLE: none)
         self._stop = threading.Event()
-        self._own = 0.0
-        self._foreign = 0.0  # CPU of the bench's other threads in the driver process (not the client's)
+        self._not_client = 0.0  # the bench's own threads' CPU in the driver process (this sampler's included)
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _kind(self, p) -> str:
@@ -261,7 +260,7 @@ class ClientCpu:
     def _loop(self) -> None:
         while not self._stop.wait(self.every_s):
             self.sample()
-        self._own = time.thread_time()  # the sampling's own CPU, which is no part of the driver's
+        self.exclude_driver_cpu(time.thread_time())  # the sampling's own CPU, which is no part of the driver's
 
     def __enter__(self) -> "ClientCpu":
         self.sample()
@@ -278,13 +277,13 @@ class ClientCpu:
         out = dict.fromkeys(self.PARTS, 0.0)
         for pid, (kind, cpu) in self._last.items():
             out[kind] += cpu - self._start.get(pid, 0.0)
-        out["driver"] = max(0.0, out["driver"] - self._own - self._foreign)
+        out["driver"] = max(0.0, out["driver"] - self._not_client)
         return out
 
     def exclude_driver_cpu(self, seconds: float) -> None:
         """Take ``seconds`` of the bench's own work in the driver process (a thread's CPU clock)
-        out of the driver's figure, as the sampling's own CPU is."""
-        self._foreign += seconds
+        out of the driver's figure (the sampling thread takes its own out so too)."""
+        self._not_client += seconds
 
     def workers_started(self) -> int:
         """Worker processes that started while sampled (each pays the process start, the imports
