@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine import _start, base_config, sample_bodies as engine_sample_bodies, transport_only, trials_for  # noqa: E402  (engine.py (b)'s configs and baseline)
+from engine import _start, base_config, python_build, sample_bodies as engine_sample_bodies, transport_only, trials_for  # noqa: E402  (engine.py (b)'s configs and baseline)
 
 
 class _DroppingBoard:
@@ -149,7 +149,7 @@ def main() -> int:
 
     transport_name = "plain" if use_plain(f"http://127.0.0.1:{port}/v1") else "aiohttp"
     figures: dict = {"loadavg_1m_start": round(os.getloadavg()[0], 2), "delay_s": args.delay, "in_flight": args.in_flight,
-                     "transport": transport_name}
+                     "transport": transport_name, **python_build()}
     try:
         with tempfile.TemporaryDirectory(prefix="rk-client-cpu-") as tmp:
             root = Path(tmp)

@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from engine import ClientCpu, _start, base_config, client_cpu_figures, kernel_figures, per_run_split  # noqa: E402
+from engine import ClientCpu, _start, base_config, client_cpu_figures, kernel_figures, per_run_split, python_build  # noqa: E402
 
 CONDITIONS, LEVELS, DEMO_ITEMS = 4, 3, 7
 PER_TRIAL = CONDITIONS * LEVELS * DEMO_ITEMS  # sessions one trial of the demo design plans
@@ -169,7 +169,7 @@ def main() -> int:
     if ray_bin is None:
         print("scaling: the `ray` command is not installed next to this Python", file=sys.stderr)
         return 2
-    figures: dict = {"machine_cpus": os.cpu_count(), "node_cpus": args.node_cpus, "turns": args.turns,
+    figures: dict = {**python_build(), "machine_cpus": os.cpu_count(), "node_cpus": args.node_cpus, "turns": args.turns,
                      "shards_per_node": args.shards_per_node, "in_flight_per_node": args.in_flight_per_node,
                      "loadavg_1m_start": round(os.getloadavg()[0], 2), "nodes": sizes}
     cluster = LocalCluster(ray_bin, cluster_env(bin_dir, multi_node=True))
