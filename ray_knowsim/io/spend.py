@@ -72,16 +72,47 @@ def _line(record: dict[str, Any]) -> bytes:
     writes. Two lines per request: orjson writes them in ~0.2 us where json took 3-7 us, and for
     what the journal holds (printable ASCII names, ints, None, lists of names, floats in fixed
     notation) its bytes are json's; anything else (an exponent-form or non-finite float, other
-    text) is written by json, so every line is what it always was."""
-    if all(_same_in_orjson(v) for v in record.values()):
+    text) is written by json, so every line is what it always was. The check is one loop over the
+    values, and a name's verdict is remembered (a session's id and a role recur on every line)."""
+    for value in record.values():
+        t = type(value)
+        if t is str:
+            same = _SAME_TEXT.get(value)
+            if same is None:
+                same = _same_text(value)
+            if not same:
+                break
+        elif t is int:
+            if not -(2**63) <= value < 2**64:
+                break
+        elif t is float:  # Python's repr and orjson agree in fixed notation (repr's range for it)
+            if not (value == 0.0 or 1e-4 <= abs(value) < 1e16):
+                break
+        elif not (value is None or t is bool or (t is list and all(_same_in_orjson(v) for v in value))):
+            break
+    else:
         return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
     return (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+#: text -> whether orjson writes it as json does (bounded: cleared when full)
+_SAME_TEXT: dict[str, bool] = {}
+_SAME_TEXT_MAX = 4096
+
+
+def _same_text(value: str) -> bool:
+    same = value.isascii() and value.isprintable() and '"' not in value and "\\" not in value
+    if len(_SAME_TEXT) >= _SAME_TEXT_MAX:
+        _SAME_TEXT.clear()
+    _SAME_TEXT[value] = same
+    return same
 
 
 def _same_in_orjson(value: Any) -> bool:
     t = type(value)
     if t is str:
-        return value.isascii() and value.isprintable() and '"' not in value and "\\" not in value
+        same = _SAME_TEXT.get(value)
+        return _same_text(value) if same is None else same
     if t is int:
         return -(2**63) <= value < 2**64
     if t is float:  # Python's repr and orjson agree in fixed notation (repr's range for it)
