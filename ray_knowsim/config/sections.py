@@ -195,6 +195,9 @@ class EngineConfig(Strict):
     shard_size: int = Field(32, ge=1)  # sessions run at once (each on its own clock) by one Ray task
     shard_cpus: float = Field(1.0, gt=0)  # Ray CPUs per shard task (< 1 for LLM-bound shards)
     max_concurrent_shards: int | None = Field(None, ge=1)  # default: cluster CPUs / shard_cpus
+    # shards run together in one worker process (one Ray task asking for their CPUs together, one
+    # event loop); default (None): as many as share one CPU (worker_shards); 1: a process each
+    shards_per_worker: int | None = Field(None, ge=1)
     shard_retries: int = Field(2, ge=0)  # Ray re-runs of a shard whose worker died
     num_cpus: int | None = Field(None, ge=1)  # local Ray only (default: all cores)
     object_store_mb: int = Field(256, ge=64)  # local Ray only
@@ -212,6 +215,15 @@ class EngineConfig(Strict):
     shard_fn_options: dict[str, Any] = Field(default_factory=dict)  # keyword args for shard_fn
     # stop a run whose finished sessions fail with one error code (run/fail_fast.py)
     fail_fast: FailFastConfig | None = Field(default_factory=FailFastConfig)
+
+    def worker_shards(self) -> int:
+        """How many shards one worker process runs together: ``shards_per_worker``, or as many as
+        share one CPU (``1 / shard_cpus`` rounded down, at least 1), never more than
+        ``max_concurrent_shards``. LLM-bound shards wait on their
+        endpoints; several in one process cost less CPU per request than as many processes
+        (docs/performance.md, "The ninth round"), and each keeps its own in-flight cap."""
+        shards = self.shards_per_worker or max(1, int(1.0 / self.shard_cpus + 1e-9))
+        return min(shards, self.max_concurrent_shards) if self.max_concurrent_shards else shards
 
     @field_validator("shard_fn")
     @classmethod

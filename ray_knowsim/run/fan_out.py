@@ -42,7 +42,7 @@ from ray_knowsim.cluster.node_loss import retry_on_node_loss
 from ray_knowsim.plan.sessions import Plan, largest_graph, shard_name
 from ray_knowsim.run.progress import REPORT_EVERY_S, Counts, Display, progress_board
 from ray_knowsim.run.resume import Attempt, ResumePolicy, Work, plan_work
-from ray_knowsim.run.worker import CommitPolicy, execute_shard
+from ray_knowsim.run.worker import CommitPolicy, ShardFailed, execute_shards
 from ray_knowsim.io.commits import RunDir, collect_garbage
 from ray_knowsim.io.rundir import STATUS_WORDS, RunDirError, RunReader, status_key
 from ray_knowsim.schema.failures import INFRA, MODEL
@@ -367,27 +367,38 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
     Returns the shards that did not finish (id -> why), the LLM accounting of the finished ones,
     and why ``guard`` stopped the batch (then nothing more is submitted and the shards in flight
     are cancelled; their committed sessions stay committed). ``seen_by``: the nodes known to see
-    the run directory (the fan-out checks the ones that join, and adds them)."""
+    the run directory (the fan-out checks the ones that join, and adds them).
+
+    One task runs the shards that share a CPU (``engine.worker_shards()``, consecutive shards of the
+    plan) in one worker process (run/worker.execute_shards), asking for their CPUs together; each
+    shard gets its own copy of the models (the ref passed once per shard: Ray deserialises each
+    argument on its own), so its in-flight cap and limiter share are its own as before."""
     import ray
 
     stop: Stop | None = None
     eng = cfg.engine
-    task = ray.remote(by_value(run_checked))  # each shard checks its worker's code first (codecheck.py)
+    task = ray.remote(by_value(run_checked))  # each task checks its worker's code first (codecheck.py)
     code = identity()
-    options = dict(num_cpus=eng.shard_cpus, max_retries=eng.shard_retries, retry_exceptions=False)
+    per_worker = eng.worker_shards()
+    options = dict(max_retries=eng.shard_retries, retry_exceptions=False)
     models_ref, ctx_ref = ray.put(models), ray.put(ctx)
     board: Any = None  # this driver's board of an earlier run, if idle (set below, before any submit)
     policy = CommitPolicy(every=eng.commit_every, every_s=eng.commit_every_s)
 
-    def submit(item: tuple[int, dict[str, Attempt]]) -> Any:
-        k, attempts = item
-        spec = plan.shard(k, attempts, reseed={sid: a.attempt for sid, a in attempts.items() if a.reseed})
-        return task.options(name=f"ray-knowsim {spec.shard_id}", **options).remote(
-            code, execute_shard, spec, models_ref, ctx_ref, str(run_dir.root), eng.shard_fn, eng.shard_fn_options,
-            {sid: a for sid, a in attempts.items() if a != Attempt()}, board, policy, plan.fingerprint,
+    def submit(group: list[tuple[int, dict[str, Attempt]]]) -> Any:
+        jobs = []
+        for k, attempts in group:
+            spec = plan.shard(k, attempts, reseed={sid: a.attempt for sid, a in attempts.items() if a.reseed})
+            jobs.append((spec, {sid: a for sid, a in attempts.items() if a != Attempt()}))
+        name = shard_name(group[0][0]) + (f"+{len(group) - 1}" if len(group) > 1 else "")
+        return task.options(name=f"ray-knowsim {name}", num_cpus=eng.shard_cpus * len(group), **options).remote(
+            code, execute_shards, jobs, ctx_ref, str(run_dir.root), eng.shard_fn, eng.shard_fn_options, board, policy,
+            plan.fingerprint, *([models_ref] * len(group)),
         )
 
-    fan = BoundedFanOut(sorted(todo.items()), submit, window=lambda: _window(eng), refresh_s=10.0, poll_s=0.25,
+    ordered = sorted(todo.items())
+    groups = [ordered[i: i + per_worker] for i in range(0, len(ordered), per_worker)]
+    fan = BoundedFanOut(groups, submit, window=lambda: _window(eng), refresh_s=10.0, poll_s=0.25,
                         shared_dir=run_dir.root, shared_what="the run directory", checked_nodes=seen_by)
     totals = Counts()
     incomplete: dict[str, str] = {}
@@ -396,20 +407,23 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
     with display, progress_board() as board:
         for finished in fan:
             for f in finished:
-                shard_id = shard_name(f.item[0])
-                board.drop.remote(shard_id)
-                snapshots.pop(shard_id, None)
-                if f.cancelled:  # cancelled by the stop: its committed sessions stay
-                    incomplete[shard_id] = f"cancelled: {stop.line() if stop else 'stopped'}"
-                elif f.error is not None:  # a shard failure must not stop the others
-                    incomplete[shard_id] = _short_error(f.error)
-                    display.warn(f"{shard_id} did not finish: {incomplete[shard_id]}")
-                else:
-                    summary = f.value
-                    display.shards_done += 1
-                    totals.add(Counts(summary["sessions"], summary["new_failed"], summary["turns"], summary["accounting"],
-                                      summary.get("errors", {}), ended_turns=summary["turns"]))
-            pending = {shard_name(k) for k, _ in fan.in_flight}
+                shard_ids = [shard_name(k) for k, _ in f.item]
+                for shard_id in shard_ids:
+                    board.drop.remote(shard_id)
+                    snapshots.pop(shard_id, None)
+                outcomes = f.value if f.error is None and not f.cancelled else [None] * len(shard_ids)
+                for shard_id, outcome in zip(shard_ids, outcomes):
+                    if f.cancelled:  # cancelled by the stop: its committed sessions stay
+                        incomplete[shard_id] = f"cancelled: {stop.line() if stop else 'stopped'}"
+                    elif f.error is not None or isinstance(outcome, ShardFailed):  # a shard failure must not stop the others
+                        incomplete[shard_id] = _short_error(f.error) if f.error is not None else outcome.line()
+                        display.warn(f"{shard_id} did not finish: {incomplete[shard_id]}")
+                    else:
+                        summary = outcome
+                        display.shards_done += 1
+                        totals.add(Counts(summary["sessions"], summary["new_failed"], summary["turns"], summary["accounting"],
+                                          summary.get("errors", {}), ended_turns=summary["turns"]))
+            pending = {shard_name(k) for group in fan.in_flight for k, _ in group}
             if time.monotonic() - last_poll >= REPORT_EVERY_S or not pending:
                 last_poll = time.monotonic()
                 try:
@@ -428,8 +442,9 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
                     stop = guard.check(shown.sessions, shown.errors)
                     if stop is not None:
                         display.warn(f"stopping the run: {stop.line()}; committed sessions stay, the same command resumes")
-                        for k, _ in fan.stop():
-                            incomplete[shard_name(k)] = f"not started: {stop.line()}"
+                        for group in fan.stop():
+                            for k, _ in group:
+                                incomplete[shard_name(k)] = f"not started: {stop.line()}"
         display.update(totals, 0)
     seen_by |= fan.checked_nodes
     guard.absorb(totals.sessions, totals.errors)
@@ -439,14 +454,16 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
 
 
 def _window(eng) -> int:
-    """How many shard tasks to keep submitted: twice what the cluster can run at once (so no
-    worker idles between shards, and an autoscaler sees pending work), or the configured cap."""
+    """How many tasks to keep submitted: twice what the cluster can run at once (so no worker
+    idles between tasks, and an autoscaler sees pending work), or the configured cap on shards
+    (a task runs ``engine.worker_shards()`` of them)."""
     import ray
 
+    per_worker = eng.worker_shards()
     if eng.max_concurrent_shards:
-        return eng.max_concurrent_shards
+        return max(1, -(-eng.max_concurrent_shards // per_worker))
     cpus = float(ray.cluster_resources().get("CPU", 1.0))
-    return max(2, 2 * int(cpus / eng.shard_cpus))
+    return max(2, 2 * int(cpus / (eng.shard_cpus * per_worker) + 1e-9))
 
 
 def _short_error(exc: BaseException) -> str:

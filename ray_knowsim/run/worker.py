@@ -27,8 +27,11 @@ journal as it happens (:mod:`ray_knowsim.io.spend`); each commit names that jour
 of sessions cut off before their commit (Ctrl-C, a killed driver or worker) is never lost, and
 each answer moves the progress board (the display counts requests, not only finished turns).
 
+The shards that share a CPU run in one process (:func:`execute_shards`, one Ray task): each as
+it would run alone, on one event loop, with its own copy of the models.
+
 Only a small summary travels back to the driver. No Ray import here: the batch layer wraps
-:func:`execute_shard` in ``ray.remote``; the progress board is an opaque actor handle.
+:func:`execute_shards` in ``ray.remote``; the progress board is an opaque actor handle.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import functools
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from ray_knowsim.backends.model_set import ModelSet
 from ray_knowsim.config.sections import DEFAULT_SHARD_FN
@@ -228,6 +231,72 @@ def execute_shard(
 ) -> dict[str, Any]:
     """Run and commit one shard's sessions (see the module docstring). ``attempts``: the runs
     the driver plans for reruns (absent: a first run)."""
+    with fewer_collections():  # the loop's garbage is nearly all acyclic: run/collector.py
+        return asyncio.run(run_one_shard(shard, models, ctx, run_dir, shard_fn, shard_fn_options, attempts, board, policy, plan))
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardFailed:
+    """A shard of a worker's group that did not finish (its exception, as its task's would read):
+    the other shards of the group went on."""
+
+    error_type: str
+    message: str
+
+    @classmethod
+    def of(cls, exc: BaseException) -> "ShardFailed":
+        return cls(type(exc).__name__, str(exc))
+
+    def line(self) -> str:
+        return f"{self.error_type}: {self.message}".splitlines()[0][:500]
+
+
+def execute_shards(
+    jobs: Sequence[tuple[ShardSpec, Mapping[str, Attempt] | None]],
+    ctx: ShardContext,
+    run_dir: str,
+    shard_fn: str,
+    shard_fn_options: dict[str, Any],
+    board: Any,
+    policy: CommitPolicy,
+    plan: str,
+    *models: ModelSet,
+) -> list[dict[str, Any] | ShardFailed]:
+    """The shards that share one CPU, run together in this process, each as :func:`execute_shard`
+    would run it alone: one event loop, one interpreter and one loaded kernel for all of them, so
+    each answer finds warm code and a loop wake-up serves several shards' answers (measured:
+    docs/performance.md, "The ninth round"). Shard ``k`` of ``jobs`` uses ``models[k]``, its own
+    copy (its own in-flight cap, connection pool and rate-limiter share, as in a process of its
+    own). Each shard's summary, or :class:`ShardFailed` for a shard that raised: one shard's
+    failure does not end the others (a dead process ends them all, and the task is retried)."""
+    if len(models) != len(jobs):
+        raise ValueError(f"execute_shards: {len(jobs)} shards but {len(models)} model sets")
+
+    async def run_all() -> list[Any]:
+        return await asyncio.gather(*(
+            run_one_shard(shard, shard_models, ctx, run_dir, shard_fn, shard_fn_options, attempts, board, policy, plan)
+            for (shard, attempts), shard_models in zip(jobs, models)
+        ), return_exceptions=True)  # fmt: skip
+
+    with fewer_collections():
+        outcomes = asyncio.run(run_all())
+    return [ShardFailed.of(o) if isinstance(o, BaseException) else o for o in outcomes]
+
+
+async def run_one_shard(
+    shard: ShardSpec,
+    models: ModelSet,
+    ctx: ShardContext,
+    run_dir: str,
+    shard_fn: str,
+    shard_fn_options: dict[str, Any],
+    attempts: Mapping[str, Attempt] | None = None,
+    board: Any = None,
+    policy: CommitPolicy = CommitPolicy(),
+    plan: str = "",
+) -> dict[str, Any]:
+    """:func:`execute_shard` on the running event loop (the steps of the module docstring); the
+    writes that take a while (commits, the fold) run off the loop, so shards sharing it go on."""
     t0 = time.perf_counter()
     root = Path(run_dir)
     attempts = dict(attempts or {})
@@ -239,8 +308,8 @@ def execute_shard(
                                "commits": 0, "commit_seconds": 0.0, "fold_seconds": 0.0, "commit_cpu_seconds": 0.0,
                                "fold_cpu_seconds": 0.0}
     if not todo:
-        summary["leftover_steps_folded"], summary["leftover_steps_removed"] = fold_leftover_steps(
-            root, shard.shard_id, ctx.config_hash, order, plan)
+        summary["leftover_steps_folded"], summary["leftover_steps_removed"] = await asyncio.to_thread(
+            fold_leftover_steps, root, shard.shard_id, ctx.config_hash, order, plan)
         summary["seconds"] = round(time.perf_counter() - t0, 3)
         return summary
     # before anything is written or asked: a node that does not mount the run directory (one that
@@ -355,22 +424,24 @@ def execute_shard(
                     await close()
 
     try:
-        with fewer_collections():  # the loop's garbage is nearly all acyclic: run/collector.py
-            asyncio.run(drive())
+        await drive()
     finally:
         journal.close()
     contract.finish()
     summary["commits"] = len(commits)
     if policy.fold and (len(commits) > 1 or (commits and commits[0].file_format == "arrow")):
         # several steps, or one step that found nothing after it (the shard's last session filled it)
-        started, cpu = time.perf_counter(), time.thread_time()
-        fold_commits(root, commits, order, plan=plan,
-                     summary={"sessions": summary["sessions"], "kernel": dict(kernel), JOURNAL_KEY: journal.token},
-                     tables=written if written is not None and len(written) == len(commits) else None)
-        summary["fold_seconds"] = round(time.perf_counter() - started, 4)
-        summary["fold_cpu_seconds"] = round(time.thread_time() - cpu, 4)
-    summary["leftover_steps_folded"], summary["leftover_steps_removed"] = fold_leftover_steps(
-        root, shard.shard_id, ctx.config_hash, order, plan, skip=frozenset(c.name for c in commits))
+        def fold() -> tuple[float, float]:
+            started, cpu = time.perf_counter(), time.thread_time()  # this thread's CPU: the rest is fsync
+            fold_commits(root, commits, order, plan=plan,
+                         summary={"sessions": summary["sessions"], "kernel": dict(kernel), JOURNAL_KEY: journal.token},
+                         tables=written if written is not None and len(written) == len(commits) else None)
+            return time.perf_counter() - started, time.thread_time() - cpu
+
+        wall_s, cpu_s = await asyncio.to_thread(fold)
+        summary["fold_seconds"], summary["fold_cpu_seconds"] = round(wall_s, 4), round(cpu_s, 4)
+    summary["leftover_steps_folded"], summary["leftover_steps_removed"] = await asyncio.to_thread(
+        fold_leftover_steps, root, shard.shard_id, ctx.config_hash, order, plan, frozenset(c.name for c in commits))
     summary["commit_seconds"] = round(summary["commit_seconds"], 4)
     summary["commit_cpu_seconds"] = round(summary["commit_cpu_seconds"], 4)
     summary["accounting"] = accounting.to_dict()
@@ -381,5 +452,5 @@ def execute_shard(
     return summary
 
 
-__all__ = ["Attempt", "CommitPolicy", "ShardContractError", "committed_attempts", "execute_shard", "load_shard_fn",
-           "stamp", "with_initial_states"]
+__all__ = ["Attempt", "CommitPolicy", "ShardContractError", "ShardFailed", "committed_attempts", "execute_shard", "execute_shards",
+           "load_shard_fn", "run_one_shard", "stamp", "with_initial_states"]

@@ -15,8 +15,11 @@ Parquet commits, the Ray Data reduction), each figure against a baseline measure
     ``--limiter-variant`` adds the same cap enforced by the run-wide limiter (local shares of one
     Ray actor's budget) over smaller shards: ``limiter_vs_bound_ratio`` (target <= 1.15) and
     ``limiter_vs_per_process_ratio`` (against the per-process cap measured in the same run).
+    The shards that share a CPU run in one worker process (``engine.shards_per_worker``: the
+    engine's default unless ``--shards-per-worker`` says otherwise; 1 is the layout of a process
+    per shard, for a before/after in the same run): ``<name>_shards``, ``<name>_worker_processes``.
     Each variant is measured on warm workers: a one-turn run in its layout, then as many worker
-    processes as it has shards held at once (``<name>_workers_prestarted``), kept idle by Ray
+    processes as it runs held at once (``<name>_workers_prestarted``), kept idle by Ray
     until the measured run (``IDLE_WORKERS_KEPT``); workers Ray still starts during it are
     counted (``<name>_workers_started``) with their CPU.
     Beside the client's CPU, the host's pace: a fixed piece of Python work timed in the driver just
@@ -497,9 +500,10 @@ def _transport_shard(port: int, bodies: list[bytes], requests: int, in_flight: i
 
 def transport_baseline(name: str, port: int, bodies: list[bytes], requests: int, shards: int, shard_cpus: float,
                        in_flight: int, server_pid: int) -> dict:
-    """The client's CPU with no simulation, over Ray, in the variant's layout: ``shards`` tasks at
-    ``shard_cpus`` each, all at once, sending the variant's ``requests`` between them (``in_flight``
-    per task: the run's cap split evenly) through the same HTTP transport; measured like the run
+    """The client's CPU with no simulation, over Ray, in the variant's layout: ``shards`` tasks (the
+    run's worker processes) at ``shard_cpus`` each (a process's CPUs), all at once, sending the
+    variant's ``requests`` between them (``in_flight`` per task: the run's cap split evenly between
+    its processes) through the same HTTP transport; measured like the run
     (driver and workers, the server left out: :class:`ClientCpu`) after a warm pass. The run's
     client CPU over this is ``<name>_client_vs_transport_ratio``: both are measured on the same host
     minutes apart, so the ratio moves less with the host's pace than the ms figures do (measured:
@@ -603,7 +607,8 @@ def bench_b(args, workdir: Path) -> dict:
                                         ep={"max_in_flight": args.concurrency, "max_in_flight_global": args.concurrency}),
         }
         def config(trials: int, turns: int, shard_size: int, shard_cpus: float, ep: dict):
-            data = base_config(trials, conditions, turns, shard_size, shard_cpus=shard_cpus, llm_cache=False)
+            data = base_config(trials, conditions, turns, shard_size, shard_cpus=shard_cpus, llm_cache=False,
+                               shards_per_worker=args.shards_per_worker)
             data["models"] = {"ep": {"backend": "http", "base_url": f"http://127.0.0.1:{port}/v1", "model": "offline",
                                      "timeout_s": 120, "structured_output": "json_object", "offline_server": True, **ep}}
             data["roles"] = {"user_sim": "ep", "extractor": "ep", "judge": None, "assistant": {"model": "ep"}}
@@ -621,14 +626,19 @@ def bench_b(args, workdir: Path) -> dict:
             # measured run finds its processes started. Workers Ray still starts during the
             # measured run are counted (``<name>_workers_started``), not hidden.
             n_shards = math.ceil(n / v["shard_size"])
+            cfg = config(trials_for(args.sessions_b, conditions), args.turns, v["shard_size"], v["shard_cpus"], v["ep"])
+            # the run's worker processes: its shards in groups of the shards that share a CPU
+            # (engine.worker_shards, run/fan_out.py), each group's CPUs asked for together
+            per_worker = cfg.engine.worker_shards()
+            n_workers, worker_cpus = math.ceil(n_shards / per_worker), v["shard_cpus"] * per_worker
+            res[f"{name}_shards"], res[f"{name}_worker_processes"] = n_shards, n_workers
             run(config(1, 1, math.ceil(DEMO_ITEMS * 3 * conditions / n_shards), v["shard_cpus"], v["ep"]),
                 output=workdir / f"b-warm-{name}", quiet=True, tables=False)
             # a short warm run's shards end before every worker has started, and Ray hands the
             # next shard to a worker that is free: so the run may warm fewer processes than the
             # measured run keeps busy at once, and each missing one starts mid-measurement (3-4
             # CPU-s of start, imports and the kernel's load, charged to its first shard)
-            res[f"{name}_workers_prestarted"] = prestart_workers(n_shards, v["shard_cpus"], args.cpus)
-            cfg = config(trials_for(args.sessions_b, conditions), args.turns, v["shard_size"], v["shard_cpus"], v["ep"])
+            res[f"{name}_workers_prestarted"] = prestart_workers(n_workers, worker_cpus, args.cpus)
             ref_before = reference_ms()
             cpu0 = _cpu_s(server.pid)
             load0 = os.getloadavg()[0]
@@ -650,13 +660,13 @@ def bench_b(args, workdir: Path) -> dict:
             res.update({f"{name}_reference_ms_before": round(ref_before, 2), f"{name}_reference_ms_during": round(ref_during, 2),
                         f"{name}_reference_samples": len(during.samples)})
             res.update(kernel_figures(workdir / f"b-{name}", f"{name}_"))
-            res.update(transport_baseline(name, port, bodies, res[f"{name}_requests"], n_shards, v["shard_cpus"],
-                                          math.ceil(args.concurrency / n_shards), server.pid))
+            res.update(transport_baseline(name, port, bodies, res[f"{name}_requests"], n_workers, worker_cpus,
+                                          math.ceil(args.concurrency / n_workers), server.pid))
             transport = res[f"{name}_transport_cpu_ms_per_request"]
             res[f"{name}_client_vs_transport_ratio"] = (round(res[f"{name}_client_cpu_ms_per_request"] / transport, 3)
                                                         if transport else None)
             print(f"(b) {name}: {n} sessions x {args.turns} turns x {roles} roles at {args.delay}s, {args.concurrency} in flight "
-                  f"({v['shard_size']}-session shards): wall {wall:.1f}s vs ideal lockstep bound {bound:.1f}s: "
+                  f"({v['shard_size']}-session shards in {n_workers} worker processes): wall {wall:.1f}s vs ideal lockstep bound {bound:.1f}s: "
                   f"ratio {wall / bound if bound else float('nan'):.3f} (target <= 1.15); the server itself used {server_cpu:.0f} CPU-s; "
                   f"the client {res[f'{name}_client_cpu_s']:.1f} CPU-s, {res[f'{name}_client_cpu_ms_per_request']:.2f} ms "
                   f"per request (driver {res[f'{name}_driver_cpu_s']:.1f}, workers {res[f'{name}_workers_cpu_s']:.1f}, "
@@ -914,6 +924,9 @@ def main() -> int:
     p.add_argument("--concurrency", type=int, default=100)
     p.add_argument("--shards-per-cpu", type=int, default=2,
                    help="(b) concurrent shards per CPU: one renders/parses while the others wait on the server")
+    p.add_argument("--shards-per-worker", type=int, default=None,
+                   help="(b) engine.shards_per_worker (default: the engine's, as many shards as share a CPU; "
+                        "1: a worker process per shard, as before 2026-12-06)")
     p.add_argument("--limiter-variant", action="store_true",
                    help="(b) also run the same cap through the run-wide limiter actor over smaller shards")
     p.add_argument("--limiter-tasks", type=int, default=10,

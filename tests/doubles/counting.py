@@ -34,6 +34,7 @@ class Tally:
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
     in_flight: int = 0
+    peak_in_flight: int = 0  # the most requests held at once
     last_answer_at: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -61,6 +62,7 @@ def counting_app(model: Any, tally: Tally, *, delay_s: float = 0.0) -> web.Appli
         chat_request = parse_chat_request(body, request.headers, cfg.served_name)
         with tally.lock:
             tally.in_flight += 1
+            tally.peak_in_flight = max(tally.peak_in_flight, tally.in_flight)
         try:
             if delay_s > 0:
                 await asyncio.sleep(delay_s * jitter(chat_request.request_id))

@@ -14,7 +14,8 @@ Options (``engine.shard_fn_options``):
   its results are passed through unchanged (the hooks around the real simulation loop).
 * ``stream_delay_s``: a pause before each result after the first, so results arrive one by one
   as a per-session loop yields them (the worker's streamed commits can be caught mid-shard);
-  ``raise_after``: raise RuntimeError after yielding that many results (a loop crashing mid-shard).
+  ``raise_after``: raise RuntimeError after yielding that many results (a loop crashing mid-shard);
+  ``raise_in_shards``: only in these shards (default: every shard).
 * ``fail_sessions``: session ids that end as failed: a list (error ``assistant_invalid_output``, a
   model failure) or a mapping session id -> error code (``assistant_http_503`` for an infra
   failure, ...: schema/failures.py classifies it; ``"<code>: <reason>"`` also fills the row's
@@ -64,7 +65,10 @@ async def run_shard(
     delegate: str | None = None,
     stream_delay_s: float = 0.0,
     raise_after: int | None = None,
+    raise_in_shards: Sequence[str] | None = None,
 ) -> AsyncIterator[SessionResult]:
+    if raise_in_shards is not None and shard.shard_id not in raise_in_shards:
+        raise_after = None
     if crash_file and _claim_crash(crash_file, shard.shard_id):
         os.kill(os.getpid(), signal.SIGKILL)
     if start_delay_s:
