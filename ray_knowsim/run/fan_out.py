@@ -3,9 +3,10 @@ imports the two parts below it, build (:mod:`ray_knowsim.plan.build`) and execut
 (:mod:`ray_knowsim.run.worker`), which import neither each other nor this module.
 
 The driver holds the plan (arithmetic), a bounded window of in-flight shard tasks and their small
-summaries; trajectories go from the workers straight to Parquet. Each shard is ONE Ray task that
-runs the simulation loop for all its sessions (``engine.shard_fn``, by default
-``ray_knowsim.sim.shard:run_shard``) — never a task per LLM call or per session-turn. What a task
+summaries; trajectories go from the workers straight to Parquet. A shard runs the simulation loop
+for all its sessions (``engine.shard_fn``, by default ``ray_knowsim.sim.shard:run_shard``), and the
+shards that share a CPU run in ONE Ray task, one worker process (``engine.worker_shards()``) —
+never a task per LLM call or per session-turn. What a task
 does is the execute layer (:mod:`ray_knowsim.run.worker`); what the driver derives from the
 config before any task starts is the build layer (:mod:`ray_knowsim.plan.build`).
 
@@ -60,7 +61,7 @@ class RunOutcome:
     n_ok: int
     n_failed: int
     skipped_shards: int  # shards of the plan with nothing left to run
-    ran_shards: int  # shard tasks this invocation submitted
+    ran_shards: int  # shards this invocation submitted (in tasks of engine.worker_shards() shards)
     incomplete: dict[str, str] = field(default_factory=dict)  # shard id -> why it did not finish
     tables: dict[str, Any] = field(default_factory=dict)
     llm: dict[str, Any] = field(default_factory=dict)  # this invocation's calls/tokens per role (Accounting.to_dict)
