@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine import _start, base_config, python_build, sample_bodies as engine_sample_bodies, transport_only, trials_for  # noqa: E402  (engine.py (b)'s configs and baseline)
+from engine import _start, base_config, python_build, sample_bodies as engine_sample_bodies, transport_only, trials_for, warn_if_plain  # noqa: E402  (engine.py (b)'s configs and baseline)
 
 
 class _DroppingBoard:
@@ -143,6 +143,7 @@ def main() -> int:
     if args.quick:
         args.sessions, args.turns, args.repeats, args.delay = 84, 2, 1, 0.05
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    warn_if_plain()
     server, port = _start([sys.executable, "-m", "ray_knowsim.cli.main", "serve-offline", "--host", "127.0.0.1",
                            "--port", "0", "--delay-s", str(args.delay), "--model-name", "offline"], "serve-offline")
     from ray_knowsim.llm.http.plain import use_plain

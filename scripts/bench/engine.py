@@ -69,7 +69,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
-from python_build import describe as python_build  # noqa: E402  (the interpreter's build, reported beside the figures)
+from python_build import describe as python_build, warn_if_plain  # noqa: E402  (the interpreter's build, reported beside the figures)
 REAL = "ray_knowsim.sim.shard:run_shard"
 DEMO_ITEMS = 7  # 4 math + 3 expertqa demo items
 
@@ -954,6 +954,7 @@ def main() -> int:
     skip = set(filter(None, args.skip.split(",")))
     _SHARD_FN[0] = args.shard_fn
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    warn_if_plain()
     figures: dict = {"shard_fn": shard_fn(), "cpus": args.cpus, "turns": args.turns,
                      "loadavg_1m_start": round(os.getloadavg()[0], 2), "machine_cpus": os.cpu_count(), **python_build()}
     with tempfile.TemporaryDirectory(prefix="rk-bench-") as tmp:

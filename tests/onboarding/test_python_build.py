@@ -103,3 +103,18 @@ def test_a_venv_made_on_the_chosen_interpreter_or_named_by_the_caller_is_kept(tm
     theirs = _checkout_with_venv(tmp_path / "theirs", "/opt/pyenv/versions/3.11.7/bin/python3.11")
     named = _source_venv(theirs, {**os.environ, "PYTHON": str(chosen), "RAY_KNOWSIM_VENV": str(theirs / ".venv")})
     assert "again" not in named.stderr and (theirs / ".venv" / "kept").exists()
+
+
+def test_a_bench_on_a_plain_build_says_so_before_its_figures(monkeypatch, capsys):
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import python_build
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    plain = {"python_executable": "/opt/pyenv/bin/python3.11", "python_version": "3.11.7", "python_optimized_build": False}
+    monkeypatch.setattr(python_build, "describe", lambda: plain)
+    python_build.warn_if_plain()
+    assert "/opt/pyenv/bin/python3.11 (Python 3.11.7) is a plain CPython build" in capsys.readouterr().err
+    monkeypatch.setattr(python_build, "describe", lambda: {**plain, "python_optimized_build": True})
+    python_build.warn_if_plain()
+    assert capsys.readouterr().err == ""
