@@ -7,7 +7,7 @@ ROOT="$_rk_root"
 VENV="${RAY_KNOWSIM_VENV:-$ROOT/.venv}"
 # The interpreter: $PYTHON when set; else the first optimised CPython >= 3.11 found (python3.11
 # on PATH and in /usr/bin first, then python3), else the first one that can build a venv. The
-# build decides a good part of the client's CPU per request (15-20 % here between a pyenv
+# build decides a good part of the client's CPU per request (10-15 % here between a pyenv
 # --enable-shared build and Debian's PGO one: scripts/python_build.py, docs/performance.md).
 if [ -n "${PYTHON:-}" ]; then
   PY="$PYTHON"

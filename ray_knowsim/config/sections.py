@@ -192,8 +192,8 @@ class EngineConfig(Strict):
     """How the work is cut and scheduled; none of it changes results. Resume is per session, so
     ``shard_size`` (and the condition grouping of a placement) may differ between invocations."""
 
-    shard_size: int = Field(32, ge=1)  # sessions run at once (each on its own clock) by one Ray task
-    shard_cpus: float = Field(1.0, gt=0)  # Ray CPUs per shard task (< 1 for LLM-bound shards)
+    shard_size: int = Field(32, ge=1)  # sessions run at once (each on its own clock) by one shard
+    shard_cpus: float = Field(1.0, gt=0)  # Ray CPUs per shard (< 1 for LLM-bound shards; see shards_per_worker)
     max_concurrent_shards: int | None = Field(None, ge=1)  # default: cluster CPUs / shard_cpus
     # shards run together in one worker process (one Ray task asking for their CPUs together, one
     # event loop); default (None): as many as share one CPU (worker_shards); 1: a process each
