@@ -32,10 +32,11 @@ ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("requests", "prompt_tokens", "completion_tokens", "cached_prompt_tokens")
 
 
-def _config(tmp_path: Path, base_url: str) -> Path:
+def _config(tmp_path: Path, base_url: str, shard_cpus: float = 1.0) -> Path:
     ep = {"backend": "http", "base_url": base_url, "model": "counted", "offline_server": True, "max_in_flight_global": 64,
           "price": {"input": 1.0, "cached_input": 0.5, "output": 2.0}}
-    data = small_config(models={"ep": ep}, engine={"shard_fn": "ray_knowsim.sim.shard:run_shard", "commit_every": 1})
+    data = small_config(models={"ep": ep}, engine={"shard_fn": "ray_knowsim.sim.shard:run_shard", "commit_every": 1,
+                                                   "shard_cpus": shard_cpus})
     data["roles"] = {"user_sim": "ep", "extractor": "ep", "judge": "ep", "assistant": {"model": "ep"}}
     return write_config(tmp_path, data)
 
@@ -113,10 +114,11 @@ def _check(out: Path, answered: dict[str, int], cut_off: bool) -> dict[str, int]
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.parametrize("shard_cpus", [1.0, 0.5], ids=["a-process-per-shard", "two-shards-per-process"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
-def test_interrupted_then_resumed_run_records_what_the_endpoint_answered(tmp_path, sig):
+def test_interrupted_then_resumed_run_records_what_the_endpoint_answered(tmp_path, sig, shard_cpus):
     with counting_endpoint(delay_s=0.4) as ep:
-        path = _config(tmp_path, ep.base_url)
+        path = _config(tmp_path, ep.base_url, shard_cpus)
         out = tmp_path / "run"
         t0 = time.monotonic()
         _interrupted_run(path, out, sig)
