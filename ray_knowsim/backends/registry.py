@@ -75,10 +75,11 @@ class Backend:
     # A test double (answers from facts handed to it, not a real model): reports say so on top.
     double: bool = False
     profile: BackendProfile = BackendProfile()
-    # The check before a run spends anything (preflight/checks.py): ``async (entry, key) ->
-    # Capacity`` — does the endpoint answer, serve the model, and how long a context does it hold.
+    # The check before a run spends anything (preflight/checks.py): ``async (entry, key, limiter)
+    # -> Capacity`` — does the endpoint answer, serve the model, and how long a context does it
+    # hold; a chat request it sends goes under ``limiter`` (the endpoint's quota, or None).
     # None: nothing to check (an in-process model).
-    probe: Callable[[Any, str], Awaitable[Any]] | None = None
+    probe: Callable[[Any, str, Any], Awaitable[Any]] | None = None
 
 
 ALWAYS_OPERATIONAL = frozenset({"price"})
@@ -96,7 +97,7 @@ def register_backend(
     secret_names: Callable[[Any, str], list[str]] | None = None,
     double: bool = False,
     profile: BackendProfile | None = None,
-    probe: Callable[[Any, str], Awaitable[Any]] | None = None,
+    probe: Callable[[Any, str, Any], Awaitable[Any]] | None = None,
 ) -> Callable[[Callable[[Any, BuildContext], ChatModel]], Callable[[Any, BuildContext], ChatModel]]:
     """``@register_backend("name", MyEntry)`` on ``def build(entry, ctx) -> ChatModel``."""
 

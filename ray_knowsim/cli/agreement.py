@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", type=float, default=ALPHA, help=f"family-wise error rate of compare's verdicts (default {ALPHA})")
     p.add_argument("--re-extract", action="store_true",
                    help="have each other run's extractor label all the reference's exchanges (asks its model; resumable, costed)")
-    p.add_argument("--address", default=None, help="with --re-extract and a vllm extractor: Ray address (default: RAY_ADDRESS, else a local Ray)")
+    p.add_argument("--address", default=None, help="with --re-extract and a vllm extractor or an endpoint with a quota: the Ray cluster to join, whose runs share the quota (default: RAY_ADDRESS, else a local Ray)")
     p.add_argument("--n-boot", type=int, default=None, help="deprecated, no effect: compare runs no bootstrap (a warning says so)")
     p.set_defaults(func=main)
 

@@ -11,8 +11,9 @@ A backend works with no limiter at all, with an in-process one, or with the run-
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, AsyncIterator, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -93,4 +94,18 @@ class RateLimiter(Protocol):
         ...
 
 
-__all__ = ["Grant", "RateLimiter", "RateLimits"]
+@contextlib.asynccontextmanager
+async def granted(limiter: RateLimiter | None, tokens: int = 0) -> AsyncIterator[Grant | None]:
+    """One request sent outside a model client (the checks' probes) under the endpoint's quota: an
+    endpoint's in-flight cap and rates are the provider's, so a probe counts as any request does."""
+    if limiter is None:
+        yield None
+        return
+    grant = await limiter.acquire(tokens)
+    try:
+        yield grant
+    finally:
+        limiter.release(grant)
+
+
+__all__ = ["Grant", "RateLimiter", "RateLimits", "granted"]

@@ -42,10 +42,11 @@ the tokens the role will ask for. Which findings stop the run, and why:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Iterator, Literal
 
 from ray_knowsim.backends.registry import BACKENDS
 from ray_knowsim.plan.build import RunError
@@ -53,6 +54,8 @@ from ray_knowsim.backends.model_set import used_model_keys
 from ray_knowsim.backends.http.probe import probe_http
 from ray_knowsim.backends.probe import PROBE_TIMEOUT_S, Capacity, _usage
 from ray_knowsim.backends.vllm.probe import probe_vllm
+from ray_knowsim.backends.limiter.client import LimiterUnavailable
+from ray_knowsim.llm.limiter import granted
 
 
 class PreflightFailed(RunError):
@@ -116,9 +119,12 @@ class Preflight:
 # ----------------------------------------------------------------------------- the checks
 
 
-def check_before_spending(cfg: Any, plan: Any, inputs: Any, *, skip: bool = False) -> Preflight:
+def check_before_spending(cfg: Any, plan: Any, inputs: Any, *, skip: bool = False,
+                          pools: dict[str, Any] | None = None) -> Preflight:
     """Probe every model entry the run uses, compare prompts and budgets with what each can hold;
-    raises :class:`PreflightFailed` (one message, every entry at fault) on an error finding."""
+    raises :class:`PreflightFailed` (one message, every entry at fault) on an error finding.
+    ``pools``: the run's (model key -> what it holds on the cluster), where the lease the checks
+    take on an endpoint's cluster-wide limiter stays for the run; without it the lease ends here."""
     from ray_knowsim.plan.sessions import largest_graph
 
     budgets = cfg.budget_warnings(largest_graph(inputs.graphs))
@@ -126,12 +132,18 @@ def check_before_spending(cfg: Any, plan: Any, inputs: Any, *, skip: bool = Fals
         return Preflight(skipped=True, findings=[Finding("warning", "", w) for w in budgets])
     t0 = time.perf_counter()
     out = Preflight()
-    probes = {}
-    for key in used_model_keys(cfg):
-        probe = BACKENDS.get(cfg.models[key].backend).probe
-        if probe is not None:
-            probes[key] = probe(cfg.models[key], key)
-    out.capacities = _run(_gather(probes))
+    with endpoint_quotas(cfg, used_model_keys(cfg), pools) as quotas:  # the checks' requests count as the run's
+        out.capacities = _run(_probe_all(cfg, quotas))
+        _read_capacities(cfg, plan, inputs, out, budgets, quotas)
+    out.seconds = time.perf_counter() - t0
+    if out.errors:
+        raise PreflightFailed(out.refusal())
+    return out
+
+
+def _read_capacities(cfg: Any, plan: Any, inputs: Any, out: Preflight, budgets: list[str], quotas: dict[str, Any]) -> None:
+    """The findings from what the probes said: usable entries, fits, and (when nothing refused
+    the run) the timeouts against the speed the probe measured."""
     for key, cap in out.capacities.items():
         if cap.error:
             out.findings.append(Finding("error", f"models.{key}", cap.error))
@@ -145,12 +157,57 @@ def check_before_spending(cfg: Any, plan: Any, inputs: Any, *, skip: bool = Fals
         judged = judged_roles(est, out.capacities)  # their verdict says what the budget warning would
         budgets = [w for w in budgets if not any(w.startswith(f"roles.{r}.max_tokens ") for r in judged)]
         if not any(f.level == "error" for f in out.findings):  # a refused run is not timed (the probe is a request)
-            out.findings += timeout_findings(cfg, est, plan, measure_speeds(cfg, plan, out.capacities))
+            out.findings += timeout_findings(cfg, est, plan, measure_speeds(cfg, plan, out.capacities, quotas))
     out.findings += [Finding("warning", "", w) for w in budgets]
-    out.seconds = time.perf_counter() - t0
-    if out.errors:
-        raise PreflightFailed(out.refusal())
-    return out
+
+
+@contextlib.contextmanager
+def endpoint_quotas(cfg: Any, keys: Any, pools: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """The limiter of each rate-limited HTTP entry among ``keys``, held for the checks: the
+    cluster-wide one when Ray is up (what the run's sessions and every other run on the cluster
+    use), else one in this process. A quota is the provider's, so the checks' chat requests (the
+    tiny request, the speed probe) wait for it like any request of the run. The lease on a
+    cluster-wide one goes into ``pools`` (the run's models take it from there: one lease a run)."""
+    from ray_knowsim.backends.limiter.actor import LimiterLease, SharedLimiter, create_shared_limiter
+
+    quotas: dict[str, Any] = {}
+    with contextlib.ExitStack() as held:
+        for key in keys:
+            entry = cfg.models[key]
+            if getattr(entry, "backend", None) != "http":
+                continue
+            try:
+                limiter = create_shared_limiter(entry)
+            except ValueError as exc:  # another run on the cluster holds this endpoint's quota with other limits
+                raise PreflightFailed(f"the checks before spending refused the run:\n  models.{key}: {exc}") from None
+            if limiter is None:
+                continue
+            quotas[key] = limiter
+            if not isinstance(limiter, SharedLimiter):
+                continue
+            if pools is None:  # alive while the checks use it
+                held.callback(limiter.hold(label=f"checks models.{key}").shutdown)
+            elif not isinstance(pools.get(key), LimiterLease):
+                pools[key] = limiter.hold(label=f"model {key}")
+        yield quotas
+
+
+async def _probe_all(cfg: Any, quotas: dict[str, Any]) -> dict[str, Capacity]:
+    probes = {}
+    for key in used_model_keys(cfg):
+        probe = BACKENDS.get(cfg.models[key].backend).probe
+        if probe is not None:
+            probes[key] = probe(cfg.models[key], key, quotas.get(key))
+    try:
+        return await _gather(probes)
+    finally:
+        await _close_shares(quotas)
+
+
+async def _close_shares(quotas: dict[str, Any]) -> None:
+    """This event loop's share of each limiter back (the loop ends with the probe)."""
+    for limiter in quotas.values():
+        await limiter.aclose()
 
 
 def _timeout(entry: Any) -> float | None:
@@ -318,15 +375,18 @@ class Speed:
 
 
 def speed_concurrency(entry: Any, plan: Any) -> int:
-    """How many probes to send at once: as many requests as the run will keep in flight, capped."""
+    """How many probes to send at once: as many requests as the run will keep in flight (one
+    process's cap, never above the endpoint's cluster-wide cap), at most eight."""
     sessions = getattr(plan, "n_sessions", 1) or 1
-    return max(1, min(sessions, getattr(entry, "max_in_flight", 1) or 1, SPEED_MAX_CONCURRENCY))
+    caps = [getattr(entry, "max_in_flight", 1) or 1, getattr(entry, "max_in_flight_global", None) or SPEED_MAX_CONCURRENCY]
+    return max(1, min(sessions, *caps, SPEED_MAX_CONCURRENCY))
 
 
-async def probe_speed(entry: Any, concurrency: int = 1) -> Speed:
+async def probe_speed(entry: Any, concurrency: int = 1, limiter: Any = None) -> Speed:
     """Send ``concurrency`` copies of one short request at once and time them: the per-request
     generation speed the run will see (the slowest copy's tokens / seconds, its first-token
-    latency included, so long answers are estimated a little slow rather than fast)."""
+    latency included, so long answers are estimated a little slow rather than fast). Each copy
+    waits for ``limiter`` (the endpoint's quota) first; only the request itself is timed."""
     import aiohttp
 
     from ray_knowsim.llm.http.credentials import Secret, auth_header
@@ -337,17 +397,18 @@ async def probe_speed(entry: Any, concurrency: int = 1) -> Speed:
             entry.max_tokens_field: SPEED_MAX_TOKENS, **entry.extra_body}
     timeout = aiohttp.ClientTimeout(total=min(entry.timeout_s, 4 * PROBE_TIMEOUT_S), sock_connect=entry.connect_timeout_s)
 
-    async def one(session: Any) -> tuple[float, int, int] | str:
-        t0 = time.perf_counter()
+    async def one(session: Any) -> tuple[float, int, int, int] | str:
         try:
-            async with session.post(entry.base_url + "/chat/completions", json=body, headers=headers) as resp:
-                raw = await resp.read()
-                elapsed = time.perf_counter() - t0
+            async with granted(limiter, SPEED_MAX_TOKENS):
+                t0 = time.perf_counter()
+                async with session.post(entry.base_url + "/chat/completions", json=body, headers=headers) as resp:
+                    raw = await resp.read()
+                    elapsed = time.perf_counter() - t0
                 if resp.status != 200:
                     return f"HTTP {resp.status}"
                 prompt, completion, cached = _usage(raw)
                 return elapsed, completion, prompt, cached
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, AttributeError) as exc:
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, AttributeError, LimiterUnavailable) as exc:
             return type(exc).__name__
 
     async with aiohttp.ClientSession(timeout=timeout) as session:
@@ -364,12 +425,21 @@ async def probe_speed(entry: Any, concurrency: int = 1) -> Speed:
     return Speed(tokens / elapsed, concurrency, elapsed, tokens, **spent)
 
 
-def measure_speeds(cfg: Any, plan: Any, capacities: dict[str, Capacity]) -> dict[str, Speed]:
-    """The speed probe of every usable HTTP entry with a timeout (one per endpoint and model)."""
-    probes = {key: probe_speed(cfg.models[key], speed_concurrency(cfg.models[key], plan))
-              for key, cap in capacities.items()
-              if not cap.error and getattr(cfg.models[key], "base_url", None) and _timeout(cfg.models[key])}
-    speeds = _run(_gather(probes)) if probes else {}
+def measure_speeds(cfg: Any, plan: Any, capacities: dict[str, Capacity], quotas: dict[str, Any] | None = None) -> dict[str, Speed]:
+    """The speed probe of every usable HTTP entry with a timeout (one per endpoint and model),
+    each copy under the entry's quota (``quotas``: :func:`endpoint_quotas`)."""
+    quotas = quotas or {}
+
+    async def all_probes() -> dict[str, Speed]:
+        probes = {key: probe_speed(cfg.models[key], speed_concurrency(cfg.models[key], plan), quotas.get(key))
+                  for key, cap in capacities.items()
+                  if not cap.error and getattr(cfg.models[key], "base_url", None) and _timeout(cfg.models[key])}
+        try:
+            return await _gather(probes) if probes else {}
+        finally:
+            await _close_shares(quotas)
+
+    speeds = _run(all_probes())
     for key, sp in speeds.items():
         cap = capacities[key]
         cap.requests += sp.requests
@@ -445,7 +515,7 @@ def timeout_findings(cfg: Any, est: Any, plan: Any = None, speeds: dict[str, Spe
 # ----------------------------------------------------------------------------- running probes
 
 
-async def _gather(probes: dict[str, Any]) -> dict[str, Capacity]:
+async def _gather(probes: dict[str, Any]) -> dict[str, Any]:
     got = await asyncio.gather(*probes.values())
     return dict(zip(probes, got))
 
@@ -462,5 +532,5 @@ def _run(coro: Any) -> Any:
         return pool.submit(asyncio.run, coro).result()
 
 
-__all__ = ["Capacity", "Finding", "Preflight", "PreflightFailed", "check_before_spending", "fit_findings",
+__all__ = ["Capacity", "Finding", "Preflight", "PreflightFailed", "check_before_spending", "endpoint_quotas", "fit_findings",
            "probe_http", "probe_speed", "probe_vllm", "timeout_findings", "context_verdict", "measure_speeds"]

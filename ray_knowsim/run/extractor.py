@@ -1,5 +1,6 @@
 """An extractor model built from a run config, outside a run (``validate --extractor-agreement``,
-``agreement --re-extract``): the run's own builders, Ray only for a backend that starts actors."""
+``agreement --re-extract``): the run's own builders, Ray only for a backend that starts actors or
+an endpoint with a quota (its limiter is a Ray actor)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,10 @@ def extractor_model(cfg: RunConfig, key: str, graphs: Mapping[str, IUGraph], *, 
     from ray_knowsim.run.fan_out import ray_options, ray_session
     from ray_knowsim.llm.accounting import Accounting
 
-    needs_ray = cfg.models[key].backend == "vllm"
+    entry = cfg.models[key]
+    # engines are Ray actors; an endpoint's quota is a cluster-wide limiter, shared with the runs
+    # on the cluster (--address or RAY_ADDRESS names it), so re-extraction counts against it too
+    needs_ray = entry.backend == "vllm" or (entry.backend == "http" and entry.rate_limits().enabled)
     pools: dict = {}
     with (ray_session(address, **ray_options(cfg), quiet=True) if needs_ray else contextlib.nullcontext()):
         try:

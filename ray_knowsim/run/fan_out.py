@@ -166,39 +166,42 @@ def run(
     with warnings.catch_warnings():  # the checks below say the role budgets, in one verdict with the contexts
         warnings.simplefilter("ignore", RoleBudgetWarning)
         plan, run_dir, run_id, config_hash, inputs = prepare(cfg, output, overwrite)
-    checked = check_before_spending(cfg, plan, inputs, skip=not preflight)  # raises before anything is written or sent
-    run_dir.create()
-    committed = open_committed(run_dir, config_hash)  # before the manifest is touched: nothing changes on doubt
-    manifest = open_manifest(
-        run_dir, run_id=run_id, name=cfg.name, config_hash=config_hash, config=cfg.public_dict(),
-        config_file=config_file, secret_env=secret_env_names(cfg), run_seed=cfg.seed, plan=plan.summary(),
-        address=address or os.environ.get("RAY_ADDRESS"), backends=model_backends(cfg), test_doubles=test_double_roles(cfg), base_dir=str(cfg.base_dir),
-        replaced_shard_fn=None if cfg.engine.shard_fn == DEFAULT_SHARD_FN else cfg.engine.shard_fn,
-        roles={"settings": {r: asdict(s) for r, s in cfg.role_settings().items()},
-               "warnings": cfg.budget_warnings(largest_graph(inputs.graphs))},
-        hashed=cfg.hash_payload(),  # a refused resume names the fields that changed
-        preflight=checked.to_manifest(),
-    )
-    invocation = len(manifest["invocations"]) - 1  # this one's index: its spend journals say so
-    journal_checks(run_dir.root, config_hash, invocation, checked, model_prices(cfg))
-    garbage = collect_garbage(run_dir.root, committed.all_commits, committed.index)
-    if garbage.superseded_commits:  # their rows are outranked: re-read what counts
-        committed = open_committed(run_dir, config_hash)
-    policy = ResumePolicy(rerun_model_failures=rerun_model_failures, max_attempts=cfg.engine.max_session_attempts)
-    work = pending_work(plan, committed, policy, sessions)
-    display = Display(plan.n_sessions if sessions is None else len(sessions), work.committed, plan.n_shards, quiet=quiet,
-                      console=console, max_turns=cfg.max_turns)
-    display.shards_done = work.skipped_shards
-    outcome = RunOutcome(run_dir.root, run_id, config_hash, plan.n_sessions, 0, 0, work.skipped_shards, len(work.shards),
-                         preflight=checked.to_manifest())
-    display.log(checked.summary())
-    for finding in checked.warnings:
-        display.warn(f"preflight warning: {finding.line()}")
-    status = "failed"
-    alive = ExitStack()  # the driver's heartbeat until the manifest records the end (a kill -9 stops it)
-    alive.enter_context(heartbeat(run_dir, invocation))
-    try:
-        with ray_session(address, **ray_options(cfg), quiet=quiet), _pools() as pools:
+    # Ray first: the endpoints' quotas are cluster-wide limiters, and the checks' requests count
+    # against them as the run's do; the lease the checks take on each is the run's, held in its
+    # pools until it ends (a refused run has started or joined Ray, and written nothing)
+    with ray_session(address, **ray_options(cfg), quiet=quiet), _pools() as pools:
+        checked = check_before_spending(cfg, plan, inputs, skip=not preflight, pools=pools)  # raises before anything is written or sent
+        run_dir.create()
+        committed = open_committed(run_dir, config_hash)  # before the manifest is touched: nothing changes on doubt
+        manifest = open_manifest(
+            run_dir, run_id=run_id, name=cfg.name, config_hash=config_hash, config=cfg.public_dict(),
+            config_file=config_file, secret_env=secret_env_names(cfg), run_seed=cfg.seed, plan=plan.summary(),
+            address=address or os.environ.get("RAY_ADDRESS"), backends=model_backends(cfg), test_doubles=test_double_roles(cfg), base_dir=str(cfg.base_dir),
+            replaced_shard_fn=None if cfg.engine.shard_fn == DEFAULT_SHARD_FN else cfg.engine.shard_fn,
+            roles={"settings": {r: asdict(s) for r, s in cfg.role_settings().items()},
+                   "warnings": cfg.budget_warnings(largest_graph(inputs.graphs))},
+            hashed=cfg.hash_payload(),  # a refused resume names the fields that changed
+            preflight=checked.to_manifest(),
+        )
+        invocation = len(manifest["invocations"]) - 1  # this one's index: its spend journals say so
+        journal_checks(run_dir.root, config_hash, invocation, checked, model_prices(cfg))
+        garbage = collect_garbage(run_dir.root, committed.all_commits, committed.index)
+        if garbage.superseded_commits:  # their rows are outranked: re-read what counts
+            committed = open_committed(run_dir, config_hash)
+        policy = ResumePolicy(rerun_model_failures=rerun_model_failures, max_attempts=cfg.engine.max_session_attempts)
+        work = pending_work(plan, committed, policy, sessions)
+        display = Display(plan.n_sessions if sessions is None else len(sessions), work.committed, plan.n_shards, quiet=quiet,
+                          console=console, max_turns=cfg.max_turns)
+        display.shards_done = work.skipped_shards
+        outcome = RunOutcome(run_dir.root, run_id, config_hash, plan.n_sessions, 0, 0, work.skipped_shards, len(work.shards),
+                             preflight=checked.to_manifest())
+        display.log(checked.summary())
+        for finding in checked.warnings:
+            display.warn(f"preflight warning: {finding.line()}")
+        status = "failed"
+        alive = ExitStack()  # the driver's heartbeat until the manifest records the end (a kill -9 stops it)
+        alive.enter_context(heartbeat(run_dir, invocation))
+        try:
             try:
                 require_same_code(display.warn)  # before any of our code runs on a worker (shards, reduction)
             except CodeMismatch as exc:
@@ -246,23 +249,23 @@ def run(
             outcome.n_failed = sum(entries[sid].status != "ok" for sid in planned)
             if tables and len(final.index):
                 outcome.tables = write_run_tables(run_dir, final)
-        status = outcome.status
-    except KeyboardInterrupt:
-        status = "interrupted"
-        committed, ok = _committed_counts(plan, run_dir, config_hash)
-        outcome.n_ok, outcome.n_failed = ok, committed - ok
-        raise RunInterrupted(run_dir.root, committed, ok, plan.n_sessions) from None
-    finally:
-        alive.close()
-        outcome.seconds = time.perf_counter() - t0
-        manifest["spend"] = spend = run_spend_record(run_dir, config_hash)
-        close_manifest(run_dir, manifest, status, {
-            "sessions": outcome.n_sessions, "ok": outcome.n_ok, "failed": outcome.n_failed,
-            "incomplete_shards": sorted(outcome.incomplete), "seconds": round(outcome.seconds, 2), "llm": outcome.llm,
-            "spend": (spend.get("by_invocation") or {}).get(str(invocation)),
-            "scores": outcome.scores, "stopped": outcome.stopped.to_dict() if outcome.stopped else None, "resume": {**outcome.resume, "rerun_model_failures": rerun_model_failures,
-                                                 "max_session_attempts": policy.max_attempts},
-        })
+            status = outcome.status
+        except KeyboardInterrupt:
+            status = "interrupted"
+            committed, ok = _committed_counts(plan, run_dir, config_hash)
+            outcome.n_ok, outcome.n_failed = ok, committed - ok
+            raise RunInterrupted(run_dir.root, committed, ok, plan.n_sessions) from None
+        finally:
+            alive.close()
+            outcome.seconds = time.perf_counter() - t0
+            manifest["spend"] = spend = run_spend_record(run_dir, config_hash)
+            close_manifest(run_dir, manifest, status, {
+                "sessions": outcome.n_sessions, "ok": outcome.n_ok, "failed": outcome.n_failed,
+                "incomplete_shards": sorted(outcome.incomplete), "seconds": round(outcome.seconds, 2), "llm": outcome.llm,
+                "spend": (spend.get("by_invocation") or {}).get(str(invocation)),
+                "scores": outcome.scores, "stopped": outcome.stopped.to_dict() if outcome.stopped else None, "resume": {**outcome.resume, "rerun_model_failures": rerun_model_failures,
+                                                     "max_session_attempts": policy.max_attempts},
+            })
     if outcome.tables and print_tables and not quiet:
         from ray_knowsim.tables.outcome_tables import print_outcomes
         from ray_knowsim.tables.reduce import print_tables as show

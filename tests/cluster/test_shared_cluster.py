@@ -1,9 +1,13 @@
 """Two runs at once on one cluster, against the same HTTP endpoint with an in-flight cap: both
-finish, and the server never sees more requests in flight than the cap, across both runs.
+finish, and the server never sees more requests in flight than the cap, across both runs and
+every request they send (the checks' speed probes included: on 2026-12-07 one run's probe alone
+put 8 requests in flight at a cap of 4). Once as two `ray job submit` jobs, once as two drivers
+joining with `ray-knowsim run --address`; both with four shards per worker process
+(``shard_cpus: 0.25``).
 
 The endpoint is the offline model behind our OpenAI-compatible server (`serve-offline`'s app, in
 this process), answering each request after a delay and counting what is in flight. The runs are
-two `ray job submit` jobs on one local head, each with its own driver; the second is longer, so
+two drivers on one local head; the second is longer, so
 it runs on after the first ends: the limiter they share must outlive the first run (one limiter
 actor over the whole test, never ended and re-made under the second run), and end once the last
 run let go (the grace period is shortened to seconds here).
@@ -11,7 +15,7 @@ run let go (the grace period is shortened to seconds here).
 No assertion rests on the two runs happening to overlap in time (under load one may finish before
 the other starts). The server makes the overlap certain: it holds the short run's first request
 until the long run's first request has arrived (no wait if that came first), and holds that one
-until the short job has ended.
+until the short run has ended (gates hold session requests only; every request is counted).
 So both runs had a request in flight at once, through the one cap, and the long run was still
 running (holding the limiter) when the short one let go. Each request says which run sent it
 (an ``extra_body`` field: answer-neutral for the offline model, outside the limiter's key)."""
@@ -19,6 +23,8 @@ running (holding the limiter) when the short one let go. Each request says which
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -50,7 +56,7 @@ def counting_server():
     from ray_knowsim.llm.offline import OfflineModel
     from ray_knowsim.llm.offline.server import build_app
 
-    state = {"in_flight": 0, "peak": 0, "requests": 0, "both_in_flight": 0,
+    state = {"in_flight": 0, "peak": 0, "requests": 0, "both_in_flight": 0, "probes": 0,
              "runs": {"short": 0, "long": 0}, "seen": set(), "held": []}
     long_arrived = threading.Event()  # gate 1: the short run's first request waits for it
     short_ended = threading.Event()  # gate 2: the long run's first request waits for it (set by the test)
@@ -65,11 +71,13 @@ def counting_server():
         if request.path != "/v1/chat/completions":
             return await handler(request)
         body = await request.json()  # aiohttp keeps the body for the handler
-        if OFFLINE_FACTS_FIELD not in body:  # the pre-flight's probe (sent before the run, not under its limiter)
-            return await handler(request)
+        session_request = OFFLINE_FACTS_FIELD in body  # else the checks' probe: counted, never held
         run = body.get(RUN_FIELD, "?")
-        first = run not in state["seen"]
-        state["seen"].add(run)
+        first = session_request and run not in state["seen"]
+        if session_request:
+            state["seen"].add(run)
+        else:
+            state["probes"] += 1
         state["in_flight"] += 1
         state["runs"][run] += 1
         state["requests"] += 1
@@ -95,7 +103,7 @@ def counting_server():
     return app, state, short_ended
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def shared_head():
     # the drivers pass RAY_KNOWSIM_LEASE_GRACE_S to the limiter they create
     with started_cluster(multi_node=False, head_cpus=4, head_extra=("--object-store-memory", str(200 * 2**20)),
@@ -103,9 +111,9 @@ def shared_head():
         yield cluster
 
 
-def limiter_actors(cluster: LocalCluster) -> list[dict]:
+def limiter_actors(cluster: LocalCluster, name: str) -> list[dict]:
     rows = cluster.api("/api/v0/actors?detail=1&limit=1000")
-    return [r for r in rows if "Limiter" in str(r.get("class_name", ""))]
+    return [r for r in rows if "Limiter" in str(r.get("class_name", "")) and r.get("name") == name]
 
 
 def commit_window(run_dir: Path) -> tuple[float, float]:
@@ -113,50 +121,86 @@ def commit_window(run_dir: Path) -> tuple[float, float]:
     return min(times), max(times)
 
 
-def test_two_runs_share_one_endpoint_budget(shared_head, tmp_path):
+class Jobs:
+    """The two runs as `ray job submit` jobs."""
+
+    def __init__(self, head: LocalCluster) -> None:
+        self.head, self.ids = head, {}
+
+    def start(self, name: str, command: list[str]) -> None:
+        job = f"{name}-{uuid.uuid4().hex[:8]}"
+        proc = self.head.submit(command, cwd=ROOT, working_dir=ROOT, no_wait=True, extra=("--submission-id", job))
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        self.ids[name] = job
+
+    def wait(self, name: str) -> tuple[bool, str]:
+        status = self.head.wait_job(self.ids[name], timeout_s=700)
+        return status == "SUCCEEDED", f"{status}\n{self.head.job_logs(self.ids[name])}"
+
+
+class Drivers:
+    """The two runs as drivers joining the head: `ray-knowsim run --address`, one second apart."""
+
+    def __init__(self, head: LocalCluster) -> None:
+        self.head, self.procs = head, {}
+
+    def start(self, name: str, command: list[str]) -> None:
+        if self.procs:
+            time.sleep(1.0)
+        self.procs[name] = subprocess.Popen([*command, "--address", self.head.gcs], cwd=ROOT, env=self.head.env,
+                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def wait(self, name: str) -> tuple[bool, str]:
+        out, _ = self.procs[name].communicate(timeout=700)
+        return self.procs[name].returncode == 0, out
+
+
+@pytest.mark.parametrize("how", [Jobs, Drivers], ids=["ray_job_submit", "run_with_address"])
+def test_two_runs_share_one_endpoint_budget(shared_head, tmp_path, how):
+    from ray_knowsim.llm.http.config import HTTPModelConfig
     from ray_knowsim.llm.offline.server import serve_app_in_thread
 
     app, state, short_ended = counting_server()
+    runs = how(shared_head)
     with serve_app_in_thread(app) as server:
         endpoint = {"backend": "http", "base_url": server.base_url, "model": "shared", "offline_server": True,
                     "max_in_flight": 16, "max_in_flight_global": CAP, "timeout_s": GATE_S + 60}
         roles = {"user_sim": "ep", "extractor": "ep", "judge": "ep", "assistant": {"model": "ep"}}
-        jobs = {}
+        sessions = {}
         for name, trials in (("short", 1), ("long", 3)):
             data = small_config(name=name, models={"ep": {**endpoint, "extra_body": {RUN_FIELD: name}}}, trials=trials, max_turns=2,
                                 engine={"shard_fn": "ray_knowsim.sim.shard:run_shard", "shard_cpus": 0.25})
             data["roles"] = roles
             path = write_config(tmp_path / name, data)
-            job = f"{name}-{uuid.uuid4().hex[:8]}"
-            proc = shared_head.submit(["python", "-m", "ray_knowsim", "run", str(path), "-o", str(tmp_path / name / "out"),
-                                       "--quiet"], cwd=ROOT, working_dir=ROOT, no_wait=True, extra=("--submission-id", job))
-            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-            jobs[name] = (job, 24 * trials)
-        statuses = {"short": shared_head.wait_job(jobs["short"][0], timeout_s=700)}
+            runs.start(name, [sys.executable if how is Drivers else "python", "-m", "ray_knowsim", "run", str(path),
+                              "-o", str(tmp_path / name / "out"), "--quiet"])
+            sessions[name] = 24 * trials
+        finished = {"short": runs.wait("short")}
         short_ended.set()  # gate 2: the long run's held request goes on now
-        statuses["long"] = shared_head.wait_job(jobs["long"][0], timeout_s=700)
-        logs = {name: shared_head.job_logs(job) for name, (job, _) in jobs.items()}
-    for name, (job, n) in jobs.items():
-        assert statuses[name] == "SUCCEEDED", f"{name}: {statuses[name]}\n{logs[name][-3000:]}"
-        assert f"sessions ok {n}, failed 0, of {n}" in logs[name], logs[name][-3000:]
+        finished["long"] = runs.wait("long")
+    for name, n in sessions.items():
+        ok, log = finished[name]
+        assert ok, f"{name}: {log[-3000:]}"
+        assert f"sessions ok {n}, failed 0, of {n}" in log, log[-3000:]
     short, long = commit_window(tmp_path / "short" / "out"), commit_window(tmp_path / "long" / "out")
-    print(f"two runs on one endpoint: {state['requests']} requests, peak in flight {state['peak']} (cap {CAP}), "
-          f"{state['both_in_flight']} requests sent while the other run had one in flight; commits short "
-          f"{short[1] - short[0]:.1f} s, long {long[1] - long[0]:.1f} s (informational: load moves these)")
-    # both gates held a request, in either order (the long job's driver may send first: then the
+    print(f"two runs on one endpoint ({how.__name__}): {state['requests']} requests ({state['probes']} the checks' probes), "
+          f"peak in flight {state['peak']} (cap {CAP}), {state['both_in_flight']} requests sent while the other run had "
+          f"one in flight; commits short {short[1] - short[0]:.1f} s, long {long[1] - long[0]:.1f} s (informational)")
+    # both gates held a request, in either order (the long run's driver may send first: then the
     # short run's first request passes gate 1 at once, while gate 2 still holds the long one in
-    # flight until the short job has ended): the runs overlapped
+    # flight until the short run has ended): the runs overlapped
     assert sorted(state["held"]) == ["long", "short"], state["held"]
     assert state["both_in_flight"] >= 1, state
-    assert long[1] > short[1]  # the long run's held request kept it going after the short job ended
-    assert state["requests"] > 200
-    # the cap held across both runs, and bound (each run alone sends more than it at once)
+    assert long[1] > short[1]  # the long run's held request kept it going after the short run ended
+    assert state["requests"] > 200 and state["probes"] >= 2  # each run's speed probe went to the endpoint too
+    # the cap held across both runs and all their requests, and bound (each run alone sends more than it at once)
     assert state["peak"] == CAP, state
 
     # one limiter actor all along: not ended under the long run when the short one let go
+    name = HTTPModelConfig(base_url=server.base_url, model="shared").limiter_name
     deadline = time.monotonic() + GRACE_S + 30
     while time.monotonic() < deadline:
-        actors = limiter_actors(shared_head)
+        actors = limiter_actors(shared_head, name)
         if actors and all(a.get("state") == "DEAD" for a in actors):
             break
         time.sleep(1)

@@ -18,10 +18,12 @@ from ray_knowsim.backends.probe import (
     _server_message,
     _usage,
 )
+from ray_knowsim.llm.limiter import RateLimiter, granted
 
 
-async def probe_http(entry: Any, key: str) -> Capacity:
-    """One ``GET {base_url}/models`` (or one tiny chat request where there is no models list)."""
+async def probe_http(entry: Any, key: str, limiter: RateLimiter | None = None) -> Capacity:
+    """One ``GET {base_url}/models`` (or one tiny chat request where there is no models list, under
+    ``limiter``: the endpoint's quota, as every request of the run)."""
     import aiohttp
 
     from ray_knowsim.llm.http.credentials import Secret, auth_header
@@ -66,7 +68,8 @@ async def probe_http(entry: Any, key: str) -> Capacity:
                 cap.checked = "one tiny request"
                 body = {"model": entry.model, "messages": [{"role": "user", "content": "Reply with OK."}],
                         entry.max_tokens_field: TINY_MAX_TOKENS, **entry.extra_body}
-                status, raw = await send("POST", "/chat/completions", body)
+                async with granted(limiter, TINY_MAX_TOKENS):
+                    status, raw = await send("POST", "/chat/completions", body)
                 if status == 200:
                     prompt, completion, cached = _usage(raw)
                     cap.chat_prompt_tokens += prompt

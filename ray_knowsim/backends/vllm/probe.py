@@ -11,8 +11,9 @@ from typing import Any
 from ray_knowsim.backends.probe import Capacity
 
 
-async def probe_vllm(entry: Any, key: str) -> Capacity:
-    """The self-hosted engine's context from its entry or its local model directory (no engine starts)."""
+async def probe_vllm(entry: Any, key: str, limiter: Any = None) -> Capacity:
+    """The self-hosted engine's context from its entry or its local model directory (no engine
+    starts, no request is sent: ``limiter`` is unused)."""
     vcfg = entry.vllm_config()
     cap = Capacity(where=f"self-hosted vLLM {vcfg.model}", checked="entry")
     limit = vcfg.engine_args().get("max_model_len")
