@@ -10,6 +10,7 @@ from ray_knowsim.backends.http.offline_double import adopt_offline_doubles, is_o
 from ray_knowsim.llm.offline import OfflineModel
 from ray_knowsim.llm.offline.server import serve_model_in_thread
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
+from ray_knowsim.llm.http.response import MESSAGE_CHARS, clipped
 from tests.doubles.ports import pick_ports
 from tests.doubles.run_config import small_config
 
@@ -46,7 +47,10 @@ def test_the_offline_double_is_found_and_said_and_nothing_else_is_flipped():
     assert adopted.base_dir == cfg.base_dir
 
 
-def test_an_endpoint_that_does_not_answer_is_not_the_double():
+def test_an_endpoint_that_does_not_answer_is_not_the_double(monkeypatch):
+    import ray_knowsim.backends.http.offline_double as od
+
+    monkeypatch.setattr(od, "STARTING_UP_S", 0.5)  # asked again while refused, then given up
     (port,) = pick_ports(1)
     url = f"http://127.0.0.1:{port}/v1"
     cfg = _config(sim=(url, "m", {}), tutor=(url, "t", {}))
@@ -63,4 +67,29 @@ def test_an_entry_that_already_says_offline_server_is_not_asked():
 def test_the_stand_ins_error_without_facts_names_the_fix():
     error = OfflineModel().respond(ChatRequest(messages=({"role": "user", "content": "hi"},), json_schema={"type": "object"})).error
     assert error.startswith("offline_unknown_prompt: a structured request without offline facts")
-    assert "offline_server: true" in error and "--set models.NAME.offline_server=true" in error
+    assert error.endswith("--set models.NAME.offline_server=true.")
+    assert len(error) <= MESSAGE_CHARS  # the row's detail carries the server's message whole
+
+
+def test_a_server_message_longer_than_the_row_keeps_is_cut_at_a_word_and_says_so():
+    text = "word " * 100
+    cut = clipped(text.strip(), MESSAGE_CHARS)
+    assert len(cut) <= MESSAGE_CHARS and cut.endswith("word...")
+    assert clipped("short hint.", MESSAGE_CHARS) == "short hint."
+
+
+def test_a_server_that_starts_listening_while_asked_is_found():
+    """The README's stand-in block starts `serve-offline &` on the line before the run: the run may
+    ask before the server listens. A refused connection is asked again for a few seconds."""
+    import threading
+    import time
+
+    (port,) = pick_ports(1)
+    found: list[bool] = []
+    url = f"http://127.0.0.1:{port}/v1"
+    asker = threading.Thread(target=lambda: found.append(is_offline_double(url, "sim-model")))
+    asker.start()
+    time.sleep(1.5)  # refused meanwhile
+    with serve_model_in_thread(OfflineModel(), served_name="sim-model", port=port):
+        asker.join(timeout=15)
+    assert found == [True]

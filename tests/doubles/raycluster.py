@@ -6,16 +6,19 @@ The environment notes' precautions, in one place: token auth off on loopback
 every node started with --block in its own session (process group) and stopped by signalling that
 group, never with `ray stop` (which kills every Ray process on the machine); worker nodes started
 one at a time (two joining at once time out); the first job submit retried while the job agent
-comes up. Ray binds its ports itself, so they cannot be held for it: a start that fails on a bind
-is retried with fresh ports.
+comes up. Ray binds its ports itself, so they cannot be held for it: a head that fails on a bind
+is retried with fresh ports; a worker node that does not join (a bind, or a GCS that did not
+answer in time on a loaded machine) is diagnosed and retried with fresh ports.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -182,6 +185,7 @@ class LocalCluster:
         """One more worker node (its own session, so it can be killed as a whole); returns once
         the cluster counts it. Call it again only after it returned (one node joining at a time)."""
         before = self.alive_nodes()
+        failures: list[str] = []
         for attempt in range(1, START_ATTEMPTS + 1):
             agent, metrics = pick_ports(2)
             log = Path(self.temp) / f"worker{len(self.workers)}-{attempt}.log"
@@ -198,9 +202,30 @@ class LocalCluster:
                 self.workers.append(proc)
                 return proc
             stop_group(proc)
-            if not BIND_FAILURE.search(_logs(log, None)) or attempt == START_ATTEMPTS:
-                raise ClusterStartError(f"a worker node did not join (start {attempt}):\n{log.read_text(errors='replace')[-3000:]}")
+            why = self.join_diagnosis(log)
+            failures.append(f"start {attempt}: {why}")
+            if attempt == START_ATTEMPTS:
+                raise ClusterStartError(f"a worker node did not join in {START_ATTEMPTS} starts, each with fresh ports:\n  "
+                                        + "\n  ".join(failures) + f"\nlast log:\n{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(2 * attempt)  # a loaded head: give its GCS a moment before the next start
         raise AssertionError("unreachable")
+
+    def join_diagnosis(self, log: Path) -> str:
+        """Why a worker node did not join, in one line: the address it took, whether the head's
+        GCS answers a TCP connect now, and the node's own last complaint."""
+        text = _logs(log, None)
+        took = re.findall(r"Local node IP: (\S+)", text)
+        host, port = self.gcs.rsplit(":", 1)
+        try:
+            with socket.create_connection((host, int(port)), timeout=2):
+                gcs = "answers"
+        except OSError as exc:
+            gcs = f"does not answer ({type(exc).__name__})"
+        complaint = next((line.strip() for line in reversed(text.splitlines())
+                          if re.search(r"error|timed out|failed", line, re.IGNORECASE)), "no error logged")
+        bind = "; a port was taken (bind failure)" if BIND_FAILURE.search(text) else ""
+        return (f"node address {took[-1] if took else 'not logged'}, the head's GCS {self.gcs} {gcs}, head alive "
+                f"{self.head is not None and self.head.poll() is None}{bind}; {complaint[:300]}")
 
     def _wait_ready(self, proc: subprocess.Popen, log: Path, temp: str | None, ready) -> bool:
         deadline = time.monotonic() + READY_TIMEOUT_S

@@ -1,7 +1,8 @@
 """The README's recipe "Evaluate your own tutor", run from the README's own text: the block that
 lets ``ray-knowsim serve-offline`` stand in for both endpoints is read out of README.md and run
-line by line (the stand-ins started in the background, the key exported, the check run, the
-stand-ins stopped), with only its two port numbers replaced by free ones; the recipe's dry-run
+verbatim in bash (the stand-ins started with ``&``, the key exported, the check run at once, the
+stand-ins stopped), with only its two port numbers replaced by free ones (and the exported placeholder key by a fake
+one the leak check can find); the recipe's dry-run
 line runs as written too. ``configs/own_tutor.yaml`` is used unchanged (a byte-identical copy in a
 temporary folder, so the runs land there) and carries no ``offline_server`` flag: ``run`` finds
 the stand-ins from their models lists and says so.
@@ -17,10 +18,9 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -45,75 +45,46 @@ def _block(marker: str) -> list[str]:
     return _lines(block)
 
 
-def _wait_until_served(url: str, model: str, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(url + "/models", timeout=2) as resp:
-                if model in resp.read().decode():
-                    return
-        except OSError:
-            time.sleep(0.3)
-    out = proc.communicate(timeout=10)[0] if proc.poll() is not None else ""
-    raise RuntimeError(f"serve-offline did not come up at {url}: {out[-500:]}")
-
-
 @pytest.mark.slow
 @pytest.mark.ray  # the run starts its own local Ray
 @pytest.mark.timeout(900)
 def test_the_readme_recipe_runs_as_written_against_serve_offline(tmp_path):
-    standin = _block("ray-knowsim serve-offline --port")
-    assert any("configs/own_tutor.yaml" in line for line in standin), standin
+    """The block runs verbatim in bash, as a person pastes it: the stand-ins start with ``&`` and
+    the run follows at once, whichever comes up first (the run asks a refused endpoint again)."""
+    [block] = [b for b in BLOCKS if "ray-knowsim serve-offline --port" in b]
+    assert "configs/own_tutor.yaml" in block and "kill %1 %2" in block, block
     ports = [str(p) for p in pick_ports(2)]
-    lines = [re.sub(rf"\b{README_PORTS[0]}\b", ports[0], re.sub(rf"\b{README_PORTS[1]}\b", ports[1], line)) for line in standin]
+    script = re.sub(rf"\b{README_PORTS[0]}\b", ports[0], re.sub(rf"\b{README_PORTS[1]}\b", ports[1], block))
+    script = script.replace("export OPENROUTER_API_KEY=unused", f"export OPENROUTER_API_KEY={KEY}")  # a key the leak check can find
+    assert KEY in script, "the block no longer exports the key as this test expects"
     work = tmp_path / "checkout"
     work.mkdir()
     shutil.copytree(REPO / "configs", work / "configs")  # the config exactly as shipped; outputs land here
     assert (work / "configs/own_tutor.yaml").read_bytes() == (REPO / "configs/own_tutor.yaml").read_bytes()
     assert "offline_server" not in (work / "configs/own_tutor.yaml").read_text()
+    (work / ".venv").symlink_to(Path(sys.executable).parents[1])  # `source .venv/bin/activate` finds this environment
 
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS", "OPENROUTER_API_KEY")}
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS", "OPENROUTER_API_KEY", "VIRTUAL_ENV")}
     env["RAY_USAGE_STATS_ENABLED"] = "0"
-    servers: list[subprocess.Popen] = []
-    runs: list[subprocess.CompletedProcess] = []
+    shell = subprocess.Popen(["bash", "-c", script], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
     try:
-        for line in lines:
-            argv = shlex.split(line)
-            if line.startswith("source "):
-                continue  # the test runs this environment's ray-knowsim directly
-            if argv[0] == "export":
-                name, _, _ = argv[1].partition("=")
-                env[name] = KEY  # the recipe's placeholder value, as a recognisable fake key
-            elif argv[:2] == ["ray-knowsim", "serve-offline"]:
-                assert argv[-1] == "&", line
-                proc = subprocess.Popen([CLI, *argv[1:-1]], cwd=work, env=env, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True, start_new_session=True)
-                servers.append(proc)
-                port, model = argv[argv.index("--port") + 1], argv[argv.index("--model-name") + 1]
-                _wait_until_served(f"http://127.0.0.1:{port}/v1", model, proc)
-            elif argv[:2] == ["ray-knowsim", "run"]:
-                runs.append(subprocess.run([CLI, *argv[1:]], cwd=work, env=env, capture_output=True, text=True, timeout=800))
-            elif argv[0] == "kill":
-                assert argv[1:] == ["%1", "%2"] and len(servers) == 2, line
-            else:
-                raise AssertionError(f"the README's stand-in block has a line this test does not know how to run: {line}")
-        assert len(servers) == 2 and len(runs) == 1, lines
+        out, err = shell.communicate(timeout=800)
+    finally:  # nothing the block started outlives the test, whatever happened to it
+        try:
+            os.killpg(shell.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    done = subprocess.CompletedProcess(shell.args, shell.returncode, out, err)
 
-        # the recipe's own dry run, as written (it calls nothing)
-        [dry] = [line for line in _block("ray-knowsim run configs/own_tutor.yaml --dry-run") if "--dry-run" in line]
-        dry_run = subprocess.run([CLI, *shlex.split(dry)[1:]], cwd=work, env=env, capture_output=True, text=True, timeout=300)
-    finally:
-        for proc in servers:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    # the recipe's own dry run, as written (it calls nothing)
+    [dry] = [line for line in _block("ray-knowsim run configs/own_tutor.yaml --dry-run") if "--dry-run" in line]
+    dry_run = subprocess.run([CLI, *shlex.split(dry)[1:]], cwd=work, env=dict(env, OPENROUTER_API_KEY=KEY), capture_output=True,
+                             text=True, timeout=300)
 
     assert dry_run.returncode == 0 and "dry run own_tutor: 42 sessions" in dry_run.stdout, dry_run.stdout + dry_run.stderr
     assert "will refuse" not in dry_run.stderr  # the key is exported: nothing the real run would refuse
 
-    done = runs[0]
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     for key in ("tutor", "simulator"):  # found from the models lists, and said
         assert f"models.{key}: http://127.0.0.1:" in done.stdout and "is `ray-knowsim serve-offline`" in done.stdout, done.stdout[:2000]

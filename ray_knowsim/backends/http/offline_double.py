@@ -13,13 +13,16 @@ sets the mark, so the facts still never reach a real model; an entry that alread
 endpoints) asks nothing, so such a run needs the setting written out (the stand-in's error says so).
 
 The question is one ``GET {base_url}/models`` per entry, without the entry's key (the mark needs
-none), answered or not within a few seconds; an endpoint that does not answer is simply not the
-double (the pre-flight check reports it).
+none). A refused connection is asked again for a few seconds: a server started with ``&`` on the
+line before the run is often not listening yet (the README's stand-in block, pasted, lost 14 of 14
+sessions to that race before). An endpoint that still does not answer is not the double (the
+pre-flight check reports it).
 """
 
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -30,15 +33,27 @@ from ray_knowsim.llm.http.wire import OFFLINE_DOUBLE_FIELD
 
 #: the longest the question waits for one endpoint (its own connect timeout when that is shorter)
 ASK_TIMEOUT_S = 5.0
+#: how long a refused connection is asked again (a server still starting up)
+STARTING_UP_S = 10.0
 
 
-def is_offline_double(base_url: str, model: str, timeout_s: float = ASK_TIMEOUT_S) -> bool:
-    """Whether the endpoint's models list marks ``model`` as the offline test double."""
-    try:
-        with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout_s) as resp:
-            body = json.loads(resp.read())
-    except (OSError, ValueError, urllib.error.URLError):
-        return False
+def is_offline_double(base_url: str, model: str, timeout_s: float = ASK_TIMEOUT_S,
+                      starting_up_s: float | None = None) -> bool:
+    """Whether the endpoint's models list marks ``model`` as the offline test double; a refused
+    connection is asked again every quarter second for ``starting_up_s`` (:data:`STARTING_UP_S`)."""
+    deadline = time.monotonic() + (STARTING_UP_S if starting_up_s is None else starting_up_s)
+    while True:
+        try:
+            with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout_s) as resp:
+                body = json.loads(resp.read())
+            break
+        except (urllib.error.URLError, ConnectionError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if not isinstance(reason, ConnectionRefusedError) or time.monotonic() >= deadline:
+                return False
+            time.sleep(0.25)
+        except (OSError, ValueError):
+            return False
     data = body.get("data") if isinstance(body, dict) else None
     return any(isinstance(d, dict) and d.get("id") == model and d.get(OFFLINE_DOUBLE_FIELD) is True for d in data or ())
 

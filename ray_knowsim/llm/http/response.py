@@ -75,7 +75,7 @@ class ResponseReader:
         detail = mask_secrets(self._scrub(raw[:300].decode("utf-8", "replace")))
         level = logging.DEBUG if is_retryable_status(status) else logging.WARNING
         log.log(level, "%s HTTP %d: %s", self.name, status, detail)
-        message = mask_secrets(self._scrub(error_message(raw)))[:MESSAGE_CHARS]
+        message = clipped(mask_secrets(self._scrub(error_message(raw))), MESSAGE_CHARS)
         return TransportFailure(reason, is_retryable_status(status), retry_after,
                                 detail=f"HTTP {status}: {message}" if message else f"HTTP {status}")
 
@@ -136,6 +136,15 @@ class ResponseReader:
             self._warned_no_usage = True
             log.warning("%s: response has no usage; token counts are recorded as 0", self.name)
         return Usage()
+
+
+def clipped(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word's end, the cut marked with "...": a
+    server's hint read as cut, not as a sentence that ends in the middle."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 3]
+    return (head.rsplit(" ", 1)[0] if " " in head else head) + "..."
 
 
 def error_message(raw: bytes) -> str:

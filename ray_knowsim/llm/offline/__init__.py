@@ -153,10 +153,9 @@ class OfflineModel:
 
 #: the error for a structured request without facts, naming the fix (the offline test double can
 #: only answer the roles from the facts the renderers hand it; it never parses prompt text)
-NO_FACTS = ("offline_unknown_prompt: a structured request without offline facts; this is the offline test double, "
-            "which answers only from the facts ray-knowsim sends with each request. `ray-knowsim run` sends them by "
-            "itself to an endpoint whose models list says it is `ray-knowsim serve-offline` (unless --no-preflight); "
-            "otherwise set `offline_server: true` on the model entry (e.g. --set models.NAME.offline_server=true)")
+NO_FACTS = ("offline_unknown_prompt: a structured request without offline facts. This is the offline test double: it "
+            "answers only from facts sent with each request, which `ray-knowsim run` sends to an endpoint whose models "
+            "list marks it as serve-offline; else set --set models.NAME.offline_server=true.")
 
 
 class OfflineError(RuntimeError):
