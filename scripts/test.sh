@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Set up (or reuse) the environments and run the tests.
+#   scripts/test.sh --smoke         about 2 minutes: the onboarding tests and the demo's wiring (a newcomer's
+#                                   first check that the set-up works)
 #   scripts/test.sh                 the fast suite (minutes): everything but the cluster, wheel-install,
 #                                   real-model and slow tests (markers ray_cluster, wheel, llm_cpu, slow)
 #   scripts/test.sh --full          the whole suite, as CI runs it (also when CI=true): the browser install,
@@ -23,7 +25,13 @@ source scripts/_venv.sh
 FULL_ONLY="ray_cluster or wheel or llm_cpu or slow"
 
 full=0
-if [ "${1:-}" = "--full" ]; then
+if [ "${1:-}" = "--smoke" ]; then
+  shift
+  echo "scripts/test.sh: the smoke tests (onboarding, the demo's data and config); scripts/test.sh runs the fast suite" >&2
+  status=0
+  python -m pytest -m "not ($FULL_ONLY)" --durations=5 tests/onboarding tests/demo tests/config "$@" || status=$?
+  exit "$status"
+elif [ "${1:-}" = "--full" ]; then
   full=1
   shift
 elif [ "${CI:-}" = "true" ] && [ "$#" -eq 0 ]; then
@@ -37,7 +45,8 @@ fi
 if [ "$full" -eq 0 ]; then
   echo "scripts/test.sh: the fast suite (not $FULL_ONLY); scripts/test.sh --full runs everything" >&2
   status=0
-  python -m pytest -q -m "not ($FULL_ONLY)" --durations=15 || status=$?
+  # per-file progress (a line per test file), the 15 slowest tests and the total time at the end
+  python -m pytest -m "not ($FULL_ONLY)" --durations=15 || status=$?
   [ "$status" -eq 5 ] && status=0   # no tests collected is not a failure of the suite
   exit "$status"
 fi
@@ -47,7 +56,7 @@ if [ "${RAY_KNOWSIM_SKIP_BROWSER:-0}" != "1" ] && [ -x scripts/install_browser.s
 fi
 
 status=0
-python -m pytest -q -m "not llm_cpu" --durations=15 || status=$?   # the 15 slowest, so the suite's budget is visible in every CI log
+python -m pytest -m "not llm_cpu" --durations=15 || status=$?   # per-file progress; the 15 slowest and the total, so the suite's budget is visible in every CI log
 [ "$status" -eq 5 ] && status=0   # no tests collected is not a failure of the suite
 
 # The real-model tests are part of the suite: when they cannot run, the suite FAILS. Only an
@@ -60,7 +69,7 @@ elif ! scripts/setup_llm_cpu.sh; then
 else
   report="$(mktemp)"
   llm_status=0
-  "$ROOT/.venv-llm/bin/python" -m pytest -q -m llm_cpu --junitxml="$report" || llm_status=$?
+  "$ROOT/.venv-llm/bin/python" -m pytest -m llm_cpu --durations=15 --junitxml="$report" || llm_status=$?
   # every llm_cpu test must have RUN: none collected (exit 5) or any skipped is a failure
   ran="$("$ROOT/.venv-llm/bin/python" - "$report" <<'PY'
 import sys, xml.etree.ElementTree as ET

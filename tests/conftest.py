@@ -43,6 +43,36 @@ SLOW_TIMEOUT_S = 900
 LLM_CPU_TIMEOUT_S = 1800
 
 
+_SESSION_START = 0
+
+
+def pytest_sessionstart(session):
+    global _SESSION_START
+    from tests.doubles.leftovers import session_start_ticks
+
+    _SESSION_START = session_start_ticks()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Nothing a test starts outlives the suite: what is still running (twice, 3 s apart: Ray's
+    processes take a moment to go after a shutdown) is named here and ended."""
+    import time
+
+    from tests.doubles.leftovers import CLUSTER_TEMP_PREFIX, end, leftovers
+
+    places = [str(Path(__file__).resolve().parents[1]) + "/", CLUSTER_TEMP_PREFIX, str(config._tmp_path_factory.getbasetemp())]
+    first = leftovers(_SESSION_START, places)
+    if not first:
+        return
+    time.sleep(3)
+    still = [p for p in leftovers(_SESSION_START, places) if p in first]
+    if still:
+        terminalreporter.section("processes the tests left running (ended now)", sep="-")
+        for pid, cmd in still:
+            terminalreporter.write_line(f"{pid}: {cmd[:200]}")
+        end(still)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if RAY_FIXTURES & set(getattr(item, "fixturenames", ())):

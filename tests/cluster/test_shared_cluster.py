@@ -167,7 +167,7 @@ def test_two_runs_share_one_endpoint_budget(shared_head, tmp_path, how):
                     "max_in_flight": 16, "max_in_flight_global": CAP, "timeout_s": GATE_S + 60}
         roles = {"user_sim": "ep", "extractor": "ep", "judge": "ep", "assistant": {"model": "ep"}}
         sessions = {}
-        for name, trials in (("short", 1), ("long", 3)):
+        for name, trials in (("short", 1), ("long", 2)):
             data = small_config(name=name, models={"ep": {**endpoint, "extra_body": {RUN_FIELD: name}}}, trials=trials, max_turns=2,
                                 engine={"shard_fn": "ray_knowsim.sim.shard:run_shard", "shard_cpus": 0.25})
             data["roles"] = roles

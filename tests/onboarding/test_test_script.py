@@ -65,7 +65,7 @@ def test_the_default_is_the_fast_suite_and_sets_up_no_real_model(tmp_path):
     root = _checkout(tmp_path)
     done = subprocess.run(["bash", "scripts/test.sh"], cwd=root, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert _calls(tmp_path) == [f"-m pytest -q -m {FAST_MARKERS} --durations=15"]
+    assert _calls(tmp_path) == [f"-m pytest -m {FAST_MARKERS} --durations=15"]
     assert not (tmp_path / "setup_llm_cpu_ran").exists()
     assert "--full runs everything" in done.stderr
 
@@ -76,9 +76,17 @@ def test_full_and_ci_run_everything_including_the_real_model_tests(tmp_path):
         sub = root.parent
         env = _env(sub, **({} if how else {"CI": "true"}))
         done = subprocess.run(["bash", "scripts/test.sh", *how], cwd=root, env=env, capture_output=True, text=True, timeout=60)
-        assert _calls(sub) == ["-m pytest -q -m not llm_cpu --durations=15"], how
+        assert _calls(sub) == ["-m pytest -m not llm_cpu --durations=15"], how
         assert (sub / "setup_llm_cpu_ran").exists(), how  # the real-model part was reached
         assert done.returncode == 1 and "did NOT run" in done.stderr, how  # and its failure fails the suite
+
+
+def test_the_smoke_tests_are_the_onboarding_and_demo_tests(tmp_path):
+    root = _checkout(tmp_path)
+    done = subprocess.run(["bash", "scripts/test.sh", "--smoke"], cwd=root, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert _calls(tmp_path) == [f"-m pytest -m {FAST_MARKERS} --durations=5 tests/onboarding tests/demo tests/config"]
+    assert not (tmp_path / "setup_llm_cpu_ran").exists()
 
 
 def test_ci_runs_the_full_suite():
