@@ -28,12 +28,13 @@ WIDTH = 100
 HEADER = f"""# Command reference
 
 Every `ray-knowsim` subcommand with its usage and the help of each argument. This page is
-generated from the CLI's own parsers (`ray_knowsim/cli/`) by `{REFRESH}`, so it says what
-`ray-knowsim <command> --help` says. Do not edit it by hand: change the parser's help, then run
+generated from the CLI's own parsers (`ray_knowsim/cli/`) by `{REFRESH}`, so it
+says what `ray-knowsim <command> --help` says. Do not edit it by hand: change the parser's help, then run
 that command. A test (`tests/onboarding/test_command_reference.py`) fails when the page and the
 parsers differ.
 
-What the commands are for, with worked examples: the [README](../README.md),
+What each command does and writes, one line each: [overview.md](overview.md). What the commands
+are for, with worked examples: the [README](../README.md),
 [decisions](decisions.md) (`compare`, `--dry-run`), [running](running.md) (checks before spending,
 stopping early), [cluster](cluster.md), [sweep](sweep.md), [adaptive](adaptive.md),
 [audit](audit.md) (`agreement`, `score --judges simulator_review`) and [training](training.md)

@@ -1,6 +1,7 @@
 """docs/commands.md is the CLI's own help: `scripts/command_reference.py` builds it from the
 `ray-knowsim` parsers, and the committed page must be what it builds now, so the reference cannot
-drift from the commands. Also: every subcommand (nested ones too) has its section."""
+drift from the commands. Also: every subcommand (nested ones too) has its section, and the
+README links to the page instead of keeping a table of its own."""
 
 from __future__ import annotations
 
@@ -67,3 +68,8 @@ def test_the_check_mode_says_how_to_refresh(tmp_path, monkeypatch, capsys):
     assert "python scripts/command_reference.py" in capsys.readouterr().err
     assert stale.read_text(encoding="utf-8") == "# an old page\n"
 
+
+def test_the_readme_links_the_reference_instead_of_a_table():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "](docs/commands.md)" in readme
+    assert "| command | what it does |" not in readme
