@@ -1,7 +1,7 @@
-"""The module names renamed or removed before the first release (docs/extending.md, "Renamed
-modules") are gone: there is no alias layer, none of them imports, and neither the project nor its
-docs use one (outside that migration note, and outside the fixture generators that are run against
-an old checkout on purpose)."""
+"""The module names renamed or removed before the first release are gone: there is no alias layer,
+none of them imports, and neither the project nor its docs use one (outside the fixture generators
+that are run against an old checkout on purpose). Nothing was released under the old names, so
+the docs carry no migration table: the list below is the only record of them."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: old dotted name -> its replacement (the table of docs/extending.md)
+#: old dotted name -> its replacement
 RENAMED: dict[str, str] = {
     "ray_knowsim.model": "ray_knowsim.schema",
     "ray_knowsim.engine.models": "ray_knowsim.backends.model_set",
@@ -90,8 +90,7 @@ for old in sys.argv[1:]:
 print(json.dumps(out))
 """
 
-#: where an old name may still be written: this test, the migration note, and the fixture
-#: generators (tests/**/fixtures/) that are run against a checkout of an older release
+#: where an old name may still be written: this test and the fixture generators (tests/**/fixtures/) that are run against a checkout of an older release
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".sh", ".txt", ".cfg", ".ini", ".json"}
 SCANNED = ("ray_knowsim", "kernels", "tests", "scripts", "docs", "configs", ".ci")
 TOP_FILES = ("README.md", "pyproject.toml", "cluster.yaml", "knowsim_tutoring.py")
@@ -123,14 +122,6 @@ def scanned_files() -> list[Path]:
     return files
 
 
-def without_migration_note(path: Path, text: str) -> str:
-    if path != ROOT / "docs" / "extending.md":
-        return text
-    start = text.index("## Renamed modules")
-    end = text.find("\n## ", start + 1)
-    return text[:start] + (text[end:] if end >= 0 else "")
-
-
 def test_no_old_name_imports_and_no_alias_hook_is_installed():
     proc = subprocess.run([sys.executable, "-c", CHECK, *OLD], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -146,7 +137,7 @@ def test_the_project_and_its_docs_use_no_old_name():
     patterns = old_name_patterns()
     bad = []
     for path in scanned_files():
-        text = without_migration_note(path, path.read_text(encoding="utf-8", errors="replace"))
+        text = path.read_text(encoding="utf-8", errors="replace")
         for n, line in enumerate(text.splitlines(), 1):
             bad += [f"{path.relative_to(ROOT)}:{n}: {p.pattern}" for p in patterns if p.search(line)]
     assert not bad, "\n".join(bad)
@@ -162,12 +153,3 @@ def test_the_scan_finds_an_old_name():
     assert not any(p.search("from ray_knowsim.config.model_entries import x") for p in patterns)
     assert not any(p.search("from ray_knowsim.kernels import sessions") for p in patterns)
     assert not any(p.search("from ray_knowsim.schema.chat import ChatRequest") for p in patterns)
-
-
-def test_the_migration_note_lists_every_old_name():
-    doc = (ROOT / "docs" / "extending.md").read_text(encoding="utf-8")
-    start = doc.index("## Renamed modules")
-    note = doc[start:doc.find("\n## ", start + 1)]
-    missing = [f"{o} -> {n}" for o, n in RENAMED.items() if f"`{o}`" not in note or f"`{n}`" not in note]
-    missing += [o for o in REMOVED if f"`{o}`" not in note]
-    assert not missing, f"docs/extending.md's 'Renamed modules' note lacks: {missing}"
