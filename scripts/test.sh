@@ -21,8 +21,9 @@ RAY_KNOWSIM_EXTRAS="${RAY_KNOWSIM_EXTRAS-dev,training,verifiers}"
 source scripts/_venv.sh
 
 # Tests only the full suite runs: a separate Ray cluster, a built or installed wheel, a real model,
+# a browser (only the full suite installs chromium, so the fast suite takes as long on every machine),
 # or more than ~20 s each.
-FULL_ONLY="ray_cluster or wheel or llm_cpu or slow"
+FULL_ONLY="ray_cluster or wheel or llm_cpu or slow or browser"
 
 full=0
 if [ "${1:-}" = "--smoke" ]; then

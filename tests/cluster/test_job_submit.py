@@ -1,5 +1,6 @@
 """`ray job submit --working-dir . -- ray-knowsim run configs/demo.yaml` against a local
-`ray start --head` (tests/doubles/raycluster.py takes the environment notes' precautions)."""
+`ray start --head` (tests/doubles/raycluster.py takes the environment notes' precautions; the head
+is the session's, tests/cluster/conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,23 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.doubles.raycluster import started_cluster
-
 pytestmark = [pytest.mark.ray_cluster, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def ray_head():
-    with started_cluster(multi_node=False, head_cpus=2) as cluster:
-        yield cluster
-
-
-def test_job_submit_runs_the_demo_config(ray_head, tmp_path):
+def test_job_submit_runs_the_demo_config(shared_head, tmp_path):
     out = tmp_path / "out"
     entry = ["ray-knowsim", "run", "configs/demo.yaml", "-o", str(out), "--quiet",
              "--set", "trials=1", "--set", "max_turns=3", "--set", "levels=[novice]", "--set", "engine.shard_size=14"]
-    proc = ray_head.submit(entry, cwd=ROOT, working_dir=ROOT, timeout_s=300)
+    proc = shared_head.submit(entry, cwd=ROOT, working_dir=ROOT, timeout_s=300)
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0, text[-3000:]
     assert "succeeded" in text and "sessions ok 28, failed 0, of 28" in text

@@ -32,14 +32,13 @@ from pathlib import Path
 import pytest
 
 from ray_knowsim.io.commits import read_markers
-from tests.doubles.raycluster import LocalCluster, started_cluster
+from tests.doubles.raycluster import LocalCluster
 from tests.doubles.run_config import small_config, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray_cluster, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
 CAP = 3  # max_in_flight_global of the endpoint; each run alone would send up to 16 per process
 DELAY_S = 0.1
-GRACE_S = 2.0
 GATE_S = 600.0  # the longest a gate holds a request (a run that never comes fails the test, not hangs it)
 RUN_FIELD = "knowsim_test_run"  # the body field naming the run that sent a request
 
@@ -101,14 +100,6 @@ def counting_server():
     app = build_app(OfflineModel(name="shared"), delay_s=DELAY_S)
     app.middlewares.append(count)
     return app, state, short_ended
-
-
-@pytest.fixture(scope="module")
-def shared_head():
-    # the drivers pass RAY_KNOWSIM_LEASE_GRACE_S to the limiter they create
-    with started_cluster(multi_node=False, head_cpus=4, head_extra=("--object-store-memory", str(200 * 2**20)),
-                         env={"RAY_KNOWSIM_LEASE_GRACE_S": str(GRACE_S)}) as cluster:
-        yield cluster
 
 
 def limiter_actors(cluster: LocalCluster, name: str) -> list[dict]:
@@ -198,7 +189,7 @@ def test_two_runs_share_one_endpoint_budget(shared_head, tmp_path, how):
 
     # one limiter actor all along: not ended under the long run when the short one let go
     name = HTTPModelConfig(base_url=server.base_url, model="shared").limiter_name
-    deadline = time.monotonic() + GRACE_S + 30
+    deadline = time.monotonic() + float(shared_head.env["RAY_KNOWSIM_LEASE_GRACE_S"]) + 30
     while time.monotonic() < deadline:
         actors = limiter_actors(shared_head, name)
         if actors and all(a.get("state") == "DEAD" for a in actors):

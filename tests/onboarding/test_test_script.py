@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-FAST_MARKERS = "not (ray_cluster or wheel or llm_cpu or slow)"
+FAST_MARKERS = "not (ray_cluster or wheel or llm_cpu or slow or browser)"
 
 STAND_IN_PYTHON = """#!/usr/bin/env bash
 echo "$*" >> "$STUB_LOG"
