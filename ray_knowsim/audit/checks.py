@@ -73,6 +73,9 @@ FLAG_KINDS: dict[str, tuple[Party, str]] = {
 }
 #: answers of a session before constant labels are judged
 MIN_CONSTANT_ANSWERS = 3
+#: a sentence that LEANS towards an IU this much, more than to any other, touches it: a
+#: well_explained label on it is no unsupported label, and a claim in it is a claim about that IU
+LEANING_SHARE = 0.08
 #: IUs an answer must label before one label for all of them is judged
 MIN_UNIFORM_IUS = 4
 #: words in a run shared with the reference solution before it counts as revealed reasoning
@@ -200,8 +203,11 @@ def _learner_state_flags(sid: str, t: TurnFacts, before: Mapping[str, int], ius:
         if not claims and (confused or asks or restates):
             continue
         # the words of IUs the learner may know that the sentence names are not evidence about another IU
-        own = sw - frozenset(w for k in known if k.named(sw) for w in k.weights)
         topic = about(sentence, ius)  # the IU the sentence is most about, if clearly one
+        if claims and not any(k.named(sw) for k in ius.values()):
+            # a claim that names no IU says what it claims in few words: the IU it leans to most is the one claimed
+            topic = about(sentence, ius, least=LEANING_SHARE, margin=1.0)
+        own = sw - frozenset(w for k in known if k.named(sw) or k.id in topic for w in k.weights)
         for iu in unaware:
             if iu.id in seen or not (iu.touched(own) or iu.id in topic or (claims and iu.named(own, full=True))):
                 continue
@@ -292,7 +298,9 @@ def _answer_flags(sid: str, t: TurnFacts, before: Mapping[str, int], ius: Mappin
         if stated and not names_known:
             return [AuditFlag(session_id=sid, turn=t.turn, kind="learner_reveals_answer", party="learner", evidence=sentence,
                               why=f"the learner writes the final answer {boxed!r} before any tutor reply held it{state_text}")]
-    given = set(shared_ngrams(run_words(t.user_message), reference_words, REVEAL_RUN_WORDS))
+    # a run of the solution's wording, not a list of its numbers ("(2,6), (3,5), ..." is working)
+    given = {g for g in shared_ngrams(run_words(t.user_message), reference_words, REVEAL_RUN_WORDS)
+             if sum(w.isalpha() for w in g) >= REVEAL_RUN_WORDS // 2}
     if given:
         given -= shared_ngrams(run_words(t.user_message), run_words(context), REVEAL_RUN_WORDS)
     if given:
@@ -311,6 +319,8 @@ def _label(entry: Mapping[str, Any]) -> str:
 def _label_flags(sid: str, t: TurnFacts, ius: Mapping[str, IUWords]) -> list[AuditFlag]:
     reply = content_words(t.assistant_message)
     topic = about(t.assistant_message, ius)
+    # the IUs any sentence is most about, however little of them it carries: never "untouched"
+    leaning = about(t.assistant_message, ius, least=LEANING_SHARE, margin=1.0)
     out: list[AuditFlag] = []
     for entry in t.signals:
         iu = ius.get(str(entry.get("id")))
@@ -318,7 +328,7 @@ def _label_flags(sid: str, t: TurnFacts, ius: Mapping[str, IUWords]) -> list[Aud
             continue
         label = _label(entry)
         share = round(100 * iu.share(reply))
-        if label == "well_explained" and iu.untouched(reply) and iu.id not in topic:
+        if label == "well_explained" and iu.untouched(reply) and iu.id not in leaning:
             reason = str(entry.get("teaching_quality_reasoning") or "")
             out.append(AuditFlag(
                 session_id=sid, turn=t.turn, kind="extractor_unsupported_label", party="extractor", iu=iu.id,

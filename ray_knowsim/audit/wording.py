@@ -36,6 +36,8 @@ _SYNONYMS = {
     **dict.fromkeys("outcome result".split(), "outcome"),
     **dict.fromkeys("success succes successe".split(), "success"),
     **dict.fromkeys("formula equation".split(), "equation"),
+    **dict.fromkeys("put putt plug plugg substitut substitute substitution replac replace swap swapp".split(), "substitute"),
+    **dict.fromkeys("twic twice double doubl".split(), "twice"),
 }
 _SUFFIX = re.compile(r"(?:ing|ed|es|ly)$")
 
@@ -122,7 +124,7 @@ AT_LENGTH_SHARE = 0.5
 UNTOUCHED_SHARE = 0.3
 #: a reply covers an IU at length WITHOUT naming it from this share of its evidence (docs/audit.md:
 #: set on the labelled paraphrases of tests/audit/paraphrases.py)
-UNNAMED_SHARE = 0.45
+UNNAMED_SHARE = 0.7
 #: a sentence is ABOUT an IU when that IU is the one it carries most, at least ABOUT_SHARE of its
 #: evidence and ABOUT_MARGIN times the runner-up's share (a tutor's sentence teaches one step;
 #: set on the labelled paraphrases: 47 of 50 taught IUs found, 2 of 534 others, docs/audit.md)
@@ -150,7 +152,7 @@ CLAIM = re.compile(
 RESTATE = re.compile(r"\b(you'?re saying|you are saying|you said|so you mean|if i understand you|in other words|you mean)\b", re.I)
 #: the learner announces an end of the conversation, and why
 STOP_DONE = re.compile(
-    r"\b(i'?ve got it|i got it|i (?:can|could) (?:finish|solve|do) (?:it|this|the rest)|(?:all|everything) (?:makes sense|fits)|"
+    r"\b(i'?ve got it|i got it|i (?:can|could) (?:finish|solve|do) (?:it|this|the rest)|(?:all|everything) makes sense|"
     r"that'?s all i need|i'?m done|i understand (?:it )?(?:all|everything)(?: now)?|reach the answer myself|put all the steps together)\b",
     re.I,
 )
@@ -173,6 +175,9 @@ class IUWords:
     #: the concept's words with those the problem holds too: a CLAIM to understand an IU may name
     #: it in the question's words ("I understand the perimeter" on a perimeter problem)
     full_concept_words: frozenset[str] = frozenset()
+    #: the features no other IU of the graph has: a reply that names an IU and carries half its
+    #: wording but none of these restates its neighbours (a conclusion IU repeats their steps)
+    own_features: frozenset[str] = frozenset()
 
     @property
     def judgeable(self) -> bool:
@@ -199,7 +204,8 @@ class IUWords:
     def covered(self, words: frozenset[str]) -> bool:
         """Taught at length: named and half its evidence, or UNNAMED_SHARE of it in other words."""
         share = self.share(words)
-        return (share >= AT_LENGTH_SHARE and (self.named(words) or not self.concept_words)) or share >= UNNAMED_SHARE
+        own = not self.own_features or bool(self.own_features & words)
+        return (share >= AT_LENGTH_SHARE and own and (self.named(words) or not self.concept_words)) or share >= UNNAMED_SHARE
 
     def matched(self, words: frozenset[str], most: int = 6) -> str:
         """The evidence a flag quotes: the IU's matched words and expressions, heaviest first."""
@@ -231,24 +237,29 @@ def graph_words(graph: IUGraph, problem: str = "", solution: str = "") -> dict[s
 
     return {
         node.id: IUWords(node.id, node.concept, {w: weight(w) for w in sorted(bags[node.id])},
-                         plain_words(content_words(node.concept)) - given, plain_words(content_words(node.concept)))
+                         plain_words(content_words(node.concept)) - given, plain_words(content_words(node.concept)),
+                         frozenset(w for w in bags[node.id] if df[w] == 1))
         for node in graph.nodes
     }  # fmt: skip
 
 
-def about(text: str, ius: Mapping[str, IUWords]) -> dict[str, str]:
-    """IU id -> the first sentence of ``text`` that is about it (ABOUT_SHARE, ABOUT_MARGIN).
+_WHOLE_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def about(text: str, ius: Mapping[str, IUWords], least: float = ABOUT_SHARE, margin: float = ABOUT_MARGIN) -> dict[str, str]:
+    """IU id -> the first sentence of ``text`` that is about it (``least`` share, ``margin`` times the runner-up's).
 
     Relative, not absolute: a paraphrase carries a small share of any IU's wording, but still
-    more of the IU it teaches than of any other, which is what a reader goes by too."""
+    more of the IU it teaches than of any other, which is what a reader goes by too. Whole
+    sentences (a formula after a colon belongs to the step its sentence explains)."""
     out: dict[str, str] = {}
-    for sentence in sentences(text):
+    for sentence in (s.strip() for s in _WHOLE_SENTENCE.split(text or "") if s and s.strip()):
         words = content_words(sentence)
         ranked = sorted(((iu.share(words), i) for i, iu in ius.items() if iu.judgeable), reverse=True)
-        if not ranked or ranked[0][0] < ABOUT_SHARE:
+        if not ranked or ranked[0][0] < least:
             continue
         runner_up = ranked[1][0] if len(ranked) > 1 else 0.0
-        if ranked[0][0] >= ABOUT_MARGIN * runner_up and len(words & ius[ranked[0][1]].weights.keys()) >= 2:
+        if ranked[0][0] >= margin * runner_up and ranked[0][0] > runner_up and len(words & ius[ranked[0][1]].weights.keys()) >= 2:
             out.setdefault(ranked[0][1], sentence)
     return out
 

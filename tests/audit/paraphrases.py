@@ -17,7 +17,7 @@ PARAPHRASES: dict[str, dict[str, dict]] = {
     "demo_math_01": {
         "IU1": {"tutor": "We don't know how wide it is yet, so give that number a letter, say w, and then treat w like any ordinary number when we write things down.",
                 "learner": "I'll call the width w, since we don't know it, and just work with w like a normal number.",
-                "gist": "giving the thing we don't know a letter", "also": []},
+                "gist": "giving the missing number a letter", "also": []},
         "IU2": {"tutor": "Walking all the way round the shape, you pass each long side once and each short side once, twice over, so the distance round is 2 times (l + w).",
                 "learner": "Going round the outside means adding l and w and then doubling that, so 2(l + w).",
                 "gist": "working out the distance round the outside of the shape", "also": []},
