@@ -44,6 +44,7 @@ from ray_knowsim.audit.wording import (
     STOP_DONE,
     STOP_OVERWHELMED,
     IUWords,
+    about,
     best_sentence,
     content_words,
     graph_words,
@@ -72,9 +73,15 @@ FLAG_KINDS: dict[str, tuple[Party, str]] = {
 }
 #: answers of a session before constant labels are judged
 MIN_CONSTANT_ANSWERS = 3
+#: a sentence that LEANS towards an IU this much, more than to any other, touches it: a
+#: well_explained label on it is no unsupported label, and a claim in it is a claim about that IU
+LEANING_SHARE = 0.08
+#: IUs an answer must label before one label for all of them is judged
+MIN_UNIFORM_IUS = 4
 #: words in a run shared with the reference solution before it counts as revealed reasoning
 REVEAL_RUN_WORDS = 8
-#: characters a final answer needs before the learner's message is searched for it
+#: characters a final answer needs before the learner's message is searched for it anywhere
+#: (a shorter one counts only where a final answer stands: :func:`states_answer`)
 MIN_ANSWER_CHARS = 2
 #: the turns before a learner's "too much" that an overload must be among
 OVERLOAD_LOOKBACK = 3
@@ -150,7 +157,10 @@ def _holds_answer(text: str, answer: str) -> bool:
 def audit_session(facts: SessionFacts) -> list[AuditFlag]:
     """Every flag of one session (see the module docstring), in turn order."""
     ids = [n.id for n in facts.graph.nodes]
-    ius = graph_words(facts.graph, facts.problem)
+    ius = graph_words(facts.graph, facts.problem, facts.answer)
+    # the tutor's replies are read with the question's words too: a reply that teaches an IU in
+    # the words of the question ("at most 2 means ...") still teaches it
+    reply_ius = graph_words(facts.graph, "", facts.answer)
     flags: list[AuditFlag] = []
     states = list(facts.initial_states) if len(facts.initial_states) == len(ids) else []
     problem_words = content_words(facts.problem)
@@ -164,12 +174,12 @@ def audit_session(facts: SessionFacts) -> list[AuditFlag]:
             flags += _stop_flags(facts.session_id, t, before, ius, facts.turns[max(0, k - OVERLOAD_LOOKBACK) : k])
         flags += _answer_flags(facts.session_id, t, before, ius, boxed, reference_words, facts.problem, told)
         if facts.structured and t.signals:
-            flags += _label_flags(facts.session_id, t, ius)
+            flags += _label_flags(facts.session_id, t, reply_ius)
         told.append(t.assistant_message)
         if len(t.states) == len(ids):
             states = list(t.states)
     if facts.structured:
-        flags += _constant_label_flags(facts.session_id, facts.turns, ius)
+        flags += _constant_label_flags(facts.session_id, facts.turns, reply_ius)
     return flags
 
 
@@ -193,9 +203,13 @@ def _learner_state_flags(sid: str, t: TurnFacts, before: Mapping[str, int], ius:
         if not claims and (confused or asks or restates):
             continue
         # the words of IUs the learner may know that the sentence names are not evidence about another IU
-        own = sw - frozenset(w for k in known if k.named(sw) for w in k.weights)
+        topic = about(sentence, ius)  # the IU the sentence is most about, if clearly one
+        if claims and not any(k.named(sw) for k in ius.values()):
+            # a claim that names no IU says what it claims in few words: the IU it leans to most is the one claimed
+            topic = about(sentence, ius, least=LEANING_SHARE, margin=1.0)
+        own = sw - frozenset(w for k in known if k.named(sw) or k.id in topic for w in k.weights)
         for iu in unaware:
-            if iu.id in seen or not (iu.touched(own) or (claims and iu.named(own, full=True))):
+            if iu.id in seen or not (iu.touched(own) or iu.id in topic or (claims and iu.named(own, full=True))):
                 continue
             seen.add(iu.id)
             kind = "learner_claims_unaware" if claims else "learner_uses_unaware"
@@ -231,10 +245,41 @@ def _stop_flags(sid: str, t: TurnFacts, before: Mapping[str, int], ius: Mapping[
     return out
 
 
+_ASKED = re.compile(r"\b(?:what is|what's|find|compute|determine|how (?:many|much) is)\s+the\s+(?:final\s+)?([a-z]+)", re.I)
+_STATES = r"(?:is|=|equals|would be|should be|must be|will be|comes? out (?:to|as)|works? out (?:to|as))"
+
+
+def asked_noun(problem: str) -> str:
+    """The quantity the question asks for ("radius", "remainder"): a learner who writes "the
+    radius is 3" states the final answer, one who writes "3 cm" in a sum does not."""
+    found = _ASKED.findall(problem or "")
+    return found[-1].lower() if found else ""
+
+
+def states_answer(text: str, answer: str, asked: str = "") -> str:
+    """The sentence of ``text`` that states ``answer`` AS the final answer ("" if none): boxed,
+    "the (final) answer is", "the <asked quantity> is", or the message's last sentence ending on it
+    ("so it's 3."). For an answer too short to be searched anywhere (a one-character "3" turns up in
+    any working), only these positions count."""
+    if not answer:
+        return ""
+    body = r"\s*".join(re.escape(ch) for ch in answer)
+    tail = r"\$?\s*" + body + r"(?![\w/]|\.\d|\s*[+\-*/^×=]|\s+(?:times|plus|minus|more|less|over|of)\b)"
+    lead = [r"\\+boxed\{\s*" + body + r"\s*\}", r"\banswer(?:'s| is)?\s*(?:" + _STATES + r"|:)?\s*(?:just |then |probably )?" + tail]
+    if asked:
+        lead.append(r"\b" + re.escape(asked) + r"\w*(?: [\w()^]+){0,4}? " + _STATES + r"\s*(?:just |then |probably )?" + tail)
+    parts = sentences(text)
+    for sentence in parts:
+        norm = re.sub(r"\\left|\\right|\\,|\\!", "", _FRAC.sub(r"\1/\2", sentence))
+        if any(re.search(p, norm, re.I) for p in lead):
+            return sentence
+    last = re.sub(r"\\left|\\right|\\,|\\!", "", _FRAC.sub(r"\1/\2", parts[-1])) if parts else ""
+    bare = r"(?:^|\b(?:it'?s|it is|that'?s|that is|we get|i get|i got|gives?|get)\s+)" + tail + r"\$?\s*[.!?]*$"
+    return parts[-1] if last and re.search(bare, last.strip(), re.I) else ""
+
+
 def _answer_flags(sid: str, t: TurnFacts, before: Mapping[str, int], ius: Mapping[str, IUWords], boxed: str,
                   reference_words: Sequence[str], problem: str, told: Sequence[str]) -> list[AuditFlag]:
-    if len(boxed) < MIN_ANSWER_CHARS:
-        boxed = ""  # a one-character answer ("1") turns up in any message with numbers
     if not (boxed or reference_words):
         return []
     behind = [i for i, s in before.items() if s < PARTIAL]
@@ -242,14 +287,20 @@ def _answer_flags(sid: str, t: TurnFacts, before: Mapping[str, int], ius: Mappin
         return []  # a learner whose state holds every IU may well reach the answer
     state_text = f" while {len(behind)} IU(s) are unaware or struggling" if before else ""
     context = " ".join([problem, *told])
-    for sentence in sentences(t.user_message):
+    asked = asked_noun(problem)
+    short = len(boxed) < MIN_ANSWER_CHARS  # "3": searched only where a final answer stands
+    told_it = any(states_answer(r, boxed, asked) for r in told) if short else _holds_answer(context, boxed)
+    for sentence in sentences(t.user_message) if boxed and not told_it else ():
         # an IU the learner holds at least partly may BE the result ("The remainder is 1"): naming it is no reveal
         names_known = any(before.get(i, UNAWARE) >= PARTIAL and _holds_answer(iu.concept, boxed)
                           and iu.named(content_words(sentence), full=True) for i, iu in ius.items())
-        if boxed and not names_known and _holds_answer(sentence, boxed) and not _holds_answer(context, boxed):
+        stated = states_answer(t.user_message, boxed, asked) == sentence if short else _holds_answer(sentence, boxed)
+        if stated and not names_known:
             return [AuditFlag(session_id=sid, turn=t.turn, kind="learner_reveals_answer", party="learner", evidence=sentence,
                               why=f"the learner writes the final answer {boxed!r} before any tutor reply held it{state_text}")]
-    given = set(shared_ngrams(run_words(t.user_message), reference_words, REVEAL_RUN_WORDS))
+    # a run of the solution's wording, not a list of its numbers ("(2,6), (3,5), ..." is working)
+    given = {g for g in shared_ngrams(run_words(t.user_message), reference_words, REVEAL_RUN_WORDS)
+             if sum(w.isalpha() for w in g) >= REVEAL_RUN_WORDS // 2}
     if given:
         given -= shared_ngrams(run_words(t.user_message), run_words(context), REVEAL_RUN_WORDS)
     if given:
@@ -267,28 +318,56 @@ def _label(entry: Mapping[str, Any]) -> str:
 
 def _label_flags(sid: str, t: TurnFacts, ius: Mapping[str, IUWords]) -> list[AuditFlag]:
     reply = content_words(t.assistant_message)
+    topic = about(t.assistant_message, ius)
+    # the IUs any sentence is most about, however little of them it carries: never "untouched"
+    leaning = about(t.assistant_message, ius, least=LEANING_SHARE, margin=1.0)
     out: list[AuditFlag] = []
     for entry in t.signals:
         iu = ius.get(str(entry.get("id")))
         if iu is None or not iu.judgeable:
             continue
         label = _label(entry)
-        if label == "well_explained" and iu.untouched(reply):
+        share = round(100 * iu.share(reply))
+        if label == "well_explained" and iu.untouched(reply) and iu.id not in leaning:
             reason = str(entry.get("teaching_quality_reasoning") or "")
             out.append(AuditFlag(
                 session_id=sid, turn=t.turn, kind="extractor_unsupported_label", party="extractor", iu=iu.id,
                 concept=iu.concept, label=label, evidence=reason or "(no reasoning given)",
                 why=f"{iu.id} ({iu.concept}) is labelled well_explained, but the reply does not name it ({len(iu.concept_words & reply)} "
-                    f"of its concept's {len(iu.concept_words)} words) and carries {round(100 * iu.share(reply))}% of its wording",
+                    f"of its concept's {len(iu.concept_words)} words), carries {share}% of its wording "
+                    f"({iu.matched(reply) or 'nothing'}) and no sentence of it is about {iu.id}",
             ))  # fmt: skip
-        elif label == "not_mentioned" and iu.share(reply) >= AT_LENGTH_SHARE and (iu.named(reply) or not iu.concept_words):
+        elif label == "not_mentioned" and (iu.covered(reply) or iu.id in topic):
+            how = ("names it and " if iu.named(reply) else "") + f"carries {share}% of its wording"
+            if iu.id in topic and not iu.covered(reply):
+                how += f", and this sentence is more about {iu.id} than any other IU"
             out.append(AuditFlag(
                 session_id=sid, turn=t.turn, kind="extractor_ignores_covered", party="extractor", iu=iu.id,
-                concept=iu.concept, label=label, evidence=best_sentence(t.assistant_message, iu),
-                why=f"{iu.id} ({iu.concept}) is labelled not_mentioned, but the reply names it and carries "
-                    f"{round(100 * iu.share(reply))}% of its wording",
+                concept=iu.concept, label=label, evidence=topic.get(iu.id) or best_sentence(t.assistant_message, iu),
+                why=f"{iu.id} ({iu.concept}) is labelled not_mentioned, but the reply {how} ({iu.matched(reply)})",
             ))  # fmt: skip
-    return out
+    return out + _uniform_label_flags(sid, t, ius, reply, topic)
+
+
+def _uniform_label_flags(sid: str, t: TurnFacts, ius: Mapping[str, IUWords], reply: frozenset[str],
+                         topic: Mapping[str, str]) -> list[AuditFlag]:
+    """One label for every IU of one answer while the reply teaches some IUs and leaves others
+    untouched: the answer cannot have read the reply (an extractor that stalls does this in a
+    single answer, not only in all of them)."""
+    labels = {str(e.get("id")): _label(e) for e in t.signals if str(e.get("id")) in ius}
+    if len(labels) < MIN_UNIFORM_IUS or len(set(labels.values())) != 1:
+        return []
+    label = next(iter(labels.values()))
+    taught = sorted(i for i in labels if ius[i].judgeable and (ius[i].covered(reply) or i in topic))
+    absent = sorted(i for i in labels if ius[i].judgeable and ius[i].untouched(reply) and i not in topic)
+    if not taught or not absent:
+        return []
+    return [AuditFlag(
+        session_id=sid, turn=t.turn, kind="extractor_constant_labels", party="extractor", iu=taught[0],
+        concept=ius[taught[0]].concept, label=label, evidence=topic.get(taught[0]) or best_sentence(t.assistant_message, ius[taught[0]]),
+        why=f"every one of the {len(labels)} IUs is labelled {label}, but the reply teaches {', '.join(taught[:4])} "
+            f"and leaves {', '.join(absent[:4])}{' ...' if len(absent) > 4 else ''} untouched",
+    )]  # fmt: skip
 
 
 def _constant_label_flags(sid: str, turns: Sequence[TurnFacts], ius: Mapping[str, IUWords]) -> list[AuditFlag]:
@@ -317,5 +396,5 @@ def _constant_label_flags(sid: str, turns: Sequence[TurnFacts], ius: Mapping[str
 
 __all__ = [
     "FLAG_KINDS", "MIN_CONSTANT_ANSWERS", "OVERLOAD_LOOKBACK", "REVEAL_RUN_WORDS", "AuditFlag", "FlagKind", "Party",
-    "SessionFacts", "TurnFacts", "audit_session", "final_answer", "normal_math",
+    "SessionFacts", "TurnFacts", "asked_noun", "audit_session", "final_answer", "normal_math", "states_answer",
 ]  # fmt: skip

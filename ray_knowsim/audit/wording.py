@@ -22,13 +22,92 @@ from ray_knowsim.schema.graph import IUGraph
 from ray_knowsim.text import content_words as _content_words
 
 _SHORT_NUMBER = re.compile(r"(?<![a-z0-9])[a-z0-9]?[0-9][a-z0-9]?(?![a-z0-9])")
+#: one word for the many a tutor uses for the same operation or idea (a reply that "adds up" the
+#: terms carries an IU that "sums" them); our own short list of school-maths synonyms
+_SYNONYMS = {
+    **dict.fromkeys("add addition plu sum summ total combin".split(), "sum"),
+    **dict.fromkeys("multiply multipl multipli product time".split(), "product"),
+    **dict.fromkeys("divid divide division quotient split".split(), "divide"),
+    **dict.fromkeys("subtract minu difference".split(), "subtract"),
+    **dict.fromkeys("choose choo choos chos choic choice select pick".split(), "choose"),
+    **dict.fromkeys("chance likelihood probability probabiliti".split(), "probability"),
+    **dict.fromkeys("leftover remainder".split(), "remainder"),
+    **dict.fromkeys("way arrangement arrang possibility possibiliti".split(), "way"),
+    **dict.fromkeys("outcome result".split(), "outcome"),
+    **dict.fromkeys("success succes successe".split(), "success"),
+    **dict.fromkeys("formula equation".split(), "equation"),
+    **dict.fromkeys("put putt plug plugg substitut substitute substitution replac replace swap swapp".split(), "substitute"),
+    **dict.fromkeys("twic twice double doubl".split(), "twice"),
+}
+_SUFFIX = re.compile(r"(?:ing|ed|es|ly)$")
+
+
+@lru_cache(maxsize=1 << 16)
+def stem(word: str) -> str:
+    """A crude stem and its synonym class, so "adding", "added" and "sums" meet: a tutor rarely
+    repeats the graph's exact word forms. Tokens with a digit are left as written."""
+    if any(ch.isdigit() for ch in word):
+        return word
+    forms = [word]
+    forms.append(_SUFFIX.sub("", forms[-1]) if len(word) > 5 else forms[-1])
+    forms.append(forms[-1][:-1] if len(forms[-1]) > 4 and forms[-1].endswith("e") else forms[-1])
+    forms.append(forms[-1][:-1] if len(forms[-1]) > 3 and forms[-1].endswith("s") and not forms[-1].endswith("ss") else forms[-1])
+    return next((_SYNONYMS[f] for f in forms if f in _SYNONYMS), forms[-1])
+
+
+_LATEX = [
+    (re.compile(r"\\+[dt]?binom\{([^{}]*)\}\{([^{}]*)\}"), r"C(\1,\2)"),
+    (re.compile(r"\\+[dt]?frac\{([^{}]*)\}\{([^{}]*)\}"), r"(\1)/(\2)"),
+    (re.compile(r"\(([\w.]+)\)/\(([\w.]+)\)"), r"\1/\2"),
+    (re.compile(r"\b(\d+)\s*choose\s*(\d+)\b", re.I), r"C(\1,\2)"),
+    (re.compile(r"\\+(?:cdot|times)|×|·|∗"), "*"),
+    (re.compile(r"[−–]"), "-"),
+    (re.compile(r"²"), "^2"),
+    (re.compile(r"\\+pmod\s*\{?\s*\d+\s*\}?|\(\s*mod\s*\d+\s*\)"), " "),
+    (re.compile(r"\\+equiv|≡"), "="),
+    (re.compile(r"\\+(?:left|right|[bB]ig+[lr]?|[,!;]|quad|boxed)|\$|\\+\(|\\+\)|\\+\[|\\+\]"), " "),
+    (re.compile(r"[{}]"), ""),
+    (re.compile(r"\(\s*([\w.]+)\s*,\s*([\w.]+)\s*\)"), r"(\1,\2)"),
+    (re.compile(r"\s*([+\-*/^=<>≤≥])\s*"), r"\1"),
+]
+_OPERATOR = re.compile(r"[+\-*/^=]")
+_CALL = re.compile(r"c\(\d+,\d+\)|\(\d+,\d+\)|\d+/\d+|\d+\^\d+")
+
+
+@lru_cache(maxsize=1 << 14)
+def math_atoms(text: str) -> frozenset[str]:
+    """The worked expressions of a text as it writes them, normalised ("6w + 6 = 54" -> "6w+6=54",
+    "\\binom{6}{3}" and "6 choose 3" -> "c(6,3)"): each equation, each side of one that holds an
+    operator, and binomials, pairs, fractions and powers of numbers. A tutor who explains a step
+    in other words still writes its numbers. Prefixed "=" to keep them apart from words."""
+    for pattern, repl in _LATEX:
+        text = pattern.sub(repl, text or "")
+    atoms: set[str] = set()
+    for tok in text.lower().split():
+        tok = tok.strip(".,;:!?'\"")
+        if tok.count("(") != tok.count(")"):
+            tok = tok.strip("()")
+        atoms |= set(_CALL.findall(tok))
+        if not _OPERATOR.search(tok) or re.search(r"[a-z]{4,}", tok):
+            continue  # a plain word, or a hyphenated one ("distance-round")
+        sides = [x for x in tok.split("=") if x]
+        if len(sides) > 1:
+            atoms |= {f"{x}={y}" for x, y in zip(sides, sides[1:])}
+        atoms |= {x for x in sides if _OPERATOR.search(x) and len(x) >= 3}
+    return frozenset("=" + a for a in atoms if any(ch.isdigit() for ch in a) or len(a) >= 5)
 
 
 @lru_cache(maxsize=1 << 14)
 def content_words(text: str) -> frozenset[str]:
-    """The audit's content words: :func:`ray_knowsim.text.content_words`, plus the one- and
-    two-character tokens that hold a digit ("54", "6w": an IU's result is often a number)."""
-    return _content_words(text) | frozenset(_SHORT_NUMBER.findall(text.lower()))
+    """The audit's evidence features of a text: the stems of :func:`ray_knowsim.text.content_words`,
+    the one- and two-character tokens that hold a digit ("54", "6w": an IU's result is often a
+    number), and its worked expressions (:func:`math_atoms`)."""
+    words = _content_words(text) | frozenset(_SHORT_NUMBER.findall(text.lower()))
+    return frozenset(stem(w) for w in words) | math_atoms(text)
+
+
+def plain_words(features: frozenset[str]) -> frozenset[str]:
+    return frozenset(f for f in features if not f.startswith("="))
 
 #: a sentence NAMES an IU when it holds at least this share of the concept's evidence words
 NAME_SHARE = 0.6
@@ -43,12 +122,22 @@ AT_LENGTH_SHARE = 0.5
 #: "step", "equal", is no evidence). Measured on planted labels (docs/audit.md): 0.3 catches 92 % of
 #: planted turns, 0.2 79 %; no offline well_explained label falls under either.
 UNTOUCHED_SHARE = 0.3
+#: a reply covers an IU at length WITHOUT naming it from this share of its evidence (docs/audit.md:
+#: set on the labelled paraphrases of tests/audit/paraphrases.py)
+UNNAMED_SHARE = 0.7
+#: a sentence is ABOUT an IU when that IU is the one it carries most, at least ABOUT_SHARE of its
+#: evidence and ABOUT_MARGIN times the runner-up's share (a tutor's sentence teaches one step;
+#: set on the labelled paraphrases: 47 of 50 taught IUs found, 2 of 534 others, docs/audit.md)
+ABOUT_SHARE = 0.2
+ABOUT_MARGIN = 1.2
+#: a worked expression weighs this many words of the same specificity
+ATOM_WEIGHT = 2.0
 
 _SENTENCE = re.compile(r"(?<=[.!?;:])\s+|\n+")
 #: confusion, hedging, asking: the markers the simulator's rules require when it touches an IU it does not know
 CONFUSION = re.compile(
     r"\b(not sure|unsure|confus\w*|lost|stuck|don'?t (?:get|understand|know|see|follow)|do not (?:get|understand|know|see)|"
-    r"no idea|never (?:heard|learned|seen)|what (?:is|are|does|do)|how (?:do|does|is|can|would)|why (?:is|does|do)|"
+    r"don'?t (?:fully|really|quite) (?:get|understand|know|see|follow)|no idea|never (?:heard|learned|seen)|what (?:is|are|does|do)|how (?:do|does|is|can|would)|why (?:is|does|do)|"
     r"could you|can you (?:explain|show|help)|maybe|i guess|unfamiliar|new to me|puzzl\w*|not clear)\b",
     re.I,
 )
@@ -63,7 +152,7 @@ CLAIM = re.compile(
 RESTATE = re.compile(r"\b(you'?re saying|you are saying|you said|so you mean|if i understand you|in other words|you mean)\b", re.I)
 #: the learner announces an end of the conversation, and why
 STOP_DONE = re.compile(
-    r"\b(i'?ve got it|i got it|i (?:can|could) (?:finish|solve|do) (?:it|this|the rest)|(?:all|everything) (?:makes sense|fits)|"
+    r"\b(i'?ve got it|i got it|i (?:can|could) (?:finish|solve|do) (?:it|this|the rest)|(?:all|everything) makes sense|"
     r"that'?s all i need|i'?m done|i understand (?:it )?(?:all|everything)(?: now)?|reach the answer myself|put all the steps together)\b",
     re.I,
 )
@@ -86,6 +175,9 @@ class IUWords:
     #: the concept's words with those the problem holds too: a CLAIM to understand an IU may name
     #: it in the question's words ("I understand the perimeter" on a perimeter problem)
     full_concept_words: frozenset[str] = frozenset()
+    #: the features no other IU of the graph has: a reply that names an IU and carries half its
+    #: wording but none of these restates its neighbours (a conclusion IU repeats their steps)
+    own_features: frozenset[str] = frozenset()
 
     @property
     def judgeable(self) -> bool:
@@ -109,18 +201,67 @@ class IUWords:
     def untouched(self, words: frozenset[str]) -> bool:
         return not self.named(words) and self.share(words) < UNTOUCHED_SHARE
 
+    def covered(self, words: frozenset[str]) -> bool:
+        """Taught at length: named and half its evidence, or UNNAMED_SHARE of it in other words."""
+        share = self.share(words)
+        own = not self.own_features or bool(self.own_features & words)
+        return (share >= AT_LENGTH_SHARE and own and (self.named(words) or not self.concept_words)) or share >= UNNAMED_SHARE
 
-def graph_words(graph: IUGraph, problem: str = "") -> dict[str, IUWords]:
-    """Evidence words of every IU of ``graph`` (graph node order), less the ``problem``'s words."""
+    def matched(self, words: frozenset[str], most: int = 6) -> str:
+        """The evidence a flag quotes: the IU's matched words and expressions, heaviest first."""
+        hits = sorted((w for w in self.weights if w in words), key=lambda w: (-self.weights[w], w))
+        return ", ".join(h[1:] if h.startswith("=") else h for h in hits[:most]) + (" ..." if len(hits) > most else "")
+
+
+def graph_words(graph: IUGraph, problem: str = "", solution: str = "") -> dict[str, IUWords]:
+    """Evidence features of every IU of ``graph`` (graph node order), less the ``problem``'s.
+
+    Each sentence of the reference ``solution`` lends its worked expressions to the IU whose
+    wording it carries most: the solution writes the step the IU names, often in numbers the
+    description leaves out. Expressions weigh :data:`ATOM_WEIGHT` times a word of the same
+    specificity (a formula is rarely written by chance)."""
     given = content_words(problem)
-    bags = {n.id: content_words(f"{n.concept} {n.description}") - given for n in graph.nodes}
+    bags = {n.id: set(content_words(f"{n.concept} {n.description}") - given) for n in graph.nodes}
+    for sentence in sentences(solution):
+        feats = content_words(sentence)
+        atoms = {f for f in feats if f.startswith("=")} - given
+        if atoms:
+            best = max(bags, key=lambda i: len(bags[i] & feats) / (len(bags[i]) or 1), default=None)
+            if best is not None and len(bags[best] & feats) >= 2:
+                bags[best] |= atoms
     df = Counter(w for bag in bags.values() for w in bag)
     n = len(bags)
+
+    def weight(w: str) -> float:
+        return math.log(1.0 + n / df[w]) * (ATOM_WEIGHT if w.startswith("=") else 1.0)
+
     return {
-        node.id: IUWords(node.id, node.concept, {w: math.log(1.0 + n / df[w]) for w in sorted(bags[node.id])},
-                         content_words(node.concept) - given, content_words(node.concept))
+        node.id: IUWords(node.id, node.concept, {w: weight(w) for w in sorted(bags[node.id])},
+                         plain_words(content_words(node.concept)) - given, plain_words(content_words(node.concept)),
+                         frozenset(w for w in bags[node.id] if df[w] == 1))
         for node in graph.nodes
     }  # fmt: skip
+
+
+_WHOLE_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def about(text: str, ius: Mapping[str, IUWords], least: float = ABOUT_SHARE, margin: float = ABOUT_MARGIN) -> dict[str, str]:
+    """IU id -> the first sentence of ``text`` that is about it (``least`` share, ``margin`` times the runner-up's).
+
+    Relative, not absolute: a paraphrase carries a small share of any IU's wording, but still
+    more of the IU it teaches than of any other, which is what a reader goes by too. Whole
+    sentences (a formula after a colon belongs to the step its sentence explains)."""
+    out: dict[str, str] = {}
+    for sentence in (s.strip() for s in _WHOLE_SENTENCE.split(text or "") if s and s.strip()):
+        words = content_words(sentence)
+        ranked = sorted(((iu.share(words), i) for i, iu in ius.items() if iu.judgeable), reverse=True)
+        if not ranked or ranked[0][0] < least:
+            continue
+        runner_up = ranked[1][0] if len(ranked) > 1 else 0.0
+        if ranked[0][0] >= margin * runner_up and ranked[0][0] > runner_up and len(words & ius[ranked[0][1]].weights.keys()) >= 2:
+            out.setdefault(ranked[0][1], sentence)
+    return out
 
 
 def best_sentence(text: str, iu: IUWords) -> str:
@@ -141,7 +282,7 @@ def shared_ngrams(text_words: Sequence[str], source_words: Sequence[str], n: int
 
 
 __all__ = [
-    "AT_LENGTH_SHARE", "CARRY_SHARE", "CLAIM", "CONFUSION", "IUWords", "MIN_CARRIED_WORDS", "content_words", "NAME_SHARE", "RESTATE",
+    "ABOUT_MARGIN", "ABOUT_SHARE", "ATOM_WEIGHT", "AT_LENGTH_SHARE", "CARRY_SHARE", "UNNAMED_SHARE", "about", "math_atoms", "plain_words", "stem", "CLAIM", "CONFUSION", "IUWords", "MIN_CARRIED_WORDS", "content_words", "NAME_SHARE", "RESTATE",
     "STOP_DONE", "STOP_OVERWHELMED", "UNTOUCHED_SHARE", "best_sentence", "graph_words", "mostly_from", "sentences",
     "shared_ngrams",
 ]  # fmt: skip

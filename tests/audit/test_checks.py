@@ -111,7 +111,9 @@ def test_extractor_labels_against_the_reply():
     assert kinds(flags) == [("extractor_unsupported_label", "IU11")] and flags[0].label == "well_explained"
     # an IU the reply covers at length, labelled not_mentioned; the evidence is the reply's sentence
     flags = audit_session(session(turn(1, "Hello.", REPLY, labels())))
-    assert kinds(flags) == [("extractor_ignores_covered", "IU2")] and flags[0].evidence in REPLY and "100%" in flags[0].why
+    assert kinds(flags)[0] == ("extractor_ignores_covered", "IU2") and flags[0].evidence in REPLY and "100%" in flags[0].why
+    # ... and, as every IU got that one label while the reply teaches IU2 and leaves others untouched, the answer as a whole
+    assert kinds(flags)[1:] == [("extractor_constant_labels", "IU2")] and "every one of the 14 IUs" in flags[1].why
     # baselines carry no extractor answers and no state: nothing is checked but the answer
     assert audit_session(session(turn(1, "I already understand the perimeter of a rectangle.", REPLY), structured=False)) == []
 
