@@ -26,7 +26,9 @@ How the numbers come about:
 * **Completion lengths** per request: from a previous run (``--from-run DIR``: per-role means per
   call from its session rows; the assistant's per strategy; the extractor's per IU of the graph)
   or, without one, a prior: for the offline model its measured typical lengths, for other backends
-  typical chat-model lengths (below), never above the role's ``max_tokens`` budget. The
+  the lengths of real models' recorded answers (learner 170, extractor 118 per IU, rater 320,
+  termination judge 200: :mod:`ray_knowsim.preflight.priors` measures them on the KnowSim authors'
+  release), never above the role's ``max_tokens`` budget. The
   ``upper_bound`` totals assume every completion fills its role's budget.
 * **Turns**: ``max_turns`` (the virtual early stop runs every conversation to the end), or the mean
   turns per simulator kind of ``--from-run``.
@@ -261,8 +263,8 @@ def prior_completions(cfg: RunConfig) -> CompletionModel:
         assistant_default=float(TutorStrategy.__dataclass_fields__[reply].default),  # the built-ins' mean
         extractor_per_iu=extractor["extractor_per_iu"], judge=judge["judge"], judge_termination=judge["judge_termination"],
         source="prior: each strategy's expected reply length (ray_knowsim.strategies) and each backend's registered "
-               "completion lengths for the other roles (the offline model's measured ones, a typical chat model's "
-               "otherwise; backends/registry.py)",
+               "completion lengths for the other roles (the offline model's measured ones, otherwise those of real "
+               "models' recorded answers in the KnowSim release; backends/registry.py, preflight/priors.py)",
     )
 
 
