@@ -7,7 +7,9 @@ strategy and simulators, HTTP models that count with the character proxy, as the
 are counted) and puts the estimate's completion tokens per request beside the recorded answers'
 per role (:mod:`ray_knowsim.preflight.priors` rebuilds and counts them), and the structured
 sessions' whole completion bill (both run 15 turns; the baselines' recorded turns are fewer than
-the ``max_turns`` the estimate assumes, so they are compared per request only).
+the ``max_turns`` the estimate assumes, so they are compared per request only). At Gemini 3 Flash's
+list prices it also prints the share of prompt tokens the estimate prices as cached, and the cost
+with and without that cache.
 
 Run: ``python scripts/bench/estimate_vs_reference.py [KNOWSIM_REF]`` (default
 ``../shared/knowsim-ref`` beside the checkout). The last line is one JSON object.
@@ -29,7 +31,7 @@ EXAMPLES = ("mathqa_structured_adaptive_novice.json", "mathqa_baseline_zero-shot
 
 def config(ref: Path, out: Path) -> dict:
     model = {"backend": "http", "model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "NO_SUCH_KEY",
-             "price": {"input": 0.5, "output": 3.0}}
+             "price": {"input": 0.5, "cached_input": 0.05, "output": 3.0, "provider": "gemini"}}  # Gemini 3 Flash's list prices
     return {"name": "estimate_vs_reference", "max_turns": 15, "levels": ["novice"], "graph_mode": "reference",
             "tasks": [{"name": "math", "items": str(ref / "paper_subset/math.jsonl"), "graphs": str(ref / "iu_cache/math.json"),
                        "item_ids": ["math_003", "math_004"]}],
@@ -70,7 +72,12 @@ def main(argv: list[str]) -> dict:
     rec_struct = sum(structured[r]["completion_tokens"] for r in ("user_sim", "assistant", "extractor"))
     print(f"structured sessions' loop completions: estimate {est_struct:,.0f} / recorded {rec_struct:,.0f} = "
           f"{est_struct / rec_struct:.2f}x")
-    return {"per_role": by_role, "structured_loop_completion_ratio": round(est_struct / rec_struct, 3)}
+    cached = {r: round(e.cached_prompt_tokens / e.prompt_tokens, 3) for r, e in est.per_role.items() if e.prompt_tokens}
+    uncached = sum(e.cost_usd + (e.cached_prompt_tokens * (0.5 - 0.05)) / 1e6 for e in est.per_role.values())
+    print(f"cached share of prompt tokens {cached}; cost ${est.totals.cost_usd:.4f} with the cache, ${uncached:.4f} without "
+          f"({uncached / est.totals.cost_usd:.2f}x)")
+    return {"per_role": by_role, "structured_loop_completion_ratio": round(est_struct / rec_struct, 3), "cached_share": cached,
+            "cost_usd": round(est.totals.cost_usd, 4), "cost_usd_uncached": round(uncached, 4)}
 
 
 if __name__ == "__main__":
