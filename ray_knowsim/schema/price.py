@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -118,6 +118,11 @@ class Price(BaseModel):
         else:
             minimum, source = DEFAULT_CACHE_MIN_TOKENS, "assumed: the price names neither cache_min_tokens nor a provider"
         return CacheTerms(cached_input=cached, cache_write=write, min_tokens=minimum, min_tokens_from=source)
+
+    def usage_cost(self, usage: Any) -> float:
+        """What one recorded usage (:class:`ray_knowsim.schema.chat.Usage`) cost: every place that
+        prices a call prices it here, cache reads and writes included."""
+        return self.cost(usage.prompt_tokens, usage.completion_tokens, usage.cached_prompt_tokens, usage.cache_write_tokens)
 
     def cost(self, prompt_tokens: int | float, completion_tokens: int | float, cached_prompt_tokens: int | float = 0,
              cache_write_tokens: int | float = 0) -> float:
