@@ -28,7 +28,9 @@ How the numbers come about:
   or, without one, a prior: for the offline model its measured typical lengths, for other backends
   the lengths of real models' recorded answers (learner 170, extractor 118 per IU, rater 320,
   termination judge 200: :mod:`ray_knowsim.preflight.priors` measures them on the KnowSim authors'
-  release), never above the role's ``max_tokens`` budget. The
+  release), never above the role's ``max_tokens`` budget. Thinking: none unless the user states
+  it (``--reasoning-tokens [ROLE=]N`` per request, added to the answer within the budget and
+  billed as output; the summary says which was assumed). The
   ``upper_bound`` totals assume every completion fills its role's budget.
 * **Turns**: ``max_turns`` (the virtual early stop runs every conversation to the end), or the mean
   turns per simulator kind of ``--from-run``.
@@ -93,6 +95,7 @@ class Totals(BaseModel):
     minutes: float | None = None
     cached_prompt_tokens: int = 0  # of prompt_tokens, read from the provider's prompt cache
     cache_write_tokens: int = 0  # of prompt_tokens, written into it (a premium on some providers)
+    reasoning_tokens: int = 0  # of completion_tokens, the thinking assumed (billed as output)
 
 
 class RoleEstimate(BaseModel):
@@ -102,6 +105,7 @@ class RoleEstimate(BaseModel):
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = 0  # of completion_tokens
     cost_usd: float | None = 0.0
     completion_tokens_per_request: float = 0.0
     models: list[str] = []
@@ -239,6 +243,9 @@ class CompletionModel(BaseModel):
     judge: float
     judge_termination: float
     cached_share: dict[str, float] = {}
+    #: thinking tokens per request a role's model writes on top of its answer (billed as output):
+    #: an assumption the user sets (``run --dry-run --reasoning-tokens``), none by default
+    reasoning: dict[str, float] = {}
     latency_s: dict[str, float] = {}  # measured per role (from a previous run)
     turns: dict[str, float] = {}  # simulator kind -> mean turns (from a previous run)
     source: str
@@ -432,7 +439,8 @@ class _Tally:
         self.per_cond: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(float)))
         self.prices = prices
 
-    def add(self, role: str, model: str, condition: str, req: int, prompt: int, compl: int, cached: int = 0, written: int = 0) -> None:  # noqa: PLR0913
+    def add(self, role: str, model: str, condition: str, req: int, prompt: int, compl: int, cached: int = 0,  # noqa: PLR0913
+            written: int = 0, thought: int = 0) -> None:
         price = self.prices.get(model)
         cost = price.cost(prompt, compl, cached, written) if price is not None else None
         e = self.per_role[role]
@@ -441,6 +449,7 @@ class _Tally:
         e.completion_tokens += compl
         e.cached_prompt_tokens += cached
         e.cache_write_tokens += written
+        e.reasoning_tokens += thought
         e.cost_usd = None if e.cost_usd is None or cost is None else e.cost_usd + cost
         if model not in e.models:
             e.models.append(model)
@@ -457,7 +466,8 @@ class _Tally:
         totals = Totals(requests=sum(e.requests for e in roles), prompt_tokens=sum(e.prompt_tokens for e in roles),
                         completion_tokens=sum(e.completion_tokens for e in roles), cost_usd=total_cost, minutes=minutes,
                         cached_prompt_tokens=sum(e.cached_prompt_tokens for e in roles),
-                        cache_write_tokens=sum(e.cache_write_tokens for e in roles))
+                        cache_write_tokens=sum(e.cache_write_tokens for e in roles),
+                        reasoning_tokens=sum(e.reasoning_tokens for e in roles))
         upper_cost: float | None = 0.0
         for role, e in self.per_role.items():
             for model in e.models:
@@ -515,12 +525,16 @@ def cache_assumption(prices: Mapping[str, Any], models: Sequence[str], comp: Com
                       "first turns and judges read nothing", "models": terms}
 
 
-def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | None = None) -> Estimate:
+def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | None = None,
+             reasoning: Mapping[str, float] | None = None) -> Estimate:
+    """``reasoning``: thinking tokens per request per role (:func:`parse_reasoning`), added to
+    each answer within the role's budget; none when not given."""
     from ray_knowsim.plan.build import make_context, model_prices
     from ray_knowsim.sim.requests import TurnRequests
     from ray_knowsim.sim.session import shared_indexes, start_session
 
     comp = completions_from_run(from_run) if from_run else prior_completions(cfg)
+    comp.reasoning = dict(reasoning or {})
     config_hash = cfg.config_hash()  # digests every input file: once
     build = TurnRequests.of(make_context(cfg, "dry-run", config_hash))  # what the run's shards get
     prices = model_prices(cfg)
@@ -567,8 +581,9 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
                 cached, written = int(round(prompt * comp.cached_share.get(role, 0.0))), 0
             else:
                 cached, written = cache_tokens(stable[role], _terms(prices.get(model)).min_tokens)
-            tally.add(role, model, spec.condition, T, prompt, int(round(min(completion[role], budgets[role]) * T)),
-                      min(cached, prompt), written)
+            answer, thought = _with_thinking(completion[role], comp.reasoning.get(role, 0.0), budgets[role])
+            tally.add(role, model, spec.condition, T, prompt, int(round((answer + thought) * T)), min(cached, prompt), written,
+                      int(round(thought * T)))
             tally.upper[role] += budgets[role] * T
             _keep_largest(largest, f"{role}:{model}", n1, n1 + max(growth[role]), spec.session_id, live.index.size)
         if judged:
@@ -589,6 +604,7 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
         assumptions={"completion_source": comp.source, "completion_per_request": comp.model_dump(exclude={"source"}),
                      "token_counters": counter_names, "wall_time": timing, "retries": "not counted",
                      "prompt_cache": cache_assumption(prices, models, comp),
+                     "reasoning_tokens_per_request": comp.reasoning or "none assumed (set --reasoning-tokens for a model that thinks)",
                      "growth": "per (task, item, level, strategy, simulator) group, every turn rendered with a synthetic transcript"},
         largest_prompts=largest,
     )
@@ -600,12 +616,22 @@ def _add_judges(tally: _Tally, largest: dict[str, LargestPrompt], rendered: tupl
     rater, term = rendered
     judge_prompt = max(rater, term or 0)
     _keep_largest(largest, f"judge:{model}", judge_prompt, judge_prompt, spec.session_id, graph_size)
-    n_req, prompt, compl = 1, rater, min(comp.judge, budget)
+    thinks = comp.reasoning.get("judge", 0.0)
+    answer, thought = _with_thinking(comp.judge, thinks, budget)
+    n_req, prompt = 1, rater
     tally.upper["judge"] += budget
     if term is not None:
-        n_req, prompt, compl = 2, rater + term, compl + min(comp.judge_termination, budget)
+        more = _with_thinking(comp.judge_termination, thinks, budget)
+        n_req, prompt, answer, thought = 2, rater + term, answer + more[0], thought + more[1]
         tally.upper["judge"] += budget
-    tally.add("judge", model, spec.condition, n_req, prompt, int(round(compl)))
+    tally.add("judge", model, spec.condition, n_req, prompt, int(round(answer + thought)), thought=int(round(thought)))
+
+
+def _with_thinking(answer: float, thinking: float, budget: int) -> tuple[float, float]:
+    """(answer, thinking) tokens of one request within the role's ``max_tokens``, which a reasoning
+    model's thinking counts against (OpenAI's max_completion_tokens): the answer first."""
+    answer = min(answer, budget)
+    return answer, max(0.0, min(thinking, budget - answer))
 
 
 def _keep_largest(largest: dict[str, LargestPrompt], key: str, first: int, last: int, session_id: str, graph_size: int) -> None:
@@ -687,17 +713,18 @@ def write_estimate(est: Estimate, run_dir: Path) -> Path:
 
 
 __all__ = ["Estimate", "LargestPrompt", "RoleEstimate", "Totals", "cache_assumption", "cache_lines", "cache_tokens", "char_proxy",
-           "completions_from_run", "estimate", "prior_completions", "request_latency_s", "stable_prefix_tokens", "token_counter",
-           "tokenizer_source", "wall_minutes", "write_estimate"]
+           "completions_from_run", "estimate", "parse_reasoning", "prior_completions", "reasoning_line", "request_latency_s",
+           "stable_prefix_tokens", "token_counter", "tokenizer_source", "wall_minutes", "write_estimate"]
 
 
-def dry_run(cfg: RunConfig, output: str | Path | None = None, from_run: str | Path | None = None) -> tuple[Estimate, Path]:
+def dry_run(cfg: RunConfig, output: str | Path | None = None, from_run: str | Path | None = None,
+            reasoning: Mapping[str, float] | None = None) -> tuple[Estimate, Path]:
     """Plan the run, estimate it, write RUN_DIR/estimate.json; no model, no Ray, no session."""
     from ray_knowsim.plan.sessions import load_inputs
 
     inputs = load_inputs(cfg)
     plan = Plan(cfg, inputs)
-    est = estimate(cfg, plan, inputs, from_run)
+    est = estimate(cfg, plan, inputs, from_run, reasoning)
     from ray_knowsim.preflight.design import as_records, design_checks
 
     est.design = as_records(design_checks(cfg, {task: len(items) for task, items in inputs.items.items()}))
@@ -716,12 +743,45 @@ def summary_lines(est: Estimate) -> list[str]:
         lines.append(f"  {role}: {e.requests:,} requests, {e.prompt_tokens:,} prompt ({_share(e.cached_prompt_tokens, e.prompt_tokens)} "
                      f"cached) / {e.completion_tokens:,} completion tokens, {c}")
     lines += cache_lines(est.assumptions.get("prompt_cache") or {})
+    lines.append(reasoning_line(est))
     lines += [d["line"] for d in est.design]
     return lines
 
 
 def _share(part: int, whole: int) -> str:
     return f"{part / whole:.0%}" if whole else "0%"
+
+
+def reasoning_line(est: Estimate) -> str:
+    """The thinking assumed, or that none was: a reasoning model bills it as output, so an estimate
+    without it under-states such a model's bill by whatever it thinks."""
+    assumed = est.assumptions.get("reasoning_tokens_per_request")
+    if not isinstance(assumed, Mapping) or not assumed:
+        return ("  reasoning: none assumed; a model that thinks bills its thinking as output: "
+                "--reasoning-tokens N (every role) or ROLE=N")
+    per = ", ".join(f"{role} {n:,.0f}" for role, n in assumed.items())
+    return (f"  reasoning: {per} tokens per request assumed, billed as output within max_tokens "
+            f"({est.totals.reasoning_tokens:,} of the completion tokens)")
+
+
+REASONING_ROLES = ("user_sim", "assistant", "extractor", "judge")
+
+
+def parse_reasoning(specs: Sequence[str]) -> dict[str, float]:
+    """``--reasoning-tokens`` values: ``N`` (every role) or ``ROLE=N``, later ones winning."""
+    out: dict[str, float] = {}
+    for spec in specs:
+        role, _, n = spec.rpartition("=")
+        if role and role not in REASONING_ROLES:
+            raise ValueError(f"--reasoning-tokens {spec}: no role {role!r} (one of {', '.join(REASONING_ROLES)})")
+        try:
+            value = float(n)
+        except ValueError:
+            raise ValueError(f"--reasoning-tokens {spec}: {n!r} is not a number of tokens") from None
+        if not value >= 0:
+            raise ValueError(f"--reasoning-tokens {spec}: tokens cannot be negative")
+        out.update({r: value for r in ([role] if role else REASONING_ROLES)})
+    return out
 
 
 def cache_lines(assumed: Mapping[str, Any]) -> list[str]:

@@ -212,3 +212,44 @@ def test_an_assumed_cache_minimum_is_said_to_be_assumed(tmp_path):
 
     est, _ = dry_run(parse_run_config(http_config()), tmp_path / "run")
     assert "cache minimum 1,024 tokens (assumed: the price names neither cache_min_tokens nor a provider)" in "\n".join(summary_lines(est))
+
+
+def test_stated_reasoning_tokens_are_billed_as_output_within_the_budget(tmp_path):
+    from ray_knowsim.preflight.estimate import summary_lines
+
+    raw = http_config()
+    raw["roles"]["extractor"] = {"model": "api", "max_tokens": 3000}
+    cfg = parse_run_config(raw)
+    plain, _ = dry_run(cfg, tmp_path / "plain")
+    thinks, _ = dry_run(cfg, tmp_path / "thinks", reasoning={"extractor": 2000.0, "judge": 500.0})
+    e0, e1 = plain.per_role["extractor"], thinks.per_role["extractor"]
+    answer = e0.completion_tokens_per_request
+    assert e1.completion_tokens_per_request == pytest.approx(min(answer + 2000, 3000), abs=1)  # the budget holds both
+    assert e1.reasoning_tokens == e1.completion_tokens - e0.completion_tokens > 0 and e0.reasoning_tokens == 0
+    assert thinks.per_role["judge"].reasoning_tokens == 500 * thinks.per_role["judge"].requests
+    assert thinks.per_role["user_sim"].completion_tokens == plain.per_role["user_sim"].completion_tokens
+    extra = sum(thinks.per_role[r].reasoning_tokens for r in ("extractor", "judge")) * 8.0 / 1e6
+    assert thinks.totals.cost_usd == pytest.approx(plain.totals.cost_usd + extra)
+    assert "reasoning: none assumed" in "\n".join(summary_lines(plain))
+    assert "reasoning: extractor 2,000, judge 500 tokens per request assumed" in "\n".join(summary_lines(thinks))
+
+
+def test_reasoning_tokens_are_read_per_role_or_for_all():
+    from ray_knowsim.preflight.estimate import parse_reasoning
+
+    assert parse_reasoning(["1000", "extractor=3000"]) == {"user_sim": 1000, "assistant": 1000, "extractor": 3000, "judge": 1000}
+    for bad in ("learner=5", "extractor=many", "-3"):
+        with pytest.raises(ValueError, match="--reasoning-tokens"):
+            parse_reasoning([bad])
+
+
+def test_the_cli_states_reasoning_and_refuses_it_beside_a_measured_run(tmp_path, capsys):
+    from ray_knowsim.cli.main import main as cli_main
+    from tests.doubles.run_config import write_config
+
+    path = write_config(tmp_path, http_config())
+    assert cli_main(["run", str(path), "--dry-run", "-o", str(tmp_path / "out"), "--reasoning-tokens", "extractor=1000"]) == 0
+    assert "reasoning: extractor 1,000 tokens per request assumed" in capsys.readouterr().out
+    assert cli_main(["run", str(path), "--dry-run", "-o", str(tmp_path / "o2"), "--reasoning-tokens", "9",
+                     "--from-run", str(tmp_path / "out")]) == 2
+    assert "already hold what its models thought" in capsys.readouterr().err
