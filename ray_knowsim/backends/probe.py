@@ -11,6 +11,7 @@ from typing import Any
 
 from ray_knowsim.llm.http.credentials import mask_secrets
 from ray_knowsim.llm.http.response import error_message
+from ray_knowsim.schema.chat import usage_from_wire
 
 #: the longest a probe waits for one answer (the entry's own timeout when that is shorter)
 PROBE_TIMEOUT_S = 20.0
@@ -56,12 +57,11 @@ def _server_message(raw: bytes, scrub: Any) -> str:
 
 
 def _usage(raw: bytes) -> tuple[int, int, int]:
-    """(prompt, completion, cached prompt) tokens of a chat completion's ``usage`` (zeros when it has none)."""
+    """(prompt, completion, cached prompt) tokens of a chat completion's ``usage`` (zeros when it
+    has none), read as the client reads it (:func:`ray_knowsim.schema.chat.usage_from_wire`)."""
     try:
-        usage = json.loads(raw).get("usage") or {}
-        details = usage.get("prompt_tokens_details")
-        cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
-        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), cached
+        usage = usage_from_wire(json.loads(raw).get("usage") or {})
+        return usage.prompt_tokens, usage.completion_tokens, usage.cached_prompt_tokens
     except (ValueError, AttributeError, TypeError):
         return 0, 0, 0
 

@@ -35,10 +35,16 @@ class BuildContext:
     pools: dict[str, Any] = field(default_factory=dict)
 
 
-#: a typical chat model's completion lengths per request (tokens): the planner's guess for a
-#: backend that names none and that no earlier run has measured. The assistant's reply length is
-#: each strategy's own (``TutorStrategy.reply_tokens``; a backend's ``reply_length`` names the field)
-TYPICAL_COMPLETION = {"user_sim": 150.0, "judge": 300.0, "judge_termination": 150.0, "extractor_per_iu": 60.0}
+#: a real chat model's completion lengths per request (tokens, ceil(chars / 4)): the planner's prior
+#: for a backend that names none and that no earlier run has measured. Measured on the KnowSim
+#: authors' recorded real-model answers (knowsim-ref/examples, 4 conversations: 39 learner messages,
+#: 435 extractor IU entries, 8 ratings, 2 termination verdicts) by
+#: :func:`ray_knowsim.preflight.priors.measured_priors` (168.5, 118.3, 320.5, 201.5);
+#: tests/preflight/test_priors.py keeps them within 10 % of it. The learner's includes an assumed
+#: private thought as long as its message (the release keeps the message only). The assistant's
+#: reply length is each strategy's own (``TutorStrategy.reply_tokens``; a backend's
+#: ``reply_length`` names the field)
+TYPICAL_COMPLETION = {"user_sim": 170.0, "judge": 320.0, "judge_termination": 200.0, "extractor_per_iu": 118.0}
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="call no model, write no session: estimate requests, tokens, cost and wall time into RUN_DIR/estimate.json")
     p.add_argument("--from-run", default=None, metavar="DIR",
                    help="with --dry-run: take completion lengths, turns and latencies from this earlier run directory")
+    p.add_argument("--reasoning-tokens", action="append", default=[], metavar="[ROLE=]N",
+                   help="with --dry-run: thinking tokens per request a reasoning model writes on top of its answer "
+                        "(billed as output), for every role or one (user_sim, assistant, extractor, judge); default none")
     p.add_argument("--no-preflight", action="store_true",
                    help="skip the checks before spending (models list / tiny request per endpoint, prompt sizes against "
                         "each endpoint's context), e.g. where the driver cannot reach the endpoints; recorded in the manifest")
@@ -90,11 +93,14 @@ def main(args: argparse.Namespace) -> int:
 
 def _dry_run(cfg, args: argparse.Namespace, output) -> int:  # noqa: ANN001
     """The estimate of a run (no model, no Ray, no session): printed and in ``output``/estimate.json."""
-    from ray_knowsim.preflight.estimate import dry_run, summary_lines
+    from ray_knowsim.preflight.estimate import dry_run, parse_reasoning, summary_lines
     from ray_knowsim.io.loaders import LoadError
 
     try:
-        est, path = dry_run(cfg, output, args.from_run)
+        reasoning = parse_reasoning(getattr(args, "reasoning_tokens", None) or [])
+        if reasoning and args.from_run:
+            raise ValueError("--reasoning-tokens sets a prior; the completion tokens of --from-run already hold what its models thought")
+        est, path = dry_run(cfg, output, args.from_run, reasoning)
     except (LoadError, ValueError, OSError) as exc:
         print(f"ray-knowsim run --dry-run: {exc}", file=sys.stderr)
         return 2

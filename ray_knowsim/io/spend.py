@@ -14,7 +14,7 @@ journal is fsynced with each commit::
     {"sent": "<session id>", "role": "assistant"}                       a request left
     {"s": "<session id>", "role": …, "model": "<model key>", "calls": 1, "cache_hits": 0,
      "errors": 0, "attempts": 1, "prompt": …, "completion": …, "cached_prompt": …,
-     "reasoning": …, "usd": 0.0012}                                     its answer (usd null: unpriced)
+     "cache_write": …, "reasoning": …, "usd": 0.0012}                   its answer (usd null: unpriced)
     {"committed": ["<session id>", …]}                                  those sessions were committed
 
 ``calls`` counts as a session row's ``llm_calls`` does (answers from a model: cache hits and
@@ -155,13 +155,14 @@ class SpendJournal:
         price = self.prices.get(model_key)
         # a model without a price makes the cost unknown even for an answer that reported no tokens
         # (the rule of sim/cost.session_cost): an unpriced run never reads "$0.0000"
-        usd = None if price is None else price.cost(u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens) if spent else 0.0
+        usd = None if price is None else price.usage_cost(u) if spent else 0.0
         failed = response.error is not None
         self._write({"s": session_of(request.request_id), "role": request.role, "model": model_key,
                      "calls": int(not response.cached and not failed), "cache_hits": int(bool(response.cached)),
                      "errors": int(failed), "attempts": 0 if response.cached else int(response.attempts),
                      "prompt": u.prompt_tokens, "completion": u.completion_tokens,
-                     "cached_prompt": u.cached_prompt_tokens, "reasoning": u.reasoning_tokens, "usd": usd})
+                     "cached_prompt": u.cached_prompt_tokens, "cache_write": u.cache_write_tokens, "reasoning": u.reasoning_tokens,
+                     "usd": usd})
 
     def spent(self, *, role: str, model_key: str, requests: int, prompt: int, completion: int, cached: int = 0) -> None:
         """Requests of no session (the checks before spending: their probes), answered."""
@@ -205,6 +206,7 @@ class Spend:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
+    cache_write_tokens: int = 0  # of prompt_tokens, written into the provider's cache (journals before it: 0)
     reasoning_tokens: int = 0
     usd: float = 0.0
     unpriced: int = 0  # answers of a model without a price (then usd is unknown)
@@ -212,7 +214,7 @@ class Spend:
     by_role: dict[str, dict[str, int]] = field(default_factory=dict)  # role -> requests/prompt/completion/cached
 
     _FIELDS = ("requests", "cache_hits", "errors", "attempts", "prompt_tokens", "completion_tokens",
-               "cached_prompt_tokens", "reasoning_tokens", "usd", "unpriced")
+               "cached_prompt_tokens", "cache_write_tokens", "reasoning_tokens", "usd", "unpriced")
 
     def add_line(self, line: Mapping[str, Any], session: str) -> None:
         self.requests += int(line.get("calls", 0))
@@ -222,6 +224,7 @@ class Spend:
         self.prompt_tokens += int(line.get("prompt", 0))
         self.completion_tokens += int(line.get("completion", 0))
         self.cached_prompt_tokens += int(line.get("cached_prompt", 0))
+        self.cache_write_tokens += int(line.get("cache_write", 0))
         self.reasoning_tokens += int(line.get("reasoning", 0))
         if line.get("usd") is None:
             self.unpriced += 1

@@ -22,6 +22,7 @@ class RoleStats:
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
     reasoning_tokens: int = 0  # the thinking part of completion_tokens (reasoning models)
+    cache_write_tokens: int = 0  # of prompt_tokens, written into the provider's prompt cache
     saved_prompt_tokens: int = 0  # what cache hits would have cost
     saved_completion_tokens: int = 0
     latency_s: float = 0.0  # sum over calls that reached a model
@@ -37,6 +38,7 @@ class RoleStats:
         self.completion_tokens += response.usage.completion_tokens
         self.cached_prompt_tokens += response.usage.cached_prompt_tokens
         self.reasoning_tokens += response.usage.reasoning_tokens
+        self.cache_write_tokens += response.usage.cache_write_tokens
         if response.cached:
             self.cached += 1
             if response.original_usage is not None:
@@ -51,7 +53,7 @@ class RoleStats:
 
     def merge(self, other: "RoleStats") -> None:
         for name in (
-            "calls", "errors", "cached", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "reasoning_tokens",
+            "calls", "errors", "cached", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "reasoning_tokens", "cache_write_tokens",
             "saved_prompt_tokens", "saved_completion_tokens", "latency_s",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))

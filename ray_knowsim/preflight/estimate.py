@@ -26,7 +26,11 @@ How the numbers come about:
 * **Completion lengths** per request: from a previous run (``--from-run DIR``: per-role means per
   call from its session rows; the assistant's per strategy; the extractor's per IU of the graph)
   or, without one, a prior: for the offline model its measured typical lengths, for other backends
-  typical chat-model lengths (below), never above the role's ``max_tokens`` budget. The
+  the lengths of real models' recorded answers (learner 170, extractor 118 per IU, rater 320,
+  termination judge 200: :mod:`ray_knowsim.preflight.priors` measures them on the KnowSim authors'
+  release), never above the role's ``max_tokens`` budget. Thinking: none unless the user states
+  it (``--reasoning-tokens [ROLE=]N`` per request, added to the answer within the budget and
+  billed as output; the summary says which was assumed). The
   ``upper_bound`` totals assume every completion fills its role's budget.
 * **Turns**: ``max_turns`` (the virtual early stop runs every conversation to the end), or the mean
   turns per simulator kind of ``--from-run``.
@@ -35,7 +39,12 @@ How the numbers come about:
   simulators. Retries are not counted.
 * **Cost**: each role's tokens at the price of the model it uses (``price`` on the model entry;
   the offline model is free); ``null`` when a model has no price. Cached prompt tokens: the share
-  ``--from-run`` saw, else none.
+  ``--from-run`` saw, else each turn's stable prefix (the start of its rendered prompt that repeats
+  the session's previous prompt of that role: :func:`stable_prefix_tokens`) when it reaches the
+  price's cache minimum (:func:`cache_tokens`; ``cache_min_tokens``, its ``provider``'s default or
+  1,024, stated in ``assumptions.prompt_cache`` and the summary); what a turn adds to the prefix is
+  written at ``cache_write``. First turns and judges are priced uncached; ``upper_bound`` caches
+  nothing.
 * **Wall time** (minutes): the larger of (a) the latency bound — shards run in waves of
   ``max_concurrent_shards`` (default: CPUs / shard_cpus); a shard's sessions run at once, each
   waiting only for its own requests, one role after the other every turn, and a shard with more
@@ -55,12 +64,12 @@ import math
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ray_knowsim.schema.price import usd_text
+from ray_knowsim.schema.price import NO_PRICE, CacheTerms, Price, usd_text
 from ray_knowsim.backends.registry import BACKENDS, TYPICAL_COMPLETION
 from ray_knowsim.config import RunConfig
 from ray_knowsim.plan.sessions import Inputs, Plan
@@ -84,6 +93,9 @@ class Totals(BaseModel):
     completion_tokens: int = 0
     cost_usd: float | None = 0.0
     minutes: float | None = None
+    cached_prompt_tokens: int = 0  # of prompt_tokens, read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of prompt_tokens, written into it (a premium on some providers)
+    reasoning_tokens: int = 0  # of completion_tokens, the thinking assumed (billed as output)
 
 
 class RoleEstimate(BaseModel):
@@ -92,6 +104,8 @@ class RoleEstimate(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0  # of completion_tokens
     cost_usd: float | None = 0.0
     completion_tokens_per_request: float = 0.0
     models: list[str] = []
@@ -229,6 +243,9 @@ class CompletionModel(BaseModel):
     judge: float
     judge_termination: float
     cached_share: dict[str, float] = {}
+    #: thinking tokens per request a role's model writes on top of its answer (billed as output):
+    #: an assumption the user sets (``run --dry-run --reasoning-tokens``), none by default
+    reasoning: dict[str, float] = {}
     latency_s: dict[str, float] = {}  # measured per role (from a previous run)
     turns: dict[str, float] = {}  # simulator kind -> mean turns (from a previous run)
     source: str
@@ -261,8 +278,8 @@ def prior_completions(cfg: RunConfig) -> CompletionModel:
         assistant_default=float(TutorStrategy.__dataclass_fields__[reply].default),  # the built-ins' mean
         extractor_per_iu=extractor["extractor_per_iu"], judge=judge["judge"], judge_termination=judge["judge_termination"],
         source="prior: each strategy's expected reply length (ray_knowsim.strategies) and each backend's registered "
-               "completion lengths for the other roles (the offline model's measured ones, a typical chat model's "
-               "otherwise; backends/registry.py)",
+               "completion lengths for the other roles (the offline model's measured ones, otherwise those of real "
+               "models' recorded answers in the KnowSim release; backends/registry.py, preflight/priors.py)",
     )
 
 
@@ -336,20 +353,66 @@ def _synthetic(exchanges: int, user_len: float, assistant_len: float) -> list[li
     return out
 
 
+def _turn_requests(live, turn: int, comp: CompletionModel, build: TurnRequests) -> dict[str, Any]:  # noqa: ANN001
+    """The requests per role of ``turn`` (1-based) of ``live`` with a synthetic transcript, each
+    built by the loop's own builder (:class:`ray_knowsim.sim.requests.TurnRequests`)."""
+    a_len = comp.assistant_for(live.spec.assistant_strategy)
+    prior = _synthetic(turn - 1, comp.user_sim, a_len)
+    with_user = prior + [["user", filler(comp.user_sim)]]
+    out = {"user_sim": build.learner(live, prior, turn), "assistant": build.assistant(live, with_user, turn)}
+    if live.structured:
+        out["extractor"] = build.extractor(live, with_user + [["assistant", filler(a_len)]], turn)
+    return out
+
+
+def _counter_of(role: str, live, counters: dict[str, Callable[[str], int]]) -> Callable[[str], int]:  # noqa: ANN001
+    return counters[f"assistant:{live.spec.assistant_model}"] if role == "assistant" else counters[role]
+
+
 def _render_turn(live, turn: int, comp: CompletionModel, counters: dict[str, Callable[[str], int]],  # noqa: ANN001
                  build: TurnRequests) -> dict[str, int]:
-    """Prompt tokens per role for ``turn`` (1-based) of ``live`` with a synthetic transcript, each
-    request built by the loop's own builder (:class:`ray_knowsim.sim.requests.TurnRequests`)."""
-    spec = live.spec
-    a_len = comp.assistant_for(spec.assistant_strategy)
-    prior = _synthetic(turn - 1, comp.user_sim, a_len)
-    out = {"user_sim": prompt_tokens(build.learner(live, prior, turn), counters["user_sim"])}
-    with_user = prior + [["user", filler(comp.user_sim)]]
-    out["assistant"] = prompt_tokens(build.assistant(live, with_user, turn), counters[f"assistant:{spec.assistant_model}"])
-    if live.structured:
-        exchange = with_user + [["assistant", filler(a_len)]]
-        out["extractor"] = prompt_tokens(build.extractor(live, exchange, turn), counters["extractor"])
-    return out
+    """Prompt tokens per role for ``turn`` of ``live`` (:func:`_turn_requests`)."""
+    return {role: prompt_tokens(req, _counter_of(role, live, counters)) for role, req in _turn_requests(live, turn, comp, build).items()}
+
+
+def stable_prefix_tokens(prev: Sequence[Mapping[str, Any]], cur: Sequence[Mapping[str, Any]], count: Callable[[str], int]) -> int:
+    """Tokens at the start of ``cur``'s messages that repeat ``prev``'s: all a provider's prefix
+    cache can serve of ``cur`` after ``prev`` (our prompts put static text first for this)."""
+    total = 0
+    for a, b in zip(prev, cur):
+        if a.get("role") != b.get("role"):
+            break
+        x, y = a.get("content") or "", b.get("content") or ""
+        if x == y:
+            total += count(y)
+            continue
+        shared = os.path.commonprefix([x, y])
+        total += count(shared) if shared else 0
+        break
+    return total
+
+
+def _render_group(live, turns: int, comp: CompletionModel, counters: dict[str, Callable[[str], int]],  # noqa: ANN001
+                  build: TurnRequests) -> tuple[dict[str, int], dict[str, list[int]], dict[str, list[int]]]:
+    """Every turn of one session: its first turn's prompt tokens per role, each turn's growth over
+    the first, and each turn's stable prefix with the turn before (0 for the first)."""
+    rows = [_turn_requests(live, t, comp, build) for t in range(1, turns + 1)]
+    tokens = [{r: prompt_tokens(q, _counter_of(r, live, counters)) for r, q in row.items()} for row in rows]
+    first = tokens[0]
+    growth = {r: [t[r] - first[r] for t in tokens] for r in first}
+    stable = {r: [0] + [stable_prefix_tokens(a[r].messages, b[r].messages, _counter_of(r, live, counters))
+                        for a, b in zip(rows, rows[1:])] for r in first}
+    return first, growth, stable
+
+
+def cache_tokens(stable: Sequence[int], minimum: int) -> tuple[int, int]:
+    """(read, written) prompt tokens of one role over a session's turns, from each turn's stable
+    prefix with the turn before: a turn reads that prefix from the cache when it is at least the
+    provider's ``minimum`` (shorter ones are cached by nobody), and what a turn reads beyond what
+    the turn before it read, that turn wrote (billed at the cache-write price). Within a session
+    only: the first turn reads nothing, though its static instructions may be warm from others."""
+    hits = [s if s >= max(minimum, 1) else 0 for s in stable]
+    return sum(hits), sum(max(0, b - a) for a, b in zip(hits, hits[1:]))
 
 
 def _render_judges(live, turns: int, comp: CompletionModel, counters, prompts: str) -> tuple[int, int | None]:  # noqa: ANN001
@@ -366,12 +429,112 @@ def _render_judges(live, turns: int, comp: CompletionModel, counters, prompts: s
 # ----------------------------------------------------------------------------- the estimate
 
 
-def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | None = None) -> Estimate:
+class _Tally:
+    """The estimate's sums: per role, per condition, at full budgets; each session's share priced
+    at its model's price (with its cached and written prompt tokens)."""
+
+    def __init__(self, roles: Sequence[str], prices: Mapping[str, Any]) -> None:
+        self.per_role = {r: RoleEstimate() for r in roles}
+        self.upper = {r: 0 for r in roles}  # completion tokens at full budgets
+        self.per_cond: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(float)))
+        self.prices = prices
+
+    def add(self, role: str, model: str, condition: str, req: int, prompt: int, compl: int, cached: int = 0,  # noqa: PLR0913
+            written: int = 0, thought: int = 0) -> None:
+        price = self.prices.get(model)
+        cost = price.cost(prompt, compl, cached, written) if price is not None else None
+        e = self.per_role[role]
+        e.requests += req
+        e.prompt_tokens += prompt
+        e.completion_tokens += compl
+        e.cached_prompt_tokens += cached
+        e.cache_write_tokens += written
+        e.reasoning_tokens += thought
+        e.cost_usd = None if e.cost_usd is None or cost is None else e.cost_usd + cost
+        if model not in e.models:
+            e.models.append(model)
+        pc = self.per_cond[condition][role]
+        pc["requests"] += req
+        pc["prompt_tokens"] += prompt
+        pc["completion_tokens"] += compl
+        pc["cost_usd"] = math.nan if cost is None or math.isnan(pc.get("cost_usd", 0.0)) else pc.get("cost_usd", 0.0) + cost
+
+    def totals(self, minutes: float | None) -> tuple[Totals, Totals, dict[str, Totals]]:
+        """The whole run, its upper bound (every completion at its budget, nothing cached) and each condition."""
+        roles = self.per_role.values()
+        total_cost = None if any(e.cost_usd is None for e in roles) else sum(e.cost_usd or 0.0 for e in roles)
+        totals = Totals(requests=sum(e.requests for e in roles), prompt_tokens=sum(e.prompt_tokens for e in roles),
+                        completion_tokens=sum(e.completion_tokens for e in roles), cost_usd=total_cost, minutes=minutes,
+                        cached_prompt_tokens=sum(e.cached_prompt_tokens for e in roles),
+                        cache_write_tokens=sum(e.cache_write_tokens for e in roles),
+                        reasoning_tokens=sum(e.reasoning_tokens for e in roles))
+        upper_cost: float | None = 0.0
+        for role, e in self.per_role.items():
+            for model in e.models:
+                price = self.prices.get(model)
+                if price is None or upper_cost is None:
+                    upper_cost = None
+                    break
+                share = 1.0 / len(e.models)
+                upper_cost += price.cost(e.prompt_tokens * share, self.upper[role] * share)
+        upper = Totals(requests=totals.requests, prompt_tokens=totals.prompt_tokens, completion_tokens=int(sum(self.upper.values())),
+                       cost_usd=upper_cost, minutes=None)
+        conds = {}
+        for cond, by_role in self.per_cond.items():
+            costs = [v.get("cost_usd", math.nan) for v in by_role.values()]
+            conds[cond] = Totals(requests=int(sum(v["requests"] for v in by_role.values())),
+                                 prompt_tokens=int(sum(v["prompt_tokens"] for v in by_role.values())),
+                                 completion_tokens=int(sum(v["completion_tokens"] for v in by_role.values())),
+                                 cost_usd=None if any(math.isnan(c) for c in costs) else float(sum(costs)))
+        return totals, upper, conds
+
+
+def _counters(cfg: RunConfig, plan: Plan, role_model: Mapping[str, str]) -> tuple[dict[str, Callable[[str], int]], dict[str, str]]:
+    counters: dict[str, Callable[[str], int]] = {}
+    names: dict[str, str] = {}
+    for role, key in role_model.items():
+        counters[role], names[role] = token_counter(cfg.models[key].backend, cfg.models[key])
+    for c in plan.conditions:
+        entry = cfg.models[c.assistant]
+        counters[f"assistant:{c.assistant}"], names[f"assistant:{c.assistant}"] = token_counter(entry.backend, entry)
+    return counters, names
+
+
+def _terms(price: Any) -> CacheTerms:
+    """A model's cache terms; an unpriced one's tokens are still cached (they are GPU time or a bill
+    not given here) at the default minimum, stated as assumed."""
+    return (price if price is not None else Price.free()).cache_terms()
+
+
+def cache_assumption(prices: Mapping[str, Any], models: Sequence[str], comp: CompletionModel) -> dict[str, Any]:
+    """What the estimate assumed of each model's prompt cache, in words a user can check (the dry
+    run prints it and estimate.json keeps it): measured shares from ``--from-run``, else each
+    price's cache terms and where its cache minimum came from."""
+    if comp.cached_share:
+        return {"source": f"{comp.source}: the share of prompt tokens it saw cached, per role",
+                "cached_share": {r: round(v, 3) for r, v in comp.cached_share.items()}}
+    terms = {}
+    for key in models:
+        price = prices.get(key)
+        t = _terms(price)
+        terms[key] = {"min_tokens": t.min_tokens, "min_tokens_from": t.min_tokens_from,
+                      "cached_input": t.cached_input if price is not None else None,
+                      "cache_write": t.cache_write if price is not None else None}
+    return {"source": "each turn's stable prefix with the session's previous turn of that role, read from the cache when "
+                      "at least the model's cache minimum; the growth over the turn before written (cache_write price); "
+                      "first turns and judges read nothing", "models": terms}
+
+
+def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | None = None,
+             reasoning: Mapping[str, float] | None = None) -> Estimate:
+    """``reasoning``: thinking tokens per request per role (:func:`parse_reasoning`), added to
+    each answer within the role's budget; none when not given."""
     from ray_knowsim.plan.build import make_context, model_prices
     from ray_knowsim.sim.requests import TurnRequests
     from ray_knowsim.sim.session import shared_indexes, start_session
 
     comp = completions_from_run(from_run) if from_run else prior_completions(cfg)
+    comp.reasoning = dict(reasoning or {})
     config_hash = cfg.config_hash()  # digests every input file: once
     build = TurnRequests.of(make_context(cfg, "dry-run", config_hash))  # what the run's shards get
     prices = model_prices(cfg)
@@ -380,24 +543,16 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
     if judged:
         role_model["judge"] = cfg.roles.settings("judge").model
     budgets = {r: cfg.roles.settings(r).max_tokens for r in ROLES if r != "judge" or judged}
-    counters: dict[str, Callable[[str], int]] = {}
-    counter_names: dict[str, str] = {}
-    for role, key in role_model.items():
-        counters[role], counter_names[role] = token_counter(cfg.models[key].backend, cfg.models[key])
-    for c in plan.conditions:
-        entry = cfg.models[c.assistant]
-        counters[f"assistant:{c.assistant}"], counter_names[f"assistant:{c.assistant}"] = token_counter(entry.backend, entry)
+    counters, counter_names = _counters(cfg, plan, role_model)
 
     def turns_for(structured: bool) -> int:
         got = comp.turns.get("structured" if structured else "baseline", math.nan)
         return max(1, int(round(got))) if got == got and got > 0 else cfg.max_turns
 
-    per_role = {r: RoleEstimate() for r in (*ROLES[:3], *(["judge"] if judged else []))}
-    upper = {r: 0 for r in per_role}  # completion tokens at full budgets
-    per_cond: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(float)))
+    tally = _Tally((*ROLES[:3], *(["judge"] if judged else [])), prices)
     first: dict[str, list[int]] = defaultdict(list)
     largest: dict[str, LargestPrompt] = {}
-    growth: dict[tuple, dict[str, list[int]]] = {}
+    groups: dict[tuple, tuple[dict[str, list[int]], dict[str, list[int]]]] = {}
     judges: dict[tuple, tuple[int, int | None]] = {}
     items = {item_key(task, it.id): it for task, its in inputs.items.items() for it in its}
     index_of = shared_indexes()  # one index per item, as the shards make them (1,008 sessions: 0.47 -> 0.33 CPU-s)
@@ -406,92 +561,77 @@ def estimate(cfg: RunConfig, plan: Plan, inputs: Inputs, from_run: str | Path | 
         item, graph = items[spec.item_key], inputs.graphs[spec.item_key]
         live = start_session(spec, item, graph, cfg.rule_config, index_of(item, graph))
         T = turns_for(live.structured)
-        p1 = _render_turn(live, 1, comp, counters, build)
-        for role, n in p1.items():
-            first[role].append(n)
         gkey = (spec.task, spec.item_id, spec.knowledge_level, spec.assistant_strategy, spec.simulator, spec.assistant_model, T)
-        if gkey not in growth:
-            rows = [p1] + [_render_turn(live, t, comp, counters, build) for t in range(2, T + 1)]
-            growth[gkey] = {role: [r[role] - p1[role] for r in rows] for role in p1}
+        if gkey not in groups:
+            p1, growth, stable = _render_group(live, T, comp, counters, build)
+            groups[gkey] = (growth, stable)
             if judged:
                 judges[gkey] = _render_judges(live, T, comp, counters, cfg.prompts.version)
+        else:
+            p1 = _render_turn(live, 1, comp, counters, build)
+        growth, stable = groups[gkey]
+        for role, n in p1.items():
+            first[role].append(n)
         a_len = comp.assistant_for(spec.assistant_strategy)
-        completion = {"user_sim": comp.user_sim, "assistant": a_len,
-                      "extractor": min(comp.extractor_per_iu * live.index.size, budgets["extractor"])}
-        completion = {r: min(v, budgets[r]) for r, v in completion.items()}
-        session_roles: dict[str, tuple[int, int, int]] = {}  # role -> (requests, prompt, completion)
+        completion = {"user_sim": comp.user_sim, "assistant": a_len, "extractor": comp.extractor_per_iu * live.index.size}
         for role, n1 in p1.items():
-            prompt = sum(n1 + g for g in growth[gkey][role])
-            session_roles[role] = (T, prompt, int(round(completion[role] * T)))
-            upper[role] += budgets[role] * T
             model = spec.assistant_model if role == "assistant" else role_model[role]
-            _keep_largest(largest, f"{role}:{model}", n1, n1 + max(growth[gkey][role]), spec.session_id, live.index.size)
+            prompt = sum(n1 + g for g in growth[role])
+            if comp.cached_share:
+                cached, written = int(round(prompt * comp.cached_share.get(role, 0.0))), 0
+            else:
+                cached, written = cache_tokens(stable[role], _terms(prices.get(model)).min_tokens)
+            answer, thought = _with_thinking(completion[role], comp.reasoning.get(role, 0.0), budgets[role])
+            tally.add(role, model, spec.condition, T, prompt, int(round((answer + thought) * T)), min(cached, prompt), written,
+                      int(round(thought * T)))
+            tally.upper[role] += budgets[role] * T
+            _keep_largest(largest, f"{role}:{model}", n1, n1 + max(growth[role]), spec.session_id, live.index.size)
         if judged:
-            rater, term = judges[gkey]
-            judge_prompt = max(rater, term or 0)
-            _keep_largest(largest, f"judge:{role_model['judge']}", judge_prompt, judge_prompt, spec.session_id, live.index.size)
-            n_req, prompt, compl = 1, rater, min(comp.judge, budgets["judge"])
-            upper["judge"] += budgets["judge"]
-            if term is not None:
-                n_req, prompt, compl = 2, rater + term, compl + min(comp.judge_termination, budgets["judge"])
-                upper["judge"] += budgets["judge"]
-            session_roles["judge"] = (n_req, prompt, int(round(compl)))
-        for role, (req, prompt, compl) in session_roles.items():
-            model = spec.assistant_model if role == "assistant" else role_model[role]
-            cached = int(round(prompt * comp.cached_share.get(role, 0.0)))
-            price = prices.get(model)
-            cost = price.cost(prompt, compl, cached) if price is not None else None
-            e = per_role[role]
-            e.requests += req
-            e.prompt_tokens += prompt
-            e.completion_tokens += compl
-            e.cached_prompt_tokens += cached
-            e.cost_usd = None if e.cost_usd is None or cost is None else e.cost_usd + cost
-            if model not in e.models:
-                e.models.append(model)
-            pc = per_cond[spec.condition][role]
-            pc["requests"] += req
-            pc["prompt_tokens"] += prompt
-            pc["completion_tokens"] += compl
-            pc["cost_usd"] = math.nan if cost is None or math.isnan(pc.get("cost_usd", 0.0)) else pc.get("cost_usd", 0.0) + cost
-    for role, e in per_role.items():
+            _add_judges(tally, largest, judges[gkey], role_model["judge"], spec, comp, budgets["judge"], live.index.size)
+    for role, e in tally.per_role.items():
         e.completion_tokens_per_request = e.completion_tokens / e.requests if e.requests else 0.0
         e.token_counter = "; ".join(sorted({counter_names[k] for k in counter_names if k == role or k.startswith(f"{role}:")}))
 
-    minutes, timing = wall_minutes(cfg, plan, per_role, comp)
-    total_cost = None if any(e.cost_usd is None for e in per_role.values()) else sum(e.cost_usd or 0.0 for e in per_role.values())
-    totals = Totals(requests=sum(e.requests for e in per_role.values()), prompt_tokens=sum(e.prompt_tokens for e in per_role.values()),
-                    completion_tokens=sum(e.completion_tokens for e in per_role.values()), cost_usd=total_cost, minutes=minutes)
-    upper_cost = 0.0
-    for role, e in per_role.items():
-        for model in e.models:
-            price = prices.get(model)
-            if price is None:
-                upper_cost = None
-                break
-            share = 1.0 / len(e.models)
-            if upper_cost is not None:
-                upper_cost += price.cost(e.prompt_tokens * share, upper[role] * share)
-    upper_totals = Totals(requests=totals.requests, prompt_tokens=totals.prompt_tokens, completion_tokens=int(sum(upper.values())),
-                          cost_usd=upper_cost, minutes=None)
-    conds = {}
-    for cond, roles in per_cond.items():
-        costs = [v.get("cost_usd", math.nan) for v in roles.values()]
-        conds[cond] = Totals(requests=int(sum(v["requests"] for v in roles.values())),
-                             prompt_tokens=int(sum(v["prompt_tokens"] for v in roles.values())),
-                             completion_tokens=int(sum(v["completion_tokens"] for v in roles.values())),
-                             cost_usd=None if any(math.isnan(c) for c in costs) else float(sum(costs)))
+    minutes, timing = wall_minutes(cfg, plan, tally.per_role, comp)
+    totals, upper_totals, conds = tally.totals(minutes)
+    models = sorted({m for e in tally.per_role.values() for m in e.models})
     return Estimate(
         name=cfg.name, config_hash=config_hash, n_sessions=plan.n_sessions,
         turns={"structured": turns_for(True), "baseline": turns_for(False)},
-        totals=totals, per_role=per_role, per_condition=conds, upper_bound=upper_totals,
+        totals=totals, per_role=tally.per_role, per_condition=conds, upper_bound=upper_totals,
         first_turn={r: FirstTurn(rendered=len(v), mean_prompt_tokens=float(np.mean(v)), min_prompt_tokens=int(min(v)),
                                  max_prompt_tokens=int(max(v))) for r, v in first.items()},
         assumptions={"completion_source": comp.source, "completion_per_request": comp.model_dump(exclude={"source"}),
                      "token_counters": counter_names, "wall_time": timing, "retries": "not counted",
+                     "prompt_cache": cache_assumption(prices, models, comp),
+                     "reasoning_tokens_per_request": comp.reasoning or "none assumed (set --reasoning-tokens for a model that thinks)",
                      "growth": "per (task, item, level, strategy, simulator) group, every turn rendered with a synthetic transcript"},
         largest_prompts=largest,
     )
+
+
+def _add_judges(tally: _Tally, largest: dict[str, LargestPrompt], rendered: tuple[int, int | None], model: str,  # noqa: PLR0913
+                spec: Any, comp: CompletionModel, budget: int, graph_size: int) -> None:
+    """A session's judge calls: the rater, and a baseline's termination judge (nothing cached: one call each)."""
+    rater, term = rendered
+    judge_prompt = max(rater, term or 0)
+    _keep_largest(largest, f"judge:{model}", judge_prompt, judge_prompt, spec.session_id, graph_size)
+    thinks = comp.reasoning.get("judge", 0.0)
+    answer, thought = _with_thinking(comp.judge, thinks, budget)
+    n_req, prompt = 1, rater
+    tally.upper["judge"] += budget
+    if term is not None:
+        more = _with_thinking(comp.judge_termination, thinks, budget)
+        n_req, prompt, answer, thought = 2, rater + term, answer + more[0], thought + more[1]
+        tally.upper["judge"] += budget
+    tally.add("judge", model, spec.condition, n_req, prompt, int(round(answer + thought)), thought=int(round(thought)))
+
+
+def _with_thinking(answer: float, thinking: float, budget: int) -> tuple[float, float]:
+    """(answer, thinking) tokens of one request within the role's ``max_tokens``, which a reasoning
+    model's thinking counts against (OpenAI's max_completion_tokens): the answer first."""
+    answer = min(answer, budget)
+    return answer, max(0.0, min(thinking, budget - answer))
 
 
 def _keep_largest(largest: dict[str, LargestPrompt], key: str, first: int, last: int, session_id: str, graph_size: int) -> None:
@@ -572,17 +712,19 @@ def write_estimate(est: Estimate, run_dir: Path) -> Path:
     return path
 
 
-__all__ = ["Estimate", "LargestPrompt", "RoleEstimate", "Totals", "char_proxy", "completions_from_run", "estimate", "prior_completions",
-           "request_latency_s", "token_counter", "tokenizer_source", "wall_minutes", "write_estimate"]
+__all__ = ["Estimate", "LargestPrompt", "RoleEstimate", "Totals", "cache_assumption", "cache_lines", "cache_tokens", "char_proxy",
+           "completions_from_run", "estimate", "parse_reasoning", "prior_completions", "reasoning_line", "request_latency_s",
+           "stable_prefix_tokens", "token_counter", "tokenizer_source", "wall_minutes", "write_estimate"]
 
 
-def dry_run(cfg: RunConfig, output: str | Path | None = None, from_run: str | Path | None = None) -> tuple[Estimate, Path]:
+def dry_run(cfg: RunConfig, output: str | Path | None = None, from_run: str | Path | None = None,
+            reasoning: Mapping[str, float] | None = None) -> tuple[Estimate, Path]:
     """Plan the run, estimate it, write RUN_DIR/estimate.json; no model, no Ray, no session."""
     from ray_knowsim.plan.sessions import load_inputs
 
     inputs = load_inputs(cfg)
     plan = Plan(cfg, inputs)
-    est = estimate(cfg, plan, inputs, from_run)
+    est = estimate(cfg, plan, inputs, from_run, reasoning)
     from ray_knowsim.preflight.design import as_records, design_checks
 
     est.design = as_records(design_checks(cfg, {task: len(items) for task, items in inputs.items.items()}))
@@ -593,10 +735,63 @@ def dry_run(cfg: RunConfig, output: str | Path | None = None, from_run: str | Pa
 def summary_lines(est: Estimate) -> list[str]:
     t = est.totals
     cost, up = usd_text(t.cost_usd, digits=2), usd_text(est.upper_bound.cost_usd, digits=2)
-    lines = [f"dry run {est.name}: {est.n_sessions:,} sessions, {t.requests:,} requests, {t.prompt_tokens:,} prompt + "
-             f"{t.completion_tokens:,} completion tokens, cost {cost} (completions at full budgets: {up}), ~{t.minutes:,.1f} min"]
+    lines = [f"dry run {est.name}: {est.n_sessions:,} sessions, {t.requests:,} requests, {t.prompt_tokens:,} prompt "
+             f"({_share(t.cached_prompt_tokens, t.prompt_tokens)} cached) + {t.completion_tokens:,} completion tokens, cost {cost} "
+             f"(completions at full budgets, nothing cached: {up}), ~{t.minutes:,.1f} min"]
     for role, e in est.per_role.items():
         c = usd_text(e.cost_usd, digits=2)
-        lines.append(f"  {role}: {e.requests:,} requests, {e.prompt_tokens:,} prompt / {e.completion_tokens:,} completion tokens, {c}")
+        lines.append(f"  {role}: {e.requests:,} requests, {e.prompt_tokens:,} prompt ({_share(e.cached_prompt_tokens, e.prompt_tokens)} "
+                     f"cached) / {e.completion_tokens:,} completion tokens, {c}")
+    lines += cache_lines(est.assumptions.get("prompt_cache") or {})
+    lines.append(reasoning_line(est))
     lines += [d["line"] for d in est.design]
     return lines
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole:.0%}" if whole else "0%"
+
+
+def reasoning_line(est: Estimate) -> str:
+    """The thinking assumed, or that none was: a reasoning model bills it as output, so an estimate
+    without it under-states such a model's bill by whatever it thinks."""
+    assumed = est.assumptions.get("reasoning_tokens_per_request")
+    if not isinstance(assumed, Mapping) or not assumed:
+        return ("  reasoning: none assumed; a model that thinks bills its thinking as output: "
+                "--reasoning-tokens N (every role) or ROLE=N")
+    per = ", ".join(f"{role} {n:,.0f}" for role, n in assumed.items())
+    return (f"  reasoning: {per} tokens per request assumed, billed as output within max_tokens "
+            f"({est.totals.reasoning_tokens:,} of the completion tokens)")
+
+
+REASONING_ROLES = ("user_sim", "assistant", "extractor", "judge")
+
+
+def parse_reasoning(specs: Sequence[str]) -> dict[str, float]:
+    """``--reasoning-tokens`` values: ``N`` (every role) or ``ROLE=N``, later ones winning."""
+    out: dict[str, float] = {}
+    for spec in specs:
+        role, _, n = spec.rpartition("=")
+        if role and role not in REASONING_ROLES:
+            raise ValueError(f"--reasoning-tokens {spec}: no role {role!r} (one of {', '.join(REASONING_ROLES)})")
+        try:
+            value = float(n)
+        except ValueError:
+            raise ValueError(f"--reasoning-tokens {spec}: {n!r} is not a number of tokens") from None
+        if not value >= 0:
+            raise ValueError(f"--reasoning-tokens {spec}: tokens cannot be negative")
+        out.update({r: value for r in ([role] if role else REASONING_ROLES)})
+    return out
+
+
+def cache_lines(assumed: Mapping[str, Any]) -> list[str]:
+    """The prompt-cache assumption in words (the dry run's terminal lines): a cost that rests on
+    cached prices says what it assumed of each model's cache."""
+    if "cached_share" in assumed:
+        return [f"  prompt cache: {assumed['source']}"]
+    out = ["  prompt cache: " + str(assumed.get("source", "none assumed"))]
+    for key, t in (assumed.get("models") or {}).items():
+        rates = (f"cached ${t['cached_input']:g}, cache write ${t['cache_write']:g} per million prompt tokens"
+                 if t.get("cached_input") is not None else NO_PRICE)
+        out.append(f"    {key}: cache minimum {t['min_tokens']:,} tokens ({t['min_tokens_from']}); {rates}")
+    return out

@@ -56,6 +56,7 @@ class Usage:
     # the part of completion_tokens a reasoning model spent thinking (reported by the server, or
     # estimated from the reasoning text it returned); never part of the transcript
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0  # of prompt_tokens, written into the provider's prompt cache (billed at a premium by some)
 
     @property
     def total(self) -> int:
@@ -66,6 +67,47 @@ class Usage:
         self.completion_tokens += other.completion_tokens
         self.cached_prompt_tokens += other.cached_prompt_tokens
         self.reasoning_tokens += other.reasoning_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+
+
+def _count(block: Any, *names: str) -> int:
+    """The first of ``names`` that ``block`` (a dict) holds as a count, else 0."""
+    if isinstance(block, dict):
+        for name in names:
+            value = block.get(name)
+            if value is not None:
+                return int(value)
+    return 0
+
+
+def usage_from_wire(raw: dict[str, Any]) -> Usage:
+    """A response's ``usage`` block as OpenAI counts it: ``prompt_tokens`` holds every prompt token,
+    the cached and written ones among them. Providers differ in what they send and in what their
+    input count holds, and a cost read from the wrong one is wrong by the whole cached share:
+
+    * OpenAI, Gemini and vLLM: ``prompt_tokens`` with ``prompt_tokens_details.cached_tokens``;
+    * Anthropic's own API: ``input_tokens`` (the UNcached remainder), ``output_tokens``,
+      ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` beside it: added up;
+    * proxies that pass Anthropic through (LiteLLM, OpenRouter): ``prompt_tokens`` (all of them)
+      with ``cache_read_input_tokens`` / ``cache_creation_input_tokens`` at the top, or
+      ``cache_write_tokens`` / ``cache_creation_tokens`` in ``prompt_tokens_details``.
+
+    A ``prompt_tokens`` below its own cached and written counts cannot hold them: they are added.
+    Raises TypeError/ValueError on a block that is not counts (the caller says so once)."""
+    details = raw.get("prompt_tokens_details")
+    cached = _count(details, "cached_tokens") or _count(raw, "cache_read_input_tokens")
+    written = _count(raw, "cache_creation_input_tokens") or _count(details, "cache_write_tokens", "cache_creation_tokens")
+    if raw.get("prompt_tokens") is None and raw.get("input_tokens") is not None:  # Anthropic's own convention
+        prompt, completion = int(raw["input_tokens"]) + cached + written, _count(raw, "output_tokens")
+    else:
+        prompt, completion = _count(raw, "prompt_tokens"), _count(raw, "completion_tokens")
+        if prompt < cached + written:
+            prompt += cached + written
+    usage = Usage(prompt, completion, cached, cache_write_tokens=written)
+    reasoning = raw.get("completion_tokens_details")
+    if isinstance(reasoning, dict) and reasoning.get("reasoning_tokens") is not None:
+        usage.reasoning_tokens = int(reasoning["reasoning_tokens"])
+    return usage
 
 
 @dataclass
@@ -91,4 +133,4 @@ class ChatResponse:
     attempts: int = 1
 
 
-__all__ = ["ROLES", "ChatRequest", "ChatResponse", "Usage"]
+__all__ = ["ROLES", "ChatRequest", "ChatResponse", "Usage", "usage_from_wire"]

@@ -137,7 +137,7 @@ def relabel(
                 "labels_json": json.dumps(labels, sort_keys=True), "error": None if answer.ok else f"{answer.error}: {answer.detail}"[:500],
                 "calls": answer.calls, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
                 "cached_prompt_tokens": u.cached_prompt_tokens,
-                "cost_usd": price.cost(u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens) if price else None,
+                "cost_usd": price.usage_cost(u) if price else None,
             })  # fmt: skip
         return out
 

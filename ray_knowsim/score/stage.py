@@ -79,7 +79,7 @@ async def judge_transcripts(
             ScoreRow(
                 session_id=t.session_id, name=name, judge_model=model_key, judges=",".join(judges),
                 judge_error="; ".join(errors[k]) or None, judge_calls=calls[k], **usage_columns("judge", usage[k]),
-                judge_cost_usd=price.cost(usage[k].prompt_tokens, usage[k].completion_tokens, usage[k].cached_prompt_tokens) if price else None,
+                judge_cost_usd=price.usage_cost(usage[k]) if price else None,
                 judge_prompt_versions=json.dumps(versions[k], sort_keys=True),
                 **_drift_columns(drift[k]),
                 extra_json=json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None, **fixed,

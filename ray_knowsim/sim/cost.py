@@ -19,7 +19,7 @@ def session_cost(usage: Mapping[str, Usage], role_models: Mapping[str, str], pri
             return None
         if u.prompt_tokens == 0 and u.completion_tokens == 0:
             continue
-        total += price.cost(u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens)
+        total += price.usage_cost(u)
     return total
 
 

@@ -168,3 +168,25 @@ def test_a_journal_reads_the_values_json_reads(tmp_path, monkeypatch):
     as_dicts = lambda j: {k: dataclasses.asdict(v) for k, v in j.spend.items()}  # noqa: E731
     assert (fast.header, fast.sent, fast.answered, fast.committed) == (slow.header, slow.sent, slow.answered, slow.committed)
     assert repr(as_dicts(fast)) == repr(as_dicts(slow))  # repr: NaN != NaN, and types count (int vs float)
+
+
+def test_an_anthropic_answer_is_journaled_and_priced_with_its_cache_read_and_write(tmp_path):
+    """The HTTP client reads Anthropic's usage fields; the journal keeps the written tokens and
+    prices them at the write premium, the read ones at the cached price."""
+    import json
+
+    from ray_knowsim.llm.http.response import ResponseReader
+
+    body = {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"input_tokens": 100, "output_tokens": 10, "cache_read_input_tokens": 3000, "cache_creation_input_tokens": 900}}
+    response = ResponseReader("claude", None).read(json.dumps(body).encode())
+    assert (response.usage.prompt_tokens, response.usage.cached_prompt_tokens, response.usage.cache_write_tokens) == (4000, 3000, 900)
+    price = Price(input=3.0, output=15.0, provider="anthropic")  # reads 0.1x, writes 1.25x input
+    j = SpendJournal(tmp_path, unit="shard-000001", config_hash="h", prices={"claude": price})
+    req = ChatRequest(messages=({"role": "user", "content": "x"},), role="extractor", request_id=request_id("s1", "extractor", 1))
+    j.sent(req, "claude")
+    j.answered(req, response, "claude")
+    j.close()
+    s1 = read_journal(j.path).spend["s1"]
+    assert (s1.prompt_tokens, s1.cached_prompt_tokens, s1.cache_write_tokens) == (4000, 3000, 900)
+    assert s1.cost_usd == pytest.approx((100 * 3.0 + 3000 * 0.3 + 900 * 3.75 + 10 * 15.0) / 1e6)

@@ -34,9 +34,12 @@ def test_http_dry_run_counts_with_the_character_proxy_and_respects_rate_limits(t
     # prompts grow over turns: the whole run costs more than 3 x the first turn
     first = est.first_turn["assistant"]
     assert est.per_role["assistant"].prompt_tokens > 3 * first.mean_prompt_tokens * 24 * 0.99
-    # cost: no cached tokens assumed without --from-run
-    want = sum(e.prompt_tokens * 2.0 + e.completion_tokens * 8.0 for e in est.per_role.values()) / 1e6
+    # cost: the stable prefixes of later turns at the cached price (no cache-write premium given)
+    want = sum((e.prompt_tokens - e.cached_prompt_tokens) * 2.0 + e.cached_prompt_tokens * 0.5 + e.completion_tokens * 8.0
+               for e in est.per_role.values()) / 1e6
     assert est.totals.cost_usd == pytest.approx(want)
+    assert est.per_role["extractor"].cached_prompt_tokens > 0.3 * est.per_role["extractor"].prompt_tokens
+    assert est.per_role["judge"].cached_prompt_tokens == 0
     assert est.upper_bound.completion_tokens > est.totals.completion_tokens
     # 240 requests at 60 per minute on one endpoint: at least 4 minutes
     assert est.totals.minutes >= 240 / 60
@@ -155,3 +158,98 @@ def test_the_estimate_shares_one_index_per_item_and_counts_as_with_one_per_sessi
 
     monkeypatch.setattr(session_module, "shared_indexes", lambda: (lambda item, graph: build_index(graph, item.id)))
     assert estimate_module.estimate(cfg, plan, inputs) == shared
+
+
+def test_a_stable_prefix_is_read_from_the_cache_only_from_the_providers_minimum():
+    from ray_knowsim.preflight.estimate import cache_tokens
+
+    # turn 2 shares 500 tokens (under the minimum: cached by nobody), turn 3 1,500, turn 4 1,400, turn 5 2,000
+    assert cache_tokens([0, 500, 1500, 1400, 2000], 1024) == (1500 + 1400 + 2000, 1500 + 600)
+    assert cache_tokens([0, 500, 1500, 1400, 2000], 4096) == (0, 0)
+    assert cache_tokens([0, 0, 0], 0) == (0, 0)
+
+
+def test_the_stable_prefix_counts_what_repeats_the_previous_prompt():
+    from ray_knowsim.preflight.estimate import stable_prefix_tokens
+
+    prev = [{"role": "system", "content": "s" * 400}, {"role": "user", "content": "abcd" * 10 + "old facts"}]
+    cur = [{"role": "system", "content": "s" * 400}, {"role": "user", "content": "abcd" * 10 + "abcd new facts"}]
+    assert stable_prefix_tokens(prev, cur, char_proxy) == 100 + 10  # the system message, then 40 shared characters
+    assert stable_prefix_tokens(prev, [{"role": "user", "content": "s" * 400}], char_proxy) == 0
+
+
+def priced(**price):
+    cfg = http_config(max_turns=6)
+    cfg["models"]["api"]["price"] = {"input": 2.0, "output": 8.0, **price}
+    return cfg
+
+
+def test_a_cache_minimum_above_every_stable_prefix_caches_nothing(tmp_path):
+    est, _ = dry_run(parse_run_config(priced(cached_input=0.2, cache_min_tokens=1_000_000)), tmp_path / "run")
+    assert est.totals.cached_prompt_tokens == 0
+    assert est.totals.cost_usd == pytest.approx((est.totals.prompt_tokens * 2.0 + est.totals.completion_tokens * 8.0) / 1e6)
+    low, _ = dry_run(parse_run_config(priced(cached_input=0.2, cache_min_tokens=16)), tmp_path / "low")
+    assert low.totals.cached_prompt_tokens > 0.5 * low.totals.prompt_tokens
+    assert low.totals.cost_usd < 0.7 * est.totals.cost_usd
+
+
+def test_a_providers_cache_write_premium_is_priced_and_stated(tmp_path):
+    from ray_knowsim.preflight.estimate import summary_lines
+
+    est, _ = dry_run(parse_run_config(priced(provider="anthropic")), tmp_path / "run")
+    t = est.totals
+    assert t.cached_prompt_tokens > 0 and t.cache_write_tokens > 0
+    plain = t.prompt_tokens - t.cached_prompt_tokens - t.cache_write_tokens
+    want = (plain * 2.0 + t.cached_prompt_tokens * 0.2 + t.cache_write_tokens * 2.5 + t.completion_tokens * 8.0) / 1e6
+    assert t.cost_usd == pytest.approx(want)
+    text = "\n".join(summary_lines(est))
+    assert "cache minimum 1,024 tokens (provider anthropic's default)" in text and "cache write $2.5" in text
+    assert est.assumptions["prompt_cache"]["models"]["api"]["min_tokens"] == 1024
+
+
+def test_an_assumed_cache_minimum_is_said_to_be_assumed(tmp_path):
+    from ray_knowsim.preflight.estimate import summary_lines
+
+    est, _ = dry_run(parse_run_config(http_config()), tmp_path / "run")
+    assert "cache minimum 1,024 tokens (assumed: the price names neither cache_min_tokens nor a provider)" in "\n".join(summary_lines(est))
+
+
+def test_stated_reasoning_tokens_are_billed_as_output_within_the_budget(tmp_path):
+    from ray_knowsim.preflight.estimate import summary_lines
+
+    raw = http_config()
+    raw["roles"]["extractor"] = {"model": "api", "max_tokens": 3000}
+    cfg = parse_run_config(raw)
+    plain, _ = dry_run(cfg, tmp_path / "plain")
+    thinks, _ = dry_run(cfg, tmp_path / "thinks", reasoning={"extractor": 2000.0, "judge": 500.0})
+    e0, e1 = plain.per_role["extractor"], thinks.per_role["extractor"]
+    answer = e0.completion_tokens_per_request
+    assert e1.completion_tokens_per_request == pytest.approx(min(answer + 2000, 3000), abs=1)  # the budget holds both
+    assert e1.reasoning_tokens == e1.completion_tokens - e0.completion_tokens > 0 and e0.reasoning_tokens == 0
+    assert thinks.per_role["judge"].reasoning_tokens == 500 * thinks.per_role["judge"].requests
+    assert thinks.per_role["user_sim"].completion_tokens == plain.per_role["user_sim"].completion_tokens
+    extra = sum(thinks.per_role[r].reasoning_tokens for r in ("extractor", "judge")) * 8.0 / 1e6
+    assert thinks.totals.cost_usd == pytest.approx(plain.totals.cost_usd + extra)
+    assert "reasoning: none assumed" in "\n".join(summary_lines(plain))
+    assert "reasoning: extractor 2,000, judge 500 tokens per request assumed" in "\n".join(summary_lines(thinks))
+
+
+def test_reasoning_tokens_are_read_per_role_or_for_all():
+    from ray_knowsim.preflight.estimate import parse_reasoning
+
+    assert parse_reasoning(["1000", "extractor=3000"]) == {"user_sim": 1000, "assistant": 1000, "extractor": 3000, "judge": 1000}
+    for bad in ("learner=5", "extractor=many", "-3"):
+        with pytest.raises(ValueError, match="--reasoning-tokens"):
+            parse_reasoning([bad])
+
+
+def test_the_cli_states_reasoning_and_refuses_it_beside_a_measured_run(tmp_path, capsys):
+    from ray_knowsim.cli.main import main as cli_main
+    from tests.doubles.run_config import write_config
+
+    path = write_config(tmp_path, http_config())
+    assert cli_main(["run", str(path), "--dry-run", "-o", str(tmp_path / "out"), "--reasoning-tokens", "extractor=1000"]) == 0
+    assert "reasoning: extractor 1,000 tokens per request assumed" in capsys.readouterr().out
+    assert cli_main(["run", str(path), "--dry-run", "-o", str(tmp_path / "o2"), "--reasoning-tokens", "9",
+                     "--from-run", str(tmp_path / "out")]) == 2
+    assert "already hold what its models thought" in capsys.readouterr().err

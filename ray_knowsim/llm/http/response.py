@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from ray_knowsim.json_exact import loads_as_json
-from ray_knowsim.schema.chat import ChatResponse, Usage
+from ray_knowsim.schema.chat import ChatResponse, Usage, usage_from_wire
 from ray_knowsim.llm.http.credentials import Secret, mask_secrets
 from ray_knowsim.llm.retry import is_retryable_status
 from ray_knowsim.llm.thinking import strip_thinking
@@ -119,13 +119,7 @@ class ResponseReader:
     def _usage(self, raw: Any) -> Usage:
         if isinstance(raw, dict):
             try:
-                details = raw.get("prompt_tokens_details")
-                cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
-                usage = Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0), cached)
-                details = raw.get("completion_tokens_details")
-                if isinstance(details, dict) and details.get("reasoning_tokens") is not None:
-                    usage.reasoning_tokens = int(details["reasoning_tokens"])
-                return usage
+                return usage_from_wire(raw)
             except (TypeError, ValueError, AttributeError) as exc:
                 if not self._warned_no_usage:
                     self._warned_no_usage = True
