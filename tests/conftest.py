@@ -84,17 +84,47 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
 
 
+# A module's local Ray is kept for the next module that asks for one (a start and a shutdown cost
+# 4-6 s, more on 2 busy cores, and 28 modules ask): it is shut down before the first test that does
+# not ask for it (that test sees no Ray, as before) and at the end of the session.
+_KEPT_RAY = {"ray": None}
+
+
 @pytest.fixture(scope="module")
 def ray_local():
-    """One local Ray (2 CPUs) for the whole module; the engine joins it and leaves it running."""
+    """One local Ray (2 CPUs) for the whole module (kept for a next module that uses it too); the
+    engine joins it and leaves it running."""
     ray = pytest.importorskip("ray")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(address="local", num_cpus=2, object_store_memory=256 * 2**20, include_dashboard=False,
-             logging_level="WARNING", log_to_driver=False)
+    kept, _KEPT_RAY["ray"] = _KEPT_RAY["ray"], None
+    if not (kept is not None and ray.is_initialized()):
+        if ray.is_initialized():
+            ray.shutdown()
+        ray.init(address="local", num_cpus=2, object_store_memory=256 * 2**20, include_dashboard=False,
+                 logging_level="WARNING", log_to_driver=False)
     from ray.data import DataContext
 
     DataContext.get_current().enable_progress_bars = False
     yield ray
-    ray.shutdown()
+    _KEPT_RAY["ray"] = ray
+
+
+def _shut_kept_ray() -> None:
+    ray, _KEPT_RAY["ray"] = _KEPT_RAY["ray"], None
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_kept_ray_for_others(request):
+    """A module none of whose tests asks for ``ray_local`` runs without the Ray a module before
+    kept (module-scoped and autouse, so it runs before the module's own fixtures, some of which
+    start a Ray of their own when none is up)."""
+    if _KEPT_RAY["ray"] is not None and not any(
+            "ray_local" in item.fixturenames for item in request.session.items if item.module is request.module):
+        _shut_kept_ray()
+    yield
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _shut_kept_ray()

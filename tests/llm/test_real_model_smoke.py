@@ -18,9 +18,11 @@ import pytest
 import yaml
 
 # GRAPH, ITEM: the same 3-IU item as the turn-loop test
-from tests.doubles.llm_cpu import GRAPH, ITEM, SERVED_MODEL_NAME, smollm2_dir, vllm_server  # noqa: F401
+from tests.doubles.llm_cpu import GRAPH, ITEM, SERVED_MODEL_NAME, llm_ray, smollm2_dir, vllm_server  # noqa: F401
 
-pytestmark = [pytest.mark.llm_cpu, pytest.mark.slow, pytest.mark.usefixtures("ray_local")]
+# the session's Ray (llm_ray), not a module's: ray_local would shut down the one the engine actor
+# pool of the other real-model tests lives on, and start another (a minute on 2 busy cores)
+pytestmark = [pytest.mark.llm_cpu, pytest.mark.slow, pytest.mark.usefixtures("llm_ray")]
 
 
 def smoke_config(tmp_path, base_url: str, model_dir) -> dict:
