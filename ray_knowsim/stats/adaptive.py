@@ -13,9 +13,12 @@ The family is every pair of every decision (``family: run``) or each decision's 
 (``family: decision``), fixed before the first round, controlled by Holm's step-down over the
 pairs' sequential tests, computed as its exact closure (:func:`ray_knowsim.stats.multiplicity.holm_closure`). For ``pairs`` decisions a
 pair is also resolved when shown within 1/2 +- effect (anytime-valid, at the same local level:
-"equal" and "no difference" cannot both be false nulls of one pair, so one share of alpha covers
-both claims). The same object drives the adaptive runner, the planning replay and the
-statistics-only simulations of the tests, so what is validated is what runs.
+"equal" and "no difference" cannot both be true nulls of one pair, so one share of alpha covers
+both claims); such a family is at Bonferroni's alpha / m, because a share may be passed on only
+when neither null of its pair can still be true
+(:func:`ray_knowsim.stats.multiplicity.family_verdicts`, the rule ``compare`` uses too). The same
+object drives the adaptive runner, the planning replay and the statistics-only simulations of the
+tests, so what is validated is what runs.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Literal, Mapping, Sequence
 
 from ray_knowsim.stats.decide import DEFAULT_PLAY, Decision, Kind, Pair, PairVerdict, PlayRule, family_size
 from ray_knowsim.stats.group_sequential import PairSequence, Spending
-from ray_knowsim.stats.multiplicity import ClosedResult, holm_closure
+from ray_knowsim.stats.multiplicity import family_verdicts
 from ray_knowsim.stats.ranks import higher_is_better
 from ray_knowsim.stats.sequential import AnytimeSequence, equivalent
 from ray_knowsim.stats.winrate import EMPTY, WinCounts
@@ -57,9 +60,10 @@ class Design:
     def sequence(self) -> PairSequence | AnytimeSequence:
         return PairSequence(self.spending) if self.kind == "group_sequential" else AnytimeSequence()
 
-    def describe(self, alpha: float, family: FamilyKind, m: int) -> str:
-        fam = (f"Holm over the family of {m} pairs (every pair of every decision)" if family == "run"
-               else "Holm within each decision's pairs")
+    def describe(self, alpha: float, family: FamilyKind, m: int, equivalence: bool = False) -> str:
+        rule = "Bonferroni (equivalence claims pass no alpha on)" if equivalence else "Holm"
+        fam = (f"{rule} over the family of {m} pairs (every pair of every decision)" if family == "run"
+               else f"{rule} within each decision's pairs")
         if self.kind == "group_sequential":
             test = (f"exact group-sequential sign test (binomial DP over the looks, {self.spending.describe()} alpha "
                     "spending over the pool's rounds, a look every round; repeated confidence intervals from the same "
@@ -106,6 +110,9 @@ class Procedure:
     def family_size(self) -> int:
         return family_size(self.decisions)
 
+    def describe(self) -> str:
+        return self.design.describe(self.alpha, self.family, self.family_size, equivalence=self._equivalence(self.keys()))
+
     def keys(self) -> list[Key]:
         return [(i, p) for i, d in enumerate(self.decisions) for p in d.pairs]
 
@@ -149,13 +156,14 @@ class Procedure:
             seq.add(min(1.0, times[self.decisions[key[0]].task]), c.decisive, c.wins)
         return self._decide(round_no)
 
+    def _equivalence(self, fam: Sequence[Key]) -> bool:
+        """Whether the family makes equivalence claims (then alpha / m: :func:`family_verdicts`)."""
+        return any(self.decisions[i].kind == "pairs" and self.decisions[i].effect is not None for i in {k[0] for k in fam})
+
     def _decide(self, round_no: int) -> dict[int, list[str]]:
         for fam in self._families():
-            if self.multiplicity == "bonferroni":
-                level = self.alpha / len(fam)
-                results = {k: ClosedResult(any(self._own(k, level)), level) for k in fam}
-            else:
-                results = holm_closure(fam, lambda k, lv: any(self._own(k, lv)), self.alpha)
+            results = family_verdicts(fam, self._own, self.alpha, equivalence=self._equivalence(fam),
+                                      bonferroni=self.multiplicity == "bonferroni")
             for key, res in results.items():
                 self.levels[key] = res.level
                 if res.rejected and key not in self.rejected:
