@@ -179,7 +179,7 @@ def record(spec: dict[str, Any], proc: Procedure, status: str, sessions_run: int
            spend_fixed: Spend | None = None, gaps: list[FailureGap] | None = None) -> DecisionsFile:
     return DecisionsFile(config_hash=config_hash, quantity=QUANTITY, spec=spec, decide=spec["decide"],
                          metrics=list(spec["metrics"]), alpha=float(spec["alpha"]), family_size=proc.family_size,
-                         procedure=proc.design.describe(proc.alpha, proc.family, proc.family_size),
+                         procedure=proc.describe(),
                          status=status,  # type: ignore[arg-type]
                          sessions_run=sessions_run, sessions_fixed=sessions_fixed, spend_run=spend_run,
                          spend_fixed=spend_fixed, decisions=decision_records(proc), rounds=list(rounds),

@@ -63,7 +63,7 @@ from ray_knowsim.schema.results import COMPARE_METRICS
 from ray_knowsim.stats.defaults import ALPHA, POWER
 from ray_knowsim.stats import signs as G
 from ray_knowsim.stats.descriptive import clustered_mean, item_sums
-from ray_knowsim.stats.multiplicity import bonferroni, holm_adjusted, holm_closure
+from ray_knowsim.stats.multiplicity import bonferroni, family_verdicts, holm_adjusted
 from ray_knowsim.stats.sequential import equivalence_interval
 from ray_knowsim.stats.sequential import equivalent as equivalent_test
 from ray_knowsim.compare.sentences import verdict_sentence
@@ -307,17 +307,15 @@ def family_key(row: dict, family: str) -> tuple:
 
 
 def _adjust(paired: list[dict], opts: CompareOptions) -> list[dict]:
-    """The family's verdicts: Holm's procedure as its closure (stats.multiplicity.holm_closure)
-    over the rows' exact sign tests -- each rejection passes its share of alpha on, so Holm decides
-    everything Bonferroni does and more, at the same family-wise error -- or Bonferroni when an
-    equivalence margin is asked for (below). One verdict per row: its interval is at the level the
-    closure tested it at (``level``), significant exactly when that interval excludes 1/2. Returns
-    the MDE rows (at the first Holm step, alpha / m). Mutates ``paired``.
-
-    With ``effect``, equivalence claims ride on the same per-row level: each pair has at most one
-    true null among "no difference" and "at least the effect", so alpha / m per row bounds every
-    claim together; Holm's larger later levels would not (a pair tested at alpha after the others
-    are rejected, plus equivalence claims on those others, could exceed alpha)."""
+    """The family's verdicts by the rule every design uses (stats.multiplicity.family_verdicts, as
+    an adaptive run and a replay's fixed design do, so they agree on the same counts): Holm's
+    procedure as its closure over the rows' exact sign tests -- each rejection passes its share of
+    alpha on, so Holm decides everything Bonferroni does and more, at the same family-wise error --
+    or Bonferroni's alpha / m when an equivalence margin is asked for (an equivalence claim must
+    not pass its share on to the direction tests: why in family_verdicts). One verdict per row: its
+    interval is at the level the family tested it at (``level``), significant exactly when that
+    interval excludes 1/2. Returns the MDE rows (at the first Holm step, alpha / m). Mutates
+    ``paired``."""
     families: dict[tuple, list[dict]] = {}
     for r in paired:
         families.setdefault(family_key(r, opts.family), []).append(r)
@@ -327,18 +325,22 @@ def _adjust(paired: list[dict], opts: CompareOptions) -> list[dict]:
         first = opts.alpha / m
         need = G.min_items(first)
         p = [G.sign_test(r["wins"], r["losses"]) for r in rows]
-        if opts.effect is None:
-            closed = holm_closure(range(m), lambda i, lv: p[i] < lv, opts.alpha)
-            levels, p_adj = [closed[i].level for i in range(m)], holm_adjusted(p)
-        else:
-            levels, p_adj = [first] * m, bonferroni(p, m)
+
+        def own(i: int, lv: float) -> tuple[int, bool]:
+            r = rows[i]
+            direction = (1 if r["wins"] > r["losses"] else -1) if p[i] < lv else 0
+            return direction, opts.effect is not None and equivalent_test(r["wins"], r["ties"], r["losses"], opts.effect, lv)
+
+        closed = family_verdicts(range(m), own, opts.alpha, equivalence=opts.effect is not None)
+        levels = [closed[i].level for i in range(m)]
+        p_adj = holm_adjusted(p) if opts.effect is None else bonferroni(p, m)
         for r, level, pa in zip(rows, levels, p_adj):
             v = G.verdict(G.SignCounts(r["wins"], r["losses"], r["ties"]), level)  # direction +1: a is better
             n = r["wins"] + r["losses"]
             theta_lo, theta_hi = equivalence_interval(r["wins"], r["ties"], r["losses"], first)  # THE equivalence test's
             net_lo, net_hi = 2.0 * theta_lo - 1.0, 2.0 * theta_hi - 1.0  # net win rate = 2 x tie-inclusive win rate - 1
             better = (r["condition_a"] if v.direction > 0 else r["condition_b"]) if v.significant else None
-            equivalent = opts.effect is not None and equivalent_test(r["wins"], r["ties"], r["losses"], opts.effect, first)
+            equivalent = opts.effect is not None and equivalent_test(r["wins"], r["ties"], r["losses"], opts.effect, level)
             r.update(win_low_adj=v.ci_low, win_high_adj=v.ci_high, net_low_adj=net_lo, net_high_adj=net_hi,
                      p_adj=float(pa), family_size=m, level=float(level), min_items=need,
                      testable=n >= need or v.significant, significant=v.significant, better=better, effect=opts.effect,

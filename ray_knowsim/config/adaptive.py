@@ -43,9 +43,10 @@ class DesignConfig(Strict):
     # decide: best -- open_pairs: every condition with an unresolved pair keeps running while the
     # decision is open (each rejection passes its alpha on); candidates: only the conditions that
     # can still win and those with an open pair with one (fewer sessions, fewer decisions)
-    # curtail (default): as open_pairs, but a pair stops once it can practically no longer cross,
-    # and a decided decision's open pairs keep running while another decision of the family is
-    # open (their rejections pass alpha on to it) -- docs/adaptive.md, "Several decisions"
+    # curtail (default): as open_pairs, but a pair stops once it can practically no longer cross
+    # (pairs: nor be shown within the effect), and a decided decision's open pairs keep running
+    # while another decision of the family is open (their rejections pass alpha on to it; not with
+    # equivalence claims, which are at alpha / m) -- docs/adaptive.md, "Several decisions"
     in_play: Literal["curtail", "open_pairs", "candidates"] = "curtail"
 
 

@@ -13,9 +13,12 @@ The family is every pair of every decision (``family: run``) or each decision's 
 (``family: decision``), fixed before the first round, controlled by Holm's step-down over the
 pairs' sequential tests, computed as its exact closure (:func:`ray_knowsim.stats.multiplicity.holm_closure`). For ``pairs`` decisions a
 pair is also resolved when shown within 1/2 +- effect (anytime-valid, at the same local level:
-"equal" and "no difference" cannot both be false nulls of one pair, so one share of alpha covers
-both claims). The same object drives the adaptive runner, the planning replay and the
-statistics-only simulations of the tests, so what is validated is what runs.
+"equal" and "no difference" cannot both be true nulls of one pair, so one share of alpha covers
+both claims); such a family is at Bonferroni's alpha / m, because a share may be passed on only
+when neither null of its pair can still be true
+(:func:`ray_knowsim.stats.multiplicity.family_verdicts`, the rule ``compare`` uses too). The same
+object drives the adaptive runner, the planning replay and the statistics-only simulations of the
+tests, so what is validated is what runs.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ from typing import Literal, Mapping, Sequence
 
 from ray_knowsim.stats.decide import DEFAULT_PLAY, Decision, Kind, Pair, PairVerdict, PlayRule, family_size
 from ray_knowsim.stats.group_sequential import PairSequence, Spending
-from ray_knowsim.stats.multiplicity import ClosedResult, holm_closure
+from ray_knowsim.stats.multiplicity import family_verdicts
 from ray_knowsim.stats.ranks import higher_is_better
-from ray_knowsim.stats.sequential import AnytimeSequence, equivalent
+from ray_knowsim.stats.sequential import AnytimeSequence, equivalence_reachable, equivalent
 from ray_knowsim.stats.winrate import EMPTY, WinCounts
 
 Key = tuple[int, Pair]  # (decision index, pair)
@@ -36,8 +39,10 @@ FamilyKind = Literal["run", "decision"]
 
 
 #: ``in_play: curtail``: a pair of an open decision stops when its predictive chance of crossing
-#: by the pool's end at the family's alpha (the largest level it can ever be tested at) is at most
-#: NEED_CHANCE (0: curtailment, it cannot cross even if every remaining item went its way); a
+#: by the pool's end at the largest level it can ever be tested at (alpha; alpha / m in a family
+#: with equivalence claims) is at most NEED_CHANCE (0: curtailment, it cannot cross even if every
+#: remaining item went its way) and (``pairs``) no outcome of its remaining items can show it within
+#: the effect; a
 #: decided (or unreachable) decision's open pair keeps running while another decision of its family
 #: is open and its chance at alpha exceeds HELP_CHANCE (both chosen by measurement on seeds apart
 #: from the reported ones: docs/adaptive.md, "Several decisions in one family")
@@ -57,9 +62,10 @@ class Design:
     def sequence(self) -> PairSequence | AnytimeSequence:
         return PairSequence(self.spending) if self.kind == "group_sequential" else AnytimeSequence()
 
-    def describe(self, alpha: float, family: FamilyKind, m: int) -> str:
-        fam = (f"Holm over the family of {m} pairs (every pair of every decision)" if family == "run"
-               else "Holm within each decision's pairs")
+    def describe(self, alpha: float, family: FamilyKind, m: int, equivalence: bool = False) -> str:
+        rule = "Bonferroni (equivalence claims pass no alpha on)" if equivalence else "Holm"
+        fam = (f"{rule} over the family of {m} pairs (every pair of every decision)" if family == "run"
+               else f"{rule} within each decision's pairs")
         if self.kind == "group_sequential":
             test = (f"exact group-sequential sign test (binomial DP over the looks, {self.spending.describe()} alpha "
                     "spending over the pool's rounds, a look every round; repeated confidence intervals from the same "
@@ -69,9 +75,11 @@ class Design:
         play = {"open_pairs": "every condition with an unresolved pair stays in play",
                 "candidates": "the candidates and the conditions with an open pair with one stay in play",
                 "curtail": ("an unresolved pair keeps running while its decision is open and it can still cross "
-                            f"(predictive chance at alpha above {self.need_chance:g}), and after its decision is decided "
-                            "while another decision of the family is open and its chance is above "
-                            f"{self.help_chance:g}; a stopped pair never resumes")}[self.in_play]
+                            f"(predictive chance at its largest level above {self.need_chance:g})"
+                            + (" or still be shown within the effect" if equivalence else
+                               ", and after its decision is decided while another decision of the family is open and "
+                               f"its chance is above {self.help_chance:g}")
+                            + "; a stopped pair never resumes")}[self.in_play]
         return (f"per pair, the item win rate (wins vs losses over matched items, ties counted); {test}; {fam}, "
                 f"alpha {alpha:g}; decided pairs stay decided; {play}")
 
@@ -105,6 +113,9 @@ class Procedure:
     @property
     def family_size(self) -> int:
         return family_size(self.decisions)
+
+    def describe(self) -> str:
+        return self.design.describe(self.alpha, self.family, self.family_size, equivalence=self._equivalence(self.keys()))
 
     def keys(self) -> list[Key]:
         return [(i, p) for i, d in enumerate(self.decisions) for p in d.pairs]
@@ -149,13 +160,22 @@ class Procedure:
             seq.add(min(1.0, times[self.decisions[key[0]].task]), c.decisive, c.wins)
         return self._decide(round_no)
 
+    def _equivalence(self, fam: Sequence[Key]) -> bool:
+        """Whether the family makes equivalence claims (then alpha / m: :func:`family_verdicts`)."""
+        return any(self.decisions[i].kind == "pairs" and self.decisions[i].effect is not None for i in {k[0] for k in fam})
+
+    def _passes_on(self, fam: Sequence[Key]) -> bool:
+        """Whether a rejection in the family passes its share of alpha on (Holm's closure)."""
+        return self.multiplicity == "holm" and not self._equivalence(fam)
+
+    def _top_level(self, fam: Sequence[Key]) -> float:
+        """The largest level a pair of the family can ever be tested at."""
+        return self.alpha if self._passes_on(fam) else self.alpha / max(1, len(fam))
+
     def _decide(self, round_no: int) -> dict[int, list[str]]:
         for fam in self._families():
-            if self.multiplicity == "bonferroni":
-                level = self.alpha / len(fam)
-                results = {k: ClosedResult(any(self._own(k, level)), level) for k in fam}
-            else:
-                results = holm_closure(fam, lambda k, lv: any(self._own(k, lv)), self.alpha)
+            results = family_verdicts(fam, self._own, self.alpha, equivalence=self._equivalence(fam),
+                                      bonferroni=self.multiplicity == "bonferroni")
             for key, res in results.items():
                 self.levels[key] = res.level
                 if res.rejected and key not in self.rejected:
@@ -185,6 +205,14 @@ class Procedure:
     def _curtails(self) -> bool:
         return self.design.in_play == "curtail" and self.design.kind == "group_sequential"
 
+    def _remaining(self, key: Key) -> int:
+        """The pair's matched items still to come by its pool's end (from its information time)."""
+        seq, c = self.sequences.get(key), self.counts.get(key, EMPTY)
+        if seq is None or not seq.looks or not c.n:
+            return 0
+        t = seq.looks[-1].t
+        return int(round(c.n / t)) - c.n if t > 0 else 0
+
     def _chances(self, key: Key, level: float) -> tuple[float, float]:
         """(up, down): the pair's predictive chance of crossing by its pool's end at ``level``."""
         seq, c = self.sequences.get(key), self.counts.get(key, EMPTY)
@@ -193,28 +221,46 @@ class Procedure:
         memo = ("chances", key, level, len(seq.looks))
         got = self._memo.get(memo)
         if got is None:
-            t = seq.looks[-1].t
-            remaining = int(round(c.n / t)) - c.n if t > 0 else 0
-            got = self._memo[memo] = seq.chances(level, remaining, c.decisive / c.n)
+            got = self._memo[memo] = seq.chances(level, self._remaining(key), c.decisive / c.n)
+        return got
+
+    def _can_be_equivalent(self, key: Key, level: float) -> bool:
+        """Whether some outcome of the pair's remaining items could still show it within the
+        effect at ``level`` (False where the decision makes no equivalence claim)."""
+        d = self.decisions[key[0]]
+        if d.kind != "pairs" or d.effect is None:
+            return False
+        seq, c = self.sequences.get(key), self.counts.get(key, EMPTY)
+        if seq is None or not seq.looks or not c.n:
+            return True
+        memo = ("equivalent", key, level, len(seq.looks))
+        got = self._memo.get(memo)
+        if got is None:
+            got = self._memo[memo] = equivalence_reachable(c.wins, c.ties, c.losses, self._remaining(key), d.effect, level)
         return got
 
     def _curtail(self) -> None:
         """``in_play: curtail``: which unresolved pairs keep running (:meth:`running`). Stopping a
-        pair, by any rule, keeps the error: its looks stay a prefix of the full design's."""
+        pair, by any rule, keeps the error: its looks stay a prefix of the full design's. A pair
+        of an open decision runs while any of its claims can still be reached (issue 49: ``pairs``
+        stopped pairs that could still be shown within the effect); a closed decision's pair runs
+        for the others only where rejections pass alpha on."""
         for fam in self._families():
+            top = self._top_level(fam)
             open_keys = [k for k in fam if k not in self.rejected and k not in self.stopped]
-            alive: dict[Key, tuple[bool, bool]] = {}
+            alive: dict[Key, tuple[bool, bool, bool]] = {}
             for k in open_keys:
-                up, down = self._chances(k, self.alpha)
-                alive[k] = (up > self.design.need_chance, down > self.design.need_chance)
+                up, down = self._chances(k, top)
+                alive[k] = (up > self.design.need_chance, down > self.design.need_chance, self._can_be_equivalent(k, top))
             for i in {k[0] for k in fam}:
                 d = self.decisions[i]
                 if not d.decided and i not in self.unreachable and not self._reachable(i, alive):
                     self.unreachable.add(i)
-            still_open = any(not self.decisions[i].decided and i not in self.unreachable for i in {k[0] for k in fam})
+            still_open = self._passes_on(fam) and any(not self.decisions[i].decided and i not in self.unreachable
+                                                      for i in {k[0] for k in fam})
             for k in open_keys:
                 i = k[0]
-                if not self.decisions[i].decided and i not in self.unreachable:
+                if self._runs_for_itself(i):
                     keep = any(alive[k])
                 elif still_open:
                     level = self.level_of(k) if self.design.help_level == "current" else self.alpha
@@ -224,17 +270,26 @@ class Procedure:
                 if not keep:
                     self.stopped.add(k)
         for i, d in enumerate(self.decisions):
-            d.running = set() if i in self.unreachable else {p for p in d.pairs if self._runs((i, p))}
+            d.running = {p for p in d.pairs if self._runs((i, p))} if d.decided or self._runs_for_itself(i) else set()
+
+    def _runs_for_itself(self, i: int) -> bool:
+        """Whether decision ``i``'s open pairs run for the decision itself: while it is open and can
+        still be decided -- a ``pairs`` decision while it is open at all, because each pair's
+        verdict stands on its own (issue 49: a pair runs while any of its claims can be reached)."""
+        d = self.decisions[i]
+        return not d.decided and (i not in self.unreachable or d.kind == "pairs")
 
     def _runs(self, key: Key) -> bool:
         return key not in self.rejected and key not in self.stopped
 
-    def _reachable(self, i: int, alive: Mapping[Key, tuple[bool, bool]]) -> bool:
+    def _reachable(self, i: int, alive: Mapping[Key, tuple[bool, bool, bool]]) -> bool:
         """Whether decision ``i`` can still be decided: its pairs rejected so far plus those still
-        able to cross (in a direction) can complete a winner, a no-winner cycle or an order."""
+        able to reach a claim (``alive``: up, down, within) can complete a winner, a no-winner
+        cycle, an order, or (``pairs``) every pair resolved."""
         d = self.decisions[i]
+        nothing = (False, False, False)
         if d.kind == "pairs":
-            return True  # equivalence has no curtailment here
+            return all(any(alive.get((i, p), nothing)) for p in d.pairs if not d.resolved(p))
 
         pairs = set(d.pairs)
 
@@ -242,7 +297,7 @@ class Procedure:
             p = (a, b) if (a, b) in pairs else (b, a)
             if d.better(p) is not None:
                 return d.better(p) == a
-            up, down = alive.get((i, p), (False, False))
+            up, down, _ = alive.get((i, p), nothing)
             return up if p[0] == a else down
 
         others = {c: [o for o in d.conditions if o != c] for c in d.conditions}

@@ -14,7 +14,8 @@ better; -1: the second; 0: undecided) and whether it was shown within 1/2 +- ``e
   still helps decide the winner's pairs; a condition leaves play once all its pairs are resolved;
   ``curtail`` (default): as ``open_pairs``, but the family decides which pairs run
   (:meth:`ray_knowsim.stats.adaptive.Procedure.running`): a pair that can practically no longer
-  cross stops, and a decided decision's open pairs keep running while another decision of the
+  reach a claim (cross; in ``pairs`` also be shown within the effect) stops, and a decided
+  decision's open pairs keep running while another decision of the
   family is open; ``candidates`` (the design before ``open_pairs``): a condition that can still win (no one beats it), or whose
   comparison with one is unresolved -- cheaper, but the pairs it stops (say the two weakest) are
   never rejected and their share of alpha never reaches the pair that decides the winner.

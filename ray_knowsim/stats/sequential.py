@@ -99,21 +99,24 @@ class AnytimeSequence:
 BET_FRACTIONS = np.linspace(0.05, 0.95, 19)
 
 
-def equivalence_evidence(wins: int, ties: int, losses: int, theta0: float, below: bool) -> float:
+def equivalence_evidence(wins, ties, losses, theta0: float, below: bool):
     """log of the evidence that the tie-inclusive win rate theta = E[y] (y = 1 win, 1/2 tie, 0
     loss) lies below ``theta0`` (``below``) or above it: a uniform mixture over fixed betting
     fractions of the capital ``prod (1 + lambda (y - theta0))``, a non-negative supermartingale
-    under the opposite hypothesis, so anytime-valid (Ville) and a function of the counts only."""
+    under the opposite hypothesis, so anytime-valid (Ville) and a function of the counts only.
+    Vectorised over arrays of counts (a float for scalar counts), so that
+    :func:`equivalence_reachable` tries every outcome with the same arithmetic."""
     c = BET_FRACTIONS
     if below:  # lambda = -c / (1 - theta0) < 0: gains when y < theta0
         lam = -c / (1.0 - theta0)
     else:
         lam = c / theta0
+    w, t, l = (np.asarray(x, dtype=float)[..., None] for x in (wins, ties, losses))
     with np.errstate(divide="ignore"):
-        logw = (wins * np.log1p(lam * (1.0 - theta0)) + ties * np.log1p(lam * (0.5 - theta0))
-                + losses * np.log1p(-lam * theta0))
-    top = float(np.max(logw))
-    return top + math.log(float(np.mean(np.exp(logw - top))))
+        logw = w * np.log1p(lam * (1.0 - theta0)) + t * np.log1p(lam * (0.5 - theta0)) + l * np.log1p(-lam * theta0)
+    top = np.max(logw, axis=-1)
+    out = top + np.log(np.mean(np.exp(logw - top[..., None]), axis=-1))
+    return float(out) if out.ndim == 0 else out
 
 
 def equivalent(wins: int, ties: int, losses: int, effect: float, level: float) -> bool:
@@ -176,5 +179,22 @@ def equivalence_interval(wins: int, ties: int, losses: int, level: float) -> tup
     return bound(below=False), bound(below=True)
 
 
-__all__ = ["AnytimeSequence", "BET_FRACTIONS", "PRIOR", "equivalence_evidence", "equivalence_interval", "equivalent", "interval",
-           "log_evidence"]
+def equivalence_reachable(wins: int, ties: int, losses: int, remaining: int, effect: float, level: float) -> bool:
+    """Whether some outcome of ``remaining`` more items could still show the pair within the
+    effect (:func:`equivalent` at ``level``): curtailment for the equivalence claim, so that an
+    adaptive ``pairs`` decision stops a pair only when neither of its claims can be reached.
+
+    Only the best outcomes need trying: two ties raise every bet's capital more than a win and a
+    loss (the products differ by lambda^2 / 4), so a best outcome is ties plus items of one kind,
+    ``j`` losses or ``j`` wins -- 2 r + 1 outcomes, tried at once."""
+    r = max(0, int(remaining))
+    j = np.arange(-r, r + 1)
+    w, t, l = wins + np.maximum(0, -j), ties + r - np.abs(j), losses + np.maximum(0, j)
+    thresh = math.log(1.0 / level)
+    ok = ((equivalence_evidence(w, t, l, 0.5 + effect, below=True) >= thresh)
+          & (equivalence_evidence(w, t, l, 0.5 - effect, below=False) >= thresh))
+    return bool(ok.any())
+
+
+__all__ = ["AnytimeSequence", "BET_FRACTIONS", "PRIOR", "equivalence_evidence", "equivalence_interval", "equivalence_reachable",
+           "equivalent", "interval", "log_evidence"]

@@ -168,3 +168,51 @@ def test_a_record_of_the_open_pairs_default_keeps_it_on_resume_and_replay(tmp_pa
         locked_spec(tmp_path, spec_of(recorded_design(tmp_path, named), ["weak", "mid", "strong"], 1))
     again = replay(planted_rows(n_items=30), old.spec)
     assert again["sessions_run"] == old.sessions_run and again["spec"]["design"]["in_play"] == "open_pairs"
+
+
+def _rows_of(values: dict[str, list[float]]) -> pd.DataFrame:
+    """One task, one level, one session per item and condition, KG ``values[condition][item]``."""
+    return pd.DataFrame([dict(task="math", knowledge_level="novice", condition=c, item_id=f"q{i:03d}", trial=0, match="s",
+                              status="ok", kg=v) for c, vs in values.items() for i, v in enumerate(vs)])
+
+
+def _compare_verdict(row) -> str:
+    if row["better"] == row["condition_a"]:
+        return "a_better"
+    if row["better"] == row["condition_b"]:
+        return "b_better"
+    return "within_effect" if row["equivalent"] else "open"
+
+
+# (b, c) tie on every item (within the effect at any level); a against each: 29 wins, 13 losses,
+# 18 ties (sign test p = 0.0195, between alpha/3 and alpha/2) -- and, for Holm, c far above a and b
+_DIFF = [1.0] * 29 + [-1.0] * 13 + [0.0] * 18
+EQUIVALENT_AND_BORDERLINE = {"a": [2.0 + d for d in _DIFF], "b": [2.0] * 60, "c": [2.0] * 60}
+HOLM_PASSES_ON = {"a": [2.0 + d for d in _DIFF], "b": [2.0] * 60, "c": [5.0] * 50 + [2.0] * 10}
+
+
+@pytest.mark.parametrize("values,decide,effect", [(EQUIVALENT_AND_BORDERLINE, "pairs", 0.2), (HOLM_PASSES_ON, "best", None)],
+                         ids=["pairs-effect", "best-holm"])
+def test_the_replays_fixed_design_and_compare_give_the_same_verdicts_on_the_same_counts(values, decide, effect):
+    """One family rule (stats.multiplicity.family_verdicts) for both: before, the replay's fixed
+    design counted (b, c)'s equivalence as a rejection and claimed a better than b and c at
+    alpha/2, where compare (alpha/3 with an effect) claimed nothing."""
+    from ray_knowsim.compare.paired import CompareOptions, analyse
+
+    rows = _rows_of(values)
+    paired = analyse(rows.drop(columns=["status"]), options=CompareOptions(metrics=["kg"], family="level_metric",
+                                                                           effect=effect))["paired"]
+    paired = paired[paired["knowledge_level"] == "novice"]
+    spec = {"decide": decide, "metrics": ["kg"], "family": "decision", "round": {"items": 5, "trials": 1}}
+    out = replay(rows, spec | ({"effect": effect} if effect else {}))
+    (fixed,) = out["fixed_design"]["decisions"]
+    got = {(p["condition_a"], p["condition_b"]): (p["verdict"], p["level"]) for p in fixed["pairs"]}
+    want = {(r["condition_a"], r["condition_b"]): (_compare_verdict(r), r["level"]) for _, r in paired.iterrows()}
+    assert got.keys() == want.keys() and len(got) == 3
+    for pair in got:
+        assert got[pair][0] == want[pair][0], pair
+        assert got[pair][1] == pytest.approx(want[pair][1]), pair
+    if effect:
+        assert got[("b", "c")][0] == "within_effect" and got[("a", "b")][0] == got[("a", "c")][0] == "open"
+    else:
+        assert all(v == "a_better" or v == "b_better" for v, _ in got.values())  # (a, b) at alpha once c's pairs are rejected

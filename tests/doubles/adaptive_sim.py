@@ -77,13 +77,14 @@ class Outcome:
 
 def run_once(draw: Draw, names: Sequence[str], rng: np.random.Generator, *, pool: int = 100, per_round: int = 5,
              alpha: float = 0.05, kind: str = "best", design: Design | None = None, levels: int = 1,
-             higher_is_better: bool = True, procedure: type[Procedure] = Procedure) -> Outcome:
+             higher_is_better: bool = True, procedure: type[Procedure] = Procedure,
+             effect: float | None = None) -> Outcome:
     """One benchmark: ``levels`` independent decisions (one family), rounds of ``per_round`` items
-    (``procedure``: the product's, or an experimental subclass)."""
+    (``procedure``: the product's, or an experimental subclass; ``effect``: ``pairs``' margin)."""
     lv_names = [f"l{j}" for j in range(levels)]
     data = {lv: draw(rng, pool) for lv in lv_names}
     metric = "kg" if higher_is_better else "co"
-    proc = procedure.build(["t"], lv_names, [metric], list(names), kind, alpha, design=design)  # type: ignore[arg-type]
+    proc = procedure.build(["t"], lv_names, [metric], list(names), kind, alpha, effect, design=design)  # type: ignore[arg-type]
     col = {c: j for j, c in enumerate(names)}
     seen: dict[str, dict[str, int]] = {lv: {c: 0 for c in names} for lv in lv_names}  # items each condition ran
     sessions = 0

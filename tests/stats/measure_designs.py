@@ -215,12 +215,31 @@ def family_errors(reps: int = 1000, seed0: int = 5000, levels: int = 3) -> None:
               f"fixed Holm {fixed:.4f}; sessions {share:.3f}", flush=True)
 
 
+def pairs_effect(reps: int = 1000, seed0: int = 49000) -> None:
+    """``decide: pairs`` with effect 0.2 under A/A (issue 49): any (false) direction claim, the
+    share of decisions made and of the fixed design's sessions, per in-play rule, beside the fixed
+    design of the same pool (4 conditions, one decision, pool 100, rounds of 5)."""
+    print(f"A/A pairs, effect 0.2, {reps} benchmarks (seeds {seed0}..{seed0 + reps - 1})")
+    print("| population | in_play | any false direction claim: adaptive / fixed | decided: adaptive / fixed | sessions |")
+    print("|---|---|---|---|---|")
+    for label, draw in (("4 normal conditions", normals([0.0] * 4)), ("4 discrete conditions, many ties", null_discrete(4))):
+        for rule in ("curtail", "open_pairs"):
+            out = [run_once(draw, list("ABCD"), np.random.default_rng(seed0 + r), kind="pairs", effect=0.2,
+                            design=Design(GS, Spending("hsd", -6.0), rule)) for r in range(reps)]
+            f, ff = np.mean([bool(o.claims) for o in out]), np.mean([bool(o.fixed_claims) for o in out])
+            d, fd = np.mean([o.decided for o in out]), np.mean([o.fixed_decided for o in out])
+            share = sum(o.sessions for o in out) / sum(o.sessions_fixed for o in out)
+            print(f"| {label} | `{rule}` | {f:.3f} ({se(f, reps):.3f}) / {ff:.3f} ({se(ff, reps):.3f}) | "
+                  f"{d:.3f} ({se(d, reps):.3f}) / {fd:.3f} ({se(fd, reps):.3f}) | {share:.3f} |", flush=True)
+
+
 def main(reps: int = 300) -> None:
     best_of_four(reps)
     populations(300)
     family_of_decisions(max(reps, 1000))
     errors(max(reps, 1000))
     family_errors(max(reps, 1000))
+    pairs_effect(max(reps, 1000))
 
 
 if __name__ == "__main__":
