@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--address", default=None,
                    help="Ray cluster to join ('auto', 'ray://host:10001', ...); default: RAY_ADDRESS, else a local Ray")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                   help="override a config value (YAML value), e.g. --set trials=2 --set engine.shard_size=8")
+                   help="override a config value (YAML value), e.g. --set trials=2 --set engine.shard_size=8; a path "
+                        "given here is relative to the working directory (one in the file, to the file's folder)")
     p.add_argument("--quiet", "-q", action="store_true", help="no live progress or tables; a final summary line only")
     p.add_argument("--overwrite", action="store_true", help="discard results already in the run directory")
     p.add_argument("--rerun-model-failures", action="store_true",

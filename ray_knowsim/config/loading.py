@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,15 @@ def parse_run_config(data: Any, base_dir: Path | str = ".", source: str = "", ch
     return RunConfig.parse(data, base_dir=base_dir, source=source, check_files=check_files)
 
 
+#: the config keys that hold a path: one given on the command line is the shell's (relative to the
+#: working directory), where one written in the file is relative to the file's folder
+PATH_KEYS = re.compile(r"(init_cache|output_dir|tasks\.\d+\.(items|graphs|init_cache))")
+
+
 def apply_overrides(data: Any, assignments: list[str]) -> Any:
     """``key.path=value`` assignments (value parsed as YAML) applied to the raw config mapping;
-    list items by index (``tasks.0.limit=2``)."""
+    list items by index (``tasks.0.limit=2``). A relative path (:data:`PATH_KEYS`) is made absolute
+    against the working directory, as a shell user means it."""
     for text in assignments:
         key, sep, raw = text.partition("=")
         if not sep or not key:
@@ -31,6 +38,8 @@ def apply_overrides(data: Any, assignments: list[str]) -> Any:
             value = load_yaml(raw, f"--set {key}")
         except yaml.YAMLError as exc:
             raise ConfigError([f"--set {key}: value is not valid YAML ({exc})"]) from None
+        if PATH_KEYS.fullmatch(key) and isinstance(value, str) and value and not value.startswith("pkg:"):
+            value = str(Path.cwd() / Path(value).expanduser())
         node = data
         parts = key.split(".")
         for depth, part in enumerate(parts):

@@ -144,3 +144,23 @@ def test_shipped_run_configs_validate(monkeypatch):
     for name in RUN_CONFIGS:
         load_run_config(root / name, check_files=False)  # schema, references and rules
     load_run_config(root / "demo.yaml")  # the demo's data ships with the package
+
+
+def test_a_path_given_with_set_is_the_shells_and_one_in_the_file_the_files(tmp_path, monkeypatch):
+    """`--set tasks.0.items=mine.jsonl` names the file beside the user, not beside the config."""
+    from ray_knowsim.config import load_run_config
+
+    folder, shell = tmp_path / "configs", tmp_path / "work"
+    folder.mkdir()
+    shell.mkdir()
+    (folder / "run.yaml").write_text(
+        "name: t\ntasks: [{name: math, items: items.jsonl, graphs: pkg:demo/iu_math.json}]\n"
+        "models: {m: {backend: offline}}\nroles: {user_sim: m, extractor: m, assistant: {model: m}}\n"
+        "conditions: [{strategy: minimal}]\n")
+    monkeypatch.chdir(shell)
+    cfg = load_run_config(folder / "run.yaml", check_files=False)
+    assert cfg.resolve(cfg.tasks[0].items) == folder / "items.jsonl"  # the file's own: beside it
+    cfg = load_run_config(folder / "run.yaml", check_files=False,
+                          overrides=["tasks.0.items=mine.jsonl", "tasks.0.graphs=pkg:demo/iu_math.json"])
+    assert cfg.resolve(cfg.tasks[0].items) == shell / "mine.jsonl"  # the shell's: beside the user
+    assert cfg.tasks[0].graphs == "pkg:demo/iu_math.json"
