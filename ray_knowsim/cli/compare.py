@@ -60,7 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", type=float, default=ALPHA, help=f"family-wise error rate per family (default {ALPHA})")
     p.add_argument("--power", type=float, default=POWER, help=f"power for the minimum detectable effect (default {POWER})")
     p.add_argument("--family", choices=("run", "level_metric"), default="run",
-                   help="Bonferroni family: the whole comparison (default) or each (task, level, metric)")
+                   help="the family the multiplicity correction covers (Holm's procedure; Bonferroni with --effect): the "
+                        "whole comparison (default) or each (task, level, metric)")
     p.add_argument("--allow-incomplete", action="store_true",
                    help="rank runs that hold fewer sessions than planned (interrupted, stopped on failures, still running); "
                         "refused without it, since such a ranking may differ from the full runs'. The page says so")

@@ -15,6 +15,8 @@ together, so it is NOT each run's own mean rank; ``mean_rank_in_run`` gives that
 
 from __future__ import annotations
 
+from ray_knowsim.stats.multiplicity import correction_name
+
 import html
 import math
 from typing import Sequence
@@ -148,9 +150,12 @@ def render_html(board_: pd.DataFrame, paired: pd.DataFrame, metrics: Sequence[st
     return "\n".join(out)
 
 
-NOTE = ("A cell lists the metrics on which the row's condition beats the column's: exact sign test over items "
-        "(each item's mean paired difference; tied items count in the totals, not in the test), Holm over the family, "
-        "so a listed win is one whose win-rate interval at its family level excludes 1/2.")
+def beats_note(paired: pd.DataFrame) -> str:
+    """What a cell of the who-beats-whom matrix means (the correction as compare applied it)."""
+    effect = "effect" in paired.columns and bool(paired["effect"].notna().any())
+    return ("A cell lists the metrics on which the row's condition beats the column's: exact sign test over items "
+            f"(each item's mean paired difference; tied items count in the totals, not in the test), {correction_name(effect)} "
+            "over the family, so a listed win is one whose win-rate interval at its family level excludes 1/2.")
 
 
 def beats_html(paired: pd.DataFrame, task: str, level: str, alpha: float = ALPHA) -> str:
@@ -175,7 +180,7 @@ def beats_html(paired: pd.DataFrame, task: str, level: str, alpha: float = ALPHA
             cells.append(f"<td class='{'win' if ms else ''}'>{e(', '.join(m.upper() for m in ms))}</td>")
         rows.append(f"<tr><th>{e(a)}</th>{''.join(cells)}</tr>")
     return (f"<h3>Who beats whom — {e(str(task))}, level {e(level)}</h3>"
-            f"<p class='note'>{e(NOTE)}</p>"
+            f"<p class='note'>{e(beats_note(paired))}</p>"
             f"<table><thead><tr><th>row beats column</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
@@ -194,4 +199,4 @@ def beats_markdown(paired: pd.DataFrame, task: str, level: str, alpha: float = A
     return out
 
 
-__all__ = ["COLUMNS", "NOTE", "beats_html", "beats_markdown", "leaderboard", "ranked_set_text", "render_html"]
+__all__ = ["COLUMNS", "beats_html", "beats_note", "beats_markdown", "leaderboard", "ranked_set_text", "render_html"]

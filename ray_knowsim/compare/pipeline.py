@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ray_knowsim.stats.multiplicity import correction_name
+
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,7 +122,7 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
         "Mean [95% item-clustered CI] of the level-marginal (unweighted mean of the level means; the run's tables show "
         "the same): description only (CO, PO and cost: lower is better).",
         f"Verdicts: exact sign test over items (each item's mean paired difference; tied items counted, not tested), "
-        f"{'Bonferroni' if effect else 'Holm (its closure)'} over {'the whole comparison' if family == 'run' else 'each (task, level, metric)'} "
+        f"{correction_name(bool(effect))} over {'the whole comparison' if family == 'run' else 'each (task, level, metric)'} "
         f"at alpha {alpha}: a result is significant exactly when its win-rate interval at the row's family level excludes 1/2"
         + (f"; a pair is equivalent when its adjusted win rate (ties half) lies inside 1/2 ± {effect:g}." if effect else "."),
         *sorted(set(tables["leaderboard"]["ranked_set"])),
@@ -139,11 +141,11 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
             "options": opts.model_dump(), "family": ("every paired row of the comparison" if family == "run" else "per (task, knowledge_level, metric): its condition pairs"),
             "quantity": "item win rate",
             "unit": "items: each item contributes the sign of its mean paired difference (level-marginal: mean over levels)",
-            "test": "exact two-sided sign test over items (ties dropped); Holm's procedure as its closure over the family "
-                    "(p_adj = Holm's adjusted p-value; Bonferroni when an equivalence effect is asked for)",
+            "test": f"exact two-sided sign test over items (ties dropped); {correction_name(effect is not None)} over the "
+                    "family (p_adj: the correction's adjusted p-value)",
             "verdict": "significant <=> the Clopper-Pearson win-rate interval at 1 - level excludes 1/2 (level: the row's "
-                       "Holm level, alpha / family_size up to alpha) <=> p_adj < alpha; no result is possible below "
-                       "min_items non-tied items at Holm's first step",
+                       "family level, alpha / family_size up to alpha) <=> p_adj < alpha; no result is possible below "
+                       "min_items non-tied items at the first level, alpha / family_size",
             "leaderboard": "per (task, metric), level-marginal: ordered by mean item rank 1 + sum_j (1 - theta_ij) "
                            "(theta_ij = (wins + ties/2) / matched items), never against a significant verdict (a cycle "
                            "shares one position, named in 'cycle'); star = significantly beats every other condition",

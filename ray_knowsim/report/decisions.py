@@ -13,8 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from ray_knowsim.schema.price import NO_PRICE, usd_text
-from ray_knowsim.compare.leaderboard import NOTE as BEATS_NOTE
-from ray_knowsim.compare.leaderboard import beats_html, beats_markdown
+from ray_knowsim.compare.leaderboard import beats_html, beats_markdown, beats_note
 from ray_knowsim.stats.defaults import ALPHA
 from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse
 from ray_knowsim.schema.states import level_order
@@ -29,8 +28,8 @@ from ray_knowsim.report.verdicts import RunVerdicts, from_compare, from_record
 from ray_knowsim.score.store import RunScores
 
 log = logging.getLogger(__name__)
-NOTE = (BEATS_NOTE + f" The family is every comparison of the run (alpha {ALPHA}); CO and PO count lower as better. "
-        "Details with intervals and minimum detectable effects: ray-knowsim compare RUN_DIR --out DIR.")
+FAMILY_NOTE = (f" The family is every comparison of the run (alpha {ALPHA}); CO and PO count lower as better. "
+               "Details with intervals and minimum detectable effects: ray-knowsim compare RUN_DIR --out DIR.")
 
 
 def decision_sections(run_dir: str | Path, scores: RunScores | None = None,
@@ -72,6 +71,7 @@ def decision_sections(run_dir: str | Path, scores: RunScores | None = None,
         tables = analyse(run.sessions, run.conditions, CompareOptions(metrics=default_metrics(run.sessions), alpha=ALPHA))
         paired = tables["paired"]
         verdicts = from_compare(paired, ALPHA, "every comparison of the run")
+        note = beats_note(paired) + FAMILY_NOTE
         blocks, md_blocks = [], []
         for task in sorted(paired["task"].unique()):
             here = [v for v in paired[paired["task"] == task]["knowledge_level"].unique() if v != ALL_LEVELS]
@@ -82,9 +82,9 @@ def decision_sections(run_dir: str | Path, scores: RunScores | None = None,
         h, m = _sentences(verdicts, "Verdicts")
         h2, m2 = _board_sections(verdicts, (ALL_LEVELS,))
         html_parts.append('<section id="who-beats-whom"><h2>Who beats whom</h2>'
-                          f'<p class="lead">{html.escape(NOTE)}</p>{"".join(blocks)}</section>')
+                          f'<p class="lead">{html.escape(note)}</p>{"".join(blocks)}</section>')
         html_parts += [h, h2]
-        md += ["## Who beats whom", "", NOTE, "", *md_blocks, *m, *m2]
+        md += ["## Who beats whom", "", note, "", *md_blocks, *m, *m2]
     reader = reader if reader is not None else RunReader.open(run_dir)
     if reader.sessions.files:
         scores = scores if scores is not None else RunScores.load(run_dir, reader)

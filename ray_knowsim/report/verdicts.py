@@ -10,6 +10,8 @@ a condition that significantly beats every other condition there (:func:`ray_kno
 
 from __future__ import annotations
 
+from ray_knowsim.stats.multiplicity import correction_name
+
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -68,6 +70,11 @@ def _verdicts(source, method, pairs, conds) -> RunVerdicts:
     return RunVerdicts(source, method, pairs, {k: b.star for k, b in boards.items() if b.star is not None}, boards)
 
 
+def _with_effect(paired: pd.DataFrame) -> bool:
+    """Whether compare asked for equivalence (its rows carry the margin)."""
+    return "effect" in paired.columns and bool(paired["effect"].notna().any())
+
+
 def from_compare(paired: pd.DataFrame, alpha: float, family: str) -> RunVerdicts:
     """compare's fixed-sample verdicts (the ``paired`` table of :func:`ray_knowsim.compare.paired.analyse`)."""
     pairs = [PairView(r.task, r.knowledge_level, r.metric, r.condition_a, r.condition_b, int(r.wins), int(r.losses), int(r.ties),
@@ -78,7 +85,7 @@ def from_compare(paired: pd.DataFrame, alpha: float, family: str) -> RunVerdicts
         here += [c for c in (p.a, p.b) if c not in here]
     method = ("Verdicts (who beats whom, ★, sentences): per pair of conditions and metric, each item is a win, loss or tie "
               "of its mean paired difference; exact two-sided sign test of wins against losses with its Clopper-Pearson "
-              f"win-rate interval, Holm over {family} at alpha {alpha:g} (a result is significant exactly when the "
+              f"win-rate interval, {correction_name(_with_effect(paired))} over {family} at alpha {alpha:g} (a result is significant exactly when the "
               "interval at its family level excludes 1/2). ★ = the condition that significantly beats every other condition on "
               "that metric and level.")
     return _verdicts("fixed", method, pairs, conds)

@@ -28,7 +28,7 @@ from typing import Literal, Mapping, Sequence
 
 from ray_knowsim.stats.decide import DEFAULT_PLAY, Decision, Kind, Pair, PairVerdict, PlayRule, family_size
 from ray_knowsim.stats.group_sequential import PairSequence, Spending
-from ray_knowsim.stats.multiplicity import family_verdicts
+from ray_knowsim.stats.multiplicity import family_verdicts, correction_name
 from ray_knowsim.stats.ranks import higher_is_better
 from ray_knowsim.stats.sequential import AnytimeSequence, equivalence_reachable, equivalent
 from ray_knowsim.stats.winrate import EMPTY, WinCounts
@@ -63,7 +63,7 @@ class Design:
         return PairSequence(self.spending) if self.kind == "group_sequential" else AnytimeSequence()
 
     def describe(self, alpha: float, family: FamilyKind, m: int, equivalence: bool = False) -> str:
-        rule = "Bonferroni (equivalence claims pass no alpha on)" if equivalence else "Holm"
+        rule = correction_name(equivalence)
         fam = (f"{rule} over the family of {m} pairs (every pair of every decision)" if family == "run"
                else f"{rule} within each decision's pairs")
         if self.kind == "group_sequential":

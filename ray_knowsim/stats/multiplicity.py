@@ -103,4 +103,11 @@ def family_verdicts(keys: Iterable[K], own: Callable[[K, float], tuple[int, bool
     return holm_closure(keys, lambda k, lv: own(k, lv)[0] != 0, alpha)
 
 
-__all__ = ["ClosedResult", "bonferroni", "family_verdicts", "holm_adjusted", "holm_closure"]
+def correction_name(equivalence: bool) -> str:
+    """The multiplicity correction in words, for every surface that states it (compare's notes and
+    --help, the report, the viewer, an adaptive record): the one rule :func:`family_verdicts` applies."""
+    return ("Bonferroni (alpha / m: an equivalence claim passes no alpha on)" if equivalence
+            else "Holm's procedure (its closure: a rejection passes its alpha on)")
+
+
+__all__ = ["ClosedResult", "bonferroni", "correction_name", "family_verdicts", "holm_adjusted", "holm_closure"]

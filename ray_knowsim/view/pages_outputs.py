@@ -6,6 +6,8 @@ comparison links back to the runs it read.
 
 from __future__ import annotations
 
+from ray_knowsim.stats.multiplicity import correction_name
+
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -165,7 +167,7 @@ def compare(entry: Entry, info: dict[str, Any], related: Sequence[tuple[str, str
         items += (f'<details id="verdicts-per-level"{" open" if not overall else ""}><summary>{len(per_level):,} verdict(s) within one '
                   f'knowledge level</summary><ul class="verdicts">{listed(per_level)}</ul></details>')
     too_few = "".join(f'<p class="problems too-few">{e(t)}</p>' for t in info.get("too_few_items") or [])
-    lead = (f"Exact sign test over items, Holm over {e(family or 'the family')}"
+    lead = (f"Exact sign test over items, {e(correction_name(opts.get('effect') is not None))} over {e(family or 'the family')}"
             + (f" at alpha {e(opts.get('alpha'))}" if opts.get("alpha") is not None else "") + "; every verdict with its counts. "
             "Pairs without a verdict are in paired.csv (each with its sentence).")
     body.append(f'<section id="compare-verdicts"><h2>Verdicts ({len(verdicts):,})</h2><p class="lead">{lead}</p>{too_few}'
