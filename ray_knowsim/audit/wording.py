@@ -123,7 +123,7 @@ AT_LENGTH_SHARE = 0.5
 #: planted turns, 0.2 79 %; no offline well_explained label falls under either.
 UNTOUCHED_SHARE = 0.3
 #: a reply covers an IU at length WITHOUT naming it from this share of its evidence (docs/audit.md:
-#: set on the labelled paraphrases of tests/audit/paraphrases.py)
+#: set on the labelled paraphrases of tests/doubles/audit_paraphrases.py)
 UNNAMED_SHARE = 0.7
 #: a sentence is ABOUT an IU when that IU is the one it carries most, at least ABOUT_SHARE of its
 #: evidence and ABOUT_MARGIN times the runner-up's share (a tutor's sentence teaches one step;

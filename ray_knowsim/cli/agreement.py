@@ -41,7 +41,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--re-extract", action="store_true",
                    help="have each other run's extractor label all the reference's exchanges (asks its model; resumable, costed)")
     p.add_argument("--address", default=None, help="with --re-extract and a vllm extractor or an endpoint with a quota: the Ray cluster to join, whose runs share the quota (default: RAY_ADDRESS, else a local Ray)")
-    p.add_argument("--n-boot", type=int, default=None, help="deprecated, no effect: compare runs no bootstrap (a warning says so)")
     p.set_defaults(func=main)
 
 
@@ -56,9 +55,6 @@ def main(args: argparse.Namespace) -> int:
     from ray_knowsim.score.run_stage import ScoreError
     from ray_knowsim.io.rundir import RunDirError
 
-    from ray_knowsim.cli.compare import deprecated_flags
-
-    deprecated_flags("agreement", args, {"n_boot": "--n-boot"})
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     try:
         result = agreement(args.runs, args.out, reference=args.reference, metrics=metrics, alpha=args.alpha,

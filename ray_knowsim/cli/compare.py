@@ -29,22 +29,6 @@ from pathlib import Path
 from ray_knowsim.stats.defaults import ALPHA, POWER
 
 
-#: why --n-boot/--seed do nothing (issue 28): said on stderr when one is given, never silently dropped
-NO_BOOTSTRAP = ("compare runs no bootstrap: P(best), the bootstrap share these flags sized, was removed (a share of replicates "
-                "on means is neither a probability nor the quantity verdicts test); verdicts are exact sign tests and the "
-                "intervals item-clustered t intervals, neither random; the flag will be removed")
-
-
-def deprecated_flags(command: str, args: argparse.Namespace, flags: dict[str, str]) -> list[str]:
-    """One stderr warning per deprecated flag given on the command line (``flags``: argparse dest
-    -> flag); returns the warnings printed."""
-    out = [f"ray-knowsim {command}: warning: {flag} is deprecated and has no effect: {NO_BOOTSTRAP}"
-           for dest, flag in flags.items() if getattr(args, dest, None) is not None]
-    for line in out:
-        print(line, file=sys.stderr)
-    return out
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("compare", help="paired condition comparisons and a leaderboard across runs",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -52,8 +36,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--metrics", default=None, help="comma-separated metric columns (default: kg,nkg,dc,ic,co,po,engagement,iq "
                                                    "with data, plus cost_usd when priced)")
-    p.add_argument("--n-boot", type=int, default=None, help=f"deprecated, no effect: {NO_BOOTSTRAP} (a warning says so)")
-    p.add_argument("--seed", type=int, default=None, help="deprecated, no effect (as --n-boot; compare draws nothing at random)")
     p.add_argument("--effect", type=float, default=None,
                    help="equivalence margin of the win rate (ties half; the same scale as adaptive.effect): a pair whose "
                         "adjusted interval lies inside 1/2 +- EFFECT is reported as differing by less than it (tied items count)")
@@ -73,7 +55,6 @@ def main(args: argparse.Namespace) -> int:
     from ray_knowsim.compare.runs import IncompatibleRuns
     from ray_knowsim.io.rundir import RunDirError
 
-    deprecated_flags("compare", args, {"n_boot": "--n-boot", "seed": "--seed"})
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     try:
         result = compare_runs(args.runs, args.out, metrics=metrics, alpha=args.alpha, power=args.power, family=args.family, allow_incomplete=args.allow_incomplete, effect=args.effect)

@@ -1,5 +1,5 @@
 """Planted errors at the density real ones have: one kind per session, one or two plants on
-non-consecutive turns of 6, in paraphrase (tests/audit/sessions.py), and as many clean sessions.
+non-consecutive turns of 6, in paraphrase (tests/doubles/audit_sessions.py), and as many clean sessions.
 Pure Python, no Ray: seconds. The floors are the measured rates (docs/audit.md); the learner's
 claims and uses of unaware IUs in other words are below the issue's 90 % goal and say so."""
 
@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from ray_knowsim.audit.checks import audit_session
-from tests.audit.sessions import KINDS, corpus
+from tests.doubles.audit_sessions import KINDS, corpus
 
 #: kind -> the share of planted sessions that must be flagged (measured on 8 sessions per item and kind)
 FLOOR = {

@@ -1,5 +1,5 @@
 """The audit reads a tutor who teaches in other words: the labelled paraphrases of
-tests/audit/paraphrases.py (50 taught IUs over the 4 demo maths items) set the 'about' rule's
+tests/doubles/audit_paraphrases.py (50 taught IUs over the 4 demo maths items) set the 'about' rule's
 thresholds, and worked expressions and short final answers are recognised as written."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from ray_knowsim.audit.checks import asked_noun, states_answer
 from ray_knowsim.audit.wording import about, content_words, graph_words, math_atoms
 from ray_knowsim.demo import demo_graphs
-from tests.audit.paraphrases import PARAPHRASES, TUNING
-from tests.audit.sessions import ITEMS
+from tests.doubles.audit_paraphrases import PARAPHRASES, TUNING
+from tests.doubles.audit_sessions import ITEMS
 
 
 def labelled(items: tuple[str, ...]) -> tuple[int, int, int, int]:

@@ -4,7 +4,7 @@ from the reference data or a model), they are
 
 * the labelled set the audit's coverage thresholds are set on (``tutor``: a reply that teaches
   the IU; ``also``: the other IUs such a reply cannot help touching, left out of the negatives);
-* the text of the planted sessions (tests/audit/sessions.py): ``learner`` works with the IU
+* the text of the planted sessions (tests/doubles/audit_sessions.py): ``learner`` works with the IU
   without any sign of confusion, ``gist`` is a noun phrase a learner claims to understand.
 
 Items 01 and 02 are the tuning half, 03 and 04 the held-out half (docs/audit.md reports both).

@@ -1,5 +1,5 @@
 """Sessions over the demo maths items at the density real errors have, written from the
-hand-made paraphrases (tests/audit/paraphrases.py), without Ray or a model.
+hand-made paraphrases (tests/doubles/audit_paraphrases.py), without Ray or a model.
 
 A clean session: the tutor teaches one or two IUs a turn in other words than the graph's, the
 extractor labels what was taught (and shallow what the reply cannot help touching), the state
@@ -18,7 +18,7 @@ from pathlib import Path
 from ray_knowsim.audit.checks import SessionFacts, TurnFacts, final_answer
 from ray_knowsim.demo import demo_graphs
 from ray_knowsim.schema.states import KNOWS_WELL, PARTIAL, STRUGGLING, UNAWARE
-from tests.audit.paraphrases import PARAPHRASES
+from tests.doubles.audit_paraphrases import PARAPHRASES
 
 ITEMS = {row["id"]: row for row in map(json.loads, (Path(__file__).resolve().parents[2] / "ray_knowsim/demo/math.jsonl").read_text().splitlines())}
 #: planted kind -> the audit kinds that count as finding it
