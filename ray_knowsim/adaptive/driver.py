@@ -30,7 +30,7 @@ from ray_knowsim.plan.sessions import session_id
 from ray_knowsim.plan.build import RunError, prepare
 from ray_knowsim.run.fan_out import ray_options, ray_session, run, write_run_tables
 from ray_knowsim.io.decisions import read_decisions, write_decisions
-from ray_knowsim.io.rundir import RunReader
+from ray_knowsim.io.rundir import RunReader, sessions_text
 from ray_knowsim.schema.decisions import DecisionsFile, Spend
 from ray_knowsim.stats.adaptive import Procedure
 
@@ -206,6 +206,9 @@ def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Pa
         return False
 
     def fetch(round_no: int, wanted: set, new: list) -> pd.DataFrame:
+        if not quiet:  # the round's header, in the words of the final line and the viewer (io/rundir.py)
+            print(f"adaptive round {round_no}: {sessions_text(len(wanted), sessions_fixed)} asked for "
+                  f"({len(new):,} new)", flush=True)
         outcome = run(cfg, address=address, output=run_dir.root, quiet=quiet, tables=False, print_tables=False,
                       config_file=None, console=console, sessions=ids(wanted), rerun_model_failures=rerun_model_failures,
                       preflight=round_preflight(round_no, preflight, quiet))

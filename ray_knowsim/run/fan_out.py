@@ -226,7 +226,9 @@ def run(
                 display.log(f"{work.kept[MODEL]} session(s) failed on the model's answer and stay results "
                             "(rerun them with --rerun-model-failures)")
             if work.shards:
-                display.log(f"run {run_id}: {plan.n_sessions} sessions in {plan.n_shards} shards; "
+                asked = f"{plan.n_sessions} sessions in {plan.n_shards} shards" if sessions is None else \
+                    f"{len(sessions):,} sessions asked for"  # (an adaptive round: its driver says of how many planned)
+                display.log(f"run {run_id}: {asked}; "
                             f"{work.committed} committed before, {work.sessions} to run in {len(work.shards)} shards "
                             f"(new {work.new}, rerun infra {work.rerun[INFRA]}, model {work.rerun[MODEL]}) -> {run_dir.root}")
                 try:  # before any model starts; the fan-out checks the nodes that join later
