@@ -30,7 +30,7 @@ from ray_knowsim.plan.sessions import session_id
 from ray_knowsim.plan.build import RunError, prepare
 from ray_knowsim.run.fan_out import ray_options, ray_session, run, write_run_tables
 from ray_knowsim.io.decisions import read_decisions, write_decisions
-from ray_knowsim.io.rundir import RunReader
+from ray_knowsim.io.rundir import RunReader, sessions_text
 from ray_knowsim.schema.decisions import DecisionsFile, Spend
 from ray_knowsim.stats.adaptive import Procedure
 
@@ -142,11 +142,24 @@ def check_feasible(proc: Procedure, schedule: Schedule, quiet: bool = False) -> 
     if bad and len(bad) == len(lines):
         raise RunError("the adaptive design can never decide: " + "; ".join(f"{t}: {f.line()}" for t, f in bad.items())
                        + ". Use more items, fewer metrics, levels or conditions, a larger alpha, or family: decision")
-    for t, f in bad.items():
+    for t, f in bad.items():  # said once: on the terminal, else (quiet) to the log, never both
         msg = f"adaptive: task {t} {f.line()}; its decisions stay open"
-        log.warning(msg)
-        if not quiet:
-            print(f"warning: {msg}", file=sys.stderr)
+        if quiet:
+            log.warning(msg)
+        else:
+            print(f"warning: {msg}", file=sys.stderr, flush=True)
+
+
+def round_preflight(round_no: int, preflight: bool, quiet: bool) -> bool | str:
+    """The checks before spending of one round (``run(preflight=...)``): round 1 is checked (or
+    skipped by --no-preflight, which it says); later rounds skip them with the true reason -- the
+    endpoints are the ones round 1 checked -- said once, at round 2, not every round."""
+    if round_no == 1:
+        return preflight
+    reason = "done in round 1" if preflight else "skipped in round 1 (--no-preflight)"
+    if round_no == 2 and preflight and not quiet:
+        print(f"checks before spending: {reason}", flush=True)
+    return reason
 
 
 def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Path | None = None, quiet: bool = False,
@@ -193,9 +206,12 @@ def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Pa
         return False
 
     def fetch(round_no: int, wanted: set, new: list) -> pd.DataFrame:
+        if not quiet:  # the round's header, in the words of the final line and the viewer (io/rundir.py)
+            print(f"adaptive round {round_no}: {sessions_text(len(wanted), sessions_fixed)} asked for "
+                  f"({len(new):,} new)", flush=True)
         outcome = run(cfg, address=address, output=run_dir.root, quiet=quiet, tables=False, print_tables=False,
                       config_file=None, console=console, sessions=ids(wanted), rerun_model_failures=rerun_model_failures,
-                      preflight=preflight and round_no == 1)
+                      preflight=round_preflight(round_no, preflight, quiet))
         if outcome.stopped is not None:
             raise RunError(f"round {round_no}: stopped early by engine.fail_fast ({outcome.stopped.line()}); fix the "
                            "cause, then run the same command again to resume the adaptive run")

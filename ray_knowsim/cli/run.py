@@ -248,12 +248,8 @@ def _adaptive(cfg, args: argparse.Namespace) -> int:
         return 2
     except RunInterrupted as stop:  # the same command replays the finished rounds (committed) and goes on
         return interrupted(args, stop)
+    print(adaptive_final_line(out), flush=True)
     rec = out.record
-    decided = sum(d.decided for d in rec.decisions)
-    saved = 1 - rec.sessions_run / rec.sessions_fixed if rec.sessions_fixed else 0.0
-    print(f"adaptive run: {rec.status} after {out.rounds_run} round(s); {decided} of {len(rec.decisions)} decisions made; "
-          f"{rec.sessions_run} of {rec.sessions_fixed} sessions of the fixed design ({saved:.0%} saved); "
-          f"results in {out.run_dir} (decisions.json)", flush=True)
     for d in rec.decisions:
         what = (d.winner or f"no winner (cycle {' > '.join(d.cycle or [])})") if d.kind == "best" else \
             (" > ".join(d.order) if d.order else f"no strict order (cycle {' > '.join(d.cycle or [])})") \
@@ -265,3 +261,16 @@ def _adaptive(cfg, args: argparse.Namespace) -> int:
         print(f"  warning: {g.task}/{g.knowledge_level}: {g.condition_a} fails {g.failure_rate_a:.0%} of its sessions, "
               f"{g.condition_b} {g.failure_rate_b:.0%} (Fisher p {g.p_fisher:.3g}): their verdicts compare different cases")
     return 0
+
+
+def adaptive_final_line(out) -> str:  # noqa: ANN001
+    """The adaptive run's summary line; its sessions in io.rundir.sessions_text's words, the ones
+    the round headers and the viewer's run status say (one source for the planned total)."""
+    from ray_knowsim.io.rundir import sessions_text
+
+    rec = out.record
+    decided = sum(d.decided for d in rec.decisions)
+    saved = 1 - rec.sessions_run / rec.sessions_fixed if rec.sessions_fixed else 0.0
+    return (f"adaptive run: {rec.status} after {out.rounds_run} round(s); {decided} of {len(rec.decisions)} decisions made; "
+            f"{sessions_text(rec.sessions_run, rec.sessions_fixed, rec.status)} ({saved:.0%} saved); "
+            f"results in {out.run_dir} (decisions.json)")

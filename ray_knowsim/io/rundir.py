@@ -196,6 +196,10 @@ class RunStatus:
     last_finished: bool | None = None  # whether the last invocation recorded its end (None: no invocation recorded)
     stopped: dict[str, Any] | None = None  # engine.fail_fast's stop of the last invocation (error, failed, finished)
     adaptive: bool = False  # an adaptive run (decisions.json): its procedure may stop before the plan's end
+    # an adaptive run's own plan and where its procedure stands (decisions.json: sessions_fixed,
+    # status); None for a fixed run or an unreadable record (then the manifest's plan counts)
+    adaptive_planned: int | None = None
+    adaptive_status: str | None = None
     # seconds since the last invocation's driver last showed it was alive (its heartbeat, else its
     # start); None: unknown. Past HEARTBEAT_STALE_S an unfinished invocation is a dead driver's
     last_seen_s_ago: float | None = None
@@ -204,6 +208,40 @@ class RunStatus:
         """Whether every planned session is committed and, when not, why: THE rule every reader
         marks an incomplete run by (report, compare, viewer)."""
         return completeness(self)
+
+
+#: why an adaptive run ran fewer sessions than its design plans (decisions.json's status)
+STOPPED_EARLY_WORDS: dict[str, str] = {"decided": "decided", "curtailed": "curtailed", "budget": "budget reached"}
+
+
+def sessions_text(n_run: int, n_planned: int | None, adaptive_status: str | None = None) -> str:
+    """THE words for how many sessions a run ran of how many it plans -- the run header, the final
+    line and the viewer all say this, so an adaptive run never shows two different totals. For an
+    adaptive run ``n_planned`` is its design's (decisions.json ``sessions_fixed``), not the config's
+    full plan, and a procedure that ended before it says so."""
+    if n_planned is None:
+        return f"{n_run:,} sessions (no plan recorded)"
+    word = STOPPED_EARLY_WORDS.get(adaptive_status or "")
+    if word and n_run < n_planned:
+        return f"stopped early: {word} after {n_run:,} of {n_planned:,} planned sessions"
+    return f"{n_run:,} of {n_planned:,} planned sessions"
+
+
+def adaptive_facts(root: str | Path) -> dict[str, Any]:
+    """What a :class:`RunStatus` takes from an adaptive run's decisions.json (nothing for a fixed
+    run): its design's planned sessions and the procedure's status, so every reader counts against
+    the design the run actually had, not the config's full plan."""
+    from ray_knowsim.io.decisions import read_decisions
+
+    if not (Path(root) / DECISIONS_FILE).is_file():
+        return {"adaptive": False}
+    try:
+        rec = read_decisions(Path(root))
+    except ValueError:  # another format or a damaged record: the manifest's plan counts
+        return {"adaptive": True}
+    if rec is None:
+        return {"adaptive": True}
+    return {"adaptive": True, "adaptive_planned": rec.sessions_fixed, "adaptive_status": rec.status}
 
 
 #: why a run holds fewer sessions than planned (see :func:`completeness`)
@@ -255,6 +293,9 @@ def status_words(manifest: dict[str, Any] | None, comp: "Completeness", committe
               "all_failed": f"every one of the {committed:,} sessions failed",
               "with_failures": f"{failed:,} of {committed:,} sessions failed",
               "complete": f"all {committed:,} planned sessions committed, none failed"}
+    if comp.reason is None and key in ("complete", "with_failures") and comp.adaptive_status in STOPPED_EARLY_WORDS \
+            and comp.n_planned is not None and committed < comp.n_planned:  # not "all planned": its procedure ended it
+        return STATUS_WORDS[key], comp.sessions + (f"; {failed:,} failed" if failed else ", none failed")
     return STATUS_WORDS[key], comp.text if comp.reason is not None else detail[key]
 
 
@@ -266,6 +307,12 @@ class Completeness:
     n_planned: int | None
     reason: IncompleteReason | None
     text: str  # one line for a page: "64 of 1,008 planned sessions committed: interrupted (Ctrl-C); ..."
+    adaptive_status: str | None = None  # decisions.json's status of an adaptive run
+
+    @property
+    def sessions(self) -> str:
+        """The run's sessions in :func:`sessions_text`'s words."""
+        return sessions_text(self.n_committed, self.n_planned, self.adaptive_status)
 
     @property
     def incomplete(self) -> bool:
@@ -282,9 +329,10 @@ def completeness(st: RunStatus) -> Completeness:
     running (no end recorded), interrupted, stopped on failures, failed, else shards that did not
     finish. An adaptive run that ended normally is complete at fewer sessions (its procedure
     decided); one without a plan (a plain layout) cannot be judged and is not flagged."""
-    if st.n_planned is None:
+    planned = st.adaptive_planned if st.adaptive_planned is not None else st.n_planned
+    if planned is None:
         return Completeness(st.n_committed, None, None, f"{st.n_committed:,} sessions; no plan recorded (not written by `ray-knowsim run`)")
-    missing = st.n_planned - st.n_committed
+    missing = planned - st.n_committed
     reason: IncompleteReason | None = None
     died = st.last_finished is False and st.last_seen_s_ago is not None and st.last_seen_s_ago > HEARTBEAT_STALE_S
     if st.last_finished is False:
@@ -292,17 +340,18 @@ def completeness(st: RunStatus) -> Completeness:
     elif missing > 0 and not (st.adaptive and st.manifest_status in ("ok", "ok_with_failed_sessions")):
         status = st.manifest_status
         reason = status if status in ("interrupted", "stopped_on_failures", "failed") else "incomplete"
-    progress = f"{st.n_committed:,} of {st.n_planned:,} planned sessions committed"
+    progress = f"{st.n_committed:,} of {planned:,} planned sessions committed"
     if reason is None:
-        tail = " (an adaptive run: its procedure decided before the plan's end)" if missing > 0 else ""
-        return Completeness(st.n_committed, st.n_planned, None, progress + tail)
+        ended = st.adaptive_status if st.adaptive else None
+        text = sessions_text(st.n_committed, planned, ended) if ended in STOPPED_EARLY_WORDS and missing > 0 else progress
+        return Completeness(st.n_committed, planned, None, text, adaptive_status=ended)
     why = REASON_TEXT[reason]
     if died:
         why = (f"interrupted: the driver stopped without recording its end (no heartbeat for "
                f"{st.last_seen_s_ago / 60:.0f} min: killed, or its machine lost); the same command resumes it")
     if reason == "stopped_on_failures" and st.stopped:
         why += f" ({st.stopped.get('failed', '?')} of {st.stopped.get('finished', '?')} finished sessions failed with {st.stopped.get('error', '?')})"
-    return Completeness(st.n_committed, st.n_planned, reason, f"{progress}: {why}")
+    return Completeness(st.n_committed, planned, reason, f"{progress}: {why}")
 
 
 def import_run_plugins(manifest: dict[str, Any] | None) -> list[str]:
@@ -422,7 +471,7 @@ class RunReader:
             n_failed=sum(st != "ok" for st, _, _ in entries), failed_by_class=by_class,
             rerun=sum(a > 1 for _, _, a in entries), commits=len(self.index.live()) if self.index else 0,
             superseded_rows=sum(len(s) for s in self.index.superseded.values()) if self.index else 0,
-            foreign_commits=[c.name for c in self.foreign], adaptive=(self.root / DECISIONS_FILE).is_file(),
+            foreign_commits=[c.name for c in self.foreign], **adaptive_facts(self.root),
         )
 
     def turns_of(self, session_id: str, columns: Iterable[str] | None = None) -> list[dict]:
@@ -541,4 +590,5 @@ def _check_unique(sessions: CommittedTable) -> None:
 
 __all__ = ["BATCH_ROWS", "HEARTBEAT_EVERY_S", "HEARTBEAT_FILE", "HEARTBEAT_STALE_S", "STATUS_WORDS", "CommittedTable", "Completeness",
            "LiveFile", "MarkerError", "RunDirError", "RunReader", "RunStatus", "completeness", "has_commit_markers",
-           "import_run_plugins", "last_seen_s_ago", "manifest_facts", "open_run", "status_key", "status_words"]
+           "adaptive_facts", "import_run_plugins", "last_seen_s_ago", "manifest_facts", "open_run", "sessions_text", "status_key",
+           "status_words"]

@@ -77,6 +77,10 @@ class Preflight:
     """The outcome of the checks (recorded in the manifest's invocation)."""
 
     skipped: bool = False
+    # why they were skipped when not for --no-preflight: an adaptive run's later rounds (its
+    # first round checked the same endpoints), so the terminal and manifest never blame a flag
+    # the user did not give
+    reason: str | None = None
     capacities: dict[str, Capacity] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
@@ -90,6 +94,8 @@ class Preflight:
         return [f for f in self.findings if f.level == "warning"]
 
     def summary(self) -> str:
+        if self.skipped and self.reason:
+            return f"checks before spending: {self.reason}"
         if self.skipped:
             return "preflight skipped (--no-preflight): no endpoint or model name was checked"
         parts = [f"models.{k} {c.checked}" + (f", context {c.max_model_len:,}" if c.max_model_len else "")
@@ -111,7 +117,7 @@ class Preflight:
                 for k, c in self.capacities.items() if c.chat_requests}
 
     def to_manifest(self) -> dict[str, Any]:
-        return {"skipped": self.skipped, "seconds": round(self.seconds, 2),
+        return {"skipped": self.skipped, **({"reason": self.reason} if self.reason else {}), "seconds": round(self.seconds, 2),
                 "entries": {k: asdict(c) for k, c in self.capacities.items()},
                 "errors": [f.line() for f in self.errors], "warnings": [f.line() for f in self.warnings]}
 
@@ -119,17 +125,19 @@ class Preflight:
 # ----------------------------------------------------------------------------- the checks
 
 
-def check_before_spending(cfg: Any, plan: Any, inputs: Any, *, skip: bool = False,
+def check_before_spending(cfg: Any, plan: Any, inputs: Any, *, skip: bool | str = False,
                           pools: dict[str, Any] | None = None) -> Preflight:
     """Probe every model entry the run uses, compare prompts and budgets with what each can hold;
     raises :class:`PreflightFailed` (one message, every entry at fault) on an error finding.
+    ``skip``: True for --no-preflight, a string to skip for that reason (e.g. "done in round 1").
     ``pools``: the run's (model key -> what it holds on the cluster), where the lease the checks
     take on an endpoint's cluster-wide limiter stays for the run; without it the lease ends here."""
     from ray_knowsim.plan.sessions import largest_graph
 
     budgets = cfg.budget_warnings(largest_graph(inputs.graphs))
     if skip:  # the checks are skipped; the budget warnings rest on the config alone
-        return Preflight(skipped=True, findings=[Finding("warning", "", w) for w in budgets])
+        return Preflight(skipped=True, reason=skip if isinstance(skip, str) else None,
+                         findings=[Finding("warning", "", w) for w in budgets])
     t0 = time.perf_counter()
     out = Preflight()
     with endpoint_quotas(cfg, used_model_keys(cfg), pools) as quotas:  # the checks' requests count as the run's

@@ -152,11 +152,13 @@ def run(
     tables: bool = True,
     console: Any = None,
     rerun_model_failures: bool = False,
-    preflight: bool = True,
+    preflight: bool | str = True,
     sessions: Collection[str] | None = None,
 ) -> RunOutcome:
     """Run (or resume) ``cfg`` to completion; see the module docstring. ``preflight=False``
-    skips the checks before spending (preflight/checks.py; recorded in the manifest).
+    skips the checks before spending (preflight/checks.py; recorded in the manifest); a string
+    skips them for that reason, recorded, and leaves saying so to the caller (the adaptive
+    driver's later rounds: their first round checked the same endpoints).
     ``sessions``: run only these planned session ids (the adaptive driver's rounds); the plan,
     hash and shards stay the full design's."""
     if cfg.simulators:  # never one run over several simulators: their sessions and verdicts must not pool
@@ -170,7 +172,8 @@ def run(
     # against them as the run's do; the lease the checks take on each is the run's, held in its
     # pools until it ends (a refused run has started or joined Ray, and written nothing)
     with ray_session(address, **ray_options(cfg), quiet=quiet), _pools() as pools:
-        checked = check_before_spending(cfg, plan, inputs, skip=not preflight, pools=pools)  # raises before anything is written or sent
+        skip = preflight if isinstance(preflight, str) else not preflight
+        checked = check_before_spending(cfg, plan, inputs, skip=skip, pools=pools)  # raises before anything is written or sent
         run_dir.create()
         committed = open_committed(run_dir, config_hash)  # before the manifest is touched: nothing changes on doubt
         manifest = open_manifest(
@@ -195,7 +198,8 @@ def run(
         display.shards_done = work.skipped_shards
         outcome = RunOutcome(run_dir.root, run_id, config_hash, plan.n_sessions, 0, 0, work.skipped_shards, len(work.shards),
                              preflight=checked.to_manifest())
-        display.log(checked.summary())
+        if not checked.reason:  # a reason is the caller's to say (once, not every round)
+            display.log(checked.summary())
         for finding in checked.warnings:
             display.warn(f"preflight warning: {finding.line()}")
         status = "failed"
@@ -222,7 +226,9 @@ def run(
                 display.log(f"{work.kept[MODEL]} session(s) failed on the model's answer and stay results "
                             "(rerun them with --rerun-model-failures)")
             if work.shards:
-                display.log(f"run {run_id}: {plan.n_sessions} sessions in {plan.n_shards} shards; "
+                asked = f"{plan.n_sessions} sessions in {plan.n_shards} shards" if sessions is None else \
+                    f"{len(sessions):,} sessions asked for"  # (an adaptive round: its driver says of how many planned)
+                display.log(f"run {run_id}: {asked}; "
                             f"{work.committed} committed before, {work.sessions} to run in {len(work.shards)} shards "
                             f"(new {work.new}, rerun infra {work.rerun[INFRA]}, model {work.rerun[MODEL]}) -> {run_dir.root}")
                 try:  # before any model starts; the fan-out checks the nodes that join later

@@ -98,6 +98,7 @@ class RunInfo:
     refused_files: list[str] = field(default_factory=list)
     files: RunFiles | None = None  # where each session row came from (the conversation page reads its turns there)
     sanity: SanityReport | None = None  # the simulator's checks (io.sanity) of the committed rows; None: nothing committed
+    sessions: str = ""  # n of N planned sessions in io.rundir.sessions_text's words (the run command's own)
 
     @property
     def sanity_flag(self) -> tuple[str, str] | None:
@@ -212,6 +213,7 @@ def _info(files: Files, entry: Entry, manifest: dict[str, Any] | None, run_files
         refused_files=run_files.refused,
         files=run_files,
         sanity=sanity,
+        sessions=completeness.sessions,
     )
 
 

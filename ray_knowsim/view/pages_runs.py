@@ -63,7 +63,7 @@ def incomplete_banner(info: RunInfo) -> str:
 def facts(info: RunInfo) -> str:
     items = [
         ("status", status_badge(info.status, info.status_detail, info.sanity_flag)),
-        ("sessions", e(f"{info.progress} planned · {info.ok:,} ok · {info.failed:,} failed")),
+        ("sessions", e(f"{info.sessions or info.progress + ' planned sessions'} · {info.ok:,} ok · {info.failed:,} failed")),
         ("models", e(", ".join(info.models) or "–")),
         ("conditions", e(str(len(info.conditions)))),
         ("cost", e(info.cost_text)),
