@@ -79,4 +79,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"  {r['task']}: {r['sentence']}")
     for line in sorted(set(result.tables["leaderboard"]["ranked_set"])):
         print(f"  leaderboard {line}")
+    board = result.tables["leaderboard"]
+    for (task, metric), g in board.groupby(["task", "metric"], sort=False):  # tiers from the verdicts, n.s. where none stands
+        print(f"  {task} {str(metric).upper()}: {g['tiers'].iloc[0]}")
+    for line in dict.fromkeys(board["detectable"]):
+        print(f"  {line}")
     return 0

@@ -2,10 +2,12 @@
 
 One quantity from verdict to leaderboard: per (task, metric) at the level-marginal, conditions are
 ordered by :func:`ray_knowsim.stats.leaderboard.board` from the ``paired`` table's win rates and
-significant verdicts: mean item rank (``1 + sum_j (1 - theta_ij)``, theta_ij the share of matched
-items i wins over j, ties half), verdicts first (the order never places a pair against its own
-significant verdict; a cycle among them shares one position and is named), ★ only for a
-condition that significantly beats every other condition directly. Beside it, as description:
+significant verdicts: a condition's position is its TIER (1 + the longest chain of significant
+defeats above it: conditions no verdict separates share a tier, a winner is never in its loser's
+tier, a cycle shares one tier and is named), rows within a tier by mean item rank
+(``1 + sum_j (1 - theta_ij)``, theta_ij the share of matched items i wins over j, ties half) as
+description only; ★ only for a condition that significantly beats every other condition
+directly; beside every board the family's smallest detectable win rate. Beside it, as description:
 the level-marginal mean with its item-clustered 95 % CI (the run's tables show the same) and the
 paper's mean rank (:func:`ray_knowsim.stats.ranks.paper_mean_ranks` over KG, DC, CO, IQ: ranks
 of means, no uncertainty). Across several runs that paper's figure ranks every run's conditions
@@ -25,12 +27,13 @@ import pandas as pd
 
 from ray_knowsim.compare.paired import ALL_LEVELS, beats_matrix, too_few_items
 from ray_knowsim.compare.sentences import interval_text
-from ray_knowsim.stats.leaderboard import board
-from ray_knowsim.stats.defaults import ALPHA
+from ray_knowsim.stats.leaderboard import Detectable, board, board_line, tier_note
+from ray_knowsim.stats.defaults import ALPHA, POWER
 from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, PAPER_MEAN_RANK_LABEL, PAPER_MEAN_RANK_NOTE, paper_mean_ranks
 
 UNRANKED = frozenset({"cost_usd", "turns"})
-COLUMNS = ["task", "metric", "condition", "run", "position", "star", "mean_item_rank", "beats", "cycle", "mean", "ci_low",
+COLUMNS = ["task", "metric", "condition", "run", "position", "star", "mean_item_rank", "beats", "tier_note", "cycle",
+           "detectable_win_rate", "detectable", "tiers", "mean", "ci_low",
            "ci_high", "zero_width", "n", "n_items", "rank_of_mean", "mean_rank", "mean_rank_used", "mean_rank_in_run", "ranked_set"]
 
 
@@ -45,9 +48,11 @@ def ranked_set_text(conditions: Sequence[str], runs_of: dict[str, str]) -> str:
 
 
 def leaderboard(best: pd.DataFrame, paired: pd.DataFrame, runs_of: dict[str, str] | None = None,
-                level: str = ALL_LEVELS) -> pd.DataFrame:
+                level: str = ALL_LEVELS, alpha: float = ALPHA, power: float = POWER) -> pd.DataFrame:
     """One row per (task, metric, condition) at ``level`` (default the level-marginal), rows in
-    leaderboard order per (task, metric); columns :data:`COLUMNS`."""
+    leaderboard order per (task, metric); columns :data:`COLUMNS`. ``position`` is the tier from
+    the verdicts (:func:`ray_knowsim.stats.leaderboard.board`); ``tiers`` the whole board as a
+    line and ``detectable`` the family's smallest detectable effect, for every surface to show."""
     runs_of = runs_of or {}
     part = best[best["knowledge_level"] == level]
     pairs = paired[paired["knowledge_level"] == level]
@@ -69,7 +74,8 @@ def leaderboard(best: pd.DataFrame, paired: pd.DataFrame, runs_of: dict[str, str
             theta = {(r.condition_a, r.condition_b): r.win_rate_ties_half for r in pm.itertuples()}
             beats = [(r.better, r.condition_b if r.better == r.condition_a else r.condition_a)
                      for r in pm.itertuples() if isinstance(r.better, str)]
-            b = board(here, theta, beats)
+            fam = int(pm["family_size"].max()) if len(pm) and "family_size" in pm else 1
+            b = board(here, theta, beats, Detectable(int(pm["n_items"].max()) if len(pm) else 0, alpha, fam, power))
             by = gm.set_index("condition")
             for c in b.order:
                 r = by.loc[c]
@@ -77,7 +83,8 @@ def leaderboard(best: pd.DataFrame, paired: pd.DataFrame, runs_of: dict[str, str
                 pr = paper.get(c)
                 rows.append({"task": task, "metric": metric, "condition": c, "run": runs_of.get(c, ""),
                              "position": b.position[c], "star": b.star == c, "mean_item_rank": b.mean_item_rank[c],
-                             "beats": ", ".join(b.beats[c]), "cycle": cyc, "mean": r["mean"], "ci_low": r["ci_low"],
+                             "beats": ", ".join(b.beats[c]), "tier_note": tier_note(b, c), "cycle": cyc,
+                             "detectable_win_rate": b.detectable.win_rate, "detectable": b.detectable.text(), "tiers": board_line(b), "mean": r["mean"], "ci_low": r["ci_low"],
                              "ci_high": r["ci_high"], "zero_width": bool(r["zero_width"]), "n": r["n"], "n_items": r["n_items"],
                              "rank_of_mean": r["rank"], "mean_rank": pr.value if pr and pr.value is not None else math.nan,
                              "mean_rank_used": pr.used if pr else 0,
@@ -105,8 +112,9 @@ td.win{background:#e7f6ec}td.self{background:#eee}
 
 def render_html(board_: pd.DataFrame, paired: pd.DataFrame, metrics: Sequence[str], title: str,
                 notes: Sequence[str] = (), alpha: float = ALPHA, flags: Sequence[str] = ()) -> str:
-    """A self-contained page: per task, per metric the leaderboard on the item win rate (position,
-    ★, mean item rank, whom it beats, mean [95% CI] as description), the verdicts in words, the
+    """A self-contained page: per task, per metric the smallest detectable effect, then the
+    leaderboard on the item win rate (tier from the verdicts, ★, why that tier with n.s. where no
+    verdict stands, mean item rank and mean [95% CI] as description, whom it beats), the verdicts in words, the
     paper's mean rank (and which set of conditions it ranks), the who-beats-whom matrix;
     ``flags`` (e.g. an incomplete run) stand out on top."""
     e = html.escape
@@ -122,14 +130,17 @@ def render_html(board_: pd.DataFrame, paired: pd.DataFrame, metrics: Sequence[st
         out.append("<div id='leaderboard-grid'>")
         for metric in [m for m in metrics if m in set(part["metric"])]:
             pm = part[part["metric"] == metric]
-            out.append(f"<h3>{e(metric.upper())}</h3><table class='board' data-metric='{e(metric)}'><thead><tr><th>#</th>"
-                       "<th>condition</th><th>mean item rank</th><th>significantly beats</th><th>mean [95% CI]</th></tr></thead><tbody>")
+            out.append(f"<h3>{e(metric.upper())}</h3><p class='note detectable'>{e(str(pm['detectable'].iloc[0]))}</p>"
+                       f"<table class='board' data-metric='{e(metric)}'><thead><tr><th>tier</th>"
+                       "<th>condition</th><th>why this tier (n.s. = no verdict)</th><th>mean item rank (descriptive)</th>"
+                       "<th>significantly beats</th><th>mean [95% CI] (descriptive)</th></tr></thead><tbody>")
             for _, r in pm.iterrows():
                 star = " ★" if r["star"] else ""
                 cyc = f" <span class='ci'>(cycle: {e(r['cycle'])})</span>" if r["cycle"] else ""
                 ci = interval_text(r["ci_low"], r["ci_high"], 3, "every item has the same mean")
                 out.append(f"<tr data-condition='{e(str(r['condition']))}'><td class='num'>{int(r['position'])}</td>"
                            f"<td class='{'best' if r['star'] else ''}'>{e(str(r['condition']))}{star}{cyc}</td>"
+                           f"<td>{e(r['tier_note']) or '–'}</td>"
                            f"<td class='num'>{_f(r['mean_item_rank'], 2)}</td><td>{e(r['beats']) or '–'}</td>"
                            f"<td class='num'>{_f(r['mean'])} <span class='ci'>{e(ci)}</span></td></tr>")
             out.append("</tbody></table>")

@@ -106,7 +106,7 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
                           effect=effect)
     tables = analyse(sessions, conditions, opts)
     runs_of = {c: r.label for r in runs for c in r.conditions}
-    tables["leaderboard"] = leaderboard(tables["best"], tables["paired"], runs_of)
+    tables["leaderboard"] = leaderboard(tables["best"], tables["paired"], runs_of, alpha=opts.alpha, power=opts.power)
     tables["failures"] = failure_counts(pd.concat([r.outcomes for r in runs], ignore_index=True))
     tables["failure_gaps"] = failure_gaps(tables["failures"], conditions, alpha=alpha)
     warnings = gap_warnings(tables["failure_gaps"])
@@ -146,9 +146,12 @@ def compare_runs(paths: Sequence[str | Path], out_dir: str | Path, *, metrics: S
             "verdict": "significant <=> the Clopper-Pearson win-rate interval at 1 - level excludes 1/2 (level: the row's "
                        "family level, alpha / family_size up to alpha) <=> p_adj < alpha; no result is possible below "
                        "min_items non-tied items at the first level, alpha / family_size",
-            "leaderboard": "per (task, metric), level-marginal: ordered by mean item rank 1 + sum_j (1 - theta_ij) "
-                           "(theta_ij = (wins + ties/2) / matched items), never against a significant verdict (a cycle "
-                           "shares one position, named in 'cycle'); star = significantly beats every other condition",
+            "leaderboard": "per (task, metric), level-marginal: position = tier from the significant verdicts (1 + the longest "
+                           "chain of significant defeats above; no verdict between conditions of one tier, except a cycle, "
+                           "named in 'cycle'); tier_note: who beats it and n.s. (no verdict) against the tier above; rows "
+                           "within a tier by mean item rank 1 + sum_j (1 - theta_ij) (theta_ij = (wins + ties/2) / matched "
+                           "items), descriptive; detectable_win_rate: the family's smallest detectable win rate at power "
+                           "(no ties); star = significantly beats every other condition",
             "ranked_set": sorted(set(tables["leaderboard"]["ranked_set"])),
             "verdicts": verdict_records(tables["paired"]),
             "ci": "ci_low/ci_high: descriptive 95% item-clustered interval of mean_diff (item-clustered SE, t on items - 1 df)",

@@ -25,6 +25,7 @@ from ray_knowsim.io.decisions import DecisionsFormatError, read_decisions
 from ray_knowsim.io.rundir import RunReader, open_run
 from ray_knowsim.schema.decisions import DecisionsFile
 from ray_knowsim.report.verdicts import RunVerdicts, from_compare, from_record
+from ray_knowsim.stats.leaderboard import board_line
 from ray_knowsim.score.store import RunScores
 
 log = logging.getLogger(__name__)
@@ -95,28 +96,31 @@ def decision_sections(run_dir: str | Path, scores: RunScores | None = None,
 
 
 def _board_sections(verdicts: RunVerdicts, levels: tuple[str, ...] | None) -> tuple[str, list[str]]:
-    """Per (task, level, metric) the conditions in leaderboard order on the item win rate (never
-    against a significant verdict; a cycle shares a position), ★ = beats every other."""
+    """Per (task, level, metric) the conditions in tiers from the verdicts
+    (:func:`ray_knowsim.stats.leaderboard.board_line`: a step without a verdict says n.s., the
+    mean item rank is labelled descriptive), and the smallest effect the run could detect."""
     e = html.escape
     rows = []
     for (task, level, metric), b in sorted(verdicts.boards.items()):
         if levels is not None and level not in levels:
             continue
-        cells = [f"{b.position[c]}. {c}" + (" ★" if b.star == c else "") for c in b.order]
-        cycle = "; ".join(" > ".join([*cy, cy[0]]) for cy in b.cycles)
-        rows.append((task, level, metric.upper(), " · ".join(cells), f"cycle: {cycle}" if cycle else ""))
+        mde = b.detectable.text() if b.detectable is not None else ""
+        rows.append((task, level, metric.upper(), board_line(b), mde))
     if not rows:
         return "", []
-    lead = ("Per metric, the conditions ordered on the item win rate, the quantity the verdicts test: by mean item rank "
-            "(1 + the sum of its losing shares, ties half), never against a significant verdict; a cycle of verdicts shares "
-            "one position. ★ = significantly beats every other condition. (The results tables' positions and ★ come from these "
-            "same boards; the paper's mean rank, ranks of means, is apart in its own table.)")
+    lead = ("Per metric, the conditions in tiers from the significant verdicts on the item win rate: a condition's tier is "
+            "1 + the longest chain of significant defeats above it, so conditions no verdict separates share a tier, a "
+            "winner is never in its loser's tier, and a cycle of verdicts shares one tier and is named. A step without a "
+            "verdict is marked n.s.; the mean item rank (1 + the sum of its losing shares, ties half) is description, "
+            "never a position. ★ = significantly beats every other condition. (The results tables' positions are these "
+            "tiers; the paper's mean rank, ranks of means, is apart in its own table.)")
     body = "".join(f"<tr><td>{e(t)}</td><td>{e(lv)}</td><td>{e(m)}</td><td>{e(o)}</td><td>{e(c)}</td></tr>" for t, lv, m, o, c in rows)
     h = (f'<section id="win-rate-leaderboard"><h2>Leaderboard on the item win rate</h2><p class="lead">{e(lead)}</p>'
-         f"<table><thead><tr><th>task</th><th>level</th><th>metric</th><th>order</th><th></th></tr></thead><tbody>{body}</tbody></table></section>")
+         f"<table><thead><tr><th>task</th><th>level</th><th>metric</th><th>tiers</th><th>smallest detectable effect</th></tr></thead>"
+         f"<tbody>{body}</tbody></table></section>")
     esc = lambda x: str(x).replace("|", "\\|")  # noqa: E731
-    md = ["## Leaderboard on the item win rate", "", lead, "", "| task | level | metric | order | |", "|---|---|---|---|---|",
-          *[f"| {esc(t)} | {esc(lv)} | {esc(m)} | {esc(o)} | {esc(c)} |" for t, lv, m, o, c in rows], ""]
+    md = ["## Leaderboard on the item win rate", "", lead, "", "| task | level | metric | tiers | smallest detectable effect |",
+          "|---|---|---|---|---|", *[f"| {esc(t)} | {esc(lv)} | {esc(m)} | {esc(o)} | {esc(c)} |" for t, lv, m, o, c in rows], ""]
     return h, md
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from ray_knowsim.compare.sentences import verdict_sentence
 from ray_knowsim.schema.decisions import DecisionsFile
-from ray_knowsim.stats.leaderboard import Board, board
+from ray_knowsim.stats.leaderboard import Board, Detectable, board
 from ray_knowsim.stats.ranks import higher_is_better
 
 
@@ -54,19 +54,22 @@ class RunVerdicts:
         return [p for p in self.pairs if p.better is not None]
 
 
-def _boards(pairs: list[PairView], conditions: dict[tuple[str, str, str], list[str]]) -> dict[tuple[str, str, str], Board]:
-    """Per (task, level, metric) the leaderboard of :func:`ray_knowsim.stats.leaderboard.board`."""
+def _boards(pairs: list[PairView], conditions: dict[tuple[str, str, str], list[str]], alpha: float,
+            family_of: dict[tuple[str, str, str], int]) -> dict[tuple[str, str, str], Board]:
+    """Per (task, level, metric) the leaderboard of :func:`ray_knowsim.stats.leaderboard.board`,
+    with the smallest win rate its family could detect (at the most items any of its pairs has)."""
     out = {}
     for key, conds in conditions.items():
         mine = [p for p in pairs if (p.task, p.level, p.metric) == key]
         theta = {(p.a, p.b): (p.wins + (p.ties or 0) / 2) / n for p in mine if (n := p.wins + p.losses + (p.ties or 0))}
         beats = [(p.better, p.b if p.better == p.a else p.a) for p in mine if p.better is not None]
-        out[key] = board(conds, theta, beats)
+        n_items = max((p.wins + p.losses + (p.ties or 0) for p in mine), default=0)
+        out[key] = board(conds, theta, beats, Detectable(n_items, alpha, family_of.get(key, 1)) if key in family_of else None)
     return out
 
 
-def _verdicts(source, method, pairs, conds) -> RunVerdicts:
-    boards = _boards(pairs, conds)
+def _verdicts(source, method, pairs, conds, alpha: float, family_of: dict[tuple[str, str, str], int]) -> RunVerdicts:
+    boards = _boards(pairs, conds, alpha, family_of)
     return RunVerdicts(source, method, pairs, {k: b.star for k, b in boards.items() if b.star is not None}, boards)
 
 
@@ -88,7 +91,11 @@ def from_compare(paired: pd.DataFrame, alpha: float, family: str) -> RunVerdicts
               f"win-rate interval, {correction_name(_with_effect(paired))} over {family} at alpha {alpha:g} (a result is significant exactly when the "
               "interval at its family level excludes 1/2). ★ = the condition that significantly beats every other condition on "
               "that metric and level.")
-    return _verdicts("fixed", method, pairs, conds)
+    family_of: dict[tuple[str, str, str], int] = {}
+    for r in paired.itertuples():
+        key = (r.task, r.knowledge_level, r.metric)
+        family_of[key] = max(family_of.get(key, 1), int(getattr(r, "family_size", 1)))
+    return _verdicts("fixed", method, pairs, conds, alpha, family_of)
 
 
 def _pair_counts(p, metric: str) -> tuple[int, int, int | None]:
@@ -124,7 +131,8 @@ def from_record(record: DecisionsFile) -> RunVerdicts:
               "decided them round by round; they are not re-tested with a fixed-sample test (the run stopped collecting "
               "where its own test decided, which a fixed-sample test would not account for). ★ = the condition that "
               "significantly beats every other condition of that decision.")
-    return _verdicts("adaptive", method, pairs, conds)
+    family_of = {key: int(record.family_size) for key in conds}  # the fixed design's MDE: a sequential test needs a few per cent more
+    return _verdicts("adaptive", method, pairs, conds, float(record.alpha), family_of)
 
 
 __all__ = ["PairView", "RunVerdicts", "from_compare", "from_record"]

@@ -107,11 +107,13 @@ def _board_cell(cell: BoardCell | None, metric: str) -> str:
     if cell is None:
         return '<td class="num">–</td>'
     decimals = metric_decimals(metric)
-    pos = "–" if cell.position is None else f"#{cell.position:g}"
+    pos = "–" if cell.position is None else f"#{cell.position:g}"  # the tier from the verdicts (compare's position)
     ci = (f'<span class="ci">{e(interval_text(cell.ci_low, cell.ci_high, decimals, "every item has the same mean"))}</span>'
           if cell.ci_low is not None and cell.ci_high is not None else "")
     beats = f'<span class="beats">beats {e(cell.beats)}</span>' if cell.beats else ""
     cycle = f'<span class="beats">cycle: {e(cell.cycle)}</span>' if cell.cycle else ""
+    step = cell.tier_note.replace(f"cycle {cell.cycle}", "").strip("; ") if cell.tier_note else ""
+    cycle += f'<span class="beats tier-note">{e(step)}</span>' if step else ""
     return (f'<td class="num{" best" if cell.star else ""}"{attrs(data_metric=metric, data_position=pos)}><span class="pos">{e(pos)}</span> '
             f'<span class="mean">{e(fmt_value(cell.mean, decimals))}</span>{ci}{beats}{cycle}</td>')
 
@@ -132,7 +134,10 @@ def _board(b: Board) -> str:
                          f'<td class="num" data-paper-mean-rank="{e(c)}">{e(fmt_value(b.mean_rank.get(c), 2))}</td>'
                          + (f'<td class="num">{e(fmt_value(b.mean_rank_in_run.get(c), 2))}</td>' if several_runs else "") + "</tr>"
                          for c in paper)
-    return (f'<table class="results board" data-task="{e(b.task)}"><thead><tr><th>Condition</th>{"<th>run</th>" if several_runs else ""}'
+    said = dict.fromkeys(b.detectable[m] for m in b.metrics if m in b.detectable)
+    detectable = "".join(f'<p class="note detectable">{e(metric_label(m))}: {e(t)}</p>' for t in said
+                         for m in [next(k for k in b.metrics if b.detectable.get(k) == t)])
+    return (detectable + f'<table class="results board" data-task="{e(b.task)}"><thead><tr><th>Condition</th>{"<th>run</th>" if several_runs else ""}'
             f'{heads}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
             + (f'<p class="note ranked-set">The leaderboard {e(b.ranked_set)}.</p>' if b.ranked_set else "")
             + f'<details class="paper-rank" data-task="{e(b.task)}"><summary>{e(PAPER_MEAN_RANK_LABEL)} over {e(mr)}</summary>'
@@ -177,8 +182,10 @@ def compare(entry: Entry, info: dict[str, Any], related: Sequence[tuple[str, str
     if boards:
         parts = "".join((f'<h3 class="task-title">Task: {e(b.task)}</h3>' if len(boards) > 1 or b.task else "") + _board(b) for b in boards)
         body.append('<section id="compare-leaderboard"><h2>Leaderboard (level-marginal)</h2><p class="lead">Per metric, each '
-                    "condition's position on the item win rate (the verdicts' quantity: never against a significant verdict; "
-                    "★ = significantly beats every other condition), then its mean and 95% item-clustered interval (description). "
+                    "condition's tier (#) from the significant verdicts on the item win rate: conditions no verdict separates "
+                    "share a tier, a winner is never in its loser's tier, a cycle shares one tier and is named; 'n.s. vs' marks "
+                    "a step with no verdict behind it; ★ = significantly beats every other condition. Then its mean and 95% "
+                    "item-clustered interval (description). The run family's smallest detectable effect is above each board. "
                     "Rows are in name order: each metric has its own positions. The paper's mean rank (ranks of means) is "
                     "apart, below each board.</p>" + parts + "</section>")
     body.append(f'<section id="compare-summary"><h2>Comparison {e(entry.label)}</h2><ul>{runs}</ul>{_links(related)}'

@@ -48,6 +48,7 @@ class BoardCell:
     n: int | None
     beats: str = ""
     cycle: str = ""
+    tier_note: str = ""  # who beats it, n.s. against the tier above (stats.leaderboard.tier_note)
 
 
 @dataclass
@@ -64,6 +65,7 @@ class Board:
     runs: dict[str, str]
     ranked_set: str = ""
     notes: list[str] = field(default_factory=list)
+    detectable: dict[str, str] = field(default_factory=dict)  # metric -> the family's smallest detectable effect, in words
 
 
 def _num(value: Any) -> float | None:
@@ -137,12 +139,15 @@ def boards(leaderboard: pd.DataFrame | None) -> list[Board]:
         cells = {(r["condition"], r["metric"]): BoardCell(_num(r.get("position")), bool(r.get("star")), _num(r.get("mean")),
                                                          _num(r.get("ci_low")), _num(r.get("ci_high")),
                                                          int(r["n"]) if _num(r.get("n")) is not None else None,
-                                                         str(r.get("beats") or ""), str(r.get("cycle") or ""))
+                                                         str(r.get("beats") or ""), str(r.get("cycle") or ""),
+                                                         str(r.get("tier_note") or "") if isinstance(r.get("tier_note"), str) else "")
                  for _, r in g.iterrows()}
+        detectable = {str(m): str(x) for m, x in zip(g["metric"], g.get("detectable", pd.Series([""] * len(g), index=g.index)))
+                      if isinstance(x, str) and x}
         in_run = {c: _num(per.loc[c].get("mean_rank_in_run")) for c in per.index}
         runs = {c: str(per.loc[c].get("run") or "") for c in per.index}
         ranked = next((str(x) for x in g.get("ranked_set", pd.Series(dtype=str)) if isinstance(x, str) and x), "")
-        out.append(Board(str(task), metrics, conditions, cells, mean_rank, in_run, runs, ranked))
+        out.append(Board(str(task), metrics, conditions, cells, mean_rank, in_run, runs, ranked, detectable=detectable))
     return out
 
 

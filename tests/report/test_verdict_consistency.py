@@ -138,7 +138,7 @@ def test_the_report_page_never_orders_or_stars_against_the_verdict(outputs):
             assert re.search(rf'data-metric="kg" data-condition="{cond}" data-level="{level}"[^>]*data-position="{pos}"', shown), (cond, level)
     starred = re.findall(r'<td class="num best" data-metric="(\w+)" data-condition="([^"]+)"', shown)
     assert starred and {c for _, c in starred} == {A} and {m for m, _ in starred} == {"kg"}
-    assert "1. tutor-a ★ · 2. tutor-b" in html.unescape(shown)  # the win-rate leaderboard section, KG
+    assert "tier 1: tutor-a ★ > tier 2: tutor-b [tutor-b: below tutor-a]" in html.unescape(shown)  # the win-rate leaderboard section, KG (tiers)
     assert "lowest" not in shown and "smallest mean rank" not in shown
     orders = _row_orders(shown)
     assert orders and all(o == [A, B] for o in orders), orders  # no table lists B above A outside the paper's block

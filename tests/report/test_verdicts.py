@@ -68,4 +68,6 @@ def test_the_report_leaderboard_follows_the_verdicts():
                   pair("A", "C", "A", matched=20, wins=15, losses=1, ties=4),
                   pair("B", "C", "C", matched=20, wins=0, losses=9, ties=11)])
     h, md = _board_sections(from_record(rec), None)
-    assert "1. A ★ · 2. C · 3. B" in h and any("1. A ★ · 2. C · 3. B" in line for line in md)
+    tiers = "tier 1: A ★ &gt; tier 2: C [C: below A] &gt; tier 3: B [B: below A, C]"
+    assert tiers in h and any(tiers.replace("&gt;", ">") in line for line in md)
+    assert "mean item rank (descriptive)" in h and "Smallest detectable effect: a win rate of 0.842" in h  # family of 3, 20 items
