@@ -18,6 +18,7 @@ from ray_knowsim.backends.probe import (
     _server_message,
     _usage,
 )
+from ray_knowsim.backends.limiter.client import LimiterUnavailable
 from ray_knowsim.llm.limiter import RateLimiter, granted
 
 
@@ -88,6 +89,8 @@ async def probe_http(entry: Any, key: str, limiter: RateLimiter | None = None) -
                 cap.error = f"{entry.base_url} answers GET /models with HTTP {status}: {_server_message(raw, scrub)}"
     except _NoAnswer as exc:
         cap.error = f"{entry.base_url} does not answer ({exc})"
+    except LimiterUnavailable as exc:  # the endpoint's quota could not be reached: no request went out
+        cap.error = f"{entry.base_url}: the run-wide rate limiter could not be reached ({exc})"
     return cap
 
 
