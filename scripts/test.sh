@@ -24,6 +24,17 @@ source scripts/_venv.sh
 # a browser (only the full suite installs chromium, so the fast suite takes as long on every machine),
 # or more than ~20 s each.
 FULL_ONLY="ray_cluster or wheel or llm_cpu or slow or browser"
+# Tests that run one at a time: they start Ray heads and nodes of their own, install wheels or drive
+# a browser (a second one beside them is what makes a node miss its GCS on a busy machine). The rest
+# run in parallel processes, a test file to a process (its module fixtures, and the local Ray a module
+# keeps for the next, stay in one process): most of their time is waiting on Ray, servers and
+# subprocesses, so two processes on 2 cores take 3 min 41 s where one took 5 min 58 s (idle, fresh
+# clone). RAY_KNOWSIM_TEST_WORKERS sets how many (0: one process, no pytest-xdist).
+SERIAL_ONLY="ray_cluster or wheel or browser"
+workers="${RAY_KNOWSIM_TEST_WORKERS:-$(nproc 2>/dev/null || echo 2)}"
+[ "$workers" -gt 4 ] && workers=4   # each keeps a local Ray (~0.5 GB); more buys little on one machine
+[ "$workers" -lt 2 ] && workers=0
+PARALLEL=(-n "$workers" --dist loadfile)
 
 full=0
 if [ "${1:-}" = "--smoke" ]; then
@@ -47,7 +58,7 @@ if [ "$full" -eq 0 ]; then
   echo "scripts/test.sh: the fast suite (not $FULL_ONLY); scripts/test.sh --full runs everything" >&2
   status=0
   # per-file progress (a line per test file), the 15 slowest tests and the total time at the end
-  python -m pytest -m "not ($FULL_ONLY)" --durations=15 || status=$?
+  python -m pytest -m "not ($FULL_ONLY)" "${PARALLEL[@]}" --durations=15 || status=$?
   [ "$status" -eq 5 ] && status=0   # no tests collected is not a failure of the suite
   exit "$status"
 fi
@@ -57,8 +68,13 @@ if [ "${RAY_KNOWSIM_SKIP_BROWSER:-0}" != "1" ] && [ -x scripts/install_browser.s
 fi
 
 status=0
-python -m pytest -m "not llm_cpu" --durations=15 || status=$?   # per-file progress; the 15 slowest and the total, so the suite's budget is visible in every CI log
+# each part prints a line per test file, its 15 slowest tests and its total, so the suite's budget is
+# visible in every CI log; the script's own total comes last
+python -m pytest -m "not ($SERIAL_ONLY or llm_cpu)" "${PARALLEL[@]}" --durations=15 || status=$?
 [ "$status" -eq 5 ] && status=0   # no tests collected is not a failure of the suite
+part=0
+python -m pytest -m "($SERIAL_ONLY) and not llm_cpu" --durations=15 || part=$?
+[ "$part" -ne 0 ] && [ "$part" -ne 5 ] && status=$part
 
 # The real-model tests are part of the suite: when they cannot run, the suite FAILS. Only an
 # explicit RAY_KNOWSIM_SKIP_LLM_CPU=1 (a developer's choice; CI never sets it) leaves them out.
@@ -88,4 +104,5 @@ PY
   fi
   [ "$llm_status" -ne 0 ] && status=$llm_status
 fi
+echo "scripts/test.sh --full: $((SECONDS / 60)) min $((SECONDS % 60)) s in all (set-up included), exit $status" >&2
 exit "$status"

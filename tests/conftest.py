@@ -73,6 +73,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         end(still)
 
 
+def pytest_configure(config):
+    from tests.doubles.file_progress import register_if_distributed
+
+    register_if_distributed(config)  # a line per finished file when the suite runs in several processes
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if RAY_FIXTURES & set(getattr(item, "fixturenames", ())):

@@ -206,6 +206,7 @@ def _gone(ray, name: str, timeout_s: float) -> bool:
     return False
 
 
+@pytest.mark.slow  # ~13 s: the reaper beats every 2 s, waited past several times
 def test_a_shared_limiter_lives_while_some_run_holds_a_lease(ray_local):
     """Two runs (two holders) share one limiter; the first ending does not end it under the
     second; it ends a grace period after the last lets go, and after a holder that went silent."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ray_knowsim.config import parse_run_config
 from ray_knowsim.backends.http.offline_double import adopt_offline_doubles, is_offline_double
+from ray_knowsim.backends.http import offline_double
 from ray_knowsim.llm.offline import OfflineModel
 from ray_knowsim.llm.offline.server import serve_model_in_thread
 from ray_knowsim.schema.chat import ChatRequest, ChatResponse, Usage
@@ -57,7 +58,8 @@ def test_an_endpoint_that_does_not_answer_is_not_the_double(monkeypatch):
     assert adopt_offline_doubles(cfg) == (cfg, [])
 
 
-def test_an_entry_that_already_says_offline_server_is_not_asked():
+def test_an_entry_that_already_says_offline_server_is_not_asked(monkeypatch):
+    monkeypatch.setattr(offline_double, "STARTING_UP_S", 0.3)  # the tutor's refused port is asked again that long
     (port,) = pick_ports(1)
     cfg = _config(sim=(f"http://127.0.0.1:{port}/v1", "m", {"offline_server": True}), tutor=(f"http://127.0.0.1:{port}/v1", "t", {}))
     adopted, lines = adopt_offline_doubles(cfg)

@@ -10,6 +10,7 @@ SIGINT as pytest does), so no test suite runs inside this test."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -52,7 +53,7 @@ def _checkout(tmp_path: Path) -> Path:
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "RAY_KNOWSIM_SKIP_LLM_CPU")}
-    env.update(STUB_LOG=str(tmp_path / "calls.log"), RAY_KNOWSIM_SKIP_BROWSER="1", **extra)
+    env.update({"STUB_LOG": str(tmp_path / "calls.log"), "RAY_KNOWSIM_SKIP_BROWSER": "1", "RAY_KNOWSIM_TEST_WORKERS": "2", **extra})
     return env
 
 
@@ -65,7 +66,7 @@ def test_the_default_is_the_fast_suite_and_sets_up_no_real_model(tmp_path):
     root = _checkout(tmp_path)
     done = subprocess.run(["bash", "scripts/test.sh"], cwd=root, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert _calls(tmp_path) == [f"-m pytest -m {FAST_MARKERS} --durations=15"]
+    assert _calls(tmp_path) == [f"-m pytest -m {FAST_MARKERS} -n 2 --dist loadfile --durations=15"]
     assert not (tmp_path / "setup_llm_cpu_ran").exists()
     assert "--full runs everything" in done.stderr
 
@@ -76,9 +77,12 @@ def test_full_and_ci_run_everything_including_the_real_model_tests(tmp_path):
         sub = root.parent
         env = _env(sub, **({} if how else {"CI": "true"}))
         done = subprocess.run(["bash", "scripts/test.sh", *how], cwd=root, env=env, capture_output=True, text=True, timeout=60)
-        assert _calls(sub) == ["-m pytest -m not llm_cpu --durations=15"], how
+        assert _calls(sub) == [  # what can share the machine in parallel, then what starts clusters one at a time
+            "-m pytest -m not (ray_cluster or wheel or browser or llm_cpu) -n 2 --dist loadfile --durations=15",
+            "-m pytest -m (ray_cluster or wheel or browser) and not llm_cpu --durations=15"], how
         assert (sub / "setup_llm_cpu_ran").exists(), how  # the real-model part was reached
         assert done.returncode == 1 and "did NOT run" in done.stderr, how  # and its failure fails the suite
+        assert "in all (set-up included), exit 1" in done.stderr, how
 
 
 def test_the_smoke_tests_are_the_onboarding_and_demo_tests(tmp_path):
@@ -130,3 +134,37 @@ def test_sourcing_venv_leaves_the_callers_shell_options_as_they_were(tmp_path):
     os.utime(venv / ".ray_knowsim_installed", (time.time() + 60, time.time() + 60))
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["same-options", "still-here"], done.stdout + done.stderr
+
+
+def test_one_core_runs_the_suite_in_one_process(tmp_path):
+    root = _checkout(tmp_path)
+    env = _env(tmp_path, RAY_KNOWSIM_TEST_WORKERS="1")
+    done = subprocess.run(["bash", "scripts/test.sh"], cwd=root, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert _calls(tmp_path) == [f"-m pytest -m {FAST_MARKERS} -n 0 --dist loadfile --durations=15"]
+
+
+PROGRESS_CONFTEST = """
+from tests.doubles.file_progress import register_if_distributed
+
+def pytest_configure(config):
+    register_if_distributed(config)
+"""
+
+
+def test_a_suite_in_several_processes_prints_a_line_per_finished_file(tmp_path):
+    """pytest-xdist alone prints dots with no file names; the suite prints what each file did."""
+    (tmp_path / "conftest.py").write_text(PROGRESS_CONFTEST)
+    (tmp_path / "test_one.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    (tmp_path / "test_two.py").write_text(
+        "import pytest\n\ndef test_c():\n    assert 1 == 2\n\n@pytest.mark.skip\ndef test_d():\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile",
+                           "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 1, done.stdout
+    assert any(line.startswith("test_one.py  2 passed  ") and line.endswith("files]") for line in lines), done.stdout
+    assert any(line.startswith("test_two.py  1 failed, 1 skipped  ") for line in lines), done.stdout
+    assert not any(re.fullmatch(r"[.Fs]+\s*(\[\s*\d+%\])?", line.strip()) for line in lines), done.stdout  # no row of dots
+    assert "1 failed, 2 passed, 1 skipped" in done.stdout  # pytest's own summary, unchanged
