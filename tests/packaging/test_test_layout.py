@@ -220,3 +220,19 @@ def f(run_dir, marker):
     open(run_dir / "commits" / "x.json")  # reading is fine
 '''
     assert scan(allowed, "allowed.py", stems) == {"test_imports": [], "support": [], "style": [], "markers": []}
+
+
+#: what a test file names when it starts Ray heads and nodes of its own (tests/doubles/raycluster.py,
+#: or the session's head from tests/cluster/conftest.py)
+OWN_CLUSTER = ("tests.doubles.raycluster", "shared_head")
+
+
+def test_a_file_that_starts_its_own_cluster_runs_one_at_a_time():
+    """scripts/test.sh runs the suite in parallel processes except the tests marked ray_cluster (or
+    wheel, browser): a cluster started beside another test's is what makes a node miss its GCS on 2
+    busy cores. So a file that starts one must carry the marker."""
+    unmarked = [str(p.relative_to(ROOT)) for p in suite_files()
+                if p.name.startswith("test_") and any(name in p.read_text() for name in OWN_CLUSTER)
+                and "pytest.mark.ray_cluster" not in p.read_text()]
+    assert not unmarked, unmarked
+    assert any("raycluster" in p.read_text() for p in suite_files() if p.name.startswith("test_"))  # not vacuous

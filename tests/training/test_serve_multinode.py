@@ -19,7 +19,8 @@ import pytest
 from tests.doubles.envserver import EnvServerStartError, start_env_serve, stop_env_serve
 from tests.doubles.raycluster import started_cluster
 
-pytestmark = pytest.mark.slow  # three Ray nodes, Serve and two replicas: 1-3 min on 2 shared cores
+# three Ray nodes (a cluster of its own: run one at a time, scripts/test.sh), Serve and two replicas: 1-3 min on 2 shared cores
+pytestmark = [pytest.mark.slow, pytest.mark.ray_cluster]
 
 ROOT = Path(__file__).resolve().parents[2]
 TURNS = 3
