@@ -1,6 +1,7 @@
 """The checks before spending (preflight/checks.py): a run whose model entries cannot be used
-stops before any session starts and before any chat request is sent. No Ray: the checks run
-before it starts."""
+stops before any session starts and before any chat request is sent. The run joins (or starts) Ray
+before the checks, so an endpoint's cluster-wide quota covers the checks' requests too
+(tests/preflight/test_quota.py): the module shares one local Ray instead of starting one per run."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from ray_knowsim.llm.offline import OfflineModel
 from ray_knowsim.llm.offline.server import build_app, serve_app_in_thread
 from ray_knowsim.schema.roles import first_try_tokens
 from tests.doubles.run_config import small_config
+
+pytestmark = pytest.mark.usefixtures("ray_local")
 
 
 def counted(app: web.Application) -> tuple[web.Application, Counter]:
