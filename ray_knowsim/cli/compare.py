@@ -3,13 +3,14 @@
 Per (task, knowledge level, metric) and pair of conditions: the mean paired difference over
 matched cells (same task, item, level, trial and initial state) with a descriptive item-clustered
 CI, and ONE verdict over items: the exact sign test on each item's mean difference with its
-win-rate interval, Bonferroni over the family (significant <=> the adjusted interval excludes
-1/2); the same for the level-marginal ("all"). Every verdict carries its counts (matched items,
+win-rate interval, Holm's procedure over the family (Bonferroni with --effect; significant <=> the
+adjusted interval excludes 1/2); the same for the level-marginal ("all"). Every verdict carries its counts (matched items,
 wins, losses, ties) and a sentence; with ``--effect`` a pair whose net win rate over all matched
 items is shown inside +-effect is "equivalent". With too few items for any verdict at the
 family's size it says so and gives the minimum detectable effects. The leaderboard orders each
-metric's conditions on the same item win rate (mean item rank, never against a significant
-verdict; ★ only for a condition that beats every other). Several run directories merge when their items, levels,
+metric's conditions on the same item win rate in tiers from the significant verdicts (conditions no
+verdict separates share one; rows inside a tier by mean item rank; ★ only for a condition that beats
+every other). Several run directories merge when their items, levels,
 rules and learner simulator agree; otherwise the first difference is reported and the exit code is 2.
 
 Failure rates per condition and level are written beside them (failures); a pair of conditions
@@ -27,6 +28,7 @@ import sys
 from pathlib import Path
 
 from ray_knowsim.stats.defaults import ALPHA, POWER
+from ray_knowsim.stats.multiplicity import correction_short
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", type=float, default=ALPHA, help=f"family-wise error rate per family (default {ALPHA})")
     p.add_argument("--power", type=float, default=POWER, help=f"power for the minimum detectable effect (default {POWER})")
     p.add_argument("--family", choices=("run", "level_metric"), default="run",
-                   help="the family the multiplicity correction covers (Holm's procedure; Bonferroni with --effect): the "
+                   help=f"the family the multiplicity correction covers ({correction_short(False)}; {correction_short(True)} "
+                        "with --effect): the "
                         "whole comparison (default) or each (task, level, metric)")
     p.add_argument("--allow-incomplete", action="store_true",
                    help="rank runs that hold fewer sessions than planned (interrupted, stopped on failures, still running); "
@@ -70,7 +73,8 @@ def main(args: argparse.Namespace) -> int:
     family = int(paired["family_size"].max()) if len(paired) else 0
     print(f"compared {len(args.runs)} run(s), {len(result.conditions)} conditions: "
           f"{len(paired)} paired rows, {int(paired['testable'].sum())} with enough items for a verdict, {len(sig)} "
-          f"significant (sign test over items, Bonferroni over {family}, alpha {args.alpha}); results in {Path(args.out)}")
+          f"significant (sign test over items, {correction_short(args.effect is not None)} over {family}, alpha {args.alpha}); "
+          f"results in {Path(args.out)}")
     for msg in result.too_few:
         print(f"  {msg}")
     if result.simulator is not None:

@@ -15,6 +15,7 @@ from ray_knowsim.compare.failures import failure_counts, failure_gaps, gap_warni
 from ray_knowsim.compare.leaderboard import leaderboard, render_html
 from ray_knowsim.compare.paired import ALL_LEVELS, CompareOptions, analyse, pick_metrics, too_few_items
 from ray_knowsim.stats.defaults import ALPHA, POWER
+from ray_knowsim.stats.leaderboard import TIER_RULE
 from ray_knowsim.stats.rates import DEFAULT_MIN_DIFF
 from ray_knowsim.compare.runs import LoadedRun, load_runs, merged_sessions
 from ray_knowsim.io.tables import write_table
@@ -55,10 +56,9 @@ def unequal_n_notes(best: pd.DataFrame) -> list[str]:
 
 
 QUANTITY_NOTE = ("One quantity from verdict to leaderboard: the item win rate. Per item, each condition's mean over its ok "
-                 "sessions; an item is a win, a loss or a tie for a pair. The leaderboard orders each metric's conditions "
-                 "by mean item rank (1 + the sum of its losing shares, ties half), never against a significant verdict; "
-                 "★ = significantly beats every other condition. The paper's mean rank (ranks of means over KG, DC, CO, "
-                 "IQ) is shown as description.")
+                 "sessions; an item is a win, a loss or a tie for a pair. On each metric's leaderboard " + TIER_RULE
+                 + ". The mean item rank is 1 + the sum of a condition's losing shares, ties half. The paper's mean rank "
+                 "(ranks of means over KG, DC, CO, IQ) is shown as description.")
 
 
 def verdict_records(paired: pd.DataFrame) -> list[dict]:

@@ -19,6 +19,7 @@ from ray_knowsim.compare.sentences import interval_text
 from ray_knowsim.report.metrics import fmt, ranked_specs
 from ray_knowsim.report.tables import ALL_LEVELS_SCOPE, coverage_note, has_positions, paper_rank_rows, position_lead
 from ray_knowsim.stats.ranks import PAPER_MEAN_RANK_LABEL, PAPER_MEAN_RANK_NOTE
+from ray_knowsim.stats.leaderboard import TIER_RULE
 from ray_knowsim.stats.coverage import MEASURED as COVERAGE
 from ray_knowsim.report.outcomes import CSS as OUTCOME_CSS
 from ray_knowsim.report.outcomes import failed_html, failed_note_html, flags_html, truncations_html
@@ -365,9 +366,8 @@ def _method(c: ReportContent) -> str:
         + " items, against 95 %); the per-level section says how far its own intervals fall short.",
         "Level-marginalised value: unweighted mean of the level means (the reference code pooled conversations instead; "
         "the two agree when every level has the same count).",
-        "Positions and ★ in the results tables: per metric and level, the leaderboard on the item win rate "
-        "(stats.leaderboard: mean item rank, never against a significant verdict; ★ = significantly beats every other), "
-        "from the verdicts below; nothing in those tables is ordered by a mean.",
+        f"Positions and ★ in the results tables: per metric and level, the leaderboard on the item win rate from the "
+        f"verdicts below: {TIER_RULE}; nothing in those tables is ordered by a mean.",
         e(PAPER_MEAN_RANK_NOTE) + " (Its own table; CO: lower is better; ties share the best rank.)",
         e(c.verdicts.method) if c.verdicts is not None else "Verdicts: none (fewer than two conditions).",
         "Failure modes are summed from the session rows' fm_* counts; the conversation viewer re-derives each IU's "

@@ -24,7 +24,7 @@ from ray_knowsim.report.aggregate import RunSummary
 from ray_knowsim.report.metrics import MetricSpec
 from ray_knowsim.stats.descriptive import ClusteredMean, Moments
 from ray_knowsim.stats.coverage import interval_coverage
-from ray_knowsim.stats.leaderboard import Board
+from ray_knowsim.stats.leaderboard import TIER_RULE, Board
 from ray_knowsim.stats.ranks import paper_mean_ranks
 
 
@@ -161,10 +161,9 @@ def position_lead(here: bool, elsewhere: bool) -> str:
     return POSITION_LEAD if here else OTHER_TABLE_LEAD if elsewhere else NO_POSITION_LEAD
 
 
-POSITION_LEAD = ("Position = the condition's place on that metric's leaderboard on the item win rate, the quantity the verdicts "
-                 "test (mean item rank, never against a significant verdict; a cycle of verdicts shares one position); "
-                 "★ = significantly beats every other condition on that metric (see Verdicts). Rows are in the run's "
-                 "condition order; the means and intervals describe and order nothing.")
+POSITION_LEAD = ("Position = the condition's tier on that metric's leaderboard on the item win rate, the quantity the verdicts "
+                 f"test: {TIER_RULE} (see Verdicts). Rows are in the run's condition order; the means and intervals "
+                 "describe and order nothing.")
 OTHER_TABLE_LEAD = ("No positions or ★ in this table: the run's verdicts are at the other table's scope (an adaptive run decides "
                     "per level and metric), and the means and intervals here describe and order nothing. Rows are in the "
                     "run's condition order.")

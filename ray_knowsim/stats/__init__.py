@@ -11,8 +11,8 @@ scipy; no Ray, no I/O).
   their sums here);
 * :mod:`.ranks` — competition ranks, the ONE definition of the paper's mean rank
   (``paper_mean_ranks``) and the mean item rank (the Borda count of the item win rates);
-* :mod:`.leaderboard` — one metric's leaderboard from its verdicts: order (never against a
-  significant verdict, cycles named), positions, and the ★ (beats every other condition);
+* :mod:`.leaderboard` — one metric's leaderboard from its verdicts: tiers (from significant verdicts, cycles
+  named), the descriptive order inside a tier, and the ★ (beats every other condition);
 * :mod:`.signs` — the fixed-design paired verdict: exact sign test over items with its
   Clopper–Pearson interval for the win rate (one verdict by construction), minimum items and
   minimum detectable effects;

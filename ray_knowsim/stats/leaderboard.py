@@ -41,6 +41,13 @@ from ray_knowsim.stats.signs import mde_win_rate
 Pair = tuple[str, str]
 
 
+#: how a board's positions are made, in the words every surface that shows one uses (the report's
+#: results tables and notes, compare's page and compare.json)
+TIER_RULE = ("each condition's tier is 1 + the longest chain of significant defeats above it, so conditions no verdict "
+             "separates share a tier and a cycle of verdicts shares one and is named; rows inside a tier follow the mean "
+             "item rank (description); ★ = significantly beats every other condition")
+
+
 @dataclass(frozen=True)
 class Detectable:
     """The smallest win rate a run's family could detect: a board states it beside its order, so
@@ -249,4 +256,4 @@ def contradicts(order: Sequence[str], beats: Sequence[Pair]) -> list[Pair]:
     return [(w, l) for w, l in beats if w in pos and l in pos and pos[w] > pos[l]]
 
 
-__all__ = ["Board", "Detectable", "Pair", "board", "board_line", "contradicts", "tier_note"]
+__all__ = ["Board", "Detectable", "TIER_RULE", "Pair", "board", "board_line", "contradicts", "tier_note"]

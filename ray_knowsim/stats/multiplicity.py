@@ -103,11 +103,18 @@ def family_verdicts(keys: Iterable[K], own: Callable[[K, float], tuple[int, bool
     return holm_closure(keys, lambda k, lv: own(k, lv)[0] != 0, alpha)
 
 
+def correction_short(equivalence: bool) -> str:
+    """The correction's name alone, for a line with no room for the reason (compare's terminal line
+    and --help)."""
+    return "Bonferroni" if equivalence else "Holm's procedure"
+
+
 def correction_name(equivalence: bool) -> str:
     """The multiplicity correction in words, for every surface that states it (compare's notes and
     --help, the report, the viewer, an adaptive record): the one rule :func:`family_verdicts` applies."""
-    return ("Bonferroni (alpha / m: an equivalence claim passes no alpha on)" if equivalence
-            else "Holm's procedure (its closure: a rejection passes its alpha on)")
+    why = ("alpha / m: an equivalence claim passes no alpha on" if equivalence
+           else "its closure: a rejection passes its alpha on")
+    return f"{correction_short(equivalence)} ({why})"
 
 
-__all__ = ["ClosedResult", "bonferroni", "correction_name", "family_verdicts", "holm_adjusted", "holm_closure"]
+__all__ = ["ClosedResult", "bonferroni", "correction_name", "correction_short", "family_verdicts", "holm_adjusted", "holm_closure"]

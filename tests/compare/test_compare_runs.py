@@ -127,6 +127,17 @@ def test_two_runs_merge_and_pair_across_runs(planted, second, tmp_path):
     assert "ranks 4 conditions of 2 runs together" in (tmp_path / "cmp" / "leaderboard.html").read_text()
 
 
+def test_the_terminal_line_names_the_correction_the_verdicts_used(planted, tmp_path, capsys):
+    """compare's one-line result said "Bonferroni over N" whatever the rule (Holm's without --effect)."""
+    from ray_knowsim.stats.multiplicity import correction_short
+
+    for extra, name in (([], correction_short(False)), (["--effect", "0.1"], correction_short(True))):
+        assert cli_main(["compare", str(planted), "--out", str(tmp_path / f"cmp{len(extra)}"), *extra]) == 0
+        line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("compared "))
+        assert f"sign test over items, {name} over " in line, line
+    assert correction_short(False) == "Holm's procedure" and correction_short(True) == "Bonferroni"
+
+
 def test_incompatible_run_is_refused_naming_the_difference(planted, tmp_path, capsys):
     other = tmp_path / "softer"
     shutil.copytree(planted, other, ignore=shutil.ignore_patterns("cache"))  # its markers name its turns: copied too

@@ -4,6 +4,7 @@ every order says the run's smallest detectable effect and marks a step with no v
 
 from __future__ import annotations
 
+from pathlib import Path
 import itertools
 
 import numpy as np
@@ -83,3 +84,21 @@ def test_the_smallest_detectable_effect_is_the_families_mde():
     few = Detectable(8, 0.05, 72)
     assert np.isnan(few.win_rate) and "none" in few.text()
     assert board(["a"], {}, [], d).detectable is d
+
+
+def test_every_surface_says_how_positions_are_made_in_the_same_words():
+    """The report's results tables, its notes and compare's page once described the old rule (an
+    order of mean item ranks "never against a significant verdict") in three wordings."""
+    import inspect
+
+    from ray_knowsim.compare.pipeline import QUANTITY_NOTE
+    from ray_knowsim.report import html_page
+    from ray_knowsim.report.tables import POSITION_LEAD
+    from ray_knowsim.stats.leaderboard import TIER_RULE
+
+    for text in (POSITION_LEAD, QUANTITY_NOTE):
+        assert TIER_RULE in text
+    assert "TIER_RULE" in inspect.getsource(html_page)
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "decisions.md").read_text()
+    for text in (POSITION_LEAD, QUANTITY_NOTE, docs):
+        assert "never against a significant verdict" not in text
