@@ -1,4 +1,4 @@
-"""`ray-knowsim adaptive-replay RUN_DIR [--spec FILE] [--set KEY=VALUE ...] [--json OUT]`: what an
+"""`ray-knowsim adaptive-replay RUN_DIR [--spec FILE] [--set KEY=VALUE ...] [--json [FILE]]`: what an
 adaptive run would have decided over a completed run, with how many sessions -- without running any.
 
 The rounds are the adaptive runner's own (the run's seed orders the items), each round's
@@ -6,17 +6,19 @@ sessions read from RUN_DIR instead of being run (ray_knowsim.adaptive.replay). T
 `adaptive:` section (default: the one locked in RUN_DIR/decisions.json, else the run config's,
 else the defaults); `--spec` reads one from a YAML
 file (a whole config or just the section), `--set` changes a field (e.g. --set alpha=0.1
---set round.items=10 --set design.kind=anytime). Prints the decisions, the sessions used against
-the fixed design's, and what the fixed design of the same pool decides; --json writes everything
-decisions.json would hold. Nothing in RUN_DIR changes.
+--set round.items=10 --set design.kind=anytime). Prints a summary: the decisions, the sessions used
+against the fixed design's, and what the fixed design of the same pool decides; --json prints
+everything decisions.json would hold instead, --json FILE writes it to FILE. Nothing in RUN_DIR
+changes.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+
+from ray_knowsim.cli.output import add_json_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--spec", default=None, help="YAML file with the adaptive: section (or a config holding one)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="change a field of the spec (YAML value), e.g. --set alpha=0.1 --set round.items=10")
-    p.add_argument("--json", default=None, metavar="OUT", help="write the full record (decisions.json's fields) here")
+    add_json_option(p, "everything decisions.json would hold")
     p.set_defaults(func=main)
 
 
@@ -49,10 +51,15 @@ def main(args: argparse.Namespace) -> int:
     import yaml
 
     from ray_knowsim.adaptive.planning import replay
+    from ray_knowsim.adaptive.summary import replay_lines
+    from ray_knowsim.cli.output import emit, json_target_error
     from ray_knowsim.config.loading import ConfigError, apply_overrides
     from ray_knowsim.io.decisions import read_decisions
     from ray_knowsim.io.rundir import RunDirError, open_run
 
+    if (why := json_target_error(args)) is not None:
+        print(f"ray-knowsim adaptive-replay: {why}", file=sys.stderr)
+        return 2
     try:
         manifest = open_run(args.run_dir).manifest or {}
         config = manifest.get("config") or {}
@@ -69,25 +76,5 @@ def main(args: argparse.Namespace) -> int:
     except (RunDirError, ConfigError, ValueError, OSError) as exc:
         print(f"ray-knowsim adaptive-replay: {exc}", file=sys.stderr)
         return 2
-    made = sum(d["decided"] for d in out["decisions"])
-    share = out["sessions_run"] / out["sessions_fixed"] if out["sessions_fixed"] else 0.0
-    print(f"adaptive replay ({out['spec']['decide']}, {out['procedure']}): {out['status']} after {len(out['rounds'])} "
-          f"round(s); {made} of {len(out['decisions'])} decisions made with {out['sessions_run']:,} of the fixed design's "
-          f"{out['sessions_fixed']:,} sessions ({share:.0%}); the fixed design of the same pool makes "
-          f"{out['fixed_design']['decided']}")
-    for d in out["decisions"]:
-        what = (d["winner"] or ("no winner (cycle " + " > ".join(d["cycle"]) + ")" if d["cycle"] else "–")) \
-            if d["kind"] == "best" else (" > ".join(d["order"]) if d["order"] else "–") if d["kind"] == "ranking" else "resolved"
-        counts = "; ".join(f"{p['condition_a']} vs {p['condition_b']}: {p['wins']}-{p['losses']}-{p['ties']} of {p['matched']} "
-                           f"({p['verdict']})" for p in d["pairs"])
-        print(f"  {d['task']}/{d['knowledge_level']} {d['metric']}: "
-              + (f"{what} after round {d['after_round']}" if d["decided"] else f"undecided, in play {', '.join(d['in_play'])}" if d["in_play"]
-                 else "undecided: no outcome reachable with the pool's remaining items")
-              + f"  [{counts}]")
-    for g in out["failure_gaps"]:
-        print(f"  warning: {g['task']}/{g['knowledge_level']}: failure rates differ ({g['condition_a']} "
-              f"{g['failure_rate_a']:.0%}, {g['condition_b']} {g['failure_rate_b']:.0%}; Fisher p {g['p_fisher']:.3g})")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
-        print(f"record: {args.json}")
+    emit(args, out, lambda record_file: replay_lines(out, record_file))
     return 0

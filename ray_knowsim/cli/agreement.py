@@ -24,9 +24,9 @@ a rerun asks only what is missing or failed) and costed (calls, tokens, the entr
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
+from ray_knowsim.cli.output import add_json_option
 from ray_knowsim.stats.defaults import ALPHA
 
 
@@ -40,21 +40,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", type=float, default=ALPHA, help=f"family-wise error rate of compare's verdicts (default {ALPHA})")
     p.add_argument("--re-extract", action="store_true",
                    help="have each other run's extractor label all the reference's exchanges (asks its model; resumable, costed)")
+    add_json_option(p, "the headline rows of the tables, the runs and the notes")
     p.add_argument("--address", default=None, help="with --re-extract and a vllm extractor or an endpoint with a quota: the Ray cluster to join, whose runs share the quota (default: RAY_ADDRESS, else a local Ray)")
     p.set_defaults(func=main)
 
 
-def _f(x: float) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}"
-
-
 def main(args: argparse.Namespace) -> int:
+    from ray_knowsim.cli.output import emit, json_target_error
     from ray_knowsim.compare.agreement import agreement
+    from ray_knowsim.compare.agreement_summary import agreement_lines, agreement_record
     from ray_knowsim.compare.runs import IncompatibleRuns
     from ray_knowsim.config import ConfigError
     from ray_knowsim.score.run_stage import ScoreError
     from ray_knowsim.io.rundir import RunDirError
 
+    if (why := json_target_error(args)) is not None:
+        print(f"ray-knowsim agreement: {why}", file=sys.stderr)
+        return 2
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     try:
         result = agreement(args.runs, args.out, reference=args.reference, metrics=metrics, alpha=args.alpha,
@@ -62,28 +64,14 @@ def main(args: argparse.Namespace) -> int:
     except (IncompatibleRuns, RunDirError, ValueError, ConfigError, ScoreError) as exc:
         print(f"ray-knowsim agreement: {exc}", file=sys.stderr)
         return 2
-    print_result(result)
+    record = agreement_record(result)
+    emit(args, record, lambda record_file: agreement_lines(record, record_file))
     return 0
 
 
 def print_result(result) -> None:  # noqa: ANN001 - compare.agreement.AgreementResult
     """The agreement's summary lines (also after `ray-knowsim run` of a config with simulators)."""
-    import pandas as pd
+    from ray_knowsim.compare.agreement_summary import agreement_lines, agreement_record
 
-    print(f"agreement of {len(result.labels)} runs against {result.reference}; tables in {result.out_dir}")
-    rank = result.tables["rank_agreement"]
-    marg = rank[rank["knowledge_level"] == "all"] if len(rank) else rank
-    for _, r in marg.iterrows():
-        print(f"  {r['task']} {r['metric']}: tau {_f(r['tau'])} over {r['n_conditions']} conditions "
-              f"({r['run']}, mean item ranks); top on the item win rate {r['top_run'] or 'tied'} vs {r['top_reference'] or 'tied'}")
-    item = result.tables["item_agreement"]
-    for _, r in (item[item["knowledge_level"] == "all"] if len(item) else item).iterrows():
-        print(f"  {r['task']} {r['metric']}: Krippendorff alpha {_f(r['alpha'])} over {r['n_units']} item x condition cells")
-    re = result.tables.get("extractor_reextraction")
-    for _, r in (re[re["item_id"] == "all"] if re is not None and len(re) else pd.DataFrame()).iterrows():
-        print(f"  {r['task']} extractor of {r['run']} on all the reference's exchanges: kappa {_f(r['kappa'])}, "
-              f"TPR {_f(r['tpr'])}, TNR {_f(r['tnr'])} over {r['n_labels']:,} labels")
-    for line in result.notes:
-        print(f"  {line}")
-    for _, r in result.tables["audit"].iterrows():
-        print(f"  audit {r['run']}: {r['n_flagged']} of {r['n_sessions']} sessions flagged")
+    for line in agreement_lines(agreement_record(result)):
+        print(line)

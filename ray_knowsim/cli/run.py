@@ -266,11 +266,12 @@ def _adaptive(cfg, args: argparse.Namespace) -> int:
 def adaptive_final_line(out) -> str:  # noqa: ANN001
     """The adaptive run's summary line; its sessions in io.rundir.sessions_text's words, the ones
     the round headers and the viewer's run status say (one source for the planned total)."""
+    from ray_knowsim.adaptive.summary import session_share
     from ray_knowsim.io.rundir import sessions_text
 
     rec = out.record
     decided = sum(d.decided for d in rec.decisions)
-    saved = 1 - rec.sessions_run / rec.sessions_fixed if rec.sessions_fixed else 0.0
+    saved = 1 - session_share(rec.sessions_run, rec.sessions_fixed)
     return (f"adaptive run: {rec.status} after {out.rounds_run} round(s); {decided} of {len(rec.decisions)} decisions made; "
             f"{sessions_text(rec.sessions_run, rec.sessions_fixed, rec.status)} ({saved:.0%} saved); "
             f"results in {out.run_dir} (decisions.json)")

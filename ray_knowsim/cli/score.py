@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from ray_knowsim.cli.output import add_json_option, emit, json_target_error
 from ray_knowsim.score.judges import DEFAULT_JUDGES
 
 
@@ -33,6 +33,7 @@ def register(sub: Any) -> None:
     p.add_argument("--shard-concurrency", type=int, default=4, metavar="N",
                    help="shards judged at once (default 4); each commits on its own as it finishes")
     p.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else a local Ray)")
+    add_json_option(p, "the score set's counts, mean IQ per condition, review agreement")
     p.set_defaults(func=main)
 
 
@@ -46,7 +47,11 @@ def main(args: argparse.Namespace) -> int:
     from ray_knowsim.score.store import ScoreDir
     from ray_knowsim.score.run_stage import ScoreError, score_run
     from ray_knowsim.registry import PluginImportError, import_plugins
+    from ray_knowsim.score.summary import review_record, score_lines, score_record
 
+    if (why := json_target_error(args)) is not None:
+        print(f"error: {why}", file=sys.stderr)
+        return 2
     rd = RunDir(args.run_dir)
     manifest = read_manifest(rd)
     if manifest is None:
@@ -67,26 +72,29 @@ def main(args: argparse.Namespace) -> int:
                 ScoreDir(rd.root, out.name).make_primary()
                 write_run_tables(rd, RunReader.open(rd.root, config_hash))
         review = None
-        if "simulator_review" in args.judges.split(","):  # its agreement with the deterministic audit
+        if "simulator_review" in judges:  # its agreement with the deterministic audit
             from ray_knowsim.score.review import run_review_agreement
 
-            table = run_review_agreement(rd.root, out.name, RunReader.open(rd.root, config_hash))
-            import pandas as pd
-
-            def num(v):  # noqa: ANN001, ANN202 - a count or a statistic as JSON (None where undefined)
-                return None if pd.isna(v) else (int(v) if float(v).is_integer() and not isinstance(v, float) else round(float(v), 3))
-
-            review = {r.kind: {"sessions": num(r.n_sessions), "audit": num(r.n_audit), "review": num(r.n_review),
-                               "both": num(r.n_both), "kappa": num(r.kappa)}
-                      for r in table.itertuples(index=False) if r.shared and (r.n_audit or r.n_review or r.kind.startswith("any"))}
+            review = review_record(run_review_agreement(rd.root, out.name, RunReader.open(rd.root, config_hash)))
+        means = _means(rd.root, config_hash, out.name)
     except (ConfigError, ScoreError, PluginImportError, CodeMismatch) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps({"name": out.name, "judge_model": out.judge_model, "scored_shards": out.scored_shards,
-                      "skipped_shards": out.skipped_shards, "sessions": out.n_sessions, "judge_errors": out.n_errors,
-                      "primary": bool(args.primary), **({"review_agreement": review} if review is not None else {}),
-                      "seconds": round(out.seconds, 2)}))
+    record = score_record(out, judges=judges, primary=bool(args.primary), where=str(ScoreDir(rd.root, out.name).root),
+                          means=means, review=review)
+    emit(args, record, lambda record_file: score_lines(record, record_file))
     return 0
+
+
+def _means(root: Any, config_hash: str, name: str) -> list[dict]:
+    """Per (task, condition) the score set's mean IQ and n: the report's judge-table numbers."""
+    from ray_knowsim.io.rundir import RunReader
+    from ray_knowsim.report.judges import score_set_means
+    from ray_knowsim.score.store import RunScores
+
+    scores = RunScores.load(root)
+    sessions = scores.attach(RunReader.open(root, config_hash).sessions.read()).to_pandas()
+    return score_set_means(sessions, name, scores.primary)
 
 
 def _base_dir(manifest: dict, rd: Any) -> Any:

@@ -16,10 +16,13 @@ import os
 import sys
 from pathlib import Path
 
+from ray_knowsim.cli.output import add_json_option, emit, json_target_error, progress_printer
 from ray_knowsim.cluster.codecheck import CodeMismatch
 from ray_knowsim.io.loaders import LoadError
 from ray_knowsim.sweep.commits import SweepCommitError
 from ray_knowsim.sweep.config import SweepConfigError, load_sweep_config
+from ray_knowsim.sweep.summary import headline_lines, sweep_lines, sweep_record
+from ray_knowsim.summary_text import fit
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,10 +42,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="exit 1 unless the default setting reproduces every recorded metric of the source (see identity.csv)",
     )
+    add_json_option(p, "the report's headline, the identity check, the work done, where the report is")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if (why := json_target_error(args)) is not None:
+        print(f"error: {why}", file=sys.stderr)
+        return 2
     try:
         cfg = load_sweep_config(args.config)
         if args.out:
@@ -58,7 +65,11 @@ def run(args: argparse.Namespace) -> int:
             if not (out / "settings.parquet").exists():
                 raise SweepConfigError(f"{out} holds no finished sweep to report on")
             files = write_report(out, cfg.report)
-            print(f"report: {out / files[0]} ({len(files)} files)")
+            head = _read_headline(out)
+            emit(args, {"name": cfg.name, "output": str(out), "report": str(out / files[0]), "headline": head},
+                 lambda record_file: [fit(f"sweep '{cfg.name}':"), *headline_lines(head),
+                                      fit(f"report: {out / files[0]} ({len(files)} files)"),
+                                      *([fit(f"record: {record_file}")] if record_file else [])])
             return 0
         from ray_knowsim.sweep.runner import plan_sweep, run_sweep
 
@@ -91,29 +102,25 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
             return 0
-        result = run_sweep(
-            cfg, fresh=args.fresh, backend=args.backend, address=args.address, report=not args.no_report, use_ray=not args.no_ray
-        )
+        result = run_sweep(cfg, fresh=args.fresh, backend=args.backend, address=args.address, report=not args.no_report,
+                           use_ray=not args.no_ray, progress=progress_printer(args))
     except (SweepConfigError, SweepCommitError, LoadError, CodeMismatch) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     ident = result.identity or {}
     bad = ident.get("mismatching_conversations", 0)
-    if ident.get("checked"):
-        print(
-            f"default setting vs recorded metrics: {ident['conversations'] - bad}/{ident['conversations']} conversations "
-            f"reproduced ({ident['values_compared']} values){'' if not bad else ' -- see identity.csv'}"
-        )
-    else:
-        print(f"default-setting identity not checked: {ident.get('why', '?')}")
-    print(
-        f"done in {result.seconds:.1f} s: {result.pieces_run} pieces run, {result.pieces_skipped} skipped; "
-        f"output {result.out_dir}" + (f"; report {result.out_dir / result.report_files[0]}" if result.report_files else "")
-    )
+    record = sweep_record(result, _read_headline(result.out_dir) if result.report_files else None)
+    emit(args, record, lambda record_file: sweep_lines(record, record_file))
     if args.check_identity and (bad or not ident.get("checked")):
         print("error: --check-identity: the default setting does not reproduce the source", file=sys.stderr)
         return 1
     return 0
+
+
+def _read_headline(out: Path) -> dict | None:
+    """The report's headline as index.md states it (report/headline.json; None before a report)."""
+    path = out / "report" / "headline.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
 __all__ = ["register", "run"]

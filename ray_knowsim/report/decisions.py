@@ -159,7 +159,9 @@ def _trace_rows(record: DecisionsFile) -> tuple[list[str], list[list[str]], list
 def trace_sections(record: DecisionsFile) -> tuple[str, list[str]]:
     """The adaptive run's decision trace: what it decided per (task, level, metric), round by round."""
     e = html.escape
-    saved = 1 - record.sessions_run / record.sessions_fixed if record.sessions_fixed else 0.0
+    from ray_knowsim.adaptive.summary import session_share
+
+    saved = 1 - session_share(record.sessions_run, record.sessions_fixed)
     lead = (f"Adaptive run ({record.decide}, metrics {', '.join(record.metrics)}, alpha {record.alpha:g}): {record.status}; "
             f"{record.sessions_run:,} of the fixed design's {record.sessions_fixed:,} sessions ({saved:.0%} saved). "
             f"Procedure: {record.procedure}; family of {record.family_size} pairs.")

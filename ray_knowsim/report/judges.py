@@ -58,6 +58,31 @@ def _nan_if_undefined(value: float) -> float:
     return float(value) if value is not None and not math.isnan(value) else math.nan
 
 
+def condition_means(part: pd.DataFrame, cols: dict[str, str]) -> pd.DataFrame:
+    """Each condition's mean IQ under each score set (``cols``: set -> column) and its n
+    (``n_<set>``): the numbers of the report's judge table and of `ray-knowsim score`'s summary."""
+    grouped = part.groupby("condition", sort=False)
+    means = pd.DataFrame({name: grouped[col].mean() for name, col in cols.items()})
+    for name, col in cols.items():
+        means[f"n_{name}"] = grouped[col].count()
+    return means
+
+
+def score_set_means(sessions: pd.DataFrame, name: str, primary: str | None) -> list[dict]:
+    """Per (task, condition), the mean IQ of score set ``name`` and its n over the ok sessions
+    (empty when the set holds no IQ, e.g. a review-only set)."""
+    col = _column(name, primary or name)
+    if col not in sessions.columns:
+        return []
+    ok = sessions[sessions["status"] == "ok"]
+    rows = []
+    for task in sorted(ok["task"].dropna().unique()):
+        means = condition_means(ok[ok["task"] == task], {name: col})
+        rows += [{"task": str(task), "condition": str(cond), METRIC: _nan_if_undefined(r[name]), "n": int(r[f"n_{name}"])}
+                 for cond, r in means.iterrows() if r[f"n_{name}"] > 0]
+    return rows
+
+
 def judge_blocks(sessions: pd.DataFrame, primary: str, sets: list[str]) -> list[JudgeBlock]:
     """One block per task; empty unless ``sets`` holds the primary and at least one other set."""
     others = [s for s in sets if s != primary]
@@ -71,10 +96,7 @@ def judge_blocks(sessions: pd.DataFrame, primary: str, sets: list[str]) -> list[
         cols = {name: _column(name, primary) for name in names if _column(name, primary) in part.columns}
         if primary not in cols:
             continue
-        grouped = part.groupby("condition", sort=False)
-        means = pd.DataFrame({name: grouped[col].mean() for name, col in cols.items()})
-        for name, col in cols.items():
-            means[f"n_{name}"] = grouped[col].count()
+        means = condition_means(part, cols)
         block = JudgeBlock(task=str(task), sets=list(cols), means=means)
         base = means[primary]
         for name in cols:
@@ -137,4 +159,4 @@ def judges_markdown(blocks: list[JudgeBlock]) -> list[str]:
     return out
 
 
-__all__ = ["Agreement", "JudgeBlock", "judge_blocks", "judges_html", "judges_markdown"]
+__all__ = ["Agreement", "JudgeBlock", "condition_means", "judge_blocks", "judges_html", "judges_markdown", "score_set_means"]

@@ -374,8 +374,39 @@ def write_report(out_dir: str | Path, cfg: ReportConfig) -> list[str]:
                 files.append((f"report/{name}", what))
 
     files.append(("setting_summary.parquet", "settings.csv with every aggregated column (Parquet)"))
+    files.append(("report/headline.json", "the headline above as JSON (what `ray-knowsim sweep` prints)"))
     _index(rep, out_dir, files, summary, infl, rank_metrics)
     return ["report/index.md"] + [f for f, _ in files]
+
+
+def headline(summary: pd.DataFrame, infl: pd.DataFrame, rank_metrics: list[str], top: int = 3) -> dict:
+    """The sweep's headline for the primary ranking metric: mean/min Kendall tau vs the default,
+    the top-1 kept share, the most influential parameters. index.md and `ray-knowsim sweep` both
+    say it from this dict (report/headline.json), so the terminal and the report agree."""
+    primary = rank_metrics[0]
+    tau = summary[f"tau_mean.{primary}"]
+    first = infl[infl["ranking_metric"] == primary].dropna(subset=["tau_range"]).head(top) if not infl.empty else infl
+    has = bool(tau.notna().any())
+    return {
+        "ranking_metric": primary, "settings": int(len(summary)),
+        "mean_tau": float(tau.mean()) if has else None, "min_tau": float(tau.min()) if has else None,
+        "top1_kept_share": float(summary[f"top1_kept_share.{primary}"].mean()) if has else None,
+        "influential": [{"param": r.param, "tau_range": float(r.tau_range)} for r in first.itertuples()],
+    }
+
+
+def headline_sentences(h: dict) -> list[str]:
+    """index.md's headline sentences of :func:`headline`."""
+    m = h["ranking_metric"]
+    if h["mean_tau"] is None:
+        lines = [f"Ranking by {m}: fewer than two conditions per group, so no Kendall tau (top-1 is trivially kept)."]
+    else:
+        lines = [f"Ranking by {m}: mean Kendall tau vs the default {h['mean_tau']:.3f} (min {h['min_tau']:.3f}); "
+                 f"top-1 condition kept in {h['top1_kept_share']:.0%} of (setting, group) pairs."]
+    if h["influential"]:
+        lines.append("Most influential parameters: " + ", ".join(f"{p['param']} (tau range {p['tau_range']:.3f})"
+                                                                  for p in h["influential"]) + ".")
+    return lines
 
 
 def _index(rep: Path, out_dir: Path, files: list[tuple[str, str]], summary: pd.DataFrame, infl: pd.DataFrame, rank_metrics: list[str]) -> None:
@@ -384,18 +415,9 @@ def _index(rep: Path, out_dir: Path, files: list[tuple[str, str]], summary: pd.D
         manifest = json.loads((out_dir / "sweep.json").read_text())
     lines = [f"# Sweep report: {manifest.get('name', out_dir.name)}", ""]
     lines.append(f"{len(summary)} settings x {manifest.get('n_conversations', '?')} conversations; source: {manifest.get('source', '?')}.")
-    primary = rank_metrics[0]
-    tau = summary[f"tau_mean.{primary}"]
-    if tau.notna().any():
-        lines.append(
-            f"Ranking by {primary}: mean Kendall tau vs the default {tau.mean():.3f} (min {tau.min():.3f}); "
-            f"top-1 condition kept in {summary[f'top1_kept_share.{primary}'].mean():.0%} of (setting, group) pairs."
-        )
-    else:
-        lines.append(f"Ranking by {primary}: fewer than two conditions per group, so no Kendall tau (top-1 is trivially kept).")
-    top = infl[(infl["ranking_metric"] == primary)].dropna(subset=["tau_range"]).head(3) if not infl.empty else infl
-    if len(top):
-        lines.append("Most influential parameters: " + ", ".join(f"{r.param} (tau range {r.tau_range:.3f})" for r in top.itertuples()) + ".")
+    h = headline(summary, infl, rank_metrics)
+    write_text_atomic(json.dumps(h, indent=1), rep / "headline.json")
+    lines += headline_sentences(h)
     lines += ["", "| file | what |", "| --- | --- |"]
     lines += [f"| [{f}](../{f}) | {what} |" for f, what in files]
     lines += ["", "Outputs beside report/: `rows/` (one row per setting x conversation), `aggregates.parquet`, "
@@ -404,4 +426,4 @@ def _index(rep: Path, out_dir: Path, files: list[tuple[str, str]], summary: pd.D
     write_text_atomic("\n".join(lines), rep / "index.md")
 
 
-__all__ = ["LOWER_BETTER", "influence", "metric_ranges", "rankings_and_agreement", "write_report"]
+__all__ = ["LOWER_BETTER", "headline", "headline_sentences", "influence", "metric_ranges", "rankings_and_agreement", "write_report"]

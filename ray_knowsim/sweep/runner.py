@@ -372,11 +372,10 @@ def run_sweep(
     todo = missing(len(plan.settings), plan.n_blocks, covered)
     src = plan.source
     pairs_done = plan.pairs(covered)
-    progress(
-        f"sweep {cfg.name!r}: {len(plan.settings)} settings x {len(src.conversations)} conversations "
-        f"({plan.n_pairs} re-scorings, backend {plan.backend}) in {plan.n_blocks} block(s) of {plan.block_size} conversations; "
-        f"{pairs_done} re-scorings already committed ({len(commits.markers)} pieces)"
-    )
+    progress(f"sweep {cfg.name!r}: {len(plan.settings)} settings x {len(src.conversations)} conversations "
+             f"({plan.n_pairs} re-scorings, backend {plan.backend})")
+    progress(f"  {plan.n_blocks} block(s) of {plan.block_size} conversations; {pairs_done} re-scorings already "
+             f"committed ({len(commits.markers)} pieces)")
     if dropped:
         progress(f"  {len(dropped)} commit marker(s) whose files are gone were removed; their pieces are redone: {', '.join(dropped[:5])}")
     if src.skipped:

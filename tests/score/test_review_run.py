@@ -96,8 +96,8 @@ def test_review_is_resumable_costed_and_leaves_the_run_alone(planted):
 def test_review_agreement_with_the_audit_on_the_planted_run(planted, capsys):
     cfg, out, plants = planted
     assert plants["learner_claims_unaware"] and plants["extractor_labels_unmentioned"]
-    assert main(["score", str(out), "--judge", "reviewer", "--judges", "simulator_review"]) == 0  # the set: "review"
-    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(["score", str(out), "--judge", "reviewer", "--judges", "simulator_review", "--json"]) == 0  # the set: "review"
+    printed = json.loads(capsys.readouterr().out)
     findings = findings_of(ScoreDir(out, "review"))
     # the review finds the planted learner claims (evidence quoted from the transcript)
     claimed = {s for s, fs in findings.items() if any(f["kind"] in ("learner_claims_unaware", "learner_uses_unaware") for f in fs)}

@@ -3,6 +3,8 @@ its simulation files, resumably, and a judge failure never discards a finished c
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -195,8 +197,8 @@ def test_primary_switches_the_set_the_tables_show(finished, tmp_path, capsys):
     other.write_text(yaml.safe_dump({"backend": "offline", "name": "strict-judge"}), encoding="utf-8")
     level_means = out / "tables" / "level_means.parquet"
     level_means.unlink()  # rewritten by --primary
-    assert cli(["score", str(out), "--judge", str(other), "--primary"]) == 0
-    assert '"primary": true' in capsys.readouterr().out
+    assert cli(["score", str(out), "--judge", str(other), "--primary", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["primary"] is True
     rs = RunScores.load(out)
     assert rs.primary == "strict" and level_means.is_file()
     table = rs.attach(RunReader.open(out).sessions.read())
@@ -204,7 +206,9 @@ def test_primary_switches_the_set_the_tables_show(finished, tmp_path, capsys):
     assert digests(out) == before
     # and back: the run's own judge set, already complete, becomes primary again without judging anything
     assert cli(["score", str(out), "--name", "sim", "--primary"]) == 0
-    assert '"scored_shards": 0' in capsys.readouterr().out and RunScores.load(out).primary == "sim"
+    printed = capsys.readouterr().out
+    assert printed.startswith("score set 'sim' (judge ") and ", now the primary set" in printed.splitlines()[0]
+    assert "0 conversations judged in 0 shard(s)" in printed and RunScores.load(out).primary == "sim"
 
 
 class DriftingJudge:
@@ -277,3 +281,29 @@ def test_score_refuses_workers_on_other_code_before_judging(finished, capsys, mo
     err = capsys.readouterr().err
     assert "the workers would run other code than this driver" in err and "/srv/old/ray_knowsim" in err
     assert not (out / "scores" / "mixed").exists()
+
+
+def test_score_prints_a_short_summary_and_json_the_record(finished, tmp_path, capsys):
+    """Issue 51: the judges, the counts, the mean IQ per condition (the score set's own numbers)
+    and the folder, each line at most 100 columns; --json prints the record with the same numbers."""
+    cfg, out, _ = finished
+    judge = tmp_path / "third.yaml"
+    judge.write_text(yaml.safe_dump({"backend": "offline", "name": "judge-three"}), encoding="utf-8")
+    assert cli(["score", str(out), "--judge", str(judge)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 100 and len(lines) <= 8
+    assert lines[0] == "score set 'third' (judge third; interaction_quality, termination)"
+    sessions = RunScores.load(out).attach(RunReader.open(out).sessions.read()).to_pandas()
+    ok = sessions[sessions["status"] == "ok"]
+    assert f"{len(ok):,} conversations judged in " in lines[1] and "0 judge error(s)" in lines[1]
+    means = ok.groupby("condition")["iq@third"].agg(["mean", "count"])
+    text = " ".join(" ".join(lines).split())
+    for cond, r in means.iterrows():
+        assert f"{cond} {r['mean']:.2f} (n {int(r['count'])})" in text
+    assert lines[-1] == f"written to {out / 'scores' / 'third'}"
+    # resumed with --json: the record, the same means, nothing judged again
+    assert cli(["score", str(out), "--judge", str(judge), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["scored_shards"] == 0 and record["judges"] == ["interaction_quality", "termination"]
+    got = {m["condition"]: (m["iq"], m["n"]) for m in record["iq_by_condition"]}
+    assert got == {c: (pytest.approx(r["mean"]), int(r["count"])) for c, r in means.iterrows()}
