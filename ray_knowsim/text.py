@@ -1,8 +1,11 @@
-"""Tiny text helpers shared by the offline model, the lexical IU tagger and the simulator audit."""
+"""Tiny text helpers shared by the offline model, the lexical IU tagger and the simulator audit, and
+the terminal summaries' line discipline (issue 51): at most :data:`WIDTH` columns a line, so what
+`score`, `sweep`, `adaptive-replay` and `agreement` print reads in any terminal. Pure."""
 
 from __future__ import annotations
 
 import re
+from typing import Sequence
 from functools import lru_cache
 
 
@@ -28,3 +31,27 @@ _WORD = re.compile(r"[a-z0-9]+")
 def content_words(text: str, min_len: int = 3) -> frozenset[str]:
     """The text's content words: lower-cased, at least ``min_len`` letters, stop words dropped, plurals folded."""
     return frozenset(fold_plural(w) for w in _WORD.findall(text.lower()) if len(w) >= min_len and w not in _STOP)
+
+
+#: the widest line a terminal summary prints
+WIDTH = 100
+
+
+def fit(line: str, width: int = WIDTH) -> str:
+    """``line`` cut to ``width`` columns (an ellipsis marks the cut): the summary's lines are
+    short by design; this only bounds a long name."""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def wrap_items(head: str, items: Sequence[str], indent: str = "    ", width: int = WIDTH) -> list[str]:
+    """``head`` followed by ``items`` joined with ", ", wrapped at ``width`` (items never split)."""
+    lines, line = [], head
+    for k, item in enumerate(items):
+        piece = item + ("," if k < len(items) - 1 else "")
+        if line.strip() and len(line) + 1 + len(piece) > width:
+            lines.append(line)
+            line = indent + piece
+        else:
+            line = f"{line} {piece}" if line.strip() else indent + piece
+    lines.append(line)
+    return [fit(x, width) for x in lines]

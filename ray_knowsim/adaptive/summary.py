@@ -3,7 +3,7 @@ against the fixed design's, its share of the fixed design's sessions, each decis
 words, and where the full record is. Pure: it reads the record
 :func:`ray_knowsim.adaptive.planning.replay` returns (what ``--json`` prints, decisions.json's fields).
 
-:func:`session_share` is the one place the share of sessions is computed: the replay's summary,
+:func:`ray_knowsim.stats.adaptive.session_share` is the one place the share of sessions is computed: the replay's summary,
 the adaptive run's last line and the report's trace all say it from here.
 """
 
@@ -11,14 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ray_knowsim.summary_text import fit
+from ray_knowsim.text import fit
+from ray_knowsim.stats.adaptive import session_share
 
 MAX_DECISION_LINES = 8  # the rest: in the record
-
-
-def session_share(sessions_run: int, sessions_fixed: int) -> float:
-    """The adaptive design's sessions as a share of the fixed design's (0 when there are none)."""
-    return sessions_run / sessions_fixed if sessions_fixed else 0.0
 
 
 def decision_text(d: dict[str, Any]) -> str:
@@ -67,4 +63,4 @@ def replay_lines(record: dict[str, Any], record_file: str | None = None) -> list
     return [fit(line) for line in lines]
 
 
-__all__ = ["MAX_DECISION_LINES", "decision_text", "replay_lines", "session_share"]
+__all__ = ["MAX_DECISION_LINES", "decision_text", "replay_lines"]

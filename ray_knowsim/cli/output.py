@@ -5,7 +5,7 @@ One meaning of ``--json`` for every command, so a script learns it once: ``--jso
 the record as JSON on stdout *instead of* the summary (stdout then parses as one JSON document;
 progress goes to stderr); ``--json FILE`` writes the record to FILE and prints the summary, which
 names FILE (adaptive-replay's ``--json OUT`` has always meant that). The summaries themselves are
-pure functions beside the numbers they show (their lines: :mod:`ray_knowsim.summary_text`).
+pure functions beside the numbers they show (their lines: :mod:`ray_knowsim.text`).
 """
 
 from __future__ import annotations

@@ -266,7 +266,7 @@ def _adaptive(cfg, args: argparse.Namespace) -> int:
 def adaptive_final_line(out) -> str:  # noqa: ANN001
     """The adaptive run's summary line; its sessions in io.rundir.sessions_text's words, the ones
     the round headers and the viewer's run status say (one source for the planned total)."""
-    from ray_knowsim.adaptive.summary import session_share
+    from ray_knowsim.stats.adaptive import session_share
     from ray_knowsim.io.rundir import sessions_text
 
     rec = out.record

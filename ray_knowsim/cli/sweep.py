@@ -22,7 +22,7 @@ from ray_knowsim.io.loaders import LoadError
 from ray_knowsim.sweep.commits import SweepCommitError
 from ray_knowsim.sweep.config import SweepConfigError, load_sweep_config
 from ray_knowsim.sweep.summary import headline_lines, sweep_lines, sweep_record
-from ray_knowsim.summary_text import fit
+from ray_knowsim.text import fit
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from ray_knowsim.summary_text import fit, wrap_items
+from ray_knowsim.text import fit, wrap_items
 
 _KEEP = {
     "rank_agreement": ("run", "task", "metric", "tau", "n_items", "n_conditions", "top_run", "top_reference", "same_top"),

@@ -159,7 +159,7 @@ def _trace_rows(record: DecisionsFile) -> tuple[list[str], list[list[str]], list
 def trace_sections(record: DecisionsFile) -> tuple[str, list[str]]:
     """The adaptive run's decision trace: what it decided per (task, level, metric), round by round."""
     e = html.escape
-    from ray_knowsim.adaptive.summary import session_share
+    from ray_knowsim.stats.adaptive import session_share
 
     saved = 1 - session_share(record.sessions_run, record.sessions_fixed)
     lead = (f"Adaptive run ({record.decide}, metrics {', '.join(record.metrics)}, alpha {record.alpha:g}): {record.status}; "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ray_knowsim.summary_text import fit, wrap_items
+from ray_knowsim.text import fit, wrap_items
 
 
 def score_record(out: Any, *, judges: list[str], primary: bool, where: str, means: list[dict],

@@ -353,4 +353,9 @@ class Procedure:
         return all(d.decided for d in self.decisions)
 
 
-__all__ = ["Design", "DesignKind", "FamilyKind", "Key", "Procedure"]
+def session_share(sessions_run: int, sessions_fixed: int) -> float:
+    """The adaptive design's sessions as a share of the fixed design's (0 when there are none)."""
+    return sessions_run / sessions_fixed if sessions_fixed else 0.0
+
+
+__all__ = ["Design", "DesignKind", "FamilyKind", "Key", "Procedure", "session_share"]

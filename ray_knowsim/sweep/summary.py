@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ray_knowsim.summary_text import fit
+from ray_knowsim.text import fit
 
 
 def sweep_record(result: Any, headline: dict[str, Any] | None) -> dict[str, Any]:
