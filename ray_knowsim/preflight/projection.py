@@ -249,5 +249,25 @@ def warning_line(p: Projection) -> str:
             "(the same command resumes)")
 
 
+def recorded_note(manifest: Mapping[str, Any]) -> str | None:
+    """The report's sentence on the re-estimates a run recorded (its latest invocation that made
+    any; run/cost_watch.py writes them), in the units and words of :func:`line`; None: none made."""
+    for inv in reversed(manifest.get("invocations") or []):
+        entry = inv.get("cost_reestimates") or {}
+        records = entry.get("records") or []
+        if not records:
+            continue
+        r = records[-1]
+        unit = r.get("unit", "tokens")
+        now = _amount(r.get("projected_usd"), r.get("projected_tokens", 0), unit)
+        first = _amount(r.get("first_estimate_usd"), r.get("first_estimate_tokens", 0), unit)
+        ratio = f" ({r['ratio']:.0%} of it)" if r.get("ratio") is not None else ""
+        warned = (f"; above {OVERRUN:.0%} of the first estimate at {sum(x.get('exceeded', False) for x in records)} of "
+                  f"{len(records)} re-estimates shown, and the run warned") if any(x.get("exceeded") for x in records) else ""
+        return (f"Re-estimated while it ran from its committed sessions' spend: last projected total {now} after "
+                f"{r.get('committed', 0):,} of {r.get('planned', 0):,} sessions, first estimate {first}{ratio}{warned}.")
+    return None
+
+
 __all__ = ["FIRST_SHARE", "MATERIAL", "OVERRUN", "Progress", "Projection", "RoleProjection", "Tokens", "UnitSpend", "changed",
-           "first_after", "line", "project", "project_role", "warning_line"]
+           "first_after", "line", "project", "project_role", "recorded_note", "warning_line"]

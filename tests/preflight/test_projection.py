@@ -127,3 +127,14 @@ def test_a_projection_is_shown_again_only_when_it_moved_materially():
     a, b, c = overrun(1.0), overrun(1.05), overrun(1.2)
     assert changed(None, a) and not changed(a, b) and changed(a, c)
     assert changed(c, overrun(1.3))  # crossing the threshold is always shown
+
+
+def test_the_reports_note_is_the_last_recorded_reestimate():
+    from ray_knowsim.preflight.projection import recorded_note
+
+    records = [overrun(1.1).record("t1"), overrun(2.0).record("t2")]
+    manifest = {"invocations": [{"cost_reestimates": {"records": records}}, {"status": "ok"}]}
+    assert recorded_note(manifest) == (
+        "Re-estimated while it ran from its committed sessions' spend: last projected total $2.00 after 10 of 100 sessions, "
+        "first estimate $1.00 (200% of it); above 125% of the first estimate at 1 of 2 re-estimates shown, and the run warned.")
+    assert recorded_note({"invocations": [{"status": "ok"}]}) is None
