@@ -58,6 +58,9 @@ JOURNAL_FORMAT = 1
 JOURNAL_KEY = "spend_journal"
 #: why spend is not in the tables' rows (see the module docstring)
 APART = ("uncommitted", "superseded", "other_score_sets", "checks")
+#: a journal line's token fields -> their names in a price's terms (schema/price.py)
+UNIT_TOKENS = {"prompt": "prompt_tokens", "cached_prompt": "cached_prompt_tokens", "cache_write": "cache_write_tokens",
+               "completion": "completion_tokens", "reasoning": "reasoning_tokens"}
 
 
 def session_of(request_id: str) -> str:
@@ -212,6 +215,9 @@ class Spend:
     unpriced: int = 0  # answers of a model without a price (then usd is unknown)
     sessions: set[str] = field(default_factory=set)
     by_role: dict[str, dict[str, int]] = field(default_factory=dict)  # role -> requests/prompt/completion/cached
+    #: role -> model key -> tokens in the price's terms (:data:`UNIT_TOKENS`): what prices the run's
+    #: re-estimate while it runs (run/cost_watch.py); not in :meth:`to_dict` (the manifest's format)
+    by_model: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
 
     _FIELDS = ("requests", "cache_hits", "errors", "attempts", "prompt_tokens", "completion_tokens",
                "cached_prompt_tokens", "cache_write_tokens", "reasoning_tokens", "usd", "unpriced")
@@ -237,6 +243,10 @@ class Spend:
         role["prompt_tokens"] += int(line.get("prompt", 0))
         role["completion_tokens"] += int(line.get("completion", 0))
         role["cached_prompt_tokens"] += int(line.get("cached_prompt", 0))
+        unit = self.by_model.setdefault(str(line.get("role", "")), {}).setdefault(str(line.get("model", "")),
+                                                                                 dict.fromkeys(UNIT_TOKENS.values(), 0))
+        for key, name in UNIT_TOKENS.items():
+            unit[name] += int(line.get(key, 0))
 
     def merge(self, other: "Spend") -> "Spend":
         for name in self._FIELDS:
@@ -246,6 +256,11 @@ class Spend:
             mine = self.by_role.setdefault(role, dict.fromkeys(counts, 0))
             for k, v in counts.items():
                 mine[k] = mine.get(k, 0) + v
+        for role, models in other.by_model.items():
+            for model, counts in models.items():
+                mine = self.by_model.setdefault(role, {}).setdefault(model, dict.fromkeys(counts, 0))
+                for k, v in counts.items():
+                    mine[k] = mine.get(k, 0) + v
         return self
 
     @property

@@ -84,6 +84,9 @@ class Preflight:
     capacities: dict[str, Capacity] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
+    # the dry run's estimate the fit checks made (None: none needed): the run compares its cost
+    # with it while it runs (run/cost_watch.py) instead of estimating again; not in the manifest
+    estimate: Any = field(default=None, repr=False, compare=False)
 
     @property
     def errors(self) -> list[Finding]:
@@ -160,7 +163,7 @@ def _read_capacities(cfg: Any, plan: Any, inputs: Any, out: Preflight, budgets: 
     if any(c.max_model_len for c in out.capacities.values() if not c.error) or any(_timeout(cfg.models[k]) for k in out.capacities):
         from ray_knowsim.preflight.estimate import estimate
 
-        est = estimate(cfg, plan, inputs)  # the dry run's renders and counts: no second way of rendering
+        est = out.estimate = estimate(cfg, plan, inputs)  # the dry run's renders and counts: no second way of rendering
         out.findings += fit_findings(cfg, est, out.capacities)
         judged = judged_roles(est, out.capacities)  # their verdict says what the budget warning would
         budgets = [w for w in budgets if not any(w.startswith(f"roles.{r}.max_tokens ") for r in judged)]

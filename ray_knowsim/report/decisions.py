@@ -7,6 +7,7 @@ An adaptive run's stopped data is never re-tested with the fixed-sample test (:m
 from __future__ import annotations
 
 import html
+import json
 import logging
 from pathlib import Path
 
@@ -90,8 +91,9 @@ def decision_sections(run_dir: str | Path, scores: RunScores | None = None,
     if reader.sessions.files:
         scores = scores if scores is not None else RunScores.load(run_dir, reader)
         cost = run_cost_table(reader, scores.attach if scores.sets else None, spend_of_run(reader))
-        html_parts.append(_cost_html(cost))
-        md += _cost_md(cost)
+        note = _reestimate_note(Path(run_dir))
+        html_parts.append(_cost_html(cost, note))
+        md += _cost_md(cost, note)
     return html_parts, md, verdicts
 
 
@@ -195,7 +197,18 @@ def _cost_rows(cost: pd.DataFrame) -> list[list[str]]:
 HEADS = ["task", "condition", "sessions", "requests", "prompt tokens", "cached prompt", "completion tokens", "cost (USD)", "per session"]
 
 
-def _cost_html(cost: pd.DataFrame) -> str:
+def _reestimate_note(run_dir: Path) -> str | None:
+    """What the run's re-estimates while it ran said (preflight/projection.recorded_note), from its manifest."""
+    from ray_knowsim.preflight.projection import recorded_note
+
+    try:
+        return recorded_note(json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        log.warning("report of %s: no re-estimate note (%s)", run_dir, exc)
+        return None
+
+
+def _cost_html(cost: pd.DataFrame, note: str | None = None) -> str:
     e = html.escape
     num = ' class="num"'
     body = "".join("<tr>" + "".join(f"<td{num if k > 1 else ''}>{e(v)}</td>" for k, v in enumerate(row)) + "</tr>"
@@ -204,12 +217,12 @@ def _cost_html(cost: pd.DataFrame) -> str:
             f'tokens on each model entry; the offline model is free). "{NO_PRICE}": a model without a price. '
             '"uncommitted": spent on sessions cut off before their commit (an interrupt, a killed process); '
             '"superseded": on attempts a rerun replaced. The all, all row is the run\'s whole spend over all '
-            'its invocations.</p>'
+            'its invocations.</p>' + (f'<p class="lead">{e(note)}</p>' if note else "") +
             f'<table><thead><tr>{"".join(f"<th>{e(h)}</th>" for h in HEADS)}</tr></thead><tbody>{body}</tbody></table></section>')
 
 
-def _cost_md(cost: pd.DataFrame) -> list[str]:
-    out = ["## Cost", "", "| " + " | ".join(HEADS) + " |", "|---|---|" + "---:|" * (len(HEADS) - 2)]
+def _cost_md(cost: pd.DataFrame, note: str | None = None) -> list[str]:
+    out = ["## Cost", "", *([note, ""] if note else []), "| " + " | ".join(HEADS) + " |", "|---|---|" + "---:|" * (len(HEADS) - 2)]
     out += ["| " + " | ".join(row) + " |" for row in _cost_rows(cost)]
     return out + [""]
 

@@ -33,6 +33,7 @@ from typing import Any, Collection, Iterator, Mapping
 from ray_knowsim.cluster.bounded_fan_out import BoundedFanOut, SharedDirError, check_shared_dir
 from ray_knowsim.plan.build import RunError, make_context, model_prices, place_models, placed_plan, prepare
 from ray_knowsim.cluster.codecheck import CodeMismatch, by_value, identity, require_same_code, run_checked
+from ray_knowsim.run.cost_watch import watch_costs
 from ray_knowsim.run.fail_fast import FailureGuard, Stop
 from ray_knowsim.preflight.checks import check_before_spending
 from ray_knowsim.config import DEFAULT_SHARD_FN, RunConfig
@@ -219,6 +220,8 @@ def run(
                 manifest["plan"] = plan.summary()
                 manifest["invocations"][-1]["plan"] = plan.fingerprint
             outcome.resume = work.to_dict()
+            if sessions is None and work.shards:  # an adaptive round is not watched (run/cost_watch.py says why)
+                display.cost_watch = watch_costs(cfg, plan, inputs, run_dir.root, manifest, display, checked.estimate)
             if work.exhausted:
                 display.warn(f"{len(work.exhausted)} failed session(s) ran {policy.max_attempts} times and are not rerun "
                              f"(engine.max_session_attempts), e.g. {work.exhausted[0]}")
@@ -413,6 +416,7 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
     totals = Counts()
     incomplete: dict[str, str] = {}
     last_poll = 0.0
+    ended = False  # a shard ended since the cost watch last looked
     snapshots: dict[str, dict[str, Any]] = {}
     with display, progress_board() as board:
         for finished in fan:
@@ -431,6 +435,7 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
                     else:
                         summary = outcome
                         display.shards_done += 1
+                        ended = True
                         totals.add(Counts(summary["sessions"], summary["new_failed"], summary["turns"], summary["accounting"],
                                           summary.get("errors", {}), ended_turns=summary["turns"]))
             pending = {shard_name(k) for group in fan.in_flight for k, _ in group}
@@ -448,6 +453,9 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
                         shown.add(Counts.from_dict(snap))
                         live += int(snap.get("live", 0))
                 display.update(shown, live)
+                if display.cost_watch is not None:
+                    display.cost_watch.poll(display.already + shown.sessions, ended, time.monotonic())
+                    ended = False
                 if stop is None:
                     stop = guard.check(shown.sessions, shown.errors)
                     if stop is not None:

@@ -182,6 +182,7 @@ class Display:
         self._live: Live | None = None
         self._last_plain = 0.0
         self.interactive = self.console.is_terminal and not quiet
+        self.cost_watch: Any = None  # the run's cost re-estimates (run/cost_watch.py), polled by the fan-out
 
     def __enter__(self) -> "Display":
         self.start = time.monotonic()  # rates and ETA from the first shard on, not from Ray's start
