@@ -26,7 +26,7 @@ import time
 import traceback
 import warnings
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Collection, Iterator, Mapping
 
@@ -36,10 +36,10 @@ from ray_knowsim.cluster.codecheck import CodeMismatch, by_value, identity, requ
 from ray_knowsim.run.cost_watch import watch_costs
 from ray_knowsim.run.fail_fast import FailureGuard, Stop
 from ray_knowsim.preflight.checks import check_before_spending
-from ray_knowsim.config import DEFAULT_SHARD_FN, RunConfig
+from ray_knowsim.config import RunConfig
 from ray_knowsim.cluster.ray_session import ray_session
-from ray_knowsim.run.manifest import close_manifest, heartbeat, open_manifest
-from ray_knowsim.backends.model_set import ModelSet, build_models, model_backends, secret_env_names, shutdown_pools, test_double_roles
+from ray_knowsim.run.manifest import RunIdentity, close_manifest, heartbeat, open_manifest
+from ray_knowsim.backends.model_set import ModelSet, build_models, shutdown_pools
 from ray_knowsim.cluster.node_loss import retry_on_node_loss
 from ray_knowsim.plan.sessions import Plan, largest_graph, shard_name
 from ray_knowsim.run.progress import REPORT_EVERY_S, Counts, Display, progress_board
@@ -177,16 +177,10 @@ def run(
         checked = check_before_spending(cfg, plan, inputs, skip=skip, pools=pools)  # raises before anything is written or sent
         run_dir.create()
         committed = open_committed(run_dir, config_hash)  # before the manifest is touched: nothing changes on doubt
-        manifest = open_manifest(
-            run_dir, run_id=run_id, name=cfg.name, config_hash=config_hash, config=cfg.public_dict(),
-            config_file=config_file, secret_env=secret_env_names(cfg), run_seed=cfg.seed, plan=plan.summary(),
-            address=address or os.environ.get("RAY_ADDRESS"), backends=model_backends(cfg), test_doubles=test_double_roles(cfg), base_dir=str(cfg.base_dir),
-            replaced_shard_fn=None if cfg.engine.shard_fn == DEFAULT_SHARD_FN else cfg.engine.shard_fn,
-            roles={"settings": {r: asdict(s) for r, s in cfg.role_settings().items()},
-                   "warnings": cfg.budget_warnings(largest_graph(inputs.graphs))},
-            hashed=cfg.hash_payload(),  # a refused resume names the fields that changed
-            preflight=checked.to_manifest(),
-        )
+        identity = RunIdentity.of(cfg, run_id=run_id, config_hash=config_hash, config_file=config_file,
+                                  budget_warnings=cfg.budget_warnings(largest_graph(inputs.graphs)))
+        manifest = open_manifest(run_dir, identity, plan=plan.summary(), address=address or os.environ.get("RAY_ADDRESS"),
+                                 preflight=checked.to_manifest())
         invocation = len(manifest["invocations"]) - 1  # this one's index: its spend journals say so
         journal_checks(run_dir.root, config_hash, invocation, checked, model_prices(cfg))
         garbage = collect_garbage(run_dir.root, committed.all_commits, committed.index)

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator
@@ -74,62 +75,77 @@ def write_manifest(run_dir: RunDir, data: dict[str, Any]) -> None:
     atomic_write_text(run_dir.manifest, json.dumps(data, indent=1, sort_keys=True, default=str), run_dir.tmp)
 
 
-def open_manifest(
-    run_dir: RunDir,
-    *,
-    run_id: str,
-    name: str,
-    config_hash: str,
-    config: dict[str, Any],
-    config_file: str | None,
-    secret_env: list[str],
-    run_seed: int,
-    plan: dict[str, Any],
-    address: str | None,
-    argv: list[str] | None = None,
-    backends: dict[str, str] | None = None,
-    test_doubles: list[str] | None = None,
-    base_dir: str | None = None,
-    replaced_shard_fn: str | None = None,
-    roles: dict[str, Any] | None = None,
-    hashed: dict[str, Any] | None = None,
-    preflight: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RunIdentity:
+    """What the manifest says about the run itself, the same at every invocation: the config as
+    run, its hash and what was hashed (a refused resume names the fields that changed), where it
+    came from, and what answered each role. One object, built from the config in one place
+    (:meth:`of`), instead of a dozen arguments each caller spells out."""
+
+    run_id: str
+    name: str
+    config_hash: str
+    config: dict[str, Any]
+    config_file: str | None
+    secret_env: list[str]
+    run_seed: int
+    backends: dict[str, str] = field(default_factory=dict)  # role ("assistant:<model key>" for assistants) -> backend
+    test_doubles: list[str] = field(default_factory=list)  # roles answered by a test double (the offline model)
+    base_dir: str | None = None  # what the config's relative input paths are relative to (re-reading it: score)
+    replaced_shard_fn: str | None = None  # engine.shard_fn when it is not the product's loop (tests plug in stand-ins)
+    # every role's settings resolved over its defaults (schema/roles.py), e.g. the repair round's
+    # temperature, and the warnings about them (a first try that already asks for the cap)
+    roles: dict[str, Any] = field(default_factory=dict)
+    hashed: dict[str, Any] | None = None  # what config_hash hashed (RunConfig.hash_payload)
+
+    @classmethod
+    def of(cls, cfg: Any, *, run_id: str, config_hash: str, config_file: str | None,
+           budget_warnings: list[str]) -> "RunIdentity":
+        from ray_knowsim.backends.model_set import model_backends, secret_env_names, test_double_roles
+        from ray_knowsim.config import DEFAULT_SHARD_FN
+
+        return cls(run_id=run_id, name=cfg.name, config_hash=config_hash, config=cfg.public_dict(),
+                   config_file=config_file, secret_env=secret_env_names(cfg), run_seed=cfg.seed,
+                   backends=model_backends(cfg), test_doubles=test_double_roles(cfg), base_dir=str(cfg.base_dir),
+                   replaced_shard_fn=None if cfg.engine.shard_fn == DEFAULT_SHARD_FN else cfg.engine.shard_fn,
+                   roles={"settings": {r: asdict(s) for r, s in cfg.role_settings().items()}, "warnings": budget_warnings},
+                   hashed=cfg.hash_payload())
+
+
+def open_manifest(run_dir: RunDir, run: RunIdentity, *, plan: dict[str, Any], address: str | None,
+                  argv: list[str] | None = None, preflight: dict[str, Any] | None = None) -> dict[str, Any]:
     """Start (or, for a resume, extend) the manifest; refuses a run dir of another config. The
     plan's cut may differ from an earlier invocation's (resume is per session): ``plan`` is the
     current one, and every invocation records the fingerprint of the cut it ran with."""
     old = read_manifest(run_dir)
     if old is not None:
-        if old.get("config_hash") != config_hash:
+        if old.get("config_hash") != run.config_hash:
             raise ManifestMismatch(
-                f"{run_dir.root} holds a run of another config (hash {old.get('config_hash')}, this one {config_hash}). "
-                "What changed:\n  " + "\n  ".join(recorded_changes(old, config, hashed))
+                f"{run_dir.root} holds a run of another config (hash {old.get('config_hash')}, this one {run.config_hash}). "
+                "What changed:\n  " + "\n  ".join(recorded_changes(old, run.config, run.hashed))
                 + "\nUse another output directory, or --overwrite to discard it."
             )
     data = old or {
         "format": MANIFEST_FORMAT,
-        "run_id": run_id,
-        "name": name,
-        "config_hash": config_hash,
+        "run_id": run.run_id,
+        "name": run.name,
+        "config_hash": run.config_hash,
         "created_at": now(),
         "invocations": [],
     }
     data.update(
-        config=config,
-        config_file=config_file,
-        secret_env=secret_env,
-        seeds={"run_seed": run_seed, "session_seed": "sha256(run_seed, session_id) >> 33",
+        config=run.config,
+        config_file=run.config_file,
+        secret_env=run.secret_env,
+        seeds={"run_seed": run.run_seed, "session_seed": "sha256(run_seed, session_id) >> 33",
                "init_seed": "sha256(run_seed, 'init/task/item/level/trial') >> 33"},
         plan=plan,
-        backends=dict(backends or {}),  # role (assistants: "assistant:<model key>") -> backend name
-        test_doubles=list(test_doubles or []),  # roles answered by a test double (the offline model)
-        # engine.shard_fn when it is not the product's simulation loop (tests plug in stand-ins)
-        replaced_shard_fn=replaced_shard_fn,
-        base_dir=base_dir,  # what the config's relative input paths are relative to (re-reading it: score)
-        # every role's settings resolved over its defaults (schema/roles.py), e.g. the repair round's
-        # temperature, and the warnings about them (a first try that already asks for the cap)
-        roles=dict(roles or {}),
-        hashed_config=hashed,  # what config_hash hashed (RunConfig.hash_payload): a refused resume names what changed
+        backends=dict(run.backends),
+        test_doubles=list(run.test_doubles),
+        replaced_shard_fn=run.replaced_shard_fn,
+        base_dir=run.base_dir,
+        roles=dict(run.roles),
+        hashed_config=run.hashed,
     )
     data["invocations"].append({
         "started_at": now(),
@@ -235,4 +251,4 @@ def heartbeat(run_dir: RunDir, invocation: int, every_s: float = HEARTBEAT_EVERY
         thread.join(timeout=5)
 
 
-__all__ = ["ManifestMismatch", "heartbeat", "close_manifest", "config_changes", "recorded_changes", "git_state", "open_manifest", "package_versions", "read_manifest"]
+__all__ = ["ManifestMismatch", "RunIdentity", "heartbeat", "close_manifest", "config_changes", "recorded_changes", "git_state", "open_manifest", "package_versions", "read_manifest"]

@@ -7,15 +7,15 @@ import json
 import pytest
 
 from ray_knowsim.config import load_run_config, parse_run_config
-from ray_knowsim.run.manifest import ManifestMismatch, close_manifest, config_changes, open_manifest
+from ray_knowsim.run.manifest import ManifestMismatch, RunIdentity, close_manifest, config_changes, open_manifest
 from ray_knowsim.io.commits import RunDir
 from tests.doubles.run_config import small_config, write_config
 
 
 def _open(run_dir: RunDir, cfg) -> dict:
-    return open_manifest(run_dir, run_id=f"t-{cfg.config_hash()[:8]}", name=cfg.name, config_hash=cfg.config_hash(),
-                         config=cfg.public_dict(), config_file=None, secret_env=[], run_seed=cfg.seed,
-                         plan={"shard_size": cfg.engine.shard_size}, address=None, argv=[], hashed=cfg.hash_payload())
+    identity = RunIdentity.of(cfg, run_id=f"t-{cfg.config_hash()[:8]}", config_hash=cfg.config_hash(), config_file=None,
+                              budget_warnings=[])
+    return open_manifest(run_dir, identity, plan={"shard_size": cfg.engine.shard_size}, address=None, argv=[])
 
 
 def _refusal(run_dir: RunDir, cfg) -> str:
