@@ -15,6 +15,12 @@ context each endpoint holds; an entry that cannot be used stops the run before a
 (``--no-preflight`` skips the checks). A run whose sessions keep failing with one error stops
 early (``engine.fail_fast``). Ctrl-C says how many sessions are committed and how to resume.
 
+At the end it prints a result within 100 columns: per condition and level the means with their
+95 % intervals, the verdicts (the report's sentences), the caveat when the offline test double
+answered, and ``next: ray-knowsim view RUN_DIR | ray-knowsim report RUN_DIR``; the report has the
+rest. Diagnostics that ask nothing of you (a lagging progress display, Ray's shutdown noise) go
+to RUN_DIR/run.log.
+
 Exit codes: 0 all sessions ok, 1 some sessions failed or shards did not finish (re-run to
 resume), 2 bad config or inputs (or the checks before spending refused the run), 3 stopped early
 by ``engine.fail_fast`` (re-run to resume once the cause is fixed), 130 interrupted (Ctrl-C).
