@@ -209,7 +209,7 @@ def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Pa
         if not quiet:  # the round's header, in the words of the final line and the viewer (io/rundir.py)
             print(f"adaptive round {round_no}: {sessions_text(len(wanted), sessions_fixed)} asked for "
                   f"({len(new):,} new)", flush=True)
-        outcome = run(cfg, address=address, output=run_dir.root, quiet=quiet, tables=False, print_tables=False,
+        outcome = run(cfg, address=address, output=run_dir.root, quiet=quiet, tables=False,
                       config_file=None, console=console, sessions=ids(wanted), rerun_model_failures=rerun_model_failures,
                       preflight=round_preflight(round_no, preflight, quiet))
         if outcome.stopped is not None:

@@ -15,6 +15,12 @@ context each endpoint holds; an entry that cannot be used stops the run before a
 (``--no-preflight`` skips the checks). A run whose sessions keep failing with one error stops
 early (``engine.fail_fast``). Ctrl-C says how many sessions are committed and how to resume.
 
+At the end it prints a result within 100 columns: per condition and level the means with their
+95 % intervals, the verdicts (the report's sentences), the caveat when the offline test double
+answered, and ``next: ray-knowsim view RUN_DIR | ray-knowsim report RUN_DIR``; the report has the
+rest. Diagnostics that ask nothing of you (a lagging progress display, Ray's shutdown noise) go
+to RUN_DIR/run.log.
+
 Exit codes: 0 all sessions ok, 1 some sessions failed or shards did not finish (re-run to
 resume), 2 bad config or inputs (or the checks before spending refused the run), 3 stopped early
 by ``engine.fail_fast`` (re-run to resume once the cause is fixed), 130 interrupted (Ctrl-C).
@@ -127,19 +133,8 @@ def _run_one(cfg, args: argparse.Namespace, output, resume_dir=None) -> int:  # 
         return 2
     except RunInterrupted as stop:
         return interrupted(args, stop, resume_dir)
-    from ray_knowsim.tables.outcome_tables import final_line_parts
-
-    stopped = f" ({outcome.stopped.line()})" if outcome.stopped is not None else ""
-    said = "".join(f"; {part}" for part in final_line_parts(outcome.tables))  # failures by kind, a broken simulator
-    line = (f"run {outcome.run_id}: {outcome.status_word}{stopped}; sessions ok {outcome.n_ok}, failed {outcome.n_failed}, "
-            f"of {outcome.n_sessions}{said}; {outcome.seconds:.1f}s; results in {outcome.run_dir}")
-    print(line, flush=True)
-    if outcome.llm:
-        from ray_knowsim.llm.accounting import Accounting
-
-        parts = [f"{role} {st.calls} calls/{st.total_tokens} tok" + (f"/{st.errors} errors" if st.errors else "")
-                 for role, st in sorted(Accounting.from_dict(outcome.llm).by_role.items())]
-        print("llm: " + ", ".join(parts), flush=True)
+    for line in final_lines(outcome, args.quiet):
+        print(line, flush=True)
     if outcome.stopped is not None:
         from ray_knowsim.schema.failures import MODEL, failure_class
 
@@ -152,6 +147,38 @@ def _run_one(cfg, args: argparse.Namespace, output, resume_dir=None) -> int:  # 
     if outcome.incomplete:
         print(f"{len(outcome.incomplete)} shard(s) did not finish; run the same command again to resume", file=sys.stderr)
     return 0 if outcome.status == "ok" else 1
+
+
+def final_lines(outcome, quiet: bool) -> list[str]:  # noqa: ANN001 - a run.fan_out.RunOutcome
+    """What the terminal says after a run. ``quiet``: the one summary line (for logs and scripts:
+    it greps whole) and the LLM calls. Otherwise the result in at most 100 columns
+    (:mod:`ray_knowsim.report.terminal`): the means, verdicts and caveat, the summary folded, the
+    LLM calls, and a closing ``next:`` line with the commands that open the run."""
+    from ray_knowsim.tables.outcome_tables import final_line_parts
+
+    stopped = f" ({outcome.stopped.line()})" if outcome.stopped is not None else ""
+    parts = final_line_parts(outcome.tables)  # failures by kind, a broken simulator
+    head = f"run {outcome.run_id}: {outcome.status_word}{stopped}; sessions ok {outcome.n_ok}, failed {outcome.n_failed}, " \
+           f"of {outcome.n_sessions}"
+    calls = []
+    if outcome.llm:
+        from ray_knowsim.llm.accounting import Accounting
+
+        calls = [f"{role} {st.calls} calls/{st.total_tokens} tok" + (f"/{st.errors} errors" if st.errors else "")
+                 for role, st in sorted(Accounting.from_dict(outcome.llm).by_role.items())]
+    if quiet:
+        said = "".join(f"; {part}" for part in parts)
+        return [f"{head}{said}; {outcome.seconds:.1f}s; results in {outcome.run_dir}"] + (["llm: " + ", ".join(calls)] if calls else [])
+    from ray_knowsim.report.run_result import closing_lines, result_lines
+    from ray_knowsim.report.terminal import pack, wrap
+
+    lines = result_lines(outcome.run_dir, outcome.tables) if outcome.tables else []
+    lines += ["", *wrap(f"{head}; {outcome.seconds:.1f}s")]
+    for part in parts:
+        lines += wrap(part, first="  ", indent="    ")
+    if calls:
+        lines += pack("llm: ", calls)
+    return lines + closing_lines(outcome.run_dir)
 
 
 def _simulators(cfg, args: argparse.Namespace) -> int:  # noqa: ANN001

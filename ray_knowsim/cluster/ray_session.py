@@ -13,9 +13,11 @@ from __future__ import annotations
 import logging
 import os
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 AUTH_MODE_ENV = "RAY_AUTH_MODE"
+#: the name under which ``ray.init(log_to_driver=True)`` registers the driver's printer of forwarded lines
+_PRINTER = "ray_print_logs"
 
 
 def choose_auth_mode() -> None:
@@ -58,4 +60,39 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None, obje
         ray.shutdown()
 
 
-__all__ = ["choose_auth_mode", "ray_session"]
+def split_forwarded(data: dict[str, Any], divert: Callable[[str], bool]) -> tuple[dict[str, Any] | None, list[str]]:
+    """(the batch Ray forwarded without the lines ``divert`` picks -- None when none is left, the
+    picked lines): pure, so what is kept off the terminal is tested without a cluster."""
+    lines = list(data.get("lines") or [])
+    picked = [line for line in lines if divert(line)]
+    if not picked:
+        return data, []
+    kept = [line for line in lines if not divert(line)]
+    return ({**data, "lines": kept} if kept else None), picked
+
+
+def divert_forwarded_lines(divert: Callable[[str], bool], write: Callable[[str], None]) -> bool:
+    """Send the lines Ray forwards to this driver (workers', the GCS's) that ``divert`` picks to
+    ``write`` instead of the terminal; the rest print as before. Ray's printer is wrapped under its
+    own name, so ``ray.shutdown`` removes the wrapper with it. False where nothing is forwarded
+    (``log_to_driver=False``: a quiet run) or it is wrapped already."""
+    from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
+
+    printers = [h for name, h in dispatcher.handlers if name == _PRINTER]
+    if len(printers) != 1 or getattr(printers[0], "diverts", False):
+        return False
+
+    def printer(data: dict[str, Any], _print: Callable[[dict[str, Any]], None] = printers[0]) -> None:
+        kept, picked = split_forwarded(data, divert)
+        for line in picked:
+            write(f"({data.get('pid')}) {line}")
+        if kept is not None:
+            _print(kept)
+
+    printer.diverts = True  # type: ignore[attr-defined]
+    with dispatcher._lock:  # one swap: no batch is printed by neither
+        dispatcher.handlers = [(name, printer if name == _PRINTER else h) for name, h in dispatcher.handlers]
+    return True
+
+
+__all__ = ["choose_auth_mode", "divert_forwarded_lines", "ray_session", "split_forwarded"]

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+#: the heading every surface puts before the banner (report HTML and Markdown, viewer, terminal)
+BANNER_HEADING = "Not a real-model measurement."
+
 
 def manifest_banner(manifest: dict[str, Any]) -> str | None:
     """The banner text for a manifest already read: the roles a test double (the offline model)
@@ -42,4 +45,4 @@ def _config_backends(cfg: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-__all__ = ["manifest_banner"]
+__all__ = ["BANNER_HEADING", "manifest_banner"]

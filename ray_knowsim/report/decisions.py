@@ -25,7 +25,7 @@ from ray_knowsim.score.spend import spend_of_run
 from ray_knowsim.io.decisions import DecisionsFormatError, read_decisions
 from ray_knowsim.io.rundir import RunReader, open_run
 from ray_knowsim.schema.decisions import DecisionsFile
-from ray_knowsim.report.verdicts import RunVerdicts, from_compare, from_record
+from ray_knowsim.report.verdicts import RunVerdicts, from_compare, from_record, verdict_texts
 from ray_knowsim.stats.leaderboard import board_line
 from ray_knowsim.score.store import RunScores
 
@@ -70,9 +70,7 @@ def decision_sections(run_dir: str | Path, scores: RunScores | None = None,
         md += ["## Who beats whom", "", why, ""]
         run = None
     if record is None and run is not None and len(run.conditions) > 1 and len(run.sessions):
-        tables = analyse(run.sessions, run.conditions, CompareOptions(metrics=default_metrics(run.sessions), alpha=ALPHA))
-        paired = tables["paired"]
-        verdicts = from_compare(paired, ALPHA, "every comparison of the run")
+        paired, verdicts = fixed_verdicts(run)
         note = beats_note(paired) + FAMILY_NOTE
         blocks, md_blocks = [], []
         for task in sorted(paired["task"].unique()):
@@ -126,18 +124,50 @@ def _board_sections(verdicts: RunVerdicts, levels: tuple[str, ...] | None) -> tu
     return h, md
 
 
+def fixed_verdicts(run) -> tuple[pd.DataFrame, RunVerdicts]:  # noqa: ANN001 - a compare.runs.LoadedRun
+    """compare's fixed-sample verdicts on one loaded run (its ``paired`` table and the verdicts):
+    the one computation behind the report's "Who beats whom" and Verdicts and the terminal's verdicts."""
+    tables = analyse(run.sessions, run.conditions, CompareOptions(metrics=default_metrics(run.sessions), alpha=ALPHA))
+    paired = tables["paired"]
+    return paired, from_compare(paired, ALPHA, "every comparison of the run")
+
+
+def run_verdicts(run_dir: str | Path, scores: RunScores | None = None, reader: RunReader | None = None) -> RunVerdicts | None:
+    """The verdicts the report shows for ``run_dir``: an adaptive run's own (decisions.json), else
+    compare's (:func:`fixed_verdicts`); None where there are none to show (one condition, no
+    session, a run compare cannot read). For callers that print them without the report (the
+    terminal after a run), so both say the same verdicts."""
+    try:
+        record = read_decisions(run_dir)
+    except DecisionsFormatError:
+        return None
+    if record is not None:
+        return from_record(record)
+    try:
+        reader = reader if reader is not None else open_run(run_dir)
+        scores = scores if scores is not None else RunScores.load(run_dir, reader)
+        run = load_runs([run_dir], reader=reader, scores=scores)[0]
+    except Exception as exc:  # noqa: BLE001 - as the report: a run compare cannot read has no verdicts to show
+        log.warning("verdicts of %s not computed (%s: %s)", run_dir, type(exc).__name__, exc)
+        return None
+    if len(run.conditions) < 2 or not len(run.sessions):
+        return None
+    return fixed_verdicts(run)[1]
+
+
 def _sentences(verdicts: RunVerdicts, title: str) -> tuple[str, list[str]]:
-    """The significant verdicts in words (every one with its counts), or a sentence saying there are none."""
+    """The significant verdicts in words (every one with its counts), or a sentence saying there
+    are none; the words are :func:`verdict_texts`', which the terminal prints too."""
     sig = verdicts.significant()
     e = html.escape
+    texts = verdict_texts(verdicts)
     if not sig:
-        text = "No significant verdict: no pair of conditions differs on any metric at the family's level."
-        return (f'<section id="verdicts"><h2>{e(title)}</h2><p class="lead">{e(text)}</p></section>',
-                [f"## {title}", "", text, ""])
-    items = "".join(f'<li data-task="{e(p.task)}" data-level="{e(p.level)}" data-metric="{e(p.metric)}">{e(p.task)}: {e(p.sentence)}</li>'
-                    for p in sig)
+        return (f'<section id="verdicts"><h2>{e(title)}</h2><p class="lead">{e(texts[0])}</p></section>',
+                [f"## {title}", "", texts[0], ""])
+    items = "".join(f'<li data-task="{e(p.task)}" data-level="{e(p.level)}" data-metric="{e(p.metric)}">{e(text)}</li>'
+                    for p, text in zip(sig, texts))
     return (f'<section id="verdicts"><h2>{e(title)}</h2><ul class="verdicts">{items}</ul></section>',
-            [f"## {title}", "", *[f"- {p.task}: {p.sentence}" for p in sig], ""])
+            [f"## {title}", "", *[f"- {text}" for text in texts], ""])
 
 
 def _trace_rows(record: DecisionsFile) -> tuple[list[str], list[list[str]], list[str], list[list[str]]]:
@@ -227,4 +257,4 @@ def _cost_md(cost: pd.DataFrame, note: str | None = None) -> list[str]:
     return out + [""]
 
 
-__all__ = ["decision_sections", "trace_sections"]
+__all__ = ["decision_sections", "fixed_verdicts", "run_verdicts", "trace_sections"]

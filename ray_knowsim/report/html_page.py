@@ -13,6 +13,7 @@ from typing import Iterable
 
 from ray_knowsim.schema.results import FAILURE_MODES
 from ray_knowsim.report.content import ReportContent
+from ray_knowsim.report.banner import BANNER_HEADING
 from ray_knowsim.report.conversation_html import CONVERSATION_CSS, conversation_article, e, legend
 from ray_knowsim.report.conversation_html import attrs as _attrs
 from ray_knowsim.compare.sentences import interval_text
@@ -131,7 +132,7 @@ def _nav(c: ReportContent) -> str:
 
 
 def _banner(c: ReportContent) -> str:
-    return f'<div class="banner" id="offline-banner" role="note"><b>Not a real-model measurement.</b> {e(c.banner)}</div>' if c.banner else ""
+    return f'<div class="banner" id="offline-banner" role="note"><b>{e(BANNER_HEADING)}</b> {e(c.banner)}</div>' if c.banner else ""
 
 
 def _task_sections(c: ReportContent) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ray_knowsim.report.content import ReportContent
+from ray_knowsim.report.banner import BANNER_HEADING
 from ray_knowsim.report.escape import escape_md as _md
 from ray_knowsim.compare.sentences import interval_text
 from ray_knowsim.report.metrics import fmt, ranked_specs
@@ -27,7 +28,7 @@ def _row(cells: list[str]) -> str:
 def render_markdown(c: ReportContent) -> str:
     out = [f"# {_md(c.title)}", ""]
     if c.banner:
-        out += [f"> **Not a real-model measurement.** {_md(c.banner)}", ""]
+        out += [f"> **{BANNER_HEADING}** {_md(c.banner)}", ""]
     out += flags_markdown(c)  # an incomplete run, a simulator that does not work
     out += [f"- **{_md(k)}**: {_md(v)}" for k, v in c.facts()]
     out += [f"- **run directory**: `{c.run_dir}`", f"- **generated**: {c.generated}", ""]

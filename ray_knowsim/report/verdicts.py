@@ -54,6 +54,18 @@ class RunVerdicts:
         return [p for p in self.pairs if p.better is not None]
 
 
+#: what every surface says when no pair differs (the report's Verdicts section, the terminal)
+NO_VERDICT = "No significant verdict: no pair of conditions differs on any metric at the family's level."
+
+
+def verdict_texts(verdicts: RunVerdicts) -> list[str]:
+    """The significant verdicts as the lines a reader sees ("task: sentence"), or the one line
+    saying there are none: the report and the terminal both print these, so one verdict never
+    reads two ways."""
+    sig = verdicts.significant()
+    return [f"{p.task}: {p.sentence}" for p in sig] if sig else [NO_VERDICT]
+
+
 def _boards(pairs: list[PairView], conditions: dict[tuple[str, str, str], list[str]], alpha: float,
             family_of: dict[tuple[str, str, str], int]) -> dict[tuple[str, str, str], Board]:
     """Per (task, level, metric) the leaderboard of :func:`ray_knowsim.stats.leaderboard.board`,
@@ -135,4 +147,4 @@ def from_record(record: DecisionsFile) -> RunVerdicts:
     return _verdicts("adaptive", method, pairs, conds, float(record.alpha), family_of)
 
 
-__all__ = ["PairView", "RunVerdicts", "from_compare", "from_record"]
+__all__ = ["NO_VERDICT", "PairView", "RunVerdicts", "from_compare", "from_record", "verdict_texts"]

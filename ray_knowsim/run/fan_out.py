@@ -37,13 +37,14 @@ from ray_knowsim.run.cost_watch import watch_costs
 from ray_knowsim.run.fail_fast import FailureGuard, Stop
 from ray_knowsim.preflight.checks import check_before_spending
 from ray_knowsim.config import RunConfig
-from ray_knowsim.cluster.ray_session import ray_session
+from ray_knowsim.cluster.ray_session import divert_forwarded_lines, ray_session
 from ray_knowsim.run.manifest import RunIdentity, close_manifest, heartbeat, open_manifest
 from ray_knowsim.backends.model_set import ModelSet, build_models, shutdown_pools
 from ray_knowsim.cluster.node_loss import retry_on_node_loss
 from ray_knowsim.plan.sessions import Plan, largest_graph, shard_name
 from ray_knowsim.run.progress import REPORT_EVERY_S, Counts, Display, progress_board
 from ray_knowsim.run.resume import Attempt, ResumePolicy, Work, plan_work
+from ray_knowsim.run.runlog import DIAGNOSTICS, is_noise, run_log, to_run_log
 from ray_knowsim.run.worker import CommitPolicy, ShardFailed, execute_shards
 from ray_knowsim.io.commits import RunDir, collect_garbage
 from ray_knowsim.io.rundir import STATUS_WORDS, RunDirError, RunReader, status_key
@@ -149,7 +150,6 @@ def run(
     quiet: bool = False,
     overwrite: bool = False,
     config_file: str | None = None,
-    print_tables: bool = True,
     tables: bool = True,
     console: Any = None,
     rerun_model_failures: bool = False,
@@ -172,7 +172,8 @@ def run(
     # Ray first: the endpoints' quotas are cluster-wide limiters, and the checks' requests count
     # against them as the run's do; the lease the checks take on each is the run's, held in its
     # pools until it ends (a refused run has started or joined Ray, and written nothing)
-    with ray_session(address, **ray_options(cfg), quiet=quiet), _pools() as pools:
+    with run_log(run_dir.root), ray_session(address, **ray_options(cfg), quiet=quiet), _pools() as pools:
+        divert_forwarded_lines(is_noise, to_run_log)  # Ray's shutdown noise to RUN_DIR/run.log, not the terminal
         skip = preflight if isinstance(preflight, str) else not preflight
         checked = check_before_spending(cfg, plan, inputs, skip=skip, pools=pools)  # raises before anything is written or sent
         run_dir.create()
@@ -269,12 +270,6 @@ def run(
                 "scores": outcome.scores, "stopped": outcome.stopped.to_dict() if outcome.stopped else None, "resume": {**outcome.resume, "rerun_model_failures": rerun_model_failures,
                                                      "max_session_attempts": policy.max_attempts},
             })
-    if outcome.tables and print_tables and not quiet:
-        from ray_knowsim.tables.outcome_tables import print_outcomes
-        from ray_knowsim.tables.reduce import print_tables as show
-
-        show(outcome.tables, display.console)
-        print_outcomes(outcome.tables, display.console)
     return outcome
 
 
@@ -437,8 +432,8 @@ def _fan_out(cfg: RunConfig, plan: Plan, run_dir: RunDir, models: ModelSet, ctx:
                 last_poll = time.monotonic()
                 try:
                     snapshots = ray.get(board.snapshot.remote(), timeout=5)
-                except Exception as exc:  # noqa: BLE001 - display only: the run goes on, the numbers lag
-                    display.warn(f"progress board not reachable ({type(exc).__name__}: {exc}); the display may lag")
+                except Exception as exc:  # noqa: BLE001 - display only: the run goes on, the numbers lag (run.log says why)
+                    DIAGNOSTICS.warning("progress board not reachable (%s: %s); the display may lag", type(exc).__name__, exc)
                 shown = Counts(totals.sessions, totals.failed, totals.turns, dict(totals.accounting), dict(totals.errors),
                                totals.ended_turns)
                 live = 0

@@ -165,6 +165,15 @@ class Reporter:
             log.warning("progress report of %s not sent (%s: %s); the display may lag", self.shard_id, type(exc).__name__, exc)
 
 
+def compact(n: int) -> str:
+    """A count in at most ~6 characters (15324698 -> 15.3M), so the plain progress line stays
+    within 100 columns however long the run."""
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= 10 * size if unit == "k" else n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
 class Display:
     """Driver side: renders totals (rich Live on a terminal, plain lines otherwise)."""
 
@@ -234,7 +243,7 @@ class Display:
         return (
             f"sessions {self.already + counts.sessions}/{self.total} (failed {counts.failed}) "
             f"shards {self.shards_done}/{self.n_shards} turns {counts.turns} "
-            f"llm calls {acc.calls} tokens {acc.total_tokens} "
+            f"llm calls {acc.calls} tokens {compact(acc.total_tokens)} "
             f"elapsed {time.monotonic() - self.start:.0f}s eta {'?' if eta is None else f'{eta:.0f}s'}"
         )
 

@@ -1,4 +1,4 @@
-"""What failed, what was cut and whether the simulator works, on the terminal and the final line.
+"""What failed and whether the simulator works, on the run's final line and the terminal result.
 
 The counts come from :mod:`ray_knowsim.tables.outcomes` (failed sessions by error kind per condition,
 truncated answers per role) and the checks from :mod:`ray_knowsim.tables.sanity`: the run's tables
@@ -11,9 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from ray_knowsim.tables.outcomes import TRUNCATION_COLUMNS, kinds_text, truncations_by_role
+from ray_knowsim.tables.outcomes import kinds_text
 from ray_knowsim.tables.sanity import COMPONENT_HEADING, SanityReport
-from ray_knowsim.schema.results import TRUNCATION_ROLES
 
 SANITY_COLUMNS = ("check", "severe", "scope", "text", "short", "component")
 
@@ -61,55 +60,16 @@ def final_line_parts(tables: dict[str, Any]) -> list[str]:
     return parts
 
 
-def print_outcomes(tables: dict[str, Any], console: Any = None) -> None:
-    """After the metric tables: failed sessions by error kind per condition, truncated answers per
-    role and condition (when any), and every sanity warning."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = console or Console()
-    failures = tables.get("failures")
-    if failures is not None and not failures.empty:
-        per = failures.groupby(["task", "condition", "error_kind"], as_index=False, sort=False).agg(
-            n_failed=("n_failed", "sum"), example=("example", lambda v: next((x for x in v if x), "")))
-        table = Table(title="failed sessions by error kind (tables/failures.csv: per level, with the failure class)", title_justify="left")
-        for name, justify, wrap in (("task", "left", False), ("condition", "left", False), ("error kind", "left", False),
-                                    ("sessions", "right", False), ("reason (first seen)", "left", True)):
-            table.add_column(name, justify=justify, overflow="fold", no_wrap=not wrap)
-        for _, r in per.sort_values(["task", "condition", "n_failed"], ascending=[True, True, False], kind="stable").iterrows():
-            table.add_row(str(r["task"]), str(r["condition"]), str(r["error_kind"]), f"{int(r['n_failed']):,}", str(r["example"] or "–"))
-        console.print(table)
-    truncations = tables.get("truncations")
-    if truncations is not None and not truncations.empty and int(truncations["llm_truncations"].sum()):
-        per = truncations_by_role(truncations)
-        table = Table(title="truncated answers (cut at max_tokens) per role", title_justify="left")
-        table.add_column("task")
-        table.add_column("condition")
-        for role in TRUNCATION_ROLES:
-            table.add_column(role, justify="right")
-        if int(per["unattributed"].sum()):
-            table.add_column("role not recorded", justify="right")
-        for _, r in per.iterrows():
-            cells = [f"{int(r[c]):,}" for c in TRUNCATION_COLUMNS]
-            if int(per["unattributed"].sum()):
-                cells.append(f"{int(r['unattributed']):,}")
-            table.add_row(str(r["task"]), str(r["condition"]), *cells)
-        console.print(table)
+def audit_text(tables: dict[str, Any]) -> str | None:
+    """How many ok sessions the simulator audit flagged, and where each flag is (None: no audit
+    table): the count the terminal gives (docs/audit.md); the flags themselves are the report's."""
     audit = tables.get("audit")
-    if audit is not None and not audit.empty:
-        from rich.text import Text
-
-        n, flagged = int(audit["n_sessions"].sum()), int(audit["n_flagged"].sum())
-        console.print(Text(f"simulator audit: {flagged:,} of {n:,} ok sessions flagged ({int(audit['n_learner_flagged'].sum()):,} "
-                           f"learner, {int(audit['n_extractor_flagged'].sum()):,} extractor); per condition and level in "
-                           "tables/audit, each flag with its evidence in tables/audit_flags"))
-    sanity = tables.get("sanity")
-    if sanity is not None and not sanity.empty:
-        from rich.text import Text
-
-        for _, w in sanity.iterrows():  # model and condition names stay text (no markup)
-            head = ("SIMULATOR CHECK", "bold red") if bool(w["severe"]) else ("simulator check", "yellow")
-            console.print(Text.assemble(head, f" ({w['check']}): {w['text']}"))
+    if audit is None or audit.empty:
+        return None
+    n, flagged = int(audit["n_sessions"].sum()), int(audit["n_flagged"].sum())
+    return (f"simulator audit: {flagged:,} of {n:,} ok sessions flagged ({int(audit['n_learner_flagged'].sum()):,} learner, "
+            f"{int(audit['n_extractor_flagged'].sum()):,} extractor); per condition and level in tables/audit, each flag "
+            "with its evidence in tables/audit_flags")
 
 
-__all__ = ["final_line_parts", "print_outcomes", "sanity_table", "severe_text"]
+__all__ = ["audit_text", "final_line_parts", "sanity_table", "severe_text"]

@@ -33,7 +33,6 @@ for ``IU1``), ``extractor_refusals`` (answers refused and re-asked or failed),
 from __future__ import annotations
 
 import functools
-import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -47,7 +46,7 @@ from ray_knowsim.schema.failures import FAILURE_CLASSES, MODEL, failure_class
 from ray_knowsim.schema.results import DRIFT_COLUMNS, FAILURE_MODES, RUN_METRICS
 from ray_knowsim.schema.states import KNOWLEDGE_LEVELS
 from ray_knowsim.stats.ranks import MEAN_RANK_METRICS, MEAN_RANK_METRICS_ES
-from ray_knowsim.stats.tables import MARGINAL, level_table, marginal_table, rank_table
+from ray_knowsim.stats.tables import level_table, marginal_table, rank_table
 
 KEYS = ("task", "condition", "knowledge_level")
 ITEM_KEYS = (*KEYS, "item_id")
@@ -309,103 +308,9 @@ def build_tables(item_sums: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {"level_means": lm, "marginal": mg, "ranks": ranks(lm, mg), "failure_modes": failure_modes(item_sums)}
 
 
-# ----------------------------------------------------------------------------- printing
-
-
-def _fmt(x: float, digits: int = 3) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
-def _fmt_ci(row: pd.Series, metric: str) -> str:
-    """``mean ±h``: h is the half-width of the item-clustered 95 % CI (symmetric: t on items - 1
-    df, :mod:`ray_knowsim.stats.descriptive`); the mean alone where there is no interval (< 2 items)."""
-    digits = 2 if metric == "iq" else 3
-    low, high = row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high")
-    if low is None or high is None or math.isnan(low) or math.isnan(high):
-        return _fmt(row[metric], digits)
-    return f"{_fmt(row[metric], digits)} ±{(high - low) / 2:.{digits}f}"
-
-
-#: the width tables render at when the output is not a terminal: wider than any of them
-UNCUT_WIDTH = 1000
-
-
-def print_tables(tables: dict[str, pd.DataFrame], console=None) -> None:
-    """Per task: the level-marginal table with the mean rank (over KG, DC, CO, IQ: see
-    ray_knowsim.stats.ranks), then the means per level; each mean with the half-width of its
-    item-clustered 95 % CI (the bounds, n and items per metric are in tables/*.csv)."""
-    from rich.console import Console
-
-    if console is None:
-        console = Console()
-    if console.is_terminal:
-        _print_tables(tables, console, console.width)
-        return
-    # logs and pipes: choose the columns for 150 characters (not squeezed to 80), and render where
-    # no line wraps, so no header is cut ("repaired/…") however wide the table is
-    width, console.width = console.width, UNCUT_WIDTH
-    try:
-        _print_tables(tables, console, max(width, 150))
-    finally:
-        console.width = width
-
-
-def _print_tables(tables: dict[str, pd.DataFrame], console, width: int) -> None:  # noqa: ANN001
-    from rich.table import Table
-
-    mg, lm, rk = tables["marginal"], tables["level_means"], tables["ranks"]
-    heads = {"engagement": "ENG"}
-    # as many metric columns as the console fits, a "mean ±h" cell ~15 wide (all of them are in tables/*.csv)
-    condition_w = max([len(str(c)) for c in mg["condition"]] + [9])
-    priority = (*MEAN_RANK_METRICS, "nkg", "ic", "po", "engagement")  # the mean rank's first
-
-    def fitting(room: int) -> tuple[str, ...]:
-        keep = set(priority[:max(3, room // 15)])
-        return tuple(m for m in RANK_METRICS if m in keep)  # in the paper's order
-
-    shown_marginal = fitting(width - condition_w - 4 * 11 - 10)  # beside mean rank, ok/failed and drift
-    shown = fitting(width - condition_w - len("intermediate") - 20)  # beside level, n and items
-
-    def add_metric_columns(table: Table, metrics: tuple[str, ...]) -> None:
-        for m in metrics:
-            table.add_column(heads.get(m, m.upper()), justify="right", no_wrap=True)
-
-    for task in sorted(mg["task"].unique()):
-        ranks_here = rk[(rk["task"] == task) & (rk["scope"] == MARGINAL)].set_index("condition")
-        table = Table(title=f"{task}: level-marginal means (unweighted mean of the level means) ±half-width of the "
-                            "95 % CI, items as the unit", title_justify="left")
-        table.add_column("condition", no_wrap=True)
-        add_metric_columns(table, shown_marginal)
-        # the paper's figure, labelled as such; rows stay in condition order (no verdict is computed here, so no order is claimed)
-        table.add_column("paper's mean rank (" + ", ".join(m.upper() for m in MEAN_RANK_METRICS) + "; ranks of means, descriptive)",
-                         justify="right")
-        table.add_column("ok/failed", justify="right")
-        table.add_column("extractor repaired/refused", justify="right")
-        table.add_column("judge repaired/refused/warned", justify="right")
-        rows = mg[mg["task"] == task].set_index("condition")
-        for cond in rows.index.tolist():
-            r = rows.loc[cond]
-            table.add_row(cond, *[_fmt_ci(r, m) for m in shown_marginal],
-                          _fmt(ranks_here.loc[cond, "mean_rank"], 2) if cond in ranks_here.index else "-",
-                          f"{int(r['n_ok'])}/{int(r['n_failed'])}",
-                          f"{int(r['extractor_repairs'])}/{int(r['extractor_refusals'])}",
-                          f"{int(r['judge_repairs'])}/{int(r['judge_refusals'])}/{int(r['judge_warnings'])}")
-        console.print(table)
-        per = Table(title=f"{task}: means per knowledge level ±half-width of the 95 % CI, items as the unit", title_justify="left")
-        per.add_column("condition", no_wrap=True)
-        per.add_column("level", no_wrap=True)
-        add_metric_columns(per, shown)
-        per.add_column("n", justify="right")
-        per.add_column("items", justify="right")
-        for _, r in lm[lm["task"] == task].iterrows():
-            items = max((int(r[f"{m}_items"]) for m in shown if f"{m}_items" in r and not pd.isna(r[f"{m}_items"])), default=0)
-            per.add_row(r["condition"], r["knowledge_level"], *[_fmt_ci(r, m) for m in shown], str(int(r["n_ok"])), str(items))
-        console.print(per)
-
 
 __all__ = [
     "FAILURE_COLUMNS", "ITEM_KEYS", "KEYS", "METRICS", "RANK_METRICS", "RANK_METRICS_ES", "TABLE_NAMES",
     "aggregate_item_sums", "build_tables", "counted_dataset", "drop_superseded", "failure_classes", "failure_modes",
-    "failure_rates", "level_means", "marginal", "normalise_sums", "open_dataset", "partial_moments", "print_tables",
-    "ranks",
+    "failure_rates", "level_means", "marginal", "normalise_sums", "open_dataset", "partial_moments", "ranks",
 ]

@@ -14,6 +14,7 @@ from ray_knowsim.io.rundir import STATUS_WORDS
 from ray_knowsim.tables.sanity import SanityReport
 from ray_knowsim.schema.failures import error_kind, error_text
 from ray_knowsim.report.conversation_html import conversation_article, legend
+from ray_knowsim.report.banner import BANNER_HEADING
 from ray_knowsim.report.explain import ConversationView
 from ray_knowsim.report.metrics import metric_specs
 from ray_knowsim.stats.ranks import PAPER_MEAN_RANK_LABEL
@@ -99,7 +100,7 @@ def overview(info: RunInfo, banner: str | None, counts: dict[str, dict[str, int]
     rid = info.entry.id
     body = [incomplete_banner(info), sanity_banner(sanity)]
     if banner:
-        body.append(f'<div class="banner" id="offline-banner" role="note"><b>Not a real-model measurement.</b> {e(banner)}</div>')
+        body.append(f'<div class="banner" id="offline-banner" role="note"><b>{e(BANNER_HEADING)}</b> {e(banner)}</div>')
     body.append(f'<section id="summary"><h2>Run {e(info.name)}</h2>{facts(info)}<p class="note">{e(info.status_detail)}.</p></section>')
     body.append(results)
     if results:

@@ -43,7 +43,7 @@ def runs(ray_local, tmp_path_factory):
     out = {}
     for name in ("clean", "planted"):
         outcome = run(parse_run_config(config(name == "planted", root / f"{name}-log")), output=root / name, quiet=True,
-                      print_tables=False, tables=name == "planted")  # (the clean run's tables: test_checks' and the engine's tests)
+                      tables=name == "planted")  # (the clean run's tables: test_checks' and the engine's tests)
         assert outcome.n_failed == 0
         out[name] = (root / name, planted_sessions(root / f"{name}-log"))
     return out

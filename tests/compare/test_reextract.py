@@ -38,7 +38,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("reextract")
     cfg = small_config(plugins=[PLUGIN], conditions=[{"strategy": "adaptive"}], max_turns=3,
                        engine={"shard_size": 6, "shard_fn": "ray_knowsim.sim.shard:run_shard"})
-    assert run(parse_run_config(cfg), output=root / "ref", quiet=True, print_tables=False).n_failed == 0
+    assert run(parse_run_config(cfg), output=root / "ref", quiet=True).n_failed == 0
     log = root / "plants"
 
     def copy(name: str, entry: dict) -> Path:  # the same design, another extractor model in the recorded config

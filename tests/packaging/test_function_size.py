@@ -34,7 +34,7 @@ OVER: dict[str, tuple[int, int]] = {
     "rules/reference_record.py:reference_view": (96, 5),
     "run/fan_out.py:_fan_out": (96, 9),
     "run/fan_out.py:_run_groups": (29, 9),
-    "run/fan_out.py:run": (135, 12),
+    "run/fan_out.py:run": (129, 11),
     "run/worker.py:execute_shard": (16, 10),
     "run/worker.py:execute_shards": (30, 9),
     "run/worker.py:run_one_shard": (167, 10),

@@ -61,3 +61,27 @@ def test_a_simulator_that_does_not_work_is_named_on_the_final_line(tmp_path):
                      "no state moved in any of 3 conditions; judge: IQ 1 for all 24"]
     healthy = committed_run(tmp_path, "healthy", n_sessions=24, max_turns=3, seed=3)
     assert final_line_parts({"sanity": sanity_table(check_run(RunReader.open(healthy))), "failures": None}) == []
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_the_terminal_result_of_an_offline_run_fits_100_columns_says_offline_and_what_next(tmp_path, capsys):
+    """Issue 51: what `ray-knowsim run` prints at the end of a small offline run -- every line at
+    most 100 columns, the means per condition and level, the offline double's caveat (the report's
+    text) and a closing ``next:`` line with the run directory; the report is named for the rest."""
+    from ray_knowsim.report.banner import manifest_banner
+    from ray_knowsim.report.run_result import shown_dir
+
+    path = write_config(tmp_path, small_config(max_turns=2))
+    out = tmp_path / "run"
+    assert cli(["run", str(path), "-o", str(out)]) == 0
+    lines = own_lines(capsys.readouterr().out)
+    assert all(len(line) <= 100 for line in lines), [line for line in lines if len(line) > 100]
+    start = lines.index("math: 4 items")
+    assert lines[start + 2] == "sim:adaptive" and lines[start + 3].startswith("  novice ") and "±" in lines[start + 3]
+    banner = manifest_banner(RunReader.open(out).manifest)
+    assert banner and "OFFLINE" in banner
+    caveat = next(k for k, line in enumerate(lines) if line.startswith("NOT A REAL-MODEL MEASUREMENT."))
+    assert " ".join(lines[caveat: lines.index("", caveat)]) == f"NOT A REAL-MODEL MEASUREMENT. {banner}"
+    assert any(line.startswith("more in the report:") for line in lines) and "verdicts:" in lines
+    assert lines[-1] == f"next: ray-knowsim view {shown_dir(out)}   |   ray-knowsim report {shown_dir(out)}" \
+        or lines[-2:] == [f"next: ray-knowsim view {shown_dir(out)}", f"      ray-knowsim report {shown_dir(out)}"]

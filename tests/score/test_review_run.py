@@ -42,7 +42,7 @@ def planted(tmp_path_factory):
                                         conditions=[{"strategy": "adaptive"}],
                                         engine={"shard_size": 4, "shard_fn": "ray_knowsim.sim.shard:run_shard"}))
     out = root / "run"
-    outcome = run(cfg, output=out, quiet=True, print_tables=False)
+    outcome = run(cfg, output=out, quiet=True)
     assert outcome.n_failed == 0
     return cfg, out, planted_sessions(log)
 

@@ -109,29 +109,3 @@ def test_drift_counts_are_summed_over_every_session_per_cell_and_condition():
     mg = t["marginal"].set_index("condition")
     assert mg.loc["a", ["extractor_repairs", "extractor_refusals", "llm_truncations"]].tolist() == [7, 3, 1]
     assert mg.loc["b", ["extractor_repairs", "extractor_refusals"]].tolist() == [0, 0]
-
-
-def test_the_terminal_shows_each_mean_with_its_item_clustered_half_width_and_the_mean_rank():
-    from rich.console import Console
-
-    rows = [session(c, lv, item=f"i{k}", kg=float(k) + shift, co=0.1 * k, dc=0.2, iq=5.0 + k)
-            for c, shift in (("a", 0.0), ("b", 1.5)) for lv in ("novice", "advanced") for k in range(3)]
-    t = tables_of(rows)
-    console = Console(width=150, record=True, force_terminal=False)
-    from ray_knowsim.tables.reduce import print_tables
-
-    print_tables(t, console)
-    out = console.export_text()
-    mg = t["marginal"].set_index("condition")
-    for cond in ("a", "b"):
-        half = (mg.loc[cond, "kg_ci_high"] - mg.loc[cond, "kg_ci_low"]) / 2
-        assert half > 0 and f"{mg.loc[cond, 'kg']:.3f} ±{half:.3f}" in out
-    lm = t["level_means"].set_index(["condition", "knowledge_level"])
-    half = (lm.loc[("b", "advanced"), "kg_ci_high"] - lm.loc[("b", "advanced"), "kg_ci_low"]) / 2
-    assert f"{lm.loc[('b', 'advanced'), 'kg']:.3f} ±{half:.3f}" in out
-    assert "mean rank (KG," in out and "DC, CO, IQ;" in out and "descriptive)" in out  # the paper's figure, named (wrapped)
-    rk = t["ranks"].query("scope == 'marginal'").set_index("condition")
-    assert rk.loc["b", "mean_rank"] < rk.loc["a", "mean_rank"]
-    first = next(line for line in out.splitlines() if line.startswith("│ b "))  # the marginal table's row of b
-    assert f" {rk.loc['b', 'mean_rank']:.2f} " in first
-    assert "items as the unit" in out

@@ -1,0 +1,58 @@
+"""The terminal result of a finished run, read from its run directory (the I/O around
+:mod:`ray_knowsim.report.terminal`, which only formats).
+
+It reads what the report reads, with the report's functions, so the two never disagree: the
+manifest's caveat (:func:`ray_knowsim.report.banner.manifest_banner`) and the verdicts
+(:func:`ray_knowsim.report.decisions.run_verdicts`, worded by
+:func:`ray_knowsim.report.verdicts.verdict_texts`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ray_knowsim.io.rundir import RunDirError, RunReader
+from ray_knowsim.report.banner import manifest_banner
+from ray_knowsim.report.metrics import metric_specs
+from ray_knowsim.report.terminal import WIDTH, next_line, terminal_result
+from ray_knowsim.report.verdicts import verdict_texts
+from ray_knowsim.schema.states import level_order
+from ray_knowsim.tables.outcome_tables import audit_text
+
+
+def result_lines(run_dir: str | Path, tables: dict[str, Any], width: int = WIDTH) -> list[str]:
+    """The result's body for the run at ``run_dir`` whose tables are ``tables`` (the run's
+    ``write_run_tables``): means per task, condition and level, the verdicts, the caveat."""
+    from ray_knowsim.report.decisions import run_verdicts
+
+    try:
+        reader: RunReader | None = RunReader.open(run_dir)
+    except (RunDirError, OSError):
+        reader = None
+    manifest = reader.manifest if reader is not None else None
+    verdicts = run_verdicts(run_dir, reader=reader) if reader is not None else None
+    lm = tables.get("level_means")
+    levels = level_order(lm["knowledge_level"].astype(str)) if lm is not None and not lm.empty else []
+    specs = metric_specs(present=set(lm.columns) if lm is not None else ())
+    return terminal_result(tables, specs, levels, verdict_texts(verdicts) if verdicts is not None else None,
+                           manifest_banner(manifest) if manifest else None, audit_text(tables), width)
+
+
+def shown_dir(run_dir: str | Path) -> str:
+    """The run directory as the next commands name it: relative to the working directory when
+    it lies below it (``runs/demo``), else absolute."""
+    path = Path(run_dir).resolve()
+    try:
+        return str(path.relative_to(Path(os.getcwd()).resolve())) or "."
+    except ValueError:
+        return str(path)
+
+
+def closing_lines(run_dir: str | Path, width: int = WIDTH) -> list[str]:
+    """The ``next:`` line(s) naming ``ray-knowsim view`` and ``ray-knowsim report`` of this run."""
+    return next_line(shown_dir(run_dir), width)
+
+
+__all__ = ["closing_lines", "result_lines", "shown_dir"]
