@@ -76,7 +76,7 @@ def _run(cfg, out: Path) -> tuple[str, dict]:
     from ray_knowsim.run.fan_out import run
 
     buf = io.StringIO()
-    run(cfg, output=out, console=Console(file=buf, width=300), tables=False, print_tables=False)
+    run(cfg, output=out, console=Console(file=buf, width=300), tables=False)
     manifest = json.loads((out / "manifest.json").read_text())
     return buf.getvalue(), manifest["invocations"][-1][MANIFEST_KEY]
 
