@@ -60,6 +60,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
     from tests.doubles.leftovers import CLUSTER_TEMP_PREFIX, end, leftovers
 
+    if hasattr(config, "workerinput"):
+        return  # a pytest-xdist worker: its siblings (and their Rays) are still running; the controller looks at the end
+
     places = [str(Path(__file__).resolve().parents[1]) + "/", CLUSTER_TEMP_PREFIX, str(config._tmp_path_factory.getbasetemp())]
     first = leftovers(_SESSION_START, places)
     if not first:

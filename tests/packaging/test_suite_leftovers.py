@@ -7,7 +7,11 @@ import subprocess
 import sys
 import time
 
+from pathlib import Path
+
 from tests.doubles.leftovers import end, leftovers, session_start_ticks
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_process_left_by_the_suite_is_found_and_one_of_another_suite_is_not(tmp_path):
@@ -38,3 +42,30 @@ def test_a_process_left_by_the_suite_is_found_and_one_of_another_suite_is_not(tm
 def _children(pid: int) -> list[int]:
     out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
     return [int(p) for p in out]
+
+
+PARALLEL_SUITE = {
+    "conftest.py": "from tests.conftest import pytest_sessionstart, pytest_terminal_summary  # noqa: F401\n",
+    # one file ends at once; the other's test still has a child running then, and checks it lived
+    "test_quick.py": "def test_quick():\n    pass\n",
+    "test_long.py": (
+        "import subprocess, sys, time\n\n"
+        "def test_a_child_outlives_the_other_workers_end(tmp_path):\n"
+        "    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(8)', str(tmp_path)])\n"
+        "    time.sleep(6)  # the other worker's session has ended by now\n"
+        "    assert child.poll() is None, 'another worker ended this test process child'\n"
+        "    child.kill()\n"),
+}
+
+
+def test_a_worker_that_finishes_first_leaves_the_other_workers_processes_alone(tmp_path):
+    """Under pytest-xdist each worker is a session: the first to end once took its siblings, and
+    their Ray processes, for its own leftovers (their command lines name this checkout) and ended
+    them, which crashed the suite's longest test mid-way. Only the controller looks, at the end."""
+    for name, text in PARALLEL_SUITE.items():
+        (tmp_path / name).write_text(text)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile",
+                           "-c", "/dev/null", "--rootdir", str(tmp_path), str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout, done.stdout
