@@ -47,7 +47,7 @@ def _children(pid: int) -> list[int]:
 PARALLEL_SUITE = {
     "conftest.py": "from tests.conftest import pytest_sessionstart, pytest_terminal_summary  # noqa: F401\n",
     # one file ends at once; the other's test still has a child running then, and checks it lived
-    "test_quick.py": "def test_quick():\n    pass\n",
+    "test_quick.py": "import time\n\ndef test_quick():\n    time.sleep(2)  # the other file's child has started by then\n",
     "test_long.py": (
         "import subprocess, sys, time\n\n"
         "def test_a_child_outlives_the_other_workers_end(tmp_path):\n"
