@@ -49,12 +49,9 @@ from ray_knowsim.config.sections import DEFAULT_SHARD_FN
 from ray_knowsim.run.progress import Reporter
 from ray_knowsim.run.resume import Attempt
 from ray_knowsim.run.collector import fewer_collections
+from ray_knowsim.run.shard_writer import ShardWriter, close_quietly, commit_as_they_finish
 from ray_knowsim.cluster.bounded_fan_out import require_visible
-from ray_knowsim.io.commits import (
-    STEP_FILES, TURN_SCHEMA, Commit, CommitIndex, RunDir, fold_commits, read_commit_tables, remove_commit, session_schema, shard_markers,
-    sort_rows, write_commit,
-)
-from ray_knowsim.io.parquet import rows_table
+from ray_knowsim.io.commits import Commit, CommitIndex, RunDir, fold_commits, read_commit_tables, remove_commit, shard_markers
 from ray_knowsim.io.spend import JOURNAL_KEY, SpendJournal
 from ray_knowsim.llm.accounting import Accounting
 from ray_knowsim.schema.failures import failure_class
@@ -66,11 +63,6 @@ from ray_knowsim.sim.types import SessionResult, ShardContext, ShardSpec
 
 class ShardContractError(RuntimeError):
     """The shard function broke its contract (a session missing, repeated or foreign)."""
-
-
-#: the fold writes from the step tables the worker still holds while they take at most this much
-#: memory (a 252-session, 4-turn shard: a few MB), else it reads them back from their files
-FOLD_FROM_MEMORY_BYTES = 256 * 2**20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,6 +275,20 @@ def execute_shards(
     return [ShardFailed.of(o) if isinstance(o, BaseException) else o for o in outcomes]
 
 
+def _count(result: SessionResult, summary: dict[str, Any], reporter: Reporter, accounting: Accounting) -> None:
+    """A finished session in the shard's summary and on the progress board (a failure at once:
+    fail-fast reads it there)."""
+    failed = result.session.status != "ok"
+    summary["sessions"] += 1
+    summary["new_failed"] += failed
+    summary["turns"] += len(result.turns)
+    reporter.counts.sessions += 1
+    reporter.counts.ended_turns += len(result.turns)
+    if failed:
+        reporter.counts.fail(result.session.error)
+    reporter.update(accounting, force=failed)
+
+
 async def run_one_shard(
     shard: ShardSpec,
     models: ModelSet,
@@ -323,131 +329,44 @@ async def run_one_shard(
     # spends is on disk even when it is killed before any commit
     journal = SpendJournal(root, unit=shard.shard_id, config_hash=ctx.config_hash, invocation=ctx.invocation,
                            prices=ctx.prices)
-    sink = _Spent(journal, reporter, accounting)
-    role_models = models.role_models(accounting, unit=shard.shard_id, sink=sink)  # the shard's own cache folder
+    role_models = models.role_models(accounting, unit=shard.shard_id, sink=_Spent(journal, reporter, accounting))
     contract = _Contract(shard, ctx)
-    commits: list[Commit] = []
-    # what each step wrote, for the fold to write from instead of reading it back (while small)
-    written: list[tuple[Any, Any]] | None = []
-    written_bytes = 0
-
-    kernel: dict[str, Any] = {}
+    writer = ShardWriter(root, shard.shard_id, ctx.config_hash, plan, order, policy.fold, journal, summary)
 
     def on_turn(info: dict[str, Any]) -> None:
         reporter.live = int(info.get("live", 0))
         reporter.counts.turns += int(info.get("turns", 0))
-        kernel.update(info.get("kernel") or {})
+        writer.kernel.update(info.get("kernel") or {})
         reporter.update(accounting)
 
-    run_ctx = dataclasses.replace(ctx, on_turn=on_turn)
+    def on_result(result: SessionResult) -> SessionResult:
+        contract.check(result)
+        _count(result, summary, reporter, accounting)
+        return stamp(result, attempts.get(result.session.session_id, Attempt()))
 
-    def commit(batch: list[SessionResult], last: bool = False) -> Commit:
-        """One commit of ``batch``; ``last``: nothing follows it, so no fold will rewrite it. A step
-        the fold rewrites is written as Arrow IPC (io/commits.STEP_FILES), the rest as Parquet."""
-        nonlocal written, written_bytes
-        started, cpu = time.perf_counter(), time.thread_time()  # this thread's CPU: the rest of a commit's wall is fsync
-        session_rows, turn_rows = sort_rows([r.session for r in batch], [t for r in batch for t in r.turns], order)
-        sessions = rows_table(session_rows, session_schema())  # with any outside metrics
-        turns = rows_table(turn_rows, TURN_SCHEMA)
-        made = write_commit(root, shard_id=shard.shard_id, config_hash=ctx.config_hash, plan=plan, sessions=sessions,
-                            turns=turns, summary={"sessions": len(batch), "step": len(commits) + 1, "kernel": dict(kernel),
-                                                  JOURNAL_KEY: journal.token},
-                            file_format=STEP_FILES if policy.fold and not last else "parquet")
-        journal.committed(made.sessions)
-        written_bytes += sessions.nbytes + turns.nbytes
-        if written is not None:
-            written.append((sessions, turns))
-            if written_bytes > FOLD_FROM_MEMORY_BYTES:
-                written = None  # a big shard's fold reads its steps back instead
-        summary["commit_seconds"] += time.perf_counter() - started
-        summary["commit_cpu_seconds"] += time.thread_time() - cpu
-        return made
-
-    async def drive() -> None:
-        stream = fn(shard, role_models, run_ctx).__aiter__()
-        buffer: list[SessionResult] = []
-        first_at = 0.0
-        upcoming: asyncio.Future | None = asyncio.ensure_future(stream.__anext__())
-
-        async def flush(final: bool = False) -> None:
-            nonlocal buffer
-            if buffer:
-                batch, buffer = buffer, []
-                last = final and not commits  # the shard's only commit: no fold follows
-                commits.append(await asyncio.to_thread(commit, batch, last))  # the loop keeps running sessions
-
-        try:
-            while upcoming is not None:
-                wait = None if not buffer else max(0.0, first_at + policy.every_s - time.monotonic())
-                ready, _ = await asyncio.wait({upcoming}, timeout=wait)
-                if upcoming in ready:
-                    try:
-                        result = upcoming.result()
-                    except StopAsyncIteration:
-                        upcoming = None
-                        break
-                    upcoming = asyncio.ensure_future(stream.__anext__())
-                    contract.check(result)
-                    sid = result.session.session_id
-                    buffer.append(stamp(result, attempts.get(sid, Attempt())))
-                    if len(buffer) == 1:
-                        first_at = time.monotonic()
-                    summary["sessions"] += 1
-                    summary["new_failed"] += result.session.status != "ok"
-                    summary["turns"] += len(result.turns)
-                    reporter.counts.sessions += 1
-                    reporter.counts.ended_turns += len(result.turns)
-                    if result.session.status != "ok":
-                        reporter.counts.fail(result.session.error)
-                    reporter.update(accounting, force=result.session.status != "ok")  # failures reach fail_fast at once
-                if buffer and (len(buffer) >= policy.every or time.monotonic() - first_at >= policy.every_s):
-                    await flush()
-            await flush(final=True)
-        except Exception as exc:
-            if not isinstance(exc, ShardContractError):  # what finished before the failure is kept
-                await flush()
-            raise
-        finally:
-            if upcoming is not None and not upcoming.done():
-                upcoming.cancel()
-                await asyncio.gather(upcoming, return_exceptions=True)  # let the cancelled step unwind first
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                try:
-                    await aclose()  # the shard function's own clean-up, before its models close
-                except RuntimeError:  # a generator that cannot be closed now (it is already closing)
-                    pass
-            for model in {id(m): m for m in (role_models.user_sim, role_models.extractor,
-                                             *role_models.assistants.values()) if m is not None}.values():
-                close = getattr(model, "aclose", None)
-                if close is not None:
-                    await close()
-
+    stream = None
     try:
-        await drive()
+        stream = fn(shard, role_models, dataclasses.replace(ctx, on_turn=on_turn)).__aiter__()
+        await commit_as_they_finish(stream, writer, policy.every, policy.every_s, on_result,
+                                    keep_on_error=lambda exc: not isinstance(exc, ShardContractError))
     finally:
-        journal.close()
+        try:
+            await close_quietly(stream, [role_models.user_sim, role_models.extractor, *role_models.assistants.values()])
+        finally:
+            journal.close()
     contract.finish()
+    commits = writer.commits
     summary["commits"] = len(commits)
-    if policy.fold and (len(commits) > 1 or (commits and commits[0].file_format == "arrow")):
-        # several steps, or one step that found nothing after it (the shard's last session filled it)
-        def fold() -> tuple[float, float]:
-            started, cpu = time.perf_counter(), time.thread_time()  # this thread's CPU: the rest is fsync
-            fold_commits(root, commits, order, plan=plan,
-                         summary={"sessions": summary["sessions"], "kernel": dict(kernel), JOURNAL_KEY: journal.token},
-                         tables=written if written is not None and len(written) == len(commits) else None)
-            return time.perf_counter() - started, time.thread_time() - cpu
-
-        wall_s, cpu_s = await asyncio.to_thread(fold)
-        summary["fold_seconds"], summary["fold_cpu_seconds"] = round(wall_s, 4), round(cpu_s, 4)
+    if writer.needs_fold():
+        await asyncio.to_thread(writer.fold)
     summary["leftover_steps_folded"], summary["leftover_steps_removed"] = await asyncio.to_thread(
         fold_leftover_steps, root, shard.shard_id, ctx.config_hash, order, plan, frozenset(c.name for c in commits))
     summary["commit_seconds"] = round(summary["commit_seconds"], 4)
     summary["commit_cpu_seconds"] = round(summary["commit_cpu_seconds"], 4)
     summary["accounting"] = accounting.to_dict()
     summary["errors"] = dict(reporter.counts.errors)
-    if kernel:
-        summary["kernel"] = kernel  # kernel calls, sessions stepped, most in one call
+    if writer.kernel:
+        summary["kernel"] = writer.kernel  # kernel calls, sessions stepped, most in one call
     summary["seconds"] = round(time.perf_counter() - t0, 3)
     return summary
 

@@ -37,7 +37,7 @@ OVER: dict[str, tuple[int, int]] = {
     "run/fan_out.py:run": (129, 11),
     "run/worker.py:execute_shard": (16, 10),
     "run/worker.py:execute_shards": (30, 9),
-    "run/worker.py:run_one_shard": (167, 10),
+    "run/worker.py:run_one_shard": (80, 10),
     "score/relabel.py:relabel": (59, 10),
     "score/run_stage.py:score_run": (117, 12),
     "sim/rows.py:turn_row": (32, 13),
