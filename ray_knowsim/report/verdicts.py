@@ -35,6 +35,7 @@ class PairView:
     ties: int | None  # None: an older decisions.json that did not record ties
     better: str | None
     sentence: str
+    equivalent: bool = False  # shown within the equivalence margin (compare --effect, an adaptive run's within_effect)
 
 
 @dataclass
@@ -52,6 +53,18 @@ class RunVerdicts:
 
     def significant(self) -> list[PairView]:
         return [p for p in self.pairs if p.better is not None]
+
+    def decided(self) -> list[PairView]:
+        """The pairs the family decided: significant, or shown equivalent (what a run's cost per
+        decision divides by, :func:`ray_knowsim.stats.per_decision.cost_per_decision`)."""
+        return [p for p in self.pairs if p.better is not None or p.equivalent]
+
+    def detectable(self) -> Detectable | None:
+        """The smallest effect any of the run's boards could detect (the one with the lowest
+        detectable win rate): said when the run decided nothing."""
+        found = [b.detectable for b in self.boards.values() if b.detectable is not None]
+        finite = [d for d in found if d.win_rate == d.win_rate]
+        return min(finite, key=lambda d: d.win_rate) if finite else (found[0] if found else None)
 
 
 #: what every surface says when no pair differs (the report's Verdicts section, the terminal)
@@ -90,10 +103,15 @@ def _with_effect(paired: pd.DataFrame) -> bool:
     return "effect" in paired.columns and bool(paired["effect"].notna().any())
 
 
+def _shown(flag) -> bool:  # noqa: ANN001 - a paired row's cell: bool, numpy bool, None or NaN
+    return flag is not None and not pd.isna(flag) and bool(flag)
+
+
 def from_compare(paired: pd.DataFrame, alpha: float, family: str) -> RunVerdicts:
     """compare's fixed-sample verdicts (the ``paired`` table of :func:`ray_knowsim.compare.paired.analyse`)."""
     pairs = [PairView(r.task, r.knowledge_level, r.metric, r.condition_a, r.condition_b, int(r.wins), int(r.losses), int(r.ties),
-                      r.better if isinstance(r.better, str) else None, r.sentence) for r in paired.itertuples()]
+                      r.better if isinstance(r.better, str) else None, r.sentence,
+                      _shown(getattr(r, "equivalent", None))) for r in paired.itertuples()]
     conds: dict[tuple[str, str, str], list[str]] = {}
     for p in pairs:
         here = conds.setdefault((p.task, p.level, p.metric), [])
@@ -137,7 +155,8 @@ def from_record(record: DecisionsFile) -> RunVerdicts:
                                         effect=effect)
             if t is None:
                 sentence += " (ties not recorded in this run's decisions.json: the counts are non-tied items)"
-            pairs.append(PairView(d.task, d.knowledge_level, d.metric, p.condition_a, p.condition_b, w, lo, t, p.better, sentence))
+            pairs.append(PairView(d.task, d.knowledge_level, d.metric, p.condition_a, p.condition_b, w, lo, t, p.better, sentence,
+                                  bool(getattr(p, "within_effect", False))))
     method = (f"Verdicts (who beats whom, ★, sentences): the adaptive run's own sequential verdicts from decisions.json "
               f"({record.procedure}; alpha {record.alpha:g} over a family of {record.family_size} pairs), as the run "
               "decided them round by round; they are not re-tested with a fixed-sample test (the run stopped collecting "

@@ -23,6 +23,8 @@ scipy; no Ray, no I/O).
 * :mod:`.multiplicity` — Bonferroni (compare's fixed design) and Holm's exact closure over
   sequential tests (adaptive runs);
 * :mod:`.feasibility` — can a design decide at all (minimum items), items needed for an effect;
+* :mod:`.per_decision` — a run's cost per decision it reached (the dry run's: per decision its
+  design can reach at most), in dollars or tokens, and the sentence every surface prints;
 * :mod:`.coverage` — the measured coverage of the item-clustered interval at few items;
 * :mod:`.rates` — whether two conditions' failure rates differ enough to bias a comparison
   (Fisher's exact test with a floor on the difference; compare's failure warnings);
