@@ -1,6 +1,7 @@
 """The report's decision sections: an adaptive run's decision trace and its own sequential
 verdicts, or -- for a fixed run -- "who beats whom" per level from ``ray-knowsim compare``'s
-code (:mod:`ray_knowsim.compare`); the verdicts in words; and what the run cost (:mod:`ray_knowsim.tables.cost`).
+code (:mod:`ray_knowsim.compare`); the verdicts in words; and what the run cost (:mod:`ray_knowsim.tables.cost`),
+with its cost per decision reached (:mod:`.per_decision`).
 An adaptive run's stopped data is never re-tested with the fixed-sample test (:mod:`.verdicts`).
 """
 
@@ -25,6 +26,7 @@ from ray_knowsim.score.spend import spend_of_run
 from ray_knowsim.io.decisions import DecisionsFormatError, read_decisions
 from ray_knowsim.io.rundir import RunReader, open_run
 from ray_knowsim.schema.decisions import DecisionsFile
+from ray_knowsim.report.per_decision import LABEL as PER_DECISION, run_per_decision
 from ray_knowsim.report.verdicts import RunVerdicts, from_compare, from_record, verdict_texts
 from ray_knowsim.stats.leaderboard import board_line
 from ray_knowsim.score.store import RunScores
@@ -90,8 +92,9 @@ def decision_sections(run_dir: str | Path, scores: RunScores | None = None,
         scores = scores if scores is not None else RunScores.load(run_dir, reader)
         cost = run_cost_table(reader, scores.attach if scores.sets else None, spend_of_run(reader))
         note = _reestimate_note(Path(run_dir))
-        html_parts.append(_cost_html(cost, note))
-        md += _cost_md(cost, note)
+        per = run_per_decision(verdicts, cost.iloc[-1].to_dict())
+        html_parts.append(_cost_html(cost, note, per.line if per else None))
+        md += _cost_md(cost, note, per.line if per else None)
     return html_parts, md, verdicts
 
 
@@ -238,7 +241,9 @@ def _reestimate_note(run_dir: Path) -> str | None:
         return None
 
 
-def _cost_html(cost: pd.DataFrame, note: str | None = None) -> str:
+def _cost_html(cost: pd.DataFrame, note: str | None = None, per_decision: str | None = None) -> str:
+    """The Cost section: the table, the re-estimate's ``note`` and the run's cost per decision
+    (:func:`ray_knowsim.report.per_decision.run_per_decision`'s sentence)."""
     e = html.escape
     num = ' class="num"'
     body = "".join("<tr>" + "".join(f"<td{num if k > 1 else ''}>{e(v)}</td>" for k, v in enumerate(row)) + "</tr>"
@@ -248,11 +253,14 @@ def _cost_html(cost: pd.DataFrame, note: str | None = None) -> str:
             '"uncommitted": spent on sessions cut off before their commit (an interrupt, a killed process); '
             '"superseded": on attempts a rerun replaced. The all, all row is the run\'s whole spend over all '
             'its invocations.</p>' + (f'<p class="lead">{e(note)}</p>' if note else "") +
+            (f'<p class="lead" id="cost-per-decision"><b>{e(PER_DECISION.capitalize())}:</b> {e(per_decision)}</p>'
+             if per_decision else "") +
             f'<table><thead><tr>{"".join(f"<th>{e(h)}</th>" for h in HEADS)}</tr></thead><tbody>{body}</tbody></table></section>')
 
 
-def _cost_md(cost: pd.DataFrame, note: str | None = None) -> list[str]:
-    out = ["## Cost", "", *([note, ""] if note else []), "| " + " | ".join(HEADS) + " |", "|---|---|" + "---:|" * (len(HEADS) - 2)]
+def _cost_md(cost: pd.DataFrame, note: str | None = None, per_decision: str | None = None) -> list[str]:
+    per = [f"**{PER_DECISION.capitalize()}:** {per_decision}", ""] if per_decision else []
+    out = ["## Cost", "", *([note, ""] if note else []), *per, "| " + " | ".join(HEADS) + " |", "|---|---|" + "---:|" * (len(HEADS) - 2)]
     out += ["| " + " | ".join(row) + " |" for row in _cost_rows(cost)]
     return out + [""]
 

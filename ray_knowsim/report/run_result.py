@@ -4,11 +4,13 @@
 It reads what the report reads, with the report's functions, so the two never disagree: the
 manifest's caveat (:func:`ray_knowsim.report.banner.manifest_banner`) and the verdicts
 (:func:`ray_knowsim.report.decisions.run_verdicts`, worded by
-:func:`ray_knowsim.report.verdicts.verdict_texts`).
+:func:`ray_knowsim.report.verdicts.verdict_texts`) and the cost per decision
+(:func:`ray_knowsim.report.per_decision.run_per_decision` over the report's cost table).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -16,10 +18,14 @@ from typing import Any
 from ray_knowsim.io.rundir import RunDirError, RunReader
 from ray_knowsim.report.banner import manifest_banner
 from ray_knowsim.report.metrics import metric_specs
+from ray_knowsim.report.per_decision import run_per_decision
 from ray_knowsim.report.terminal import WIDTH, next_line, terminal_result
 from ray_knowsim.report.verdicts import verdict_texts
 from ray_knowsim.schema.states import level_order
+from ray_knowsim.tables.cost import run_cost_table
 from ray_knowsim.tables.outcome_tables import audit_text
+
+log = logging.getLogger(__name__)
 
 
 def result_lines(run_dir: str | Path, tables: dict[str, Any], width: int = WIDTH) -> list[str]:
@@ -33,11 +39,29 @@ def result_lines(run_dir: str | Path, tables: dict[str, Any], width: int = WIDTH
         reader = None
     manifest = reader.manifest if reader is not None else None
     verdicts = run_verdicts(run_dir, reader=reader) if reader is not None else None
+    per = run_per_decision(verdicts, _cost_row(reader)) if verdicts is not None else None
     lm = tables.get("level_means")
     levels = level_order(lm["knowledge_level"].astype(str)) if lm is not None and not lm.empty else []
     specs = metric_specs(present=set(lm.columns) if lm is not None else ())
     return terminal_result(tables, specs, levels, verdict_texts(verdicts) if verdicts is not None else None,
-                           manifest_banner(manifest) if manifest else None, audit_text(tables), width)
+                           manifest_banner(manifest) if manifest else None, audit_text(tables), width,
+                           per.line if per is not None else None)
+
+
+def _cost_row(reader: RunReader | None) -> dict[str, Any] | None:
+    """The run's (all, all) row of THE cost table (the report's, :func:`ray_knowsim.tables.cost.run_cost_table`,
+    the judge's spend and the spend journals included); None when it cannot be read."""
+    from ray_knowsim.score.spend import spend_of_run
+    from ray_knowsim.score.store import RunScores
+
+    if reader is None or not reader.sessions.files:
+        return None
+    try:
+        scores = RunScores.load(reader.root, reader)
+        return run_cost_table(reader, scores.attach if scores.sets else None, spend_of_run(reader)).iloc[-1].to_dict()
+    except (RunDirError, OSError, ValueError) as exc:  # the terminal shows the rest; the report says why
+        log.warning("cost per decision of %s not computed (%s: %s)", reader.root, type(exc).__name__, exc)
+        return None
 
 
 def shown_dir(run_dir: str | Path) -> str:

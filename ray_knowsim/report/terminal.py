@@ -21,6 +21,7 @@ import pandas as pd
 
 from ray_knowsim.report.banner import BANNER_HEADING
 from ray_knowsim.report.metrics import MetricSpec
+from ray_knowsim.report.per_decision import LABEL as PER_DECISION
 
 #: the most columns any line of the terminal result takes (a run directory longer than this aside)
 WIDTH = 100
@@ -139,15 +140,18 @@ def next_line(run_dir: str, width: int = WIDTH) -> list[str]:
 
 def terminal_result(tables: dict[str, Any], specs: Sequence[MetricSpec], levels: Sequence[str],
                     verdicts: Sequence[str] | None, banner: str | None, audit: str | None = None,
-                    width: int = WIDTH) -> list[str]:
+                    width: int = WIDTH, per_decision: str | None = None) -> list[str]:
     """The result's body, before the run's final line: the legend, each task's means, the
-    verdicts, the simulator audit's count, the caveat of a test double (``banner``), and the one
-    line naming what only the report has."""
+    verdicts and what each cost (``per_decision``: the report's sentence,
+    :func:`ray_knowsim.report.per_decision.run_per_decision`), the simulator audit's count, the
+    caveat of a test double (``banner``), and the one line naming what only the report has."""
     lines = ["", *legend(specs, width)]
     lm = tables.get("level_means")
     for task in sorted(lm["task"].unique()) if lm is not None and not lm.empty else []:
         lines += ["", *metric_block(tables, specs, str(task), levels, width)]
     lines += ["", *verdict_block(verdicts, width)]
+    if per_decision:
+        lines += wrap(f"{PER_DECISION}: {per_decision}", width)
     if audit:
         lines += wrap(audit, width)
     if banner:
