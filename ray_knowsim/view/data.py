@@ -392,6 +392,16 @@ class Files:
 
         return self._per_commit_state("cost", run_dir, files, compute)
 
+    def run_verdicts(self, run_dir: Path, files: RunFiles) -> Any:
+        """The verdicts the run's report shows (:func:`ray_knowsim.report.decisions.run_verdicts`:
+        an adaptive run's own, else compare's over the run; None where there are none), cached
+        until the committed files change: the run page counts them for its cost per decision."""
+        from ray_knowsim.report.decisions import run_verdicts
+
+        if not files.sessions:
+            return None
+        return self._per_commit_state("verdicts", run_dir, files, lambda: run_verdicts(self.require(run_dir)))
+
     def sanity(self, run_dir: Path, files: RunFiles) -> SanityReport:
         """The simulator's sanity checks (``io.sanity``) over the run's committed turn rows (at most
         MAX_TURN_ROWS of them) and session rows (a few columns, the judges' scores joined), cached

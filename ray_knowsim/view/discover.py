@@ -99,6 +99,7 @@ class RunInfo:
     files: RunFiles | None = None  # where each session row came from (the conversation page reads its turns there)
     sanity: SanityReport | None = None  # the simulator's checks (io.sanity) of the committed rows; None: nothing committed
     sessions: str = ""  # n of N planned sessions in io.rundir.sessions_text's words (the run command's own)
+    per_decision: str = ""  # the run page's cost per decision (report.per_decision's sentence); "": not computed or none
 
     @property
     def sanity_flag(self) -> tuple[str, str] | None:

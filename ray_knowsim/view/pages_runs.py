@@ -17,6 +17,7 @@ from ray_knowsim.report.conversation_html import conversation_article, legend
 from ray_knowsim.report.banner import BANNER_HEADING
 from ray_knowsim.report.explain import ConversationView
 from ray_knowsim.report.metrics import metric_specs
+from ray_knowsim.report.per_decision import LABEL as PER_DECISION
 from ray_knowsim.stats.ranks import PAPER_MEAN_RANK_LABEL
 from ray_knowsim.view.discover import Entry, RunInfo
 from ray_knowsim.view.html import e, fmt_value, href, page, status_badge, table
@@ -68,6 +69,7 @@ def facts(info: RunInfo) -> str:
         ("models", e(", ".join(info.models) or "–")),
         ("conditions", e(str(len(info.conditions)))),
         ("cost", e(info.cost_text)),
+        *([(PER_DECISION, f'<span id="cost-per-decision">{e(info.per_decision)}</span>')] if info.per_decision else []),
         ("time", e("–" if info.seconds is None else f"{info.seconds / 60:,.1f} min over {len(info.manifest.get('invocations') or [])} invocation(s)")),
         ("created", e(info.created_at or "–")),
         ("config hash", e(info.config_hash or "–")),

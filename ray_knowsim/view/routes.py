@@ -19,6 +19,7 @@ from aiohttp import web
 
 from ray_knowsim.report.banner import manifest_banner
 from ray_knowsim.report.explain import conversation_view
+from ray_knowsim.report.per_decision import run_per_decision
 from ray_knowsim.report.plots import trajectory_plot
 from ray_knowsim.view import pages_outputs, pages_runs
 from ray_knowsim.view.data import Files, safe_relative
@@ -153,10 +154,22 @@ def run_overview(state: ViewState, request: web.Request) -> web.Response:
     estimate = state.files.read_json(info.entry.path / "estimate.json")
     banner = manifest_banner(info.manifest) if info.manifest else None
     summaries = state.files.results(info.entry.path, info.files, METRIC_COLUMNS) if info.files is not None else {}
+    info.per_decision = _per_decision(state, info)
     audit = state.files.audit(info.entry.path, info.files) if info.files is not None and table.num_rows else None
     return html(pages_runs.overview(info, banner, counts, failure_counts(table), tables,
                                     estimate if isinstance(estimate, dict) else None, _related_to_run(state, info.entry), info.sanity,
                                     results_html(summaries), audit))
+
+
+def _per_decision(state: ViewState, info: Any) -> str:
+    """The run's cost per decision in the report's and the terminal's sentence
+    (:func:`ray_knowsim.report.per_decision.run_per_decision`); "" where it has no verdicts, and
+    for a run with files the viewer refused (the verdicts' reader would read every file a marker names)."""
+    if info.files is None or info.files.error or info.files.refused:
+        return ""
+    verdicts = state.files.run_verdicts(info.entry.path, info.files)
+    per = run_per_decision(verdicts, state.files.run_cost(info.entry.path, info.files)) if verdicts is not None else None
+    return per.line if per is not None else ""
 
 
 def run_sessions(state: ViewState, request: web.Request) -> web.Response:

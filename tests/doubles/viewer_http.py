@@ -21,3 +21,29 @@ def ids(base: str) -> dict[str, str]:
     """label -> URL path of every entry on the index page."""
     _, _, body = get(base)
     return {label: path for path, label in re.findall(r'href="(/(?:run|sweep|compare)/[0-9a-f]+)"[^>]*>served/([^<]+)<', body)}
+
+
+def served_run_page(folder, name: str) -> str:
+    """The run page of the run ``folder/name``, as a viewer serving ``folder`` answers it (started
+    on a free loopback port and stopped again)."""
+    import threading
+
+    from ray_knowsim.view.data import Files
+    from ray_knowsim.view.discover import discover
+    from ray_knowsim.view.routes import ViewState
+    from ray_knowsim.view.server import serve
+
+    state = ViewState(Files([folder]))
+    ready: list[str] = []
+    started, stop = threading.Event(), threading.Event()
+    thread = threading.Thread(target=serve, args=(state, "127.0.0.1", 0, lambda u: (ready.append(u), started.set()), stop), daemon=True)
+    thread.start()
+    assert started.wait(30), "the viewer did not start"
+    try:
+        found = {en.path.name: en.id for en in discover(state.files)}
+        status, _, body = get(f"{ready[0]}run/{found[name]}")
+        assert status == 200, (status, body[:500])
+        return body
+    finally:
+        stop.set()
+        thread.join(10)
