@@ -2,8 +2,9 @@
 run's (its ``adaptive:`` section) or, for a fixed run, ``ray-knowsim compare``'s with its default
 family -- against the items the task has: the fewest items any verdict needs at that family's
 level, and the items needed to detect a given win rate (:func:`ray_knowsim.stats.feasibility.feasibility`,
-the pure function; this module only says which family a config implies). ``run --dry-run``
-prints it before anything is spent.
+the pure function; this module only says which family a config implies), and what the estimate
+costs per decision the design can reach at best (:func:`per_decision_lines`). ``run --dry-run``
+prints both before anything is spent.
 
 Families (the Bonferroni-type level every verdict is tested at is alpha / family size):
 
@@ -25,6 +26,13 @@ from typing import Any, Mapping
 from ray_knowsim.schema.results import COMPARE_METRICS as DEFAULT_METRICS
 from ray_knowsim.stats.defaults import ALPHA, POWER, WIN_RATE
 from ray_knowsim.stats.feasibility import feasibility
+from ray_knowsim.stats.per_decision import Spent, cost_per_decision
+
+#: what the dry run says of an adaptive design's cost to decide (no planning code estimates its
+#: expected share of the pool before a run: that depends on the effects it meets)
+ADAPTIVE_LIMIT = ("adaptive: the run stops where it decides, so it spends at most this (the estimate is of its whole pool); "
+                  "its expected cost to decide is not estimated before a run -- ray-knowsim adaptive-replay over a "
+                  "finished fixed run says the sessions it would have needed")
 
 
 @dataclass(frozen=True)
@@ -88,8 +96,21 @@ def design_checks(cfg: Any, items_per_task: Mapping[str, int], win_rate: float =
     return out
 
 
+def per_decision_lines(cost_usd: float | None, tokens: float, records: list[Mapping[str, Any]]) -> list[str]:
+    """The dry run's cost per decision: the estimate over the most decisions the design can reach
+    (the comparisons of the tasks whose items can decide), labelled "at best"; for an adaptive
+    design, what is and is not estimated. None of it without a design (fewer than two conditions)."""
+    if not records:
+        return []
+    reachable = sum(int(r.get("comparisons") or r.get("decisions") or 0) for r in records if r.get("can_decide"))
+    lines = [f"  cost per decision: {cost_per_decision(Spent(cost_usd, tokens), reachable, at_best=True).line}"]
+    if any(str(r.get("design", "")).startswith("adaptive") for r in records):
+        lines.append(f"    {ADAPTIVE_LIMIT}")
+    return lines
+
+
 def as_records(checks: list[DesignCheck]) -> list[dict[str, Any]]:
     return [asdict(c) | {"line": c.line()} for c in checks]
 
 
-__all__ = ["DesignCheck", "as_records", "design_checks"]
+__all__ = ["ADAPTIVE_LIMIT", "DesignCheck", "as_records", "design_checks", "per_decision_lines"]

@@ -745,7 +745,9 @@ def summary_lines(est: Estimate) -> list[str]:
     lines += cache_lines(est.assumptions.get("prompt_cache") or {})
     lines.append(reasoning_line(est))
     lines += [d["line"] for d in est.design]
-    return lines
+    from ray_knowsim.preflight.design import per_decision_lines
+
+    return lines + per_decision_lines(t.cost_usd, t.prompt_tokens + t.completion_tokens, est.design)
 
 
 def _share(part: int, whole: int) -> str:

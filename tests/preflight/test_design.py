@@ -23,6 +23,7 @@ def test_the_own_tutor_recipe_on_the_demo_items_says_it_cannot_decide(tmp_path, 
     assert code == 0
     out = capsys.readouterr().out
     assert "design math: compare (default family: every paired row)" in out and "CANNOT decide" in out
+    assert "  cost per decision: no decision reachable: " in out  # so no decision's cost can be said either
 
 
 def test_an_adaptive_design_with_enough_items_can_decide():
@@ -40,3 +41,24 @@ def test_an_adaptive_design_counts_its_decisions_and_their_comparisons_apart():
     (c,) = [c for c in design_checks(cfg, {"math": 40, "expertqa": 40}) if c.task == "math"]
     assert (c.decisions, c.comparisons, c.family_size) == (3, 18, 36)
     assert "3 decision(s) over 18 comparisons, family of 36 comparisons" in c.line()
+
+
+def test_the_dry_run_says_its_cost_per_decision_at_best_over_the_decisions_the_design_can_reach():
+    from ray_knowsim.preflight.design import ADAPTIVE_LIMIT, as_records, per_decision_lines
+
+    cfg = load_run_config(ROOT / "configs" / "own_tutor.yaml", overrides=["levels=[novice]"])
+    records = as_records(design_checks(cfg, {"math": 400, "expertqa": 3}))
+    (math,) = [r for r in records if r["task"] == "math"]
+    assert math["can_decide"] and not [r for r in records if r["task"] == "expertqa"][0]["can_decide"]
+    # only the task whose items can decide counts: math's comparisons
+    assert per_decision_lines(12.0, 1e6, records) == [
+        f"  cost per decision: at best ${12.0 / math['comparisons']:,.2f} per decision ($12.00 estimated over the at most "
+        f"{math['comparisons']} decisions the design can reach)"]
+    unpriced = per_decision_lines(None, 1e6, records)[0]
+    assert "tokens per decision" in unpriced and unpriced.endswith("cost: no price given)")
+    nothing = per_decision_lines(12.0, 1e6, as_records(design_checks(cfg, {"math": 3, "expertqa": 3})))
+    assert nothing == ["  cost per decision: no decision reachable: $12.00 estimated, and no task of the design has the items "
+                       "a verdict needs"]
+    adaptive = load_run_config(ROOT / "configs" / "own_tutor.yaml", overrides=["adaptive={decide: best, metrics: [kg], alpha: 0.05}"])
+    lines = per_decision_lines(12.0, 1e6, as_records(design_checks(adaptive, {"math": 40, "expertqa": 40})))
+    assert lines[0].startswith("  cost per decision: at best $") and lines[1] == f"    {ADAPTIVE_LIMIT}"
