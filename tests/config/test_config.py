@@ -132,8 +132,8 @@ def test_validate_config_prints_the_resolved_config(tmp_path, capsys):
     assert cli(["validate-config", str(path), "--set", "tasks.3.limit=1"]) == 2
 
 
-RUN_CONFIGS = ("demo.yaml", "paper_benchmark.yaml", "strategy_arm_math.yaml", "strategy_arm_expertqa.yaml",
-               "model_arm_math.yaml", "model_arm_expertqa.yaml", "paper_benchmark_vllm.yaml")
+RUN_CONFIGS = ("demo.yaml", "adaptive_demo.yaml", "paper_benchmark.yaml", "strategy_arm_math.yaml",
+               "strategy_arm_expertqa.yaml", "model_arm_math.yaml", "model_arm_expertqa.yaml", "paper_benchmark_vllm.yaml")
 
 
 def test_shipped_run_configs_validate(monkeypatch):
@@ -144,6 +144,7 @@ def test_shipped_run_configs_validate(monkeypatch):
     for name in RUN_CONFIGS:
         load_run_config(root / name, check_files=False)  # schema, references and rules
     load_run_config(root / "demo.yaml")  # the demo's data ships with the package
+    assert load_run_config(root / "adaptive_demo.yaml").adaptive is not None  # so does the practice set
 
 
 def test_a_path_given_with_set_is_the_shells_and_one_in_the_file_the_files(tmp_path, monkeypatch):
