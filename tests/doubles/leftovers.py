@@ -47,13 +47,18 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+#: how a pytest-xdist worker (execnet's bootstrap) names itself: a pytest session of its own
+_XDIST_WORKER = "exec(eval(sys.stdin.readline()))"
+
+
 def _is_pytest(pid: int) -> bool:
+    """A pytest process: ``pytest``/``python -m pytest``, or a pytest-xdist worker."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
         return False
     return any(os.path.basename(a) in ("pytest", "py.test") for a in argv) or any(
-        a == "-m" and b == "pytest" for a, b in zip(argv, argv[1:]))
+        a == "-m" and b == "pytest" for a, b in zip(argv, argv[1:])) or any(_XDIST_WORKER in a for a in argv)
 
 
 def _ancestors(pid: int) -> list[int]:
@@ -64,9 +69,17 @@ def _ancestors(pid: int) -> list[int]:
     return chain
 
 
-def _another_suites(pid: int, mine: set[int]) -> bool:
-    """Whether ``pid`` or a live ancestor of it is another pytest (a suite running beside this one)."""
-    return any(a not in mine and _is_pytest(a) for a in (pid, *_ancestors(pid)))
+def _another_suites(pid: int, me: int) -> bool:
+    """Whether ``pid`` belongs to another pytest session: walking up from it, a pytest process
+    (or a pytest-xdist worker) comes before this one. The pytests above this one do not make a
+    process this session's: under pytest-xdist the controller is every worker's parent, and a
+    worker's Ray is its own, not its sibling's. An orphan (reparented to init) reaches neither."""
+    for a in (pid, *_ancestors(pid)):
+        if a == me:
+            return False
+        if _is_pytest(a):
+            return True
+    return False
 
 
 def leftovers(since_ticks: int, places: list[str]) -> list[tuple[int, str]]:
@@ -86,7 +99,7 @@ def leftovers(since_ticks: int, places: list[str]) -> list[tuple[int, str]]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if cmd and state != "Z" and any(place in cmd for place in places) and not _another_suites(int(entry.name), mine):
+        if cmd and state != "Z" and any(place in cmd for place in places) and not _another_suites(int(entry.name), os.getpid()):
             found.append((int(entry.name), cmd))
     return found
 

@@ -21,22 +21,27 @@ def test_a_process_left_by_the_suite_is_found_and_one_of_another_suite_is_not(tm
     # a process under another pytest: a parent whose command line says pytest, with a child naming the place
     other = subprocess.Popen([sys.executable, "-c", f"import subprocess, time; p = subprocess.Popen(['bash', '-c', \"exec -a '{place}/other-suite' sleep 60\"]); time.sleep(60)", "pytest"],
                              start_new_session=True)
+    # and one under a pytest-xdist worker (a sibling of this session's, or of a suite this one runs)
+    worker = subprocess.Popen([sys.executable, "-c", f"import subprocess, time; p = subprocess.Popen(['bash', '-c', \"exec -a '{place}/worker-child' sleep 60\"]); time.sleep(60)",
+                               "exec(eval(sys.stdin.readline()))"], start_new_session=True)
     try:
         deadline = time.monotonic() + 10
         found: list = []
         while time.monotonic() < deadline:
             found = leftovers(since, [place])
-            if any("stray-node" in cmd for _, cmd in found) and "other-suite" in " ".join(
-                    open(f"/proc/{pid}/cmdline").read() for pid in _children(other.pid)):
+            if any("stray-node" in cmd for _, cmd in found) and all(name in " ".join(
+                    open(f"/proc/{pid}/cmdline").read() for pid in _children(parent.pid))
+                    for parent, name in ((other, "other-suite"), (worker, "worker-child"))):
                 break
             time.sleep(0.1)
         assert [pid for pid, _ in found] == [orphan.pid], found
         end(found)
         assert orphan.wait(timeout=5) is not None
     finally:
-        for proc in (orphan, other):
+        for proc in (orphan, other, worker):
             proc.kill()
-        subprocess.run(["pkill", "-f", f"{place}/other-suite"], check=False)
+        for name in ("other-suite", "worker-child"):
+            subprocess.run(["pkill", "-f", f"{place}/{name}"], check=False)
 
 
 def _children(pid: int) -> list[int]:
