@@ -287,6 +287,11 @@ def _adaptive(cfg, args: argparse.Namespace) -> int:
     for g in rec.failure_gaps:
         print(f"  warning: {g.task}/{g.knowledge_level}: {g.condition_a} fails {g.failure_rate_a:.0%} of its sessions, "
               f"{g.condition_b} {g.failure_rate_b:.0%} (Fisher p {g.p_fisher:.3g}): their verdicts compare different cases")
+    if not args.quiet:  # what a fixed run's result says too: the offline double's caveat, where to look next
+        from ray_knowsim.report.run_result import caveat_lines, closing_lines
+
+        for line in caveat_lines(out.run_dir) + closing_lines(out.run_dir):
+            print(line)
     return 0
 
 

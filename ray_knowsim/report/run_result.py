@@ -19,7 +19,7 @@ from ray_knowsim.io.rundir import RunDirError, RunReader
 from ray_knowsim.report.banner import manifest_banner
 from ray_knowsim.report.metrics import metric_specs
 from ray_knowsim.report.per_decision import run_per_decision
-from ray_knowsim.report.terminal import WIDTH, next_line, terminal_result
+from ray_knowsim.report.terminal import WIDTH, caveat_block, next_line, terminal_result
 from ray_knowsim.report.verdicts import verdict_texts
 from ray_knowsim.schema.states import level_order
 from ray_knowsim.tables.cost import run_cost_table
@@ -74,9 +74,19 @@ def shown_dir(run_dir: str | Path) -> str:
         return str(path)
 
 
+def caveat_lines(run_dir: str | Path, width: int = WIDTH) -> list[str]:
+    """The test double's caveat of the run at ``run_dir``, as the result body words it, for an
+    output that prints no result body (an adaptive run's decisions); none for a real-model run."""
+    try:
+        banner = manifest_banner(RunReader.open(run_dir).manifest or {})
+    except (RunDirError, OSError):
+        return []
+    return caveat_block(banner, width)
+
+
 def closing_lines(run_dir: str | Path, width: int = WIDTH) -> list[str]:
     """The ``next:`` line(s) naming ``ray-knowsim view`` and ``ray-knowsim report`` of this run."""
     return next_line(shown_dir(run_dir), width)
 
 
-__all__ = ["closing_lines", "result_lines", "shown_dir"]
+__all__ = ["caveat_lines", "closing_lines", "result_lines", "shown_dir"]

@@ -154,10 +154,15 @@ def terminal_result(tables: dict[str, Any], specs: Sequence[MetricSpec], levels:
         lines += wrap(f"{PER_DECISION}: {per_decision}", width)
     if audit:
         lines += wrap(audit, width)
-    if banner:
-        lines += ["", *wrap(f"{BANNER_HEADING.upper()} {banner}", width, indent="")]
+    lines += caveat_block(banner, width)
     return lines + ["", *wrap(MORE_LINE, width)]
 
 
-__all__ = ["ALL_LEVELS_ROW", "MAX_VERDICTS", "MORE_LINE", "WIDTH", "legend", "metric_block", "next_line", "pack",
+def caveat_block(banner: str | None, width: int = WIDTH) -> list[str]:
+    """The test double's caveat (the report's and viewer's banner, under their heading), after a
+    blank line; nothing for a real-model run (``banner`` None)."""
+    return ["", *wrap(f"{BANNER_HEADING.upper()} {banner}", width, indent="")] if banner else []
+
+
+__all__ = ["ALL_LEVELS_ROW", "MAX_VERDICTS", "MORE_LINE", "WIDTH", "caveat_block", "legend", "metric_block", "next_line", "pack",
            "terminal_result", "verdict_block", "wrap"]

@@ -42,6 +42,12 @@ def test_the_shipped_adaptive_demo_decides_before_its_pool_is_used_up(tmp_path):
     assert said in done.stdout, done.stdout[-3000:]
     for d in made:
         assert f"math/novice {d.metric}: {d.winner} (after round {d.after_round})" in done.stdout
+    # as a fixed run's result ends: the offline double's caveat, then where to look next
+    from ray_knowsim.report.banner import BANNER_HEADING
+
+    assert BANNER_HEADING.upper() in done.stdout and "OFFLINE model" in done.stdout, done.stdout[-3000:]
+    tail = "\n".join(done.stdout.rstrip().splitlines()[-2:])  # a long run dir folds the line in two
+    assert "next: ray-knowsim view " in tail and "ray-knowsim report " in tail, done.stdout[-600:]
 
     report = _cli("report", str(run_dir), "--out", str(tmp_path / "report"))
     assert report.returncode == 0, report.stderr[-3000:]
