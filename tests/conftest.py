@@ -77,9 +77,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 def pytest_configure(config):
+    import signal
+
     from tests.doubles.file_progress import register_if_distributed
 
     register_if_distributed(config)  # a line per finished file when the suite runs in several processes
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # started in the background of a non-interactive shell (`cmd &`, a CI step): Ctrl-C is
+        # ignored here and, inherited, in every run a test starts, so a test that interrupts a run
+        # as a user does (tests/run/test_stop_early.py) would see it go on. A handler is not
+        # inherited across exec: this process still ignores Ctrl-C, the runs it starts do not.
+        signal.signal(signal.SIGINT, lambda *_: None)
 
 
 def pytest_collection_modifyitems(config, items):

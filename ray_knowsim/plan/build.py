@@ -86,7 +86,7 @@ def prepare(cfg: RunConfig, output: str | Path | None = None, overwrite: bool = 
     plan = Plan(cfg, inputs)
     config_hash = cfg.config_hash()
     run_id = f"{cfg.name}-{config_hash[:8]}"
-    run_dir = RunDir(Path(output) if output else cfg.output_path())
+    run_dir = RunDir(Path(output).resolve() if output else cfg.output_path())  # workers write there: their cwd is not the shell's
     if overwrite and run_dir.root.exists():
         import shutil
 

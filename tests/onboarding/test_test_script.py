@@ -168,3 +168,26 @@ def test_a_suite_in_several_processes_prints_a_line_per_finished_file(tmp_path):
     assert any(line.startswith("test_two.py  1 failed, 1 skipped  ") for line in lines), done.stdout
     assert not any(re.fullmatch(r"[.Fs]+\s*(\[\s*\d+%\])?", line.strip()) for line in lines), done.stdout  # no row of dots
     assert "1 failed, 2 passed, 1 skipped" in done.stdout  # pytest's own summary, unchanged
+
+
+CHILD_SIGINT_TEST = """
+import subprocess, sys
+
+def test_a_run_the_test_starts_gets_ctrl_c_as_a_users_does():
+    said = subprocess.run([sys.executable, "-c", "import signal; print(signal.getsignal(signal.SIGINT))"],
+                          capture_output=True, text=True).stdout
+    assert "default_int_handler" in said, said
+"""
+
+
+def test_a_suite_started_in_the_background_still_lets_its_tests_interrupt_their_runs(tmp_path):
+    """A CI step or `cmd &` starts the suite with Ctrl-C ignored, and children inherit that: the
+    Ctrl-C tests then saw their runs go on to the end. The suite's conftest hands its runs Ctrl-C back."""
+    (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_configure  # noqa: F401\n")
+    (tmp_path / "test_child.py").write_text(CHILD_SIGINT_TEST)
+    ignoring = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); os.execvp(sys.argv[1], sys.argv[1:])"
+    for extra in ([], ["-n", "2"]):
+        done = subprocess.run([sys.executable, "-c", ignoring, sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *extra,
+                               "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
+                              cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout[-3000:]

@@ -64,7 +64,7 @@ def test_a_simulator_that_does_not_work_is_named_on_the_final_line(tmp_path):
 
 
 @pytest.mark.usefixtures("ray_local")
-def test_the_terminal_result_of_an_offline_run_fits_100_columns_says_offline_and_what_next(tmp_path, capsys):
+def test_the_terminal_result_of_an_offline_run_fits_100_columns_says_offline_and_what_next(tmp_path, capsys, monkeypatch):
     """Issue 51: what `ray-knowsim run` prints at the end of a small offline run -- every line at
     most 100 columns, the means per condition and level, the offline double's caveat (the report's
     text) and a closing ``next:`` line with the run directory; the report is named for the rest."""
@@ -73,7 +73,11 @@ def test_the_terminal_result_of_an_offline_run_fits_100_columns_says_offline_and
 
     path = write_config(tmp_path, small_config(max_turns=2))
     out = tmp_path / "run"
-    assert cli(["run", str(path), "-o", str(out)]) == 0
+    # from the folder above the run, as a user runs it (the next: line names "run"): a command
+    # holding a run directory longer than the line cannot be folded, and pytest's own temp
+    # paths (longer under pytest-xdist) would make that case out of this one
+    monkeypatch.chdir(tmp_path)
+    assert cli(["run", str(path), "-o", "run"]) == 0
     lines = own_lines(capsys.readouterr().out)
     assert all(len(line) <= 100 for line in lines), [line for line in lines if len(line) > 100]
     start = lines.index("math: 4 items")

@@ -71,6 +71,7 @@ def _interrupted_run(path: Path, out: Path, sig: int) -> None:
         if sig == signal.SIGINT:
             os.killpg(proc.pid, signal.SIGINT)
             proc.wait(timeout=60)
+            assert proc.returncode == 130, "the run did not stop on Ctrl-C (was SIGINT ignored?)"
         else:
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
