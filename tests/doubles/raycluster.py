@@ -61,16 +61,28 @@ def _logs(log: Path, temp: str | None) -> str:
 
 def stop_group(proc: subprocess.Popen, grace_s: float = 15) -> None:
     """SIGINT, then SIGKILL, to the node's process group only (raylet, GCS, its workers)."""
+    stop_groups([proc], grace_s)
+
+
+def stop_groups(procs: Sequence[subprocess.Popen], grace_s: float = 15) -> None:
+    """:func:`stop_group` for several nodes at once: each is sent SIGINT, all share one grace
+    period (a cluster's nodes stopped one after another waited up to 15 s each), then what is
+    left gets SIGKILL."""
     for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
+        live = [p for p in procs if p.poll() is None]
+        for proc in live:
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait_s
+        for proc in live:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        if all(p.poll() is not None for p in procs):
             break
-        try:
-            proc.wait(timeout=wait_s)
-            break
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def kill_node(proc: subprocess.Popen) -> None:
@@ -259,8 +271,7 @@ class LocalCluster:
             time.sleep(2)  # the job agent comes up a little after the dashboard answers
 
     def close(self) -> None:
-        for proc in reversed(self.workers):
-            stop_group(proc)
+        stop_groups(list(reversed(self.workers)))  # the worker nodes together, then the head they report to
         if self.head is not None:
             stop_group(self.head)
         shutil.rmtree(self.temp, ignore_errors=True)
