@@ -120,3 +120,23 @@ def write_tables(run_dir: Path, probe: bool = False) -> None:
     if probe:
         df.loc[len(df)] = {"condition": PROBE_TEXT, "kg": 0.0, "co": 0.0, "dc": 0.0}
     write_table(df, run_dir / "tables", "marginal")
+
+
+def winning_every_item(winner: str, per_item: int = 6) -> Callable[[pa.Table, Any], tuple[pa.Table, Any]]:
+    """An ``edit`` for :func:`committed_run`: ``per_item`` sessions per item (each item at every
+    level once per condition), every one ok, and ``winner``'s KG one above the others' on every
+    item, so the sign test finds it better (a significant verdict to read the surfaces of)."""
+
+    def edit(sessions: pa.Table, turns: Any) -> tuple[pa.Table, Any]:
+        n = sessions.num_rows
+
+        def put(table: pa.Table, name: str, values: list) -> pa.Table:
+            return table.set_column(table.schema.get_field_index(name), name, pa.array(values, table.schema.field(name).type))
+
+        conds = sessions.column("condition").to_pylist()
+        sessions = put(sessions, "item_id", [f"it{k // per_item:03d}" for k in range(n)])
+        sessions = put(put(put(sessions, "kg", [5.0 + (1.0 if c == winner else 0.0) for c in conds]), "trial", [0] * n),
+                       "initial_states", [[0]] * n)
+        return put(sessions, "status", ["ok"] * n), turns
+
+    return edit

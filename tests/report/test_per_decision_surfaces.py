@@ -8,7 +8,6 @@ from __future__ import annotations
 import html
 import re
 
-import pyarrow as pa
 import pytest
 
 from ray_knowsim.io.rundir import RunReader
@@ -18,32 +17,17 @@ from ray_knowsim.report.run_result import result_lines
 from ray_knowsim.score.spend import spend_of_run
 from ray_knowsim.tables.cost import run_cost_table
 from ray_knowsim.tables.reduce import ITEM_KEYS, SUM_COLUMNS, build_tables, normalise_sums, partial_moments
-from tests.doubles.rundirs import committed_run
+from tests.doubles.rundirs import committed_run, winning_every_item
 from tests.doubles.viewer_http import served_run_page
 
 A, B = "tutor-a", "tutor-b"
 PRICE = 0.0125  # USD per session
 
 
-def a_wins_every_item(sessions: pa.Table, turns):
-    """Each item at every level once per condition; A's KG is B's + 1 on every item (verdicts to count)."""
-    n = sessions.num_rows
-
-    def put(table: pa.Table, name: str, values: list) -> pa.Table:
-        return table.set_column(table.schema.get_field_index(name), name, pa.array(values, table.schema.field(name).type))
-
-    item = [k // 6 for k in range(n)]
-    conds = sessions.column("condition").to_pylist()
-    sessions = put(sessions, "item_id", [f"it{j:03d}" for j in item])
-    sessions = put(put(put(sessions, "kg", [5.0 + (1.0 if c == A else 0.0) for c in conds]), "trial", [0] * n),
-                   "initial_states", [[0]] * n)
-    return put(sessions, "status", ["ok"] * n), turns
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("per_decision")
-    return committed_run(root / "runs", "planted", n_sessions=20 * 6, max_turns=2, seed=3, edit=a_wins_every_item,
+    return committed_run(root / "runs", "planted", n_sessions=20 * 6, max_turns=2, seed=3, edit=winning_every_item(A),
                          price=PRICE, conditions={A: (2.5, 0.75, 0.8), B: (2.5, 0.75, 0.8)})
 
 

@@ -9,7 +9,6 @@ import json
 import shlex
 
 import pandas as pd
-import pyarrow as pa
 import pytest
 
 from ray_knowsim.io.rundir import RunReader
@@ -19,7 +18,7 @@ from ray_knowsim.report.run_result import closing_lines, result_lines
 from ray_knowsim.report.terminal import WIDTH, metric_block, next_line, pack, verdict_block
 from ray_knowsim.report.verdicts import NO_VERDICT
 from ray_knowsim.tables.reduce import ITEM_KEYS, SUM_COLUMNS, build_tables, normalise_sums, partial_moments
-from tests.doubles.rundirs import committed_run
+from tests.doubles.rundirs import committed_run, winning_every_item
 
 A, B = "tutor-a:adaptive-with-a-long-name", "tutor-b:comprehensive"
 
@@ -31,26 +30,10 @@ def tables_of(run_dir) -> dict[str, pd.DataFrame]:
     return build_tables(normalise_sums(sums))
 
 
-def a_wins_every_item(sessions: pa.Table, turns):
-    """Two conditions, each item at every level once per condition; A's KG is B's + 1 on every
-    item, so the sign test finds A better (a significant verdict to compare the wordings of)."""
-    n = sessions.num_rows
-
-    def put(table: pa.Table, name: str, values: list) -> pa.Table:
-        return table.set_column(table.schema.get_field_index(name), name, pa.array(values, table.schema.field(name).type))
-
-    item = [k // 6 for k in range(n)]
-    conds = sessions.column("condition").to_pylist()
-    sessions = put(sessions, "item_id", [f"it{j:03d}" for j in item])
-    sessions = put(put(put(sessions, "kg", [5.0 + (1.0 if c == A else 0.0) for c in conds]), "trial", [0] * n),
-                   "initial_states", [[0]] * n)
-    return put(sessions, "status", ["ok"] * n), turns
-
-
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     root = tmp_path_factory.mktemp("terminal")
-    return committed_run(root, "planted", n_sessions=20 * 6, max_turns=2, seed=3, edit=a_wins_every_item,
+    return committed_run(root, "planted", n_sessions=20 * 6, max_turns=2, seed=3, edit=winning_every_item(A),
                          conditions={A: (2.5, 0.75, 0.8), B: (2.5, 0.75, 0.8)})
 
 
