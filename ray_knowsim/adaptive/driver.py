@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from ray_knowsim.run.fan_out import ray_options, ray_session, run, write_run_tab
 from ray_knowsim.io.decisions import read_decisions, write_decisions
 from ray_knowsim.io.rundir import RunReader, sessions_text
 from ray_knowsim.schema.decisions import DecisionsFile, Spend
+from ray_knowsim.schema.graph import GraphWarning
 from ray_knowsim.stats.adaptive import Procedure
 
 log = logging.getLogger(__name__)
@@ -209,9 +211,11 @@ def run_adaptive(cfg: RunConfig, *, address: str | None = None, output: str | Pa
         if not quiet:  # the round's header, in the words of the final line and the viewer (io/rundir.py)
             print(f"adaptive round {round_no}: {sessions_text(len(wanted), sessions_fixed)} asked for "
                   f"({len(new):,} new)", flush=True)
-        outcome = run(cfg, address=address, output=run_dir.root, quiet=quiet, tables=False,
-                      config_file=None, console=console, sessions=ids(wanted), rerun_model_failures=rerun_model_failures,
-                      preflight=round_preflight(round_no, preflight, quiet))
+        with warnings.catch_warnings():  # the graphs' warnings were said once, when the run was prepared above
+            warnings.simplefilter("ignore", GraphWarning)
+            outcome = run(cfg, address=address, output=run_dir.root, quiet=quiet, tables=False,
+                          config_file=None, console=console, sessions=ids(wanted), rerun_model_failures=rerun_model_failures,
+                          preflight=round_preflight(round_no, preflight, quiet))
         if outcome.stopped is not None:
             raise RunError(f"round {round_no}: stopped early by engine.fail_fast ({outcome.stopped.line()}); fix the "
                            "cause, then run the same command again to resume the adaptive run")

@@ -4,12 +4,15 @@ planned total being the adaptive design's (decisions.json), not the config's ful
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from ray_knowsim.adaptive.driver import run_adaptive
 from ray_knowsim.cli.run import adaptive_final_line
 from ray_knowsim.config import parse_run_config
 from ray_knowsim.io.rundir import sessions_text
+from ray_knowsim.schema.graph import GraphWarning
 from ray_knowsim.view.data import Files
 from ray_knowsim.view.discover import discover, index_info, run_info
 from ray_knowsim.view.pages_runs import facts
@@ -38,7 +41,12 @@ def test_the_summary_line_and_the_viewer_agree(tmp_path, shared_ref):
         "adaptive": {"decide": "best", "metrics": ["kg"], "alpha": 0.05, "round": {"items": 5, "trials": 1},
                      "conditions": ["weak", "strong"]},
     })
-    out = run_adaptive(cfg, output=tmp_path / "run", quiet=True)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = run_adaptive(cfg, output=tmp_path / "run", quiet=True)
+    # the graphs' warnings (the reference's cycles, duplicate edges) are said once, not every round
+    said_graphs = [str(w.message) for w in seen if issubclass(w.category, GraphWarning)]
+    assert said_graphs and len(said_graphs) == len(set(said_graphs)), said_graphs
     rec = out.record
     assert rec.status == "decided" and rec.sessions_fixed == 60 and rec.sessions_run < 60
     said = sessions_text(rec.sessions_run, rec.sessions_fixed, rec.status)

@@ -5,6 +5,7 @@ routing, restarts and retries, dead replicas dropped; then a pool on a real loca
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -277,6 +278,21 @@ def test_engine_death_is_retried_after_restart_and_then_reported():
 
 
 @pytest.mark.slow
+def _restarted_pid(actor, timeout_s: float) -> int:
+    """The actor's pid once its restart has finished: a call while Ray is still restarting it
+    raises ActorUnavailableError ("temporarily unavailable") and is asked again."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return ray.get(actor.pid.remote(), timeout=max(1.0, deadline - time.monotonic()))
+        except ray.exceptions.ActorUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def test_pool_on_ray_routes_restarts_and_shuts_down(ray_local):
     import ray
     import ray.cloudpickle
@@ -297,7 +313,7 @@ def test_pool_on_ray_routes_restarts_and_shuts_down(ray_local):
         ray.kill(victim, no_restart=False)  # dies; Ray restarts it (max_restarts=1)
         again = asyncio.run(generate_all(model, reqs))
         assert [o.text for o in again] == [o.text for o in first] and all(o.error is None for o in again)
-        assert ray.get(victim.pid.remote(), timeout=60) != pid
+        assert _restarted_pid(victim, timeout_s=60) != pid
         names = [pool.actor_name(i) for i in range(2)]
     finally:
         reports = pool.shutdown()
