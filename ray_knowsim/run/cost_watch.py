@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 READ_EVERY_S = 15.0
 #: the same before the first projection: the first one is the one that matters most
 FIRST_READ_EVERY_S = 2.0
+#: the least time between two readings when shards end: each reading reads every journal of the
+#: run, and a large run ends many shards a second
+SHARD_END_READ_GAP_S = 1.0
 #: the manifest key (per invocation) of the re-estimates
 MANIFEST_KEY = "cost_reestimates"
 
@@ -123,8 +126,8 @@ class CostWatch:
     def poll(self, finished: int, shard_ended: bool, now: float) -> Projection | None:
         """Called with the sessions finished so far (committed before included) and whether a shard
         ended since the last call; returns the projection when one was made."""
-        every = READ_EVERY_S if self.shown else FIRST_READ_EVERY_S
-        if self.off or finished < self.after or (not shard_ended and now - self._read_at < every):
+        every = SHARD_END_READ_GAP_S if shard_ended else READ_EVERY_S if self.shown else FIRST_READ_EVERY_S
+        if self.off or finished < self.after or now - self._read_at < every:
             return None
         self._read_at = now
         try:
