@@ -28,7 +28,7 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict
 
 from ray_knowsim.preflight.estimate import Estimate, RoleEstimate
-from ray_knowsim.schema.price import NO_PRICE, usd_text
+from ray_knowsim.schema.price import NO_PRICE, PRICED_AT_ZERO, usd_text
 
 #: projected / first estimate above which the run warns (once)
 OVERRUN = 1.25
@@ -234,7 +234,7 @@ def line(p: Projection) -> str:
         return (f"cost so far {_amount(p.so_far_usd, p.so_far_tokens, 'usd')}; projected total "
                 f"{_amount(p.projected_usd, p.projected_tokens, 'usd')} (first estimate {_amount(p.first_usd, p.first_tokens, 'usd')}); "
                 f"{sessions}")
-    why = NO_PRICE if p.projected_usd is None or p.first_usd is None else "the models are priced at $0"
+    why = NO_PRICE if p.projected_usd is None or p.first_usd is None else PRICED_AT_ZERO
     return (f"tokens so far {p.so_far_tokens:,.0f}; projected total {p.projected_tokens:,.0f} tokens "
             f"(first estimate {p.first_tokens:,.0f} tokens; cost: {why}); {sessions}")
 

@@ -41,6 +41,8 @@ PER = 1_000_000
 #: THE words for a cost that is not known because a model has no price: every place that shows a
 #: cost (the run's terminal lines, the dry run, the report, the viewer) says this, never "$0.0000"
 NO_PRICE = "no price given"
+#: and for a cost shown in tokens because every model is priced at $0 (the offline test double)
+PRICED_AT_ZERO = "the models are priced at $0"
 
 
 #: the cache minimum assumed for a price that names neither one nor a provider (OpenAI's, Gemini
@@ -143,4 +145,4 @@ def usd_text(cost: float | None, priced: int | None = None, of: int | None = Non
     return NO_PRICE
 
 
-__all__ = ["DEFAULT_CACHE_MIN_TOKENS", "NO_PRICE", "PROVIDER_CACHE", "CacheTerms", "Price", "ProviderCache", "usd_text"]
+__all__ = ["PRICED_AT_ZERO", "DEFAULT_CACHE_MIN_TOKENS", "NO_PRICE", "PROVIDER_CACHE", "CacheTerms", "Price", "ProviderCache", "usd_text"]

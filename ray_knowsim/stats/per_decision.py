@@ -20,11 +20,10 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from ray_knowsim.schema.price import NO_PRICE, usd_text
+from ray_knowsim.schema.price import NO_PRICE, PRICED_AT_ZERO, usd_text
 from ray_knowsim.stats.leaderboard import Detectable
 
 #: why a run's cost is in tokens when every model is priced, each at $0 (the offline model is free)
-PRICED_AT_ZERO = "the models are priced at $0"
 
 
 @dataclass(frozen=True)
@@ -103,4 +102,4 @@ def cost_per_decision(spent: Spent, decisions: int, *, at_best: bool = False,
     return PerDecision(int(decisions), per, spent.unit, line)
 
 
-__all__ = ["PRICED_AT_ZERO", "PerDecision", "Spent", "cost_per_decision", "detectable_phrase"]
+__all__ = ["PerDecision", "Spent", "cost_per_decision", "detectable_phrase"]
