@@ -154,12 +154,15 @@ def final_lines(outcome, quiet: bool) -> list[str]:  # noqa: ANN001 - a run.fan_
     it greps whole) and the LLM calls. Otherwise the result in at most 100 columns
     (:mod:`ray_knowsim.report.terminal`): the means, verdicts and caveat, the summary folded, the
     LLM calls, and a closing ``next:`` line with the commands that open the run."""
+    from ray_knowsim.io.rundir import run_status_text
     from ray_knowsim.tables.outcome_tables import final_line_parts
 
     stopped = f" ({outcome.stopped.line()})" if outcome.stopped is not None else ""
     parts = final_line_parts(outcome.tables)  # failures by kind, a broken simulator
-    head = f"run {outcome.run_id}: {outcome.status_word}{stopped}; sessions ok {outcome.n_ok}, failed {outcome.n_failed}, " \
-           f"of {outcome.n_sessions}"
+    # the report's and the viewer's status line, read from the run directory as they read it
+    said = run_status_text(outcome.run_dir) or (f"{outcome.status_word}; sessions ok {outcome.n_ok}, "
+                                               f"failed {outcome.n_failed}, of {outcome.n_sessions}")
+    head = f"run {outcome.run_id}: {said}{stopped}"
     calls = []
     if outcome.llm:
         from ray_knowsim.llm.accounting import Accounting

@@ -299,6 +299,23 @@ def status_words(manifest: dict[str, Any] | None, comp: "Completeness", committe
     return STATUS_WORDS[key], comp.text if comp.reason is not None else detail[key]
 
 
+def status_text(word_why: tuple[str, str]) -> str:
+    """A run's status in one line, ``word (why)``: the report's status line and the run command's
+    final line print this, the viewer the same two parts as a badge and its line."""
+    return f"{word_why[0]} ({word_why[1]})"
+
+
+def run_status_text(root: str | Path) -> str | None:
+    """:func:`status_text` of the run directory at ``root``, read as the report and the viewer read
+    it (its manifest and commit markers); None when it cannot be read."""
+    try:
+        reader = RunReader.open(root)
+        st = reader.status()
+    except (RunDirError, OSError):
+        return None
+    return status_text(status_words(reader.manifest, st.completeness(), st.n_committed, st.n_failed))
+
+
 @dataclass(frozen=True)
 class Completeness:
     """n of N planned sessions, and why not all (None when complete or when no plan is recorded)."""
@@ -591,4 +608,4 @@ def _check_unique(sessions: CommittedTable) -> None:
 __all__ = ["BATCH_ROWS", "HEARTBEAT_EVERY_S", "HEARTBEAT_FILE", "HEARTBEAT_STALE_S", "STATUS_WORDS", "CommittedTable", "Completeness",
            "LiveFile", "MarkerError", "RunDirError", "RunReader", "RunStatus", "completeness", "has_commit_markers",
            "adaptive_facts", "import_run_plugins", "last_seen_s_ago", "manifest_facts", "open_run", "sessions_text", "status_key",
-           "status_words"]
+           "status_words", "status_text", "run_status_text"]

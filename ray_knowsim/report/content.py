@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typing import Any
 
-from ray_knowsim.io.rundir import Completeness
+from ray_knowsim.io.rundir import Completeness, status_text
 from ray_knowsim.tables.sanity import SanityReport
 from ray_knowsim.report.aggregate import RunSummary
 from ray_knowsim.report.explain import ConversationView
@@ -68,7 +68,7 @@ class ReportContent:
             return ", ".join(got[:6]) + (f" (+{len(got) - 6})" if len(got) > 6 else "") if got else "–"
 
         early = sum(s.early_stops.values())
-        status = [("status", f"{self.status[0]} ({self.status[1]})")] if self.status else []
+        status = [("status", status_text(self.status))] if self.status else []
         return status + [
             ("conversations", f"{ok:,} ok" + (f", {failed:,} not ok (excluded)" if failed else "")),
             ("conditions", str(len(s.conditions))),

@@ -88,7 +88,7 @@ def test_the_readme_recipe_runs_as_written_against_serve_offline(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     for key in ("tutor", "simulator"):  # found from the models lists, and said
         assert f"models.{key}: http://127.0.0.1:" in done.stdout and "is `ray-knowsim serve-offline`" in done.stdout, done.stdout[:2000]
-    assert ": complete; sessions ok 14, failed 0, of 14" in done.stdout, done.stdout[-2000:]
+    assert ": complete (all 14 planned sessions committed, none failed)" in done.stdout, done.stdout[-2000:]
     assert "assistant 28 calls" in done.stdout  # 14 conversations x 2 turns, every tutor reply from the endpoint
     assert "offline_unknown_prompt" not in done.stdout + done.stderr
     assert "Token authentication" not in done.stderr

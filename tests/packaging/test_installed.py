@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # 7 sessions (every demo item once, one level, one condition), 2 turns
 TINY = ["--quiet", "--set", "trials=1", "--set", "max_turns=2", "--set", "levels=[novice]",
         "--set", "conditions=[{strategy: minimal}]", "--set", "engine.shard_size=4"]
-TINY_DONE = "sessions ok 7, failed 0, of 7"
+TINY_DONE = "complete (all 7 planned sessions committed, none failed)"
 # what a copy of the source tree leaves out (environments, outputs, caches)
 NOT_SOURCE = shutil.ignore_patterns(".git", ".venv*", "build", "dist", "runs", ".numba_cache", "*.egg-info",
                                     "__pycache__", ".pytest_cache", ".hypothesis", ".gl", ".whl")
