@@ -241,7 +241,9 @@ def _warn_what_the_run_will_refuse(cfg) -> None:  # noqa: ANN001
 
 def interrupted(args: argparse.Namespace, stop, resume_dir=None) -> int:  # noqa: ANN001
     """Ctrl-C: what is committed and the command that resumes; exit code 130."""
-    print(f"interrupted: {stop.committed} of {stop.planned} sessions are committed and safe ({stop.ok} ok) in "
+    from ray_knowsim.io.rundir import sessions_text
+
+    print(f"interrupted: {sessions_text(stop.committed, stop.planned)} are committed and safe ({stop.ok:,} ok) in "
           f"{stop.run_dir}; resume with:\n  {resume_command(args, resume_dir or stop.run_dir)}", file=sys.stderr, flush=True)
     return 130
 

@@ -19,7 +19,7 @@ from aiohttp import web
 from ray_knowsim.cli.main import main as cli
 from ray_knowsim.config import parse_run_config
 from ray_knowsim.run.fan_out import run
-from ray_knowsim.io.rundir import RunReader
+from ray_knowsim.io.rundir import RunReader, run_status_text, sessions_text
 from ray_knowsim.llm.offline import OfflineModel
 from ray_knowsim.llm.offline.server import build_app, serve_app_in_thread
 from tests.doubles.run_config import small_config, write_config
@@ -84,11 +84,13 @@ def test_ctrl_c_says_how_many_sessions_are_safe_and_the_command_that_resumes(tmp
         except ProcessLookupError:
             pass
     assert proc.returncode == 130, err[-2000:]
-    said = re.search(r"interrupted: (\d+) of 24 sessions are committed and safe \((\d+) ok\) in (.+); resume with:\n  (.+)\n", err)
+    said = re.search(r"interrupted: (\d+) of 24 planned sessions are committed and safe \((\d+) ok\) in (.+); resume with:\n  (.+)\n", err)
     assert said, err[-2000:]
     committed = len(RunReader.open(out).sessions.read(["session_id"]))
     assert int(said.group(1)) == committed and 0 < committed < 24
     assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
+    # the report's and the viewer's status line: the same numbers in the same words (issue 51)
+    assert run_status_text(out).startswith(f"interrupted ({sessions_text(committed, 24)} committed: interrupted")
     command = shlex.split(said.group(4))
     assert command[:2] == ["ray-knowsim", "run"] and command[2:5] == [str(path), "-o", str(out)]
     assert cli(command[1:]) == 0  # the printed command resumes the run to its end
