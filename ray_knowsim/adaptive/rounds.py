@@ -21,8 +21,7 @@ from ray_knowsim.adaptive.schedule import item_order, round_items
 from ray_knowsim.stats.defaults import ALPHA
 from ray_knowsim.config.adaptive import AdaptiveConfig, DesignConfig
 from ray_knowsim.schema.decisions import DecisionRecord, DecisionsFile, FailureGap, PairRecord, RoundRecord, Spend
-from ray_knowsim.stats.adaptive import Design, Procedure
-from ray_knowsim.stats.group_sequential import Spending
+from ray_knowsim.stats.adaptive import Procedure
 from ray_knowsim.stats.winrate import EMPTY, QUANTITY
 
 Session = tuple[str, str, str, str, int]  # ROW_KEYS: task, item_id, knowledge_level, condition, trial
@@ -63,8 +62,7 @@ def spec_changes(locked: dict[str, Any], now: dict[str, Any], prefix: str = "") 
 
 
 def procedure_for(ad: AdaptiveConfig, tasks: Sequence[str], levels: Sequence[str], conditions: Sequence[str]) -> Procedure:
-    design = Design(ad.design.kind, Spending(ad.design.spending, ad.design.gamma), ad.design.in_play)
-    return Procedure.build(tasks, levels, list(ad.metrics), conditions, ad.decide, ad.alpha, ad.effect, design, ad.family)
+    return ad.procedure(tasks, levels, conditions)
 
 
 @dataclass

@@ -12,13 +12,15 @@ spec is refused.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Sequence
 
 from pydantic import Field, model_validator
 
 from ray_knowsim.config.base import Strict
 from ray_knowsim.schema.results import RUN_METRICS
+from ray_knowsim.stats.adaptive import Design, Procedure
 from ray_knowsim.stats.defaults import ALPHA
+from ray_knowsim.stats.group_sequential import Spending
 
 #: metrics a decision can be about: every metric the run's tables reduce
 DECISION_METRICS = frozenset(RUN_METRICS)
@@ -75,6 +77,13 @@ class AdaptiveConfig(Strict):
         if self.decide == "pairs" and self.effect is None:
             raise ValueError("effect: required with decide: pairs (the win-rate margin a pair must be shown within)")
         return self
+
+    def procedure(self, tasks: Sequence[str], levels: Sequence[str], conditions: Sequence[str]) -> Procedure:
+        """The decision procedure this section asks for over a run's tasks, levels and conditions:
+        the one the rounds run, the planning replay replays and the dry run's forecast simulates."""
+        design = Design(self.design.kind, Spending(self.design.spending, self.design.gamma), self.design.in_play)
+        return Procedure.build(tasks, levels, list(self.metrics), conditions, self.decide, self.alpha, self.effect, design,
+                               self.family)
 
 
 __all__ = ["AdaptiveConfig", "BudgetConfig", "DECISION_METRICS", "DesignConfig", "RoundConfig"]

@@ -26,13 +26,13 @@ from typing import Any, Mapping
 from ray_knowsim.schema.results import COMPARE_METRICS as DEFAULT_METRICS
 from ray_knowsim.stats.defaults import ALPHA, POWER, WIN_RATE
 from ray_knowsim.stats.feasibility import feasibility
+from ray_knowsim.stats.forecast import benchmarks_for, forecast
 from ray_knowsim.stats.per_decision import Spent, cost_per_decision
 
-#: what the dry run says of an adaptive design's cost to decide (no planning code estimates its
-#: expected share of the pool before a run: that depends on the effects it meets)
+#: what the dry run says of an adaptive design too large to forecast in its time (stats.forecast)
 ADAPTIVE_LIMIT = ("adaptive: the run stops where it decides, so it spends at most this (the estimate is of its whole pool); "
-                  "its expected cost to decide is not estimated before a run -- ray-knowsim adaptive-replay over a "
-                  "finished fixed run says the sessions it would have needed")
+                  "the design is too large to forecast here -- ray-knowsim adaptive-replay over a finished fixed run "
+                  "says the sessions it would have needed")
 
 
 @dataclass(frozen=True)
@@ -96,15 +96,47 @@ def design_checks(cfg: Any, items_per_task: Mapping[str, int], win_rate: float =
     return out
 
 
-def per_decision_lines(cost_usd: float | None, tokens: float, records: list[Mapping[str, Any]]) -> list[str]:
+def adaptive_forecast(cfg: Any, items_per_task: Mapping[str, int], win_rate: float = WIN_RATE) -> dict[str, Any] | None:
+    """What ``cfg``'s adaptive design is expected to decide and with what share of the fixed
+    design's sessions, simulated (:func:`ray_knowsim.stats.forecast.forecast`: one condition
+    winning ``win_rate`` of the items in every decision); ``{"benchmarks": 0}`` when the design is
+    too large to simulate in a dry run's time; None for a fixed run or a design without a pair."""
+    ad = cfg.adaptive
+    conditions = list(ad.conditions or [c.name for c in cfg.conditions]) if ad is not None else []
+    pools = {t.name: int(items_per_task.get(t.name, 0)) for t in cfg.tasks}
+    if ad is None or len(conditions) < 2 or min(pools.values(), default=0) < 1:
+        return None
+    tasks = list(pools)
+
+    def build():  # noqa: ANN202 - a fresh Procedure per benchmark
+        return ad.procedure(tasks, cfg.levels, conditions)
+
+    rounds = max(-(-n // ad.round.items) for n in pools.values())
+    n = benchmarks_for(build(), rounds)
+    if not n:
+        return {"benchmarks": 0}
+    f = forecast(build, pools, ad.round.items, win_rate, benchmarks=n, seed=cfg.seed)
+    return {"benchmarks": n, "win_rate": win_rate, "decided": f.decided.mean, "decided_se": f.decided.se,
+            "fixed_decided": f.fixed_decided.mean, "fixed_decided_se": f.fixed_decided.se,
+            "session_share": f.sessions.mean, "session_share_se": f.sessions.se, "line": f.line()}
+
+
+def per_decision_lines(cost_usd: float | None, tokens: float, records: list[Mapping[str, Any]],
+                       forecast_record: Mapping[str, Any] | None = None) -> list[str]:
     """The dry run's cost per decision: the estimate over the most decisions the design can reach
     (the comparisons of the tasks whose items can decide), labelled "at best"; for an adaptive
-    design, what is and is not estimated. None of it without a design (fewer than two conditions)."""
+    design its forecast (:func:`adaptive_forecast`) and the expected cost to decide (the estimate
+    times its session share). None of it without a design (fewer than two conditions)."""
     if not records:
         return []
     reachable = sum(int(r.get("comparisons") or r.get("decisions") or 0) for r in records if r.get("can_decide"))
-    lines = [f"  cost per decision: {cost_per_decision(Spent(cost_usd, tokens), reachable, at_best=True).line}"]
-    if any(str(r.get("design", "")).startswith("adaptive") for r in records):
+    spent = Spent(cost_usd, tokens)
+    lines = [f"  cost per decision: {cost_per_decision(spent, reachable, at_best=True).line}"]
+    if forecast_record and forecast_record.get("benchmarks"):
+        share = float(forecast_record["session_share"])
+        lines.append(f"    {forecast_record['line']}: expected cost to decide about {spent.amount(spent.total * share)} "
+                     f"of the {spent.amount(spent.total)} estimated for the whole pool{spent.why_tokens()}")
+    elif any(str(r.get("design", "")).startswith("adaptive") for r in records):
         lines.append(f"    {ADAPTIVE_LIMIT}")
     return lines
 
@@ -113,4 +145,4 @@ def as_records(checks: list[DesignCheck]) -> list[dict[str, Any]]:
     return [asdict(c) | {"line": c.line()} for c in checks]
 
 
-__all__ = ["ADAPTIVE_LIMIT", "DesignCheck", "as_records", "design_checks", "per_decision_lines"]
+__all__ = ["ADAPTIVE_LIMIT", "DesignCheck", "adaptive_forecast", "as_records", "design_checks", "per_decision_lines"]

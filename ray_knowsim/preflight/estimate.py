@@ -147,6 +147,8 @@ class Estimate(BaseModel):
     largest_prompts: dict[str, LargestPrompt] = {}  # "<role>:<model key>" -> its largest prompt
     # per task: can the design's decisions ever reach a verdict with its items (preflight.design)
     design: list[dict[str, Any]] = []
+    # an adaptive design's simulated decisions and session share (preflight.design.adaptive_forecast)
+    adaptive_forecast: dict[str, Any] | None = None
 
 
 # ----------------------------------------------------------------------------- token counting
@@ -725,9 +727,11 @@ def dry_run(cfg: RunConfig, output: str | Path | None = None, from_run: str | Pa
     inputs = load_inputs(cfg)
     plan = Plan(cfg, inputs)
     est = estimate(cfg, plan, inputs, from_run, reasoning)
-    from ray_knowsim.preflight.design import as_records, design_checks
+    from ray_knowsim.preflight.design import adaptive_forecast, as_records, design_checks
 
-    est.design = as_records(design_checks(cfg, {task: len(items) for task, items in inputs.items.items()}))
+    items = {task: len(its) for task, its in inputs.items.items()}
+    est.design = as_records(design_checks(cfg, items))
+    est.adaptive_forecast = adaptive_forecast(cfg, items)
     run_dir = Path(output) if output is not None else cfg.output_path()
     return est, write_estimate(est, run_dir)
 
@@ -747,7 +751,7 @@ def summary_lines(est: Estimate) -> list[str]:
     lines += [d["line"] for d in est.design]
     from ray_knowsim.preflight.design import per_decision_lines
 
-    return lines + per_decision_lines(t.cost_usd, t.prompt_tokens + t.completion_tokens, est.design)
+    return lines + per_decision_lines(t.cost_usd, t.prompt_tokens + t.completion_tokens, est.design, est.adaptive_forecast)
 
 
 def _share(part: int, whole: int) -> str:

@@ -192,9 +192,8 @@ def score_run(
         own_pools, pools = False, {}
     items = {item_key(task, it.id): it for task, its in inputs.items.items() for it in its}
     accounting = Accounting()
-    price = model_prices(cfg).get(key)  # the run's own rule: an unpriced offline judge is free, as its simulator is
     journal = SpendJournal(rd.root, unit=f"score-{name}", kind="score", score_set=name, config_hash=config_hash,
-                           invocation=invocation, prices={key: price})
+                           invocation=invocation, prices={key: model_prices(cfg).get(key)})
     model = models.model(key, accounting, unit=f"score-{name}", sink=journal)  # one cache folder per score set
     settings = judge_settings(cfg)
 
@@ -213,7 +212,7 @@ def score_run(
             started = time.perf_counter()
             fresh = await judge_transcripts([t for t in transcripts if t.session_id not in kept], model,
                                             name=name, model_key=key, judges=judges, settings=settings,
-                                            price=price)
+                                            price=journal.prices[key])  # an unpriced offline judge is free
             by_id = {**kept, **{r.session_id: r for r in fresh}}
             rows = [by_id[t.session_id] for t in transcripts]
             # which journal each row's judge spend is in: a kept row's stays the earlier pass's

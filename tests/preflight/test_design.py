@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ray_knowsim.cli.main import main as cli_main
 from ray_knowsim.preflight.design import design_checks
 from ray_knowsim.config import load_run_config
@@ -62,3 +64,25 @@ def test_the_dry_run_says_its_cost_per_decision_at_best_over_the_decisions_the_d
     adaptive = load_run_config(ROOT / "configs" / "own_tutor.yaml", overrides=["adaptive={decide: best, metrics: [kg], alpha: 0.05}"])
     lines = per_decision_lines(12.0, 1e6, as_records(design_checks(adaptive, {"math": 40, "expertqa": 40})))
     assert lines[0].startswith("  cost per decision: at best $") and lines[1] == f"    {ADAPTIVE_LIMIT}"
+
+
+def test_an_adaptive_dry_run_forecasts_what_it_decides_and_its_expected_cost_to_decide(tmp_path, capsys):
+    import json
+    import re
+
+    from ray_knowsim.preflight.design import ADAPTIVE_LIMIT
+
+    code = cli_main(["run", str(ROOT / "configs" / "adaptive_demo.yaml"), "--dry-run", "-o", str(tmp_path / "dry")])
+    assert code == 0
+    out = capsys.readouterr().out
+    est = json.loads((tmp_path / "dry" / "estimate.json").read_text(encoding="utf-8"))
+    record = est["adaptive_forecast"]
+    assert record["benchmarks"] == 200 and 0 < record["session_share"] < 1 and 0 < record["decided"] <= 1
+    # at the shipped demo's pool the design can decide but has little power for a 0.65 win rate: the
+    # forecast says so beside the exact power of the design line
+    (design,) = [d for d in est["design"] if d["task"] == "math"]
+    assert abs(record["fixed_decided"] - design["power_at_n"]) < 0.1
+    said = re.search(r"expected cost to decide about ([\d,]+) tokens of the ([\d,]+) tokens estimated", out)
+    assert record["line"] in out and said and ADAPTIVE_LIMIT not in out
+    whole = int(said.group(2).replace(",", ""))
+    assert int(said.group(1).replace(",", "")) == pytest.approx(whole * record["session_share"], abs=1)
