@@ -300,35 +300,101 @@ class Journal:
         return self.header.get("invocation")
 
 
-def read_journal(path: Path) -> Journal | None:
-    """A journal file; lines that cannot be read (the last one, torn by a crash mid-write) are
-    skipped; None for a file without its header."""
-    journal: Journal | None = None
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
+def _header(path: Path, line: dict[str, Any]) -> Journal | None:
+    """The journal a header line opens; None when the first line is not a journal's header."""
+    return Journal(path, path.name[: -len(".jsonl")].rpartition(".")[2], line) if "journal" in line else None
+
+
+def _take(journal: Journal, line: dict[str, Any]) -> None:
+    """One line after the header: an answer's spend, a request sent, or sessions committed."""
+    if "s" in line:
+        sid = str(line["s"])
+        journal.spend.setdefault(sid, Spend()).add_line(line, sid)
+        journal.answered += 1
+    elif "sent" in line:
+        journal.sent += 1
+    elif "committed" in line:
+        journal.committed.update(str(s) for s in line["committed"])
+
+
+def _lines(text: str) -> list[dict[str, Any]]:
+    out = []
     for raw in text.splitlines():
         try:
             line = loads_as_json(raw)  # json's values; orjson's speed: two lines a request, read by the driver
         except ValueError:
             continue
-        if not isinstance(line, dict):
-            continue
-        if journal is None:
-            if "journal" not in line:
-                return None
-            journal = Journal(path, path.name[: -len(".jsonl")].rpartition(".")[2], line)
-            continue
-        if "s" in line:
-            sid = str(line["s"])
-            journal.spend.setdefault(sid, Spend()).add_line(line, sid)
-            journal.answered += 1
-        elif "sent" in line:
-            journal.sent += 1
-        elif "committed" in line:
-            journal.committed.update(str(s) for s in line["committed"])
+        if isinstance(line, dict):
+            out.append(line)
+    return out
+
+
+def read_journal(path: Path) -> Journal | None:
+    """A journal file; lines that cannot be read (the last one, torn by a crash mid-write) are
+    skipped; None for a file without its header."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    lines = _lines(text)
+    journal = _header(path, lines[0]) if lines else None
+    for line in lines[1:] if journal is not None else ():
+        _take(journal, line)
     return journal
+
+
+@dataclass
+class _Followed:
+    offset: int = 0  # bytes read: up to the end of the last whole line
+    journal: Journal | None = None
+    refused: bool = False  # its first line is not a journal's header
+
+
+class JournalFollower:
+    """A run's journals read as they grow (the cost re-estimate reads them again and again while
+    the run goes): each :meth:`read` parses only the whole lines appended since the last, so a
+    reading costs what was spent since, not the run so far. A line still being written (no
+    newline yet) waits for the next reading; a file that shrank (replaced) is read afresh. What it
+    returns equals :func:`read_journals` of the same files, but for a last line that a crash left
+    without its newline (skipped here until it gets one; read there when it parses)."""
+
+    def __init__(self, root: str | Path, config_hash: str | None = None) -> None:
+        self.folder = Path(root) / SPEND
+        self.config_hash = config_hash
+        self._files: dict[Path, _Followed] = {}
+
+    def read(self) -> list[Journal]:
+        if not self.folder.is_dir():
+            return []
+        out = []
+        for path in sorted(self.folder.glob("*.jsonl")):
+            state = self._follow(path)
+            j = state.journal
+            if j is not None and (self.config_hash is None or j.header.get("config_hash") == self.config_hash):
+                out.append(j)
+        return out
+
+    def _follow(self, path: Path) -> _Followed:
+        state = self._files.setdefault(path, _Followed())
+        try:
+            with path.open("rb") as f:
+                if f.seek(0, 2) < state.offset:
+                    state = self._files[path] = _Followed()  # replaced by a shorter file: read afresh
+                f.seek(state.offset)
+                chunk = f.read()
+        except OSError:
+            return state
+        end = chunk.rfind(b"\n")
+        if state.refused or end < 0:
+            return state
+        state.offset += end + 1
+        lines = _lines(chunk[: end + 1].decode("utf-8", errors="replace"))
+        if state.journal is None and lines:
+            state.journal = _header(path, lines.pop(0))
+            state.refused = state.journal is None
+        for line in lines if state.journal is not None else ():
+            _take(state.journal, line)
+        return state
 
 
 def read_journals(root: str | Path, config_hash: str | None = None) -> list[Journal]:
@@ -402,4 +468,4 @@ def run_spend(journals: list[Journal], counted_journal: Mapping[tuple[str, str],
 
 
 __all__ = ["APART", "JOURNAL_FORMAT", "JOURNAL_KEY", "Journal", "RunSpend", "SPEND", "Spend", "SpendJournal",
-           "read_journal", "read_journals", "run_spend", "session_of"]
+           "JournalFollower", "read_journal", "read_journals", "run_spend", "session_of"]

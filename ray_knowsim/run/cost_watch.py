@@ -28,9 +28,9 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
-from ray_knowsim.io.spend import read_journals
+from ray_knowsim.io.spend import Journal, JournalFollower
 from ray_knowsim.preflight.estimate import Estimate
 from ray_knowsim.preflight.projection import (MATERIAL, OVERRUN, Progress, Projection, Tokens, UnitSpend, changed,
                                               first_after, line, project, warning_line)
@@ -41,8 +41,8 @@ log = logging.getLogger(__name__)
 READ_EVERY_S = 15.0
 #: the same before the first projection: the first one is the one that matters most
 FIRST_READ_EVERY_S = 2.0
-#: the least time between two readings when shards end: each reading reads every journal of the
-#: run, and a large run ends many shards a second
+#: the least time between two readings when shards end (a large run ends many shards a second;
+#: each reading parses only what the journals gained since the last)
 SHARD_END_READ_GAP_S = 1.0
 #: the manifest key (per invocation) of the re-estimates
 MANIFEST_KEY = "cost_reestimates"
@@ -56,12 +56,12 @@ def condition_of(session_id: str, names: list[str]) -> str | None:
     return max(found, key=len) if found else None
 
 
-def committed_progress(root: Path, config_hash: str, planned: int, assistants: Mapping[str, str]) -> Progress:
-    """What the committed sessions of the run at ``root`` spent, per (role, model), from its spend
-    journals; ``assistants``: condition name -> its assistant model key (each condition has
+def committed_progress(journals: Iterable[Journal], planned: int, assistants: Mapping[str, str]) -> Progress:
+    """What the committed sessions spent, per (role, model), from the run's spend ``journals``
+    (of its config); ``assistants``: condition name -> its assistant model key (each condition has
     ``planned / len(assistants)`` sessions: the plan is a full factorial)."""
     latest: dict[str, tuple[float, Any]] = {}
-    for j in read_journals(root, config_hash):
+    for j in journals:
         if j.kind != "shard":
             continue
         started = float(j.header.get("started_at") or 0.0)
@@ -172,6 +172,7 @@ def watch_costs(cfg: Any, plan: Any, inputs: Any, run_root: Path, manifest: dict
 
     config_hash = manifest["config_hash"]
     assistants = {c.name: c.assistant for c in plan.conditions}
+    journals = JournalFollower(run_root, config_hash)  # each reading parses what was spent since the last
 
     def record(entry: dict[str, Any]) -> None:
         manifest["invocations"][-1][MANIFEST_KEY] = entry
@@ -179,7 +180,7 @@ def watch_costs(cfg: Any, plan: Any, inputs: Any, run_root: Path, manifest: dict
 
     return CostWatch(
         first=lambda: first_estimate(run_root, config_hash, plan.n_sessions, made, lambda: estimate(cfg, plan, inputs)),
-        progress=lambda: committed_progress(run_root, config_hash, plan.n_sessions, assistants),
+        progress=lambda: committed_progress(journals.read(), plan.n_sessions, assistants),
         prices=model_prices(cfg), after=first_after(plan.n_sessions, plan.shard_size),
         say=display.log, warn=display.warn, record=record)
 

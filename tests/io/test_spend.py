@@ -190,3 +190,46 @@ def test_an_anthropic_answer_is_journaled_and_priced_with_its_cache_read_and_wri
     s1 = read_journal(j.path).spend["s1"]
     assert (s1.prompt_tokens, s1.cached_prompt_tokens, s1.cache_write_tokens) == (4000, 3000, 900)
     assert s1.cost_usd == pytest.approx((100 * 3.0 + 3000 * 0.3 + 900 * 3.75 + 10 * 15.0) / 1e6)
+
+
+def _same(a, b) -> None:
+    """Two readings of the journals hold the same spend, counts and commits."""
+    assert [j.token for j in a] == [j.token for j in b]
+    for x, y in zip(a, b):
+        assert (x.sent, x.answered, x.committed, x.header) == (y.sent, y.answered, y.committed, y.header)
+        assert {k: v.to_dict() for k, v in x.spend.items()} == {k: v.to_dict() for k, v in y.spend.items()}
+
+
+def test_the_follower_reads_only_what_was_appended_and_equals_a_whole_reading(tmp_path):
+    from ray_knowsim.io.spend import JournalFollower
+
+    follower = JournalFollower(tmp_path, "h")
+    assert follower.read() == []  # no spend folder yet
+    a = SpendJournal(tmp_path, unit="shard-000001", config_hash="h", prices=PRICES)
+    other = SpendJournal(tmp_path, unit="shard-000002", config_hash="another", prices=PRICES)
+    _ask(other, "x", "assistant", 5, 5)
+    _same(follower.read(), read_journals(tmp_path, "h"))  # a header alone; the other config's journal left out
+    _ask(a, "s1", "assistant", 100, 10, 30)
+    _ask(a, "s2", "user_sim", 50, 5, answered=False)
+    _same(follower.read(), read_journals(tmp_path, "h"))
+    b = SpendJournal(tmp_path, unit="shard-000003", config_hash="h", prices=PRICES)
+    _ask(b, "s3", "extractor", 40, 4)
+    a.committed(["s1"])
+    _same(follower.read(), read_journals(tmp_path, "h"))
+    with open(b.path, "a", encoding="utf-8") as fh:  # a line being written: it waits for its newline
+        fh.write('{"s": "s3", "role": "assistant", "model": "m", "calls": 1, "cache_hits": 0, "errors": 0, "attempts": 1, ')
+    before = follower.read()
+    assert sum(j.answered for j in before) == 2
+    with open(b.path, "a", encoding="utf-8") as fh:
+        fh.write('"prompt": 7, "completion": 3, "cached_prompt": 0, "cache_write": 0, "reasoning": 0, "usd": 0.0}\n')
+    after = follower.read()
+    _same(after, read_journals(tmp_path, "h"))
+    assert after[1].spend["s3"].requests == 2 and after[1].spend["s3"].prompt_tokens == 47
+    # the follower parsed each line once: a reading with nothing new changes nothing
+    _same(follower.read(), after)
+    # a journal replaced by a shorter file is read afresh
+    a.close()
+    a.path.write_text(a.path.read_text(encoding="utf-8").splitlines(keepends=True)[0], encoding="utf-8")
+    _same(follower.read(), read_journals(tmp_path, "h"))
+    for j in (b, other):
+        j.close()
