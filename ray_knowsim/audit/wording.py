@@ -97,13 +97,33 @@ def math_atoms(text: str) -> frozenset[str]:
     return frozenset("=" + a for a in atoms if any(ch.isdigit() for ch in a) or len(a) >= 5)
 
 
+_FRACTION = re.compile(r"(?<![\w.^])(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)(?![\w.^]|\s*[(])")
+_DECIMAL = re.compile(r"(?<![\w./^])(\d*\.\d+)(?![\w./^])")
+
+
+@lru_cache(maxsize=1 << 14)
+def number_values(text: str) -> frozenset[str]:
+    """The fractions and decimals of a text by their value ("1/10", "\\frac{1}{10}" and "0.1" are
+    all "#0.1"): a tutor writes a probability one way, the graph another. Whole numbers are left
+    to the words (the value would only count them twice)."""
+    for pattern, repl in _LATEX[:3]:
+        text = pattern.sub(repl, text or "")
+    values = set()
+    for a, b in _FRACTION.findall(text):
+        if float(b) != 0:
+            values.add(float(a) / float(b))
+    values |= {float(x) for x in _DECIMAL.findall(text)}
+    return frozenset(f"#{v:.6g}" for v in values if v != int(v))
+
+
 @lru_cache(maxsize=1 << 14)
 def content_words(text: str) -> frozenset[str]:
     """The audit's evidence features of a text: the stems of :func:`ray_knowsim.text.content_words`,
     the one- and two-character tokens that hold a digit ("54", "6w": an IU's result is often a
-    number), and its worked expressions (:func:`math_atoms`)."""
+    number), its worked expressions (:func:`math_atoms`) and its fractions and decimals by value
+    (:func:`number_values`)."""
     words = _content_words(text) | frozenset(_SHORT_NUMBER.findall(text.lower()))
-    return frozenset(stem(w) for w in words) | math_atoms(text)
+    return frozenset(stem(w) for w in words) | math_atoms(text) | number_values(text)
 
 
 def plain_words(features: frozenset[str]) -> frozenset[str]:

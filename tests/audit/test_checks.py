@@ -133,3 +133,14 @@ def test_flags_are_json_rows():
     flags = audit_session(session(turn(1, "I already understand the perimeter of a rectangle.")))
     row = json.loads(flags[0].model_dump_json())
     assert set(row) >= {"session_id", "turn", "kind", "party", "iu", "evidence", "why"}
+
+
+def test_fractions_and_decimals_meet_by_value_not_as_written():
+    """A tutor writes the rain's chance as 1/10, the graph as 0.1 (docs/audit.md, the recorded
+    conversations): both are one evidence feature; a whole number is left to the words."""
+    from ray_knowsim.audit.wording import content_words, number_values
+
+    assert number_values("p = 1/10") == number_values("a chance of 0.1") == number_values(r"\frac{1}{10}") == {"#0.1"}
+    assert number_values("(9/10)^28 and 0.9") == {"#0.9"}
+    assert number_values("54 = 6w + 6, x/2 and 3/0") == frozenset()
+    assert "#0.1" in content_words("multiply by (1/10)^1") & content_words("the term (0.1)^1")

@@ -20,7 +20,7 @@ def test_flags_on_the_recorded_conversations(shared_ref):
             facts = record_facts(record, parse_graph(graphs[record["problem_id"]], record["problem_id"]), f"{f.stem}/{record['problem_id']}")
             assert facts.turns and (facts.structured == (record.get("simulation_method") == "structured"))
             flags += audit_session(facts)
-    assert Counter(x.kind for x in flags) == {"extractor_unsupported_label": 31, "extractor_ignores_covered": 6, "learner_reveals_answer": 2}
+    assert Counter(x.kind for x in flags) == {"extractor_unsupported_label": 29, "extractor_ignores_covered": 6, "learner_reveals_answer": 2}
     assert all(x.evidence and x.why for x in flags)
     # the baseline learner computes the answer itself: flagged by the rule, judged no simulator error (docs/audit.md)
     assert {x.session_id for x in flags if x.kind == "learner_reveals_answer"} == {"mathqa_baseline_zero-shot-cot_novice/math_004"}
