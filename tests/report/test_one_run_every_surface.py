@@ -8,7 +8,7 @@ each significant verdict, the cost per decision and why it is in tokens.
 The design decides something (30 generated practice items, two tutors, one level: a family of 16
 needs 10 items), so the verdicts are not an empty list that every surface would trivially agree on.
 The adaptive run's sessions are held the same way by tests/adaptive/test_one_voice.py, an
-interrupted run's status by tests/io/test_status_words.py and tests/view/."""
+interrupted run's (Ctrl-C's message against its status line) by tests/run/test_stop_early.py."""
 
 from __future__ import annotations
 
