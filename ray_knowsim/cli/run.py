@@ -240,10 +240,18 @@ def _warn_what_the_run_will_refuse(cfg) -> None:  # noqa: ANN001
 
 
 def interrupted(args: argparse.Namespace, stop, resume_dir=None) -> int:  # noqa: ANN001
-    """Ctrl-C: what is committed and the command that resumes; exit code 130."""
-    from ray_knowsim.io.rundir import sessions_text
+    """Ctrl-C: what is committed and the command that resumes; exit code 130. The count is read
+    again from the run directory now that the run has stopped (the driver counted while shards
+    could still commit), so it is what the viewer and the report will show."""
+    from ray_knowsim.io.rundir import RunDirError, RunReader, sessions_text
 
-    print(f"interrupted: {sessions_text(stop.committed, stop.planned)} are committed and safe ({stop.ok:,} ok) in "
+    committed, ok = stop.committed, stop.ok
+    try:
+        st = RunReader.open(stop.run_dir).status()
+        committed, ok = st.n_committed, st.n_ok
+    except (RunDirError, OSError):
+        pass
+    print(f"interrupted: {sessions_text(committed, stop.planned)} are committed and safe ({ok:,} ok) in "
           f"{stop.run_dir}; resume with:\n  {resume_command(args, resume_dir or stop.run_dir)}", file=sys.stderr, flush=True)
     return 130
 
